@@ -1,0 +1,31 @@
+# Two commands set everything up on a fresh machine with only Python:
+#   make demo   the main job (creates .venv, installs normlab, runs it)
+#   make test   the whole test suite (creates .venv, installs normlab with the test oracles)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test check bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e '.[lab,test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/normlab check
+
+check: $(VENV)/.installed
+	$(BIN)/normlab check
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/norms.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,154 @@
+"""Dtype rules and argument checks shared by every op.
+
+The rules (DESIGN.md, "Contracts"):
+
+* float64 inputs are computed in float64, float32 in float32;
+* every lower format NumPy or ml_dtypes knows (float16, bfloat16, float8_*, float6_*, float4_*)
+  is computed in float32 and the result is rounded back once, to the input's dtype;
+* statistics and parameter gradients are kept in at least float32.
+
+Bad arguments raise ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, wrong
+value) with a message that names the argument and says what is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+Array = np.ndarray
+
+_ML_DTYPES_FLOATS = frozenset(
+    np.dtype(getattr(ml_dtypes, name))
+    for name in (
+        "bfloat16",
+        "float8_e3m4",
+        "float8_e4m3",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e4m3b11fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+        "float6_e2m3fn",
+        "float6_e3m2fn",
+        "float4_e2m1fn",
+    )
+    if hasattr(ml_dtypes, name)
+)
+
+
+def is_float_dtype(dtype: Any) -> bool:
+    """True for NumPy's real floating dtypes and ml_dtypes' low-precision floats."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype in _ML_DTYPES_FLOATS
+
+
+def compute_dtype(dtype: Any) -> np.dtype:
+    """The dtype an op computes in: float64 for float64 (and wider), float32 for everything else."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.itemsize >= 8:
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def float_array(x: Any, name: str) -> Array:
+    """``x`` as a floating ndarray (no copy if it already is one), or a TypeError naming ``name``.
+
+    Python floats and nested lists of floats are accepted and become float64; integer, boolean,
+    complex, string and object data are refused, as silently treating them as floats hides bugs.
+    """
+    if isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except Exception as exc:  # ragged lists and the like
+            raise TypeError(f"{name} must be a floating-point array; got {type(x).__name__}") from exc
+    if not is_float_dtype(arr.dtype):
+        raise TypeError(
+            f"{name} must be a floating-point array (float64, float32, float16, bfloat16, "
+            f"float8_*, ...); got dtype {arr.dtype}"
+        )
+    return arr
+
+
+def at_least_nd(x: Array, name: str, ndim: int) -> None:
+    if x.ndim < ndim:
+        raise ValueError(f"{name} must have at least {ndim} dimension(s); got shape {x.shape}")
+
+
+def param(p: Any, name: str, width: int, *, allow_none: bool = False) -> Array | None:
+    """Check a per-feature parameter: a float array of shape ``(width,)``."""
+    if p is None:
+        if allow_none:
+            return None
+        raise TypeError(f"{name} must be a floating-point array of shape ({width},); got None")
+    p = float_array(p, name)
+    if p.shape != (width,):
+        raise ValueError(
+            f"{name} must have shape ({width},) to match the last axis of x; got {p.shape}"
+        )
+    return p
+
+
+def scalar_param(p: Any, name: str) -> Array:
+    """Check a learned scalar: a float array with one element (shape () or (1,))."""
+    p = float_array(p, name)
+    if p.size != 1 or p.ndim > 1:
+        raise ValueError(f"{name} must be a scalar array of shape () or (1,); got {p.shape}")
+    return p
+
+
+def positive(value: Any, name: str) -> float:
+    """A finite real number > 0 (eps, a scale, a soft-cap)."""
+    if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number > 0; got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0.0):
+        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+    return value
+
+
+def probability(value: Any, name: str) -> float:
+    """A drop probability in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number in [0, 1); got {value!r}")
+    value = float(value)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+    return value
+
+
+def flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def generator(rng: Any, name: str = "rng") -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"{name} must be a numpy.random.Generator (np.random.default_rng(seed)); "
+            f"got {type(rng).__name__}"
+        )
+    return rng
+
+
+def same_shape(a: Array, a_name: str, shape: tuple[int, ...], what: str) -> None:
+    if a.shape != tuple(shape):
+        raise ValueError(f"{a_name} must have shape {tuple(shape)} ({what}); got {a.shape}")
+
+
+def reduce_rows(a: Array) -> Array:
+    """Sum over every axis but the last: the reduction of every per-feature parameter gradient."""
+    return a.reshape(-1, a.shape[-1]).sum(axis=0)
+
+
+def out_cast(a: Array, dtype: np.dtype) -> Array:
+    """Round ``a`` once to ``dtype`` (no copy when it already has it)."""
+    return a.astype(dtype, copy=False)

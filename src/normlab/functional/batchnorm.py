@@ -1,0 +1,172 @@
+"""BatchNorm (Ioffe & Szegedy 2015) with PyTorch's running-statistics conventions and a mask.
+
+Statistics are taken per channel (the last axis) over every other axis: (N, C) or (B, T, C).
+
+Training:
+    mean, var = mean and biased variance over the n valid positions (all, or where mask is True)
+    y = (x - mean) / sqrt(var + eps) * gamma + beta
+    running_mean <- (1 - m) * running_mean + m * mean
+    running_var  <- (1 - m) * running_var  + m * var * n / (n - 1)        (unbiased)
+  m = momentum is the weight of the NEW batch (PyTorch, default 0.1). The textbook form
+  running = m' * running + (1 - m') * batch with m' = 0.9 is the same update with m' = 1 - m.
+  momentum=None is the cumulative average: m = 1 / (num_batches_tracked + 1).
+Eval:
+    y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
+
+Padding mask: positions where ``mask`` is False are left out of the statistics (and of the
+running statistics), their output is computed with the valid positions' statistics, and they
+receive zero input gradient and contribute nothing to dgamma or dbeta.
+
+Backward (training), over the valid positions, with xhat = (x - mean) * rstd:
+    dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+Backward (eval): dx = dy * gamma * rstd.  Both: dgamma = sum dy * xhat, dbeta = sum dy.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _checks as ck
+from .._checks import Array
+
+
+class BatchNormCache(NamedTuple):
+    """Saved: the input (its own dtype), the statistics used, and the mask; xhat is recomputed."""
+
+    x: Array  # (..., C) the input, as given
+    gamma: Array  # (C,) compute dtype
+    mean: Array  # (C,) batch mean (training) or running mean (eval), compute dtype
+    rstd: Array  # (C,) 1 / sqrt(var + eps), compute dtype
+    mask: Array | None  # (...,) bool, True = a real position; None = all positions
+    training: bool
+    param_dtypes: tuple  # dtypes of gamma and beta as given
+
+
+def _check_mask(mask, x: Array) -> Array | None:
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"mask must be a boolean array (True = real position); got dtype {mask.dtype}")
+    ck.same_shape(mask, "mask", x.shape[:-1], "the leading shape of x")
+    if not mask.any():
+        raise ValueError("mask must have at least one True entry (a real, unpadded position)")
+    return mask
+
+
+def _running(stat, name: str, C: int) -> Array | None:
+    return ck.param(stat, name, C, allow_none=True)
+
+
+def batch_norm_forward(
+    x: Array,
+    gamma: Array,
+    beta: Array,
+    running_mean: Array | None,
+    running_var: Array | None,
+    *,
+    training: bool,
+    momentum: float | None = 0.1,
+    eps: float = 1e-5,
+    mask: Array | None = None,
+    num_batches_tracked: int = 0,
+) -> tuple[Array, BatchNormCache, Array | None, Array | None]:
+    """BatchNorm over every axis but the last.
+
+    Args:
+        x: (N, C) or (B, T, C) (any leading shape) float array.
+        gamma, beta: (C,) affine parameters.
+        running_mean, running_var: (C,) running statistics (never mutated), or both None to keep
+            none (training only: eval mode needs them).
+        training: use (and update) the batch statistics, or use the running ones.
+        momentum: weight of the new batch in [0, 1], or None for a cumulative average.
+        eps: > 0, inside the square root.
+        mask: bool array of x's leading shape; False marks padding.
+        num_batches_tracked: batches seen before this one (used by momentum=None).
+
+    Returns:
+        out (x's dtype), cache, new running_mean, new running_var (float32, or float64 for
+        float64 input; None when none were given).
+    """
+    x = ck.float_array(x, "x")
+    ck.at_least_nd(x, "x", 2)
+    C = x.shape[-1]
+    gamma = ck.param(gamma, "gamma", C)
+    beta = ck.param(beta, "beta", C)
+    running_mean = _running(running_mean, "running_mean", C)
+    running_var = _running(running_var, "running_var", C)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must both be arrays or both be None")
+    training = ck.flag(training, "training")
+    eps = ck.positive(eps, "eps")
+    if momentum is not None:
+        if isinstance(momentum, bool) or not isinstance(momentum, (int, float, np.floating)):
+            raise TypeError(f"momentum must be a number in [0, 1] or None; got {momentum!r}")
+        if not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"momentum must be in [0, 1] (the weight of the new batch); got {momentum!r}")
+    if isinstance(num_batches_tracked, bool) or int(num_batches_tracked) != num_batches_tracked or num_batches_tracked < 0:
+        raise ValueError(f"num_batches_tracked must be an integer >= 0; got {num_batches_tracked!r}")
+    mask = _check_mask(mask, x)
+    ct = ck.compute_dtype(x.dtype)
+    xc = x.astype(ct, copy=False)  # (..., C)
+    rows = xc.reshape(-1, C)  # (n_all, C)
+
+    new_mean, new_var = running_mean, running_var
+    if training:
+        valid = rows if mask is None else rows[mask.reshape(-1)]  # (n, C)
+        n = valid.shape[0]
+        if n < 2:
+            raise ValueError(
+                f"BatchNorm in training needs more than 1 value per channel; got {n} "
+                f"(x of shape {x.shape}{'' if mask is None else ' with its mask'})"
+            )
+        mean = valid.mean(axis=0)  # (C,)
+        centered = valid - mean
+        var = np.mean(centered * centered, axis=0)  # (C,) biased
+        if running_mean is not None:
+            m = 1.0 / (num_batches_tracked + 1) if momentum is None else float(momentum)
+            new_mean = (1 - m) * running_mean.astype(ct) + m * mean
+            new_var = (1 - m) * running_var.astype(ct) + m * var * (n / (n - 1))
+    else:
+        if running_mean is None:
+            raise ValueError("BatchNorm in eval mode needs running_mean and running_var; got None")
+        mean = running_mean.astype(ct)
+        var = running_var.astype(ct)
+        if np.any(var < 0):
+            raise ValueError("running_var must be >= 0")
+
+    rstd = 1.0 / np.sqrt(var + ct.type(eps))  # (C,)
+    g = gamma.astype(ct)
+    out = (xc - mean) * (rstd * g) + beta.astype(ct)  # (..., C)
+    cache = BatchNormCache(x, g, mean, rstd, mask, training, (gamma.dtype, beta.dtype))
+    return ck.out_cast(out, x.dtype), cache, new_mean, new_var
+
+
+def batch_norm_backward(dout: Array, cache: BatchNormCache) -> tuple[Array, Array, Array]:
+    """Gradients of BatchNorm: ``(dx, dgamma, dbeta)``; padded positions get dx = 0."""
+    x, g, mean, rstd, mask, training, (gamma_dt, beta_dt) = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
+    ct = rstd.dtype
+    C = x.shape[-1]
+    dy = dout.astype(ct, copy=True).reshape(-1, C)  # (n_all, C)
+    xhat = (x.astype(ct, copy=False).reshape(-1, C) - mean) * rstd  # (n_all, C) recomputed
+    keep = None if mask is None else mask.reshape(-1)
+    if keep is not None:
+        dy[~keep] = 0.0  # padding sends no gradient anywhere
+    dgamma = np.sum(dy * xhat, axis=0)  # (C,)
+    dbeta = dy.sum(axis=0)  # (C,)
+    if training:
+        n = dy.shape[0] if keep is None else int(keep.sum())
+        dx = (g * rstd) * (dy - dbeta / n - xhat * (dgamma / n))
+        if keep is not None:
+            dx[~keep] = 0.0
+    else:
+        dx = dy * (g * rstd)
+    return (
+        ck.out_cast(dx.reshape(x.shape), x.dtype),
+        dgamma.astype(ck.compute_dtype(gamma_dt)),
+        dbeta.astype(ck.compute_dtype(beta_dt)),
+    )

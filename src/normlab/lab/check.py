@@ -1,0 +1,234 @@
+"""``normlab check``: gradient-check every op and compare it with PyTorch.
+
+For each op, the float64 row checks the hand-written backward against central finite differences
+and the forward against PyTorch in float64. The float32, float16 and bfloat16 rows compare
+normlab and PyTorch *each against PyTorch's float64 result on the same rounded inputs*: an op
+passes when its error is at most twice PyTorch's plus a few units of the format's epsilon (the
+tolerance pattern of flash-attention's tests), so neither library is taken as exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+
+from .. import functional as Fn
+from ..testing import errors, format_eps, gradcheck
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class OpCheck:
+    """One op to check: how to make inputs, normlab's pair, and PyTorch's version."""
+
+    name: str
+    inputs: Callable[[np.random.Generator], dict[str, np.ndarray]]  # float64 inputs
+    forward: Callable[..., tuple[Any, Any]]  # forward(*inputs) -> (out, cache)
+    backward: Callable[[np.ndarray, Any], tuple]  # -> gradients in the order of inputs
+    torch: Callable[..., Any] | None = None  # torch(**tensors) -> out tensor, or None
+    out_mask: Callable[[dict], np.ndarray] | None = None  # outputs that carry gradient
+
+
+def _norm_inputs(rng, shape=(3, 5, 16), params=("gamma", "beta")):
+    C = shape[-1]
+    d = {"x": rng.normal(1.0, 2.0, size=shape)}
+    for p in params:  # random, never ones and zeros: they hide wrong backwards
+        d[p] = rng.normal(size=C)
+    return d
+
+
+def _bn_inputs(rng, masked=False):
+    d = _norm_inputs(rng, (4, 6, 8))
+    d["running_mean"] = rng.normal(size=8)
+    d["running_var"] = rng.uniform(0.5, 2.0, size=8)
+    return d
+
+
+_MASK = np.random.default_rng(7).random((4, 6)) > 0.35
+
+
+def _bn(training, mask=None):
+    def forward(x, gamma, beta, running_mean, running_var):
+        out, cache, _, _ = Fn.batch_norm_forward(
+            x, gamma, beta, running_mean, running_var, training=training, mask=mask
+        )
+        return out, cache
+
+    def backward(dout, cache):
+        return Fn.batch_norm_backward(dout, cache) + (None, None)
+
+    return forward, backward
+
+
+def _torch_ops():
+    """PyTorch's versions, or None when torch is not installed."""
+    try:
+        from ..testing import oracles as O
+    except ImportError:
+        return None
+    import torch
+
+    def bn(training, mask=None):
+        def f(x, gamma, beta, running_mean, running_var):
+            rm, rv = running_mean.detach().clone(), running_var.detach().clone()
+            if mask is None:
+                return O.batch_norm(x, gamma, beta, rm, rv, training=training)
+            m = torch.from_numpy(mask)
+            out = O.batch_norm(x[m], gamma, beta, rm, rv, training=training)  # valid rows only
+            full = torch.zeros_like(x)
+            full[m] = out
+            return full
+        return f
+
+    return {
+        "layer_norm": O.layer_norm,
+        "rms_norm": O.rms_norm,
+        "rms_norm(partial=0.25)": lambda x, weight: O.rms_norm(x, weight, partial=0.25),
+        "rms_norm(offset=1)": lambda x, weight: O.rms_norm(x, weight, offset=1.0),
+        "batch_norm(train)": bn(True),
+        "batch_norm(train, mask)": bn(True, _MASK),
+        "batch_norm(eval)": bn(False),
+        "dyt": O.dyt,
+    }
+
+
+def _dropout_forward(x):
+    # A fresh generator per call: every finite-difference evaluation sees the same mask.
+    return Fn.dropout_forward(x, 0.3, training=True, rng=np.random.default_rng(1))
+
+
+def op_checks() -> list[OpCheck]:
+    bn_train, bn_train_b = _bn(True)
+    bn_mask, bn_mask_b = _bn(True, _MASK)
+    bn_eval, bn_eval_b = _bn(False)
+    masked = lambda d: np.broadcast_to(_MASK[..., None], d["x"].shape)  # noqa: E731
+    return [
+        OpCheck("layer_norm", _norm_inputs, Fn.layer_norm_forward, Fn.layer_norm_backward),
+        OpCheck("rms_norm", partial(_norm_inputs, params=("weight",)),
+                Fn.rms_norm_forward, Fn.rms_norm_backward),
+        OpCheck("rms_norm(partial=0.25)", partial(_norm_inputs, params=("weight",)),
+                partial(Fn.rms_norm_forward, partial=0.25), Fn.rms_norm_backward),
+        OpCheck("rms_norm(offset=1)", partial(_norm_inputs, params=("weight",)),
+                partial(Fn.rms_norm_forward, offset=1.0), Fn.rms_norm_backward),
+        OpCheck("batch_norm(train)", _bn_inputs, bn_train, bn_train_b),
+        OpCheck("batch_norm(train, mask)", _bn_inputs, bn_mask, bn_mask_b, out_mask=masked),
+        OpCheck("batch_norm(eval)", _bn_inputs, bn_eval, bn_eval_b),
+        OpCheck("dyt", lambda rng: {"x": rng.normal(size=(3, 5, 16)), "alpha": np.array(0.7),
+                                    "gamma": rng.normal(size=16), "beta": rng.normal(size=16)},
+                Fn.dyt_forward, Fn.dyt_backward),
+        OpCheck("dropout(p=0.3)", lambda rng: {"x": rng.normal(size=(3, 5, 16))},
+                _dropout_forward, Fn.dropout_backward),
+    ]
+
+
+@dataclass
+class Row:
+    op: str
+    dtype: str
+    fwd: float | None = None  # normlab forward error (relative, vs torch float64)
+    fwd_torch: float | None = None  # torch's own forward error in this dtype
+    bwd: float | None = None  # normlab backward error (relative, worst input)
+    bwd_torch: float | None = None
+    fd: float | None = None  # backward vs finite differences (float64 row)
+    ok: bool = True
+    note: str = ""
+
+
+def _cast(d: dict[str, np.ndarray], dtype: np.dtype) -> dict[str, np.ndarray]:
+    return {k: v.astype(dtype) for k, v in d.items()}
+
+
+def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
+    rng = np.random.default_rng(rng_seed)
+    base = op.inputs(rng)
+    dtype = np.dtype(getattr(ml_dtypes, dtype_name) if dtype_name == "bfloat16" else dtype_name)
+    inputs = _cast(base, dtype)
+    exact = _cast(inputs, np.float64)  # the rounded inputs, exactly, in float64
+    row = Row(op.name, dtype_name)
+    out, cache = op.forward(*inputs.values())
+    dout64 = np.random.default_rng(rng_seed + 1).normal(size=out.shape)
+    if op.out_mask is not None:
+        dout64 = dout64 * op.out_mask(base)
+    dout = dout64.astype(dtype)
+    grads = dict(zip(inputs, op.backward(dout, cache)))
+    eps = format_eps(dtype)
+    if dtype_name == "float64":
+        fwd = op.forward
+        if op.out_mask is not None:
+            mask = op.out_mask(base)
+            fwd = lambda *a: (op.forward(*a)[0] * mask, op.forward(*a)[1])  # noqa: E731
+        rep = gradcheck(fwd, op.backward, exact, rng=np.random.default_rng(rng_seed + 2))
+        row.fd = rep.max_rel
+        row.ok = rep.passed
+    if torch_fn is None:
+        return row
+    from ..testing import oracles as O
+
+    wrt = tuple(k for k, g in grads.items() if g is not None)
+    ref_out, ref_grads = O.vjp(torch_fn, exact, np.asarray(dout, np.float64), wrt)
+    t_out, t_grads = O.vjp(torch_fn, inputs, dout, wrt)
+    keep = 1.0 if op.out_mask is None else op.out_mask(base)  # padded outputs are don't-care
+    row.fwd = errors(out.astype(np.float64) * keep, ref_out.astype(np.float64) * keep)[1]
+    row.fwd_torch = errors(t_out.astype(np.float64) * keep, ref_out.astype(np.float64) * keep)[1]
+    row.bwd = max(errors(grads[k], ref_grads[k])[1] for k in wrt)
+    row.bwd_torch = max(errors(t_grads[k], ref_grads[k])[1] for k in wrt)
+    if dtype_name == "float64":
+        row.ok &= row.fwd <= 1e-12 and row.bwd <= 1e-10
+    else:
+        slack = 8 * eps
+        row.ok &= row.fwd <= 2 * row.fwd_torch + slack and row.bwd <= 2 * row.bwd_torch + slack
+    return row
+
+
+def run_checks(ops: list[OpCheck] | None = None, dtypes=DTYPES, use_torch: bool = True) -> list[Row]:
+    ops = op_checks() if ops is None else ops
+    torch_ops = _torch_ops() if use_torch else None
+    rows = []
+    for op in ops:
+        torch_fn = None if torch_ops is None else torch_ops.get(op.name)
+        for dt in dtypes if torch_fn is not None else ("float64",):
+            try:
+                rows.append(check_op(op, torch_fn, dt))
+            except Exception as exc:  # a crash is a failure, reported in the table
+                rows.append(Row(op.name, dt, ok=False, note=f"{type(exc).__name__}: {exc}"))
+    return rows
+
+
+def format_table(rows: list[Row]) -> str:
+    def f(v):
+        return "-" if v is None else f"{v:.1e}"
+
+    head = (f"{'op':<24} {'dtype':<9} {'fwd err':>8} {'torch':>8} {'bwd err':>8} {'torch':>8} "
+            f"{'vs FD':>8}  result")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.op:<24} {r.dtype:<9} {f(r.fwd):>8} {f(r.fwd_torch):>8} {f(r.bwd):>8} "
+            f"{f(r.bwd_torch):>8} {f(r.fd):>8}  {'pass' if r.ok else 'FAIL'} {r.note}"
+        )
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+
+
+def main(args: argparse.Namespace) -> int:
+    rows = run_checks(use_torch=not args.no_torch)
+    print(format_table(rows))
+    print()
+    print("errors are relative (max |error| / max |reference|); the reference is PyTorch in float64 "
+          "on the same rounded inputs;\n'torch' is PyTorch's own error in that dtype; 'vs FD' is "
+          "the backward against central finite differences in float64.")
+    if _torch_ops() is None and not args.no_torch:
+        print("PyTorch is not installed: only the finite-difference checks ran "
+              "(pip install 'normlab[test]').")
+    failed = [r for r in rows if not r.ok]
+    print(f"{len(rows) - len(failed)} of {len(rows)} checks passed")
+    return 1 if failed else 0

@@ -1,0 +1,43 @@
+"""The ``normlab`` command: a thin argparse layer over functions.
+
+Each subcommand lives in its own module with ``add_arguments(parser)`` and ``main(args) -> int``;
+modules are imported only when their command runs, so ``normlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("normlab.lab.check", "gradient-check every op and compare it with PyTorch"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="normlab",
+        description="normlab: normalization, residual design and numeric precision in deep "
+        "Transformers, verified and measured on a CPU.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return int(importlib.import_module(args._module).main(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

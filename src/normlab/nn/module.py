@@ -1,0 +1,113 @@
+"""A small stateful base: named parameters, gradient buffers that accumulate, train/eval.
+
+Modules hold no calculus. ``forward`` calls a pure ``*_forward`` and keeps the cache of the last
+call; ``backward`` calls the matching ``*_backward`` and *adds* the parameter gradients into
+``self.grads`` (so tied or repeated parameters work), returning the input gradient.
+
+Children are found among the attributes: a ``Module``, or a list/tuple of them. Parameter names
+are dotted paths (``blocks.0.attn.norm.gamma``), as in PyTorch's ``named_parameters``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from .._checks import compute_dtype
+
+
+class Module:
+    """Base class: ``params`` and ``grads`` are dicts of arrays with the same keys."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, np.ndarray] = {}
+        self.grads: dict[str, np.ndarray] = {}
+        self.training: bool = True
+        self._cache: Any = None
+
+    # ---- parameters ------------------------------------------------------------------------
+    def add_param(self, name: str, value: np.ndarray) -> np.ndarray:
+        """Register a parameter and a zeroed gradient buffer (at least float32)."""
+        if "." in name:
+            raise ValueError(f"parameter name must not contain '.'; got {name!r}")
+        value = np.asarray(value)
+        self.params[name] = value
+        self.grads[name] = np.zeros(value.shape, dtype=compute_dtype(value.dtype))
+        return value
+
+    def accumulate(self, name: str, grad: np.ndarray | None) -> None:
+        """Add ``grad`` into the buffer of parameter ``name`` (no-op for None)."""
+        if grad is not None:
+            self.grads[name] += grad
+
+    def children(self) -> Iterator[tuple[str, "Module"]]:
+        for attr, value in vars(self).items():
+            if isinstance(value, Module):
+                yield attr, value
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield f"{attr}.{i}", item
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
+        for name, value in self.params.items():
+            yield prefix + name, value
+        for cname, child in self.children():
+            yield from child.named_parameters(f"{prefix}{cname}.")
+
+    def named_grads(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
+        for name, value in self.grads.items():
+            yield prefix + name, value
+        for cname, child in self.children():
+            yield from child.named_grads(f"{prefix}{cname}.")
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        """Every parameter of this module and its children, by dotted name."""
+        return dict(self.named_parameters())
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        """Every gradient buffer, by the same dotted names as ``parameters()``."""
+        return dict(self.named_grads())
+
+    def zero_grad(self) -> None:
+        for _, g in self.named_grads():
+            g.fill(0)
+
+    def load_parameters(self, values: dict[str, np.ndarray]) -> None:
+        """Overwrite parameters in place from a dict with exactly the names of ``parameters()``."""
+        own = self.parameters()
+        missing, extra = set(own) - set(values), set(values) - set(own)
+        if missing or extra:
+            raise ValueError(
+                f"parameters do not match: missing {sorted(missing)}, unexpected {sorted(extra)}"
+            )
+        for name, p in own.items():
+            v = np.asarray(values[name])
+            if v.shape != p.shape:
+                raise ValueError(f"parameter {name} has shape {p.shape}; got {v.shape}")
+            p[...] = v
+
+    # ---- modes ------------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> "Module":
+        self.training = bool(mode)
+        for _, child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backward(self, dout: np.ndarray) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _last_cache(self) -> Any:
+        if self._cache is None:
+            raise RuntimeError(f"{type(self).__name__}.backward called before forward")
+        return self._cache

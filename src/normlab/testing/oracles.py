@@ -1,0 +1,86 @@
+"""PyTorch CPU as an oracle: the same ops computed by torch, with gradients from autograd.
+
+torch is a test-only dependency (``pip install normlab[test]``); importing this module without it
+raises ImportError. Arrays go in as NumPy (bfloat16 from ml_dtypes included) and come back as
+NumPy arrays in the tensor's dtype (bfloat16 as ml_dtypes.bfloat16).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+_TO_TORCH = {
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float16): torch.float16,
+    np.dtype(ml_dtypes.bfloat16): torch.bfloat16,
+}
+
+
+def to_torch(a: np.ndarray, requires_grad: bool = False) -> torch.Tensor:
+    """A torch tensor with the same dtype and values (bfloat16 travels through float32 exactly)."""
+    a = np.asarray(a)
+    if a.dtype not in _TO_TORCH:
+        raise TypeError(f"no torch dtype for {a.dtype}")
+    if a.dtype == np.dtype(ml_dtypes.bfloat16):
+        t = torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+    else:
+        t = torch.from_numpy(np.array(a, copy=True, order="C"))
+    return t.requires_grad_(requires_grad)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.to(torch.float32).numpy().astype(ml_dtypes.bfloat16)
+    return t.numpy().copy()
+
+
+def vjp(
+    fn: Callable[..., torch.Tensor], inputs: dict[str, np.ndarray], dout: np.ndarray,
+    wrt: tuple[str, ...] | None = None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``fn(**tensors)`` and the gradients of ``sum(out * dout)`` for the inputs named in ``wrt``
+    (default: all), by torch autograd."""
+    wrt = tuple(inputs) if wrt is None else wrt
+    tensors = {k: to_torch(v, requires_grad=k in wrt) for k, v in inputs.items()}
+    out = fn(**tensors)
+    out.backward(to_torch(np.asarray(dout).astype(np.asarray(dout).dtype)).to(out.dtype))
+    return to_numpy(out), {k: to_numpy(tensors[k].grad) for k in wrt}
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+
+
+def rms_norm(x, weight, eps=1e-8, partial=None, offset=0.0):
+    """torch's fused ``F.rms_norm`` when it applies, else the composite in float32/64."""
+    C = x.shape[-1]
+    if partial is None and offset == 0.0:
+        return F.rms_norm(x, (C,), weight, eps)
+    k = C if partial is None else max(1, min(C, math.ceil(partial * C - 1e-9)))
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xc = x.to(ct)
+    rstd = torch.rsqrt(xc[..., :k].pow(2).mean(-1, keepdim=True) + eps)
+    return (xc * rstd * (weight.to(ct) + offset)).to(x.dtype)
+
+
+def dyt(x, alpha, gamma, beta):
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return (gamma.to(ct) * torch.tanh(alpha.to(ct) * x.to(ct)) + beta.to(ct)).to(x.dtype)
+
+
+def batch_norm(x, gamma, beta, running_mean=None, running_var=None, *, training, momentum=0.1,
+               eps=1e-5):
+    """``F.batch_norm`` over every axis but the last (torch wants channels second). The running
+    statistics tensors are updated in place, as torch does."""
+    C = x.shape[-1]
+    x2 = x.reshape(-1, C)
+    out = F.batch_norm(x2, running_mean, running_var, gamma, beta, training, momentum, eps)
+    return out.reshape(x.shape)
