@@ -145,8 +145,12 @@ def same_shape(a: Array, a_name: str, shape: tuple[int, ...], what: str) -> None
 
 
 def reduce_rows(a: Array) -> Array:
-    """Sum over every axis but the last: the reduction of every per-feature parameter gradient."""
-    return a.reshape(-1, a.shape[-1]).sum(axis=0)
+    """Sum over every axis but the last: the reduction of every per-feature parameter gradient.
+
+    Accumulated in float64 (NumPy sums a column sequentially, so a float32 accumulator would lose
+    about log2(rows) bits); the caller rounds the result to the gradient's dtype once.
+    """
+    return a.reshape(-1, a.shape[-1]).sum(axis=0, dtype=np.float64)
 
 
 def out_cast(a: Array, dtype: np.dtype) -> Array:

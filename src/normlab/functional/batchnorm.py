@@ -122,9 +122,10 @@ def batch_norm_forward(
                 f"BatchNorm in training needs more than 1 value per channel; got {n} "
                 f"(x of shape {x.shape}{'' if mask is None else ' with its mask'})"
             )
-        mean = valid.mean(axis=0)  # (C,)
+        # Column reductions are accumulated in float64 (NumPy sums a column sequentially).
+        mean = valid.mean(axis=0, dtype=np.float64).astype(ct)  # (C,)
         centered = valid - mean
-        var = np.mean(centered * centered, axis=0)  # (C,) biased
+        var = np.mean(centered * centered, axis=0, dtype=np.float64).astype(ct)  # (C,) biased
         if running_mean is not None:
             m = 1.0 / (num_batches_tracked + 1) if momentum is None else float(momentum)
             new_mean = (1 - m) * running_mean.astype(ct) + m * mean
@@ -156,8 +157,8 @@ def batch_norm_backward(dout: Array, cache: BatchNormCache) -> tuple[Array, Arra
     keep = None if mask is None else mask.reshape(-1)
     if keep is not None:
         dy[~keep] = 0.0  # padding sends no gradient anywhere
-    dgamma = np.sum(dy * xhat, axis=0)  # (C,)
-    dbeta = dy.sum(axis=0)  # (C,)
+    dgamma = np.sum(dy * xhat, axis=0, dtype=np.float64).astype(ct)  # (C,)
+    dbeta = dy.sum(axis=0, dtype=np.float64).astype(ct)  # (C,)
     if training:
         n = dy.shape[0] if keep is None else int(keep.sum())
         dx = (g * rstd) * (dy - dbeta / n - xhat * (dgamma / n))

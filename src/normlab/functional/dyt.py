@@ -66,7 +66,7 @@ def dyt_backward(dout: Array, cache: DyTCache) -> tuple[Array, Array, Array, Arr
     dgamma = ck.reduce_rows(dy * t)
     dbeta = ck.reduce_rows(dy)
     s = dy * g * (1.0 - t * t)  # (..., C) gradient w.r.t. alpha * x
-    dalpha = np.sum(s * xc, dtype=ct)
+    dalpha = np.sum(s * xc, dtype=np.float64)  # a scalar: accumulated in float64
     dx = a * s
     return (
         ck.out_cast(dx, x.dtype),

@@ -16,10 +16,14 @@ def format_eps(dtype: Any) -> float:
     return float(ml_dtypes.finfo(dtype).eps)
 
 
-def errors(actual: Any, expected: Any) -> tuple[float, float]:
-    """(max absolute error, norm-wise relative error = max abs error / max |expected|), in float64.
+def errors(actual: Any, expected: Any, scale: float = 0.0) -> tuple[float, float]:
+    """(max absolute error, norm-wise relative error = max abs error / max(max |expected|, scale)),
+    in float64.
 
-    NaNs in the same places count as equal; a NaN on one side only is an infinite error.
+    ``scale`` is the natural magnitude of the result when it is smaller than its parts (a sum with
+    cancellation, say): relative errors are then taken against the parts, the condition number's
+    way, instead of against a tiny result. NaNs in the same places count as equal; a NaN on one
+    side only is an infinite error.
     """
     a = np.asarray(actual).astype(np.float64)
     e = np.asarray(expected).astype(np.float64)
@@ -31,7 +35,7 @@ def errors(actual: Any, expected: Any) -> tuple[float, float]:
     diff = np.where(np.isnan(diff), np.inf, diff)
     max_abs = float(np.max(diff, initial=0.0))
     finite = np.isfinite(e)
-    scale = float(np.max(np.abs(e[finite]), initial=0.0))
+    scale = max(float(np.max(np.abs(e[finite]), initial=0.0)), float(scale))
     return max_abs, (max_abs / scale if scale > 0 else max_abs)
 
 
@@ -60,4 +64,25 @@ def assert_close(actual: Any, expected: Any, *, dtype: Any = None, ulps: float =
             f"{what}: {int(bad.sum())} of {a.size} elements out of tolerance "
             f"({ulps} ulps of {dtype}, eps={eps:.3g}, atol={atol:.3g}); worst at {i}: "
             f"actual {a[i]!r}, expected {e[i]!r}, |diff| {diff[i]:.3g} > tol {tol[i]:.3g}"
+        )
+
+
+def assert_no_worse_than(actual: Any, baseline: Any, reference: Any, *, dtype: Any = None,
+                         factor: float = 2.0, ulps: float = 8.0, scale: float = 0.0,
+                         what: str = "value") -> None:
+    """Assert that ``actual`` is at most ``factor`` times as far from ``reference`` as
+    ``baseline`` is, plus ``ulps`` units of the format's epsilon (norm-wise, relative to
+    max(max |reference|, scale); see ``errors``).
+
+    The pattern of flash-attention's tests: when no result is exact (a low-precision op), compare
+    two implementations by their distance to a high-precision reference instead of to each other.
+    """
+    dtype = np.asarray(actual).dtype if dtype is None else np.dtype(dtype)
+    ours = errors(actual, reference, scale)[1]
+    theirs = errors(baseline, reference, scale)[1]
+    bound = factor * theirs + ulps * format_eps(dtype)
+    if not ours <= bound:
+        raise AssertionError(
+            f"{what}: relative error {ours:.3g} vs the reference exceeds {factor} x the baseline's "
+            f"{theirs:.3g} + {ulps} eps({dtype}) = {bound:.3g}"
         )

@@ -1,0 +1,18 @@
+import ml_dtypes
+import numpy as np
+import pytest
+
+# The dtype grid of the parity tests: name -> numpy dtype.
+DTYPES = {
+    "float64": np.dtype(np.float64),
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+}
+# The shape grid: 2-D and 3-D, widths 1, 7, 64, 1024.
+SHAPES = [(5, 1), (3, 4, 7), (6, 64), (2, 3, 1024)]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261129)

@@ -1,0 +1,36 @@
+import subprocess
+import sys
+
+from normlab.lab import check
+from normlab.lab.cli import main
+
+
+def test_every_op_passes_and_the_table_names_them(capsys):
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    for op in ["layer_norm", "rms_norm", "batch_norm(train, mask)", "dyt", "dropout"]:
+        assert op in out
+    assert "FAIL" not in out and "bfloat16" in out
+
+
+def test_a_wrong_backward_fails_the_check():
+    ops = check.op_checks()
+    ln = ops[0]
+    broken = check.OpCheck(ln.name, ln.inputs, ln.forward,
+                           lambda d, c: tuple(g * 1.5 for g in ln.backward(d, c)))
+    rows = check.run_checks([broken])
+    assert not any(r.ok for r in rows)
+
+
+def test_help_and_exit_status():
+    done = subprocess.run([sys.executable, "-m", "normlab.lab", "--help"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and "check" in done.stdout
+
+
+def test_importing_normlab_does_not_import_the_lab():
+    code = ("import sys, normlab, normlab.functional, normlab.nn, normlab.testing; "
+            "bad = [m for m in ('normlab.lab', 'matplotlib', 'rich', 'torch', 'ray') "
+            "if m in sys.modules]; print(bad)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
