@@ -1,0 +1,190 @@
+"""Causal multi-head scaled dot-product attention on heads already split: q, k, v (B, H, T, D).
+
+    q, k  <- QKnorm(q), QKnorm(k)       optional: RMSNorm or LayerNorm over D, per head, one gain
+                                        (D,) shared by the heads (Henry et al. 2020; Dehghani et
+                                        al. 2023; Qwen3 / Gemma 3 keep the 1/sqrt(D) scale)
+    q, k  <- RoPE(q), RoPE(k)           optional, after the norm (as Qwen3 and Gemma 3)
+    s     =  q k^T / sqrt(D)            (B, H, T, T) logits
+    s     <- cap * tanh(s / cap)        optional soft-cap on the scaled logits (Gemma 2: cap = 50)
+    s     <- s + M                      M = -inf above the diagonal (the causal mask, after the cap)
+    p     =  softmax(s)                 over the keys
+    p     <- dropout(p)                 optional, in training
+    out   =  p v                        (B, H, T, D)
+
+Backward, the same lines read upwards:
+
+    dp = dout v^T        dv = p^T dout          (p after dropout)
+    ds = softmax_backward(dropout_backward(dp))
+    ds <- ds * (1 - tanh^2)                     with the cap
+    dq = ds k / sqrt(D)  dk = ds^T q / sqrt(D)
+    then RoPE's and the norm's backward on dq and dk.
+
+The cache also holds the largest raw logit ``max_logit`` (before the cap, over the positions the
+mask keeps): Wortsman et al. 2023's diagnostic for attention-logit growth.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _checks as ck
+from .._checks import Array
+from .dropout import DropoutCache, dropout_backward, dropout_forward
+from .layernorm import layer_norm_backward, layer_norm_forward
+from .rmsnorm import rms_norm_backward, rms_norm_forward
+from .rope import RopeCache, rope_backward, rope_forward
+from .softmax import SoftmaxCache, softmax_backward, softmax_forward
+
+QK_NORMS = ("none", "rmsnorm", "layernorm")
+
+
+class AttentionCache(NamedTuple):
+    """Saved: q and k as they entered the product (after norm and RoPE), v, the probabilities
+    (in the softmax cache), the tanh of the soft-cap and the caches of the optional steps."""
+
+    q: Array  # (B, H, T, D) compute dtype, after QK-norm and RoPE
+    k: Array  # (B, H, T, D) compute dtype, after QK-norm and RoPE
+    v: Array  # (B, H, T, D) compute dtype
+    softmax: SoftmaxCache  # holds p (B, H, T, T)
+    p_used: Array  # (B, H, T, T) p after dropout (p itself without dropout)
+    dropout: DropoutCache | None  # None when there was no dropout
+    tanh: Array | None  # (B, H, T, T) tanh(s / cap), None without a cap
+    softcap: float | None
+    scale: float  # 1 / sqrt(D)
+    q_norm: Any  # the norm cache of q (RMSNormCache or LayerNormCache), None without QK-norm
+    k_norm: Any  # the norm cache of k
+    qk_norm: str  # "none", "rmsnorm" or "layernorm"
+    rope: tuple[RopeCache, RopeCache] | None  # caches of q's and k's rotation, None without RoPE
+    dtypes: tuple  # (q, k, v) dtypes as given
+    max_logit: float  # the largest raw logit q.k / sqrt(D) over the unmasked positions
+
+
+def causal_mask(T: int, dtype) -> Array:
+    """(T, T) additive mask: 0 on and below the diagonal, -inf above it."""
+    return np.triu(np.full((T, T), -np.inf, dtype), k=1)
+
+
+def _norm_forward(kind: str, x: Array, weight: Array, eps: float):
+    if kind == "rmsnorm":
+        return rms_norm_forward(x, weight, eps)
+    return layer_norm_forward(x, weight, None, eps)
+
+
+def _norm_backward(kind: str, dout: Array, cache) -> tuple[Array, Array]:
+    if kind == "rmsnorm":
+        return rms_norm_backward(dout, cache)
+    dx, dweight, _ = layer_norm_backward(dout, cache)
+    return dx, dweight
+
+
+def attention_forward(
+    q: Array,
+    k: Array,
+    v: Array,
+    q_norm_weight: Array | None = None,
+    k_norm_weight: Array | None = None,
+    *,
+    qk_norm: str = "none",
+    qk_norm_eps: float = 1e-6,
+    rope: tuple[Array, Array] | None = None,
+    softcap: float | None = None,
+    p_drop: float = 0.0,
+    training: bool = False,
+    rng: np.random.Generator | None = None,
+) -> tuple[Array, AttentionCache]:
+    """Causal scaled dot-product attention with optional QK-norm, RoPE, soft-cap and dropout.
+
+    Args:
+        q, k, v: (B, H, T, D) float arrays (views are fine).
+        q_norm_weight, k_norm_weight: (D,) gains of the QK-norm; required with ``qk_norm``.
+        qk_norm: "none", "rmsnorm" or "layernorm" (gain only, no bias: ViT-22B).
+        qk_norm_eps: > 0, the norm's eps.
+        rope: ``(cos, sin)``, each (T, D/2), from ``rope_tables``; None for no rotation.
+        softcap: cap > 0 for ``cap * tanh(s / cap)`` on the scaled logits; None for none.
+        p_drop: dropout probability on the attention probabilities, in [0, 1).
+        training: dropout is applied only in training.
+        rng: a numpy Generator; required for dropout in training.
+
+    Returns:
+        out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
+    """
+    q, k, v = (ck.float_array(a, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
+    if q.ndim != 4:
+        raise ValueError(f"q must have shape (B, H, T, D); got {q.shape}")
+    ck.same_shape(k, "k", q.shape, "the shape of q")
+    ck.same_shape(v, "v", q.shape, "the shape of q")
+    if qk_norm not in QK_NORMS:
+        raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
+    B, H, T, D = q.shape
+    if qk_norm != "none":
+        ck.param(q_norm_weight, "q_norm_weight", D)
+        ck.param(k_norm_weight, "k_norm_weight", D)
+    softcap = None if softcap is None else ck.positive(softcap, "softcap")
+    p_drop = ck.probability(p_drop, "p_drop")
+    training = ck.flag(training, "training")
+    if training and p_drop > 0.0:
+        ck.generator(rng)
+    dtypes = (q.dtype, k.dtype, v.dtype)
+    ct = ck.compute_dtype(q.dtype)
+    scale = 1.0 / math.sqrt(D)
+
+    q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
+    q_norm = k_norm = rope_caches = None
+    if qk_norm != "none":
+        q, q_norm = _norm_forward(qk_norm, q, q_norm_weight, qk_norm_eps)  # (B, H, T, D)
+        k, k_norm = _norm_forward(qk_norm, k, k_norm_weight, qk_norm_eps)
+    if rope is not None:
+        q, rq = rope_forward(q, *rope)
+        k, rk = rope_forward(k, *rope)
+        rope_caches = (rq, rk)
+    s = q @ k.swapaxes(-1, -2)  # (B, H, T, T)
+    s *= ct.type(scale)
+    keep = np.tri(T, dtype=bool)  # (T, T) key j <= query i
+    max_logit = float(np.max(s, where=keep, initial=-np.inf))
+    tanh = None
+    if softcap is not None:
+        tanh = np.tanh(s / ct.type(softcap))
+        s = ct.type(softcap) * tanh
+    s += causal_mask(T, ct)  # -inf above the diagonal
+    p, sm_cache = softmax_forward(s, axis=-1)  # (B, H, T, T)
+    p_used, drop = p, None
+    if training and p_drop > 0.0:
+        p_used, drop = dropout_forward(p, p_drop, training=True, rng=rng)
+    out = p_used @ v  # (B, H, T, D)
+    cache = AttentionCache(q, k, v, sm_cache, p_used, drop, tanh, softcap, scale, q_norm, k_norm,
+                           qk_norm, rope_caches, dtypes, max_logit)
+    return ck.out_cast(out, dtypes[0]), cache
+
+
+def attention_backward(
+    dout: Array, cache: AttentionCache
+) -> tuple[Array, Array, Array, Array | None, Array | None]:
+    """Gradients of attention: ``(dq, dk, dv, dq_norm_weight, dk_norm_weight)`` (the weight
+    gradients None without QK-norm); dq, dk, dv in the inputs' dtypes."""
+    c = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", c.v.shape, "the shape of the forward's output")
+    ct = c.v.dtype
+    dy = dout.astype(ct, copy=False)  # (B, H, T, D)
+    dv = c.p_used.swapaxes(-1, -2) @ dy  # (B, H, T, D)
+    dp = dy @ c.v.swapaxes(-1, -2)  # (B, H, T, T)
+    if c.dropout is not None:
+        dp = dropout_backward(dp, c.dropout)
+    ds = softmax_backward(dp, c.softmax)  # (B, H, T, T), zero where masked
+    if c.tanh is not None:
+        ds *= 1.0 - c.tanh * c.tanh
+    ds *= ct.type(c.scale)
+    dq = ds @ c.k  # (B, H, T, D)
+    dk = ds.swapaxes(-1, -2) @ c.q  # (B, H, T, D)
+    if c.rope is not None:
+        dq = rope_backward(dq, c.rope[0])[0]
+        dk = rope_backward(dk, c.rope[1])[0]
+    dwq = dwk = None
+    if c.qk_norm != "none":
+        dq, dwq = _norm_backward(c.qk_norm, dq, c.q_norm)
+        dk, dwk = _norm_backward(c.qk_norm, dk, c.k_norm)
+    q_dt, k_dt, v_dt = c.dtypes
+    return ck.out_cast(dq, q_dt), ck.out_cast(dk, k_dt), ck.out_cast(dv, v_dt), dwq, dwk

@@ -1,0 +1,135 @@
+import math
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from _torch_ref import check_vjp
+
+from normlab.functional import attention_backward, attention_forward, rope_tables
+from normlab.testing import gradcheck
+
+SHAPE = (2, 2, 5, 4)  # (B, H, T, D)
+
+
+def torch_attention(q, k, v, q_norm_weight=None, k_norm_weight=None, *, qk_norm="none",
+                    eps=1e-6, rope=None, softcap=None):
+    """The same attention written with torch ops (the oracle)."""
+    D = q.shape[-1]
+    if qk_norm == "rmsnorm":
+        q, k = TF.rms_norm(q, (D,), q_norm_weight, eps), TF.rms_norm(k, (D,), k_norm_weight, eps)
+    elif qk_norm == "layernorm":
+        q = TF.layer_norm(q, (D,), q_norm_weight, None, eps)
+        k = TF.layer_norm(k, (D,), k_norm_weight, None, eps)
+    if rope is not None:
+        cos, sin = (torch.from_numpy(t).to(q.dtype) for t in rope)
+
+        def rotate(x):
+            x1, x2 = x[..., : D // 2], x[..., D // 2 :]
+            return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+        q, k = rotate(q), rotate(k)
+    s = q @ k.transpose(-1, -2) / math.sqrt(D)
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    T = q.shape[-2]
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def _inputs(rng, shape=SHAPE, qk_norm="none"):
+    d = {n: rng.normal(0.0, 1.5, size=shape) for n in ("q", "k", "v")}
+    if qk_norm != "none":
+        d["q_norm_weight"] = rng.normal(1.0, 0.5, size=shape[-1])
+        d["k_norm_weight"] = rng.normal(1.0, 0.5, size=shape[-1])
+    return d
+
+
+def _ops(qk_norm, softcap, use_rope, T=SHAPE[2], D=SHAPE[3]):
+    rope = rope_tables(T, D, base=50.0) if use_rope else None
+    opts = dict(qk_norm=qk_norm, softcap=softcap, rope=rope)
+    fwd = partial(attention_forward, **opts)
+    n_in = 5 if qk_norm != "none" else 3
+    bwd = lambda dout, c: attention_backward(dout, c)[:n_in]  # noqa: E731
+    ref = partial(torch_attention, **opts)
+    return fwd, bwd, ref
+
+
+GRID = [(n, c, r) for n in ("none", "rmsnorm", "layernorm") for c in (None, 2.0) for r in (False, True)]
+
+
+@pytest.mark.parametrize("qk_norm,softcap,use_rope", GRID)
+def test_gradcheck(qk_norm, softcap, use_rope):
+    rng = np.random.default_rng(1)
+    fwd, bwd, _ = _ops(qk_norm, softcap, use_rope)
+    report = gradcheck(fwd, bwd, _inputs(rng, qk_norm=qk_norm), rng=rng)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("qk_norm,softcap,use_rope", GRID)
+def test_matches_torch(qk_norm, softcap, use_rope, dtype):
+    rng = np.random.default_rng(2)
+    shape = (2, 3, 16, 8)
+    fwd, bwd, ref = _ops(qk_norm, softcap, use_rope, T=16, D=8)
+    check_vjp(fwd, bwd, ref, _inputs(rng, shape, qk_norm), dtype, rng)
+
+
+def test_causal_future_keys_do_not_matter():
+    rng = np.random.default_rng(3)
+    d = _inputs(rng)
+    out, _ = attention_forward(**d)
+    for name in ("k", "v"):
+        moved = dict(d)
+        moved[name] = d[name].copy()
+        moved[name][:, :, 3:] += 10.0  # change keys/values at positions 3 and later
+        out2, _ = attention_forward(**moved)
+        np.testing.assert_array_equal(out2[:, :, :3], out[:, :, :3])
+        assert not np.allclose(out2[:, :, 3:], out[:, :, 3:])
+    np.testing.assert_allclose(out[:, :, 0], d["v"][:, :, 0], rtol=1e-15)  # attends to itself
+
+
+def test_max_logit_and_softcap_bound():
+    rng = np.random.default_rng(4)
+    d = _inputs(rng)
+    d["q"] *= 30.0
+    _, cache = attention_forward(**d)
+    s = np.einsum("bhtd,bhsd->bhts", d["q"], d["k"]) / 2.0
+    keep = np.tri(SHAPE[2], dtype=bool)
+    assert cache.max_logit == pytest.approx(s[..., keep].max(), rel=1e-14)
+    _, capped = attention_forward(**d, softcap=5.0)
+    assert capped.max_logit == cache.max_logit  # the raw logit, before the cap
+    assert np.all(np.abs(5.0 * capped.tanh) <= 5.0)  # tanh rounds to 1 when saturated
+
+
+def test_dropout_on_probabilities_is_seeded_and_checked():
+    rng = np.random.default_rng(5)
+    d = _inputs(rng)
+    a, ca = attention_forward(**d, p_drop=0.5, training=True, rng=np.random.default_rng(0))
+    b, _ = attention_forward(**d, p_drop=0.5, training=True, rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(a, b)
+    assert ca.dropout is not None and not np.array_equal(a, attention_forward(**d)[0])
+    ev, ce = attention_forward(**d, p_drop=0.5, training=False)
+    assert ce.dropout is None
+    fwd = lambda q, k, v: attention_forward(q, k, v, p_drop=0.3, training=True,  # noqa: E731
+                                            rng=np.random.default_rng(7))
+    bwd = lambda dout, c: attention_backward(dout, c)[:3]  # noqa: E731
+    assert gradcheck(fwd, bwd, d, rng=rng).passed  # the same mask in every call
+
+
+def test_bad_input():
+    rng = np.random.default_rng(6)
+    d = _inputs(rng)
+    with pytest.raises(ValueError, match="qk_norm must be one of"):
+        attention_forward(**d, qk_norm="l2")
+    with pytest.raises(TypeError, match="q_norm_weight"):
+        attention_forward(**d, qk_norm="rmsnorm")
+    with pytest.raises(ValueError, match="softcap must be a finite number > 0"):
+        attention_forward(**d, softcap=0.0)
+    with pytest.raises(ValueError, match="k must have shape"):
+        attention_forward(d["q"], d["k"][:, :, :3], d["v"])
+    with pytest.raises(TypeError, match="rng"):
+        attention_forward(**d, p_drop=0.1, training=True)
+    with pytest.raises(ValueError, match="q must have shape"):
+        attention_forward(d["q"][0], d["k"][0], d["v"][0])
