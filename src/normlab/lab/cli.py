@@ -13,6 +13,9 @@ import sys
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("normlab.lab.check", "gradient-check every op and compare it with PyTorch"),
+    "list": ("normlab.lab.listing", "list the lab's experiments"),
+    "run": ("normlab.lab.run", "run one experiment: result.json and figures"),
+    "report": ("normlab.lab.report", "run every experiment and write one HTML report"),
 }
 
 

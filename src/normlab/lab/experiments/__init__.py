@@ -1,0 +1,13 @@
+"""The lab's experiments, one module each (module names with underscores, CLI names with hyphens).
+
+Each module has ``NAME``, ``TITLE``, ``Config`` (defaults = the quick size), ``SIZES``,
+``run(config, progress) -> Result`` and ``plot(result, out_dir) -> list[str]``; see
+``normlab.lab.experiment``. A new experiment is a new module plus one line here.
+"""
+
+# CLI name -> module, in the report's order.
+EXPERIMENTS: dict[str, str] = {
+    "batchnorm-vs-layernorm": "normlab.lab.experiments.batchnorm_vs_layernorm",
+    "invariances-and-cost": "normlab.lab.experiments.invariances_and_cost",
+    "dropout": "normlab.lab.experiments.dropout",
+}

@@ -1,0 +1,344 @@
+"""``batchnorm-vs-layernorm``: why sequence models normalize per token, not per batch.
+
+Four failure modes of BatchNorm on a batch of variable-length sequences, each measured with
+normlab's ``batch_norm_forward`` / ``BatchNorm`` and, for comparison, ``LayerNorm``, in float64:
+
+1. padding contaminates the batch statistics (and the ``mask=`` argument fixes it);
+2. a token's output depends on the other examples in its batch;
+3. training (batch statistics) and inference (running statistics) disagree, worst for small
+   batches; the m/(m-1) correction of the running variance (Ioffe & Szegedy, Alg. 2);
+4. decoding one token at a time: there is no batch to take statistics from, and a future token
+   changes the output at earlier positions during training (a causal leak).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...functional import batch_norm_forward, layer_norm_forward
+from ...nn import BatchNorm, LayerNorm
+from ..experiment import Check, Result, fmt, null_progress
+
+NAME = "batchnorm-vs-layernorm"
+TITLE = "BatchNorm vs LayerNorm on sequences: padding, batch dependence, train/eval, decoding"
+CITATION = ("Ioffe & Szegedy 2015 (Alg. 1-2); Ba, Kiros & Hinton 2016; chapter 2.4 section 3 "
+            "and chapter 16.1")
+
+EXACT = 1e-12  # "no effect" in float64
+VISIBLE = 1e-2  # "a visible effect" on unit-scale outputs
+
+
+@dataclass(frozen=True)
+class Config:
+    width: int = 32  # C: features per token
+    batch: int = 16  # B: sequences per batch
+    max_len: int = 32  # T: the longest sequence; lengths are uniform in [T/4, T]
+    pad_factors: tuple[float, ...] = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0)  # padded length / T
+    companions: int = 50  # batches example 0 is put into, with different other examples
+    batch_sizes: tuple[int, ...] = (2, 4, 16, 64)  # m for the train/eval and m/(m-1) checks
+    warmup_batches: int = 300  # training batches that fill the running statistics
+    mismatch_batches: int = 200  # fresh batches the train/eval mismatch is averaged over
+    mc_batches: int = 10_000  # batches of the Monte Carlo of E[batch variance]
+    seed: int = 0  # seed of the one Generator every draw comes from
+
+
+SIZES = {
+    "tiny": {"width": 8, "batch": 4, "max_len": 8, "companions": 8, "warmup_batches": 60,
+             "mismatch_batches": 30, "mc_batches": 600, "pad_factors": (1.0, 2.0, 4.0)},
+    "quick": {},
+    "full": {"width": 64, "companions": 200, "warmup_batches": 1000, "mismatch_batches": 1000,
+             "mc_batches": 50_000},
+}
+
+
+class _Source:
+    """Token features with per-channel mean and scale: x[..., c] = mu_c + s_c * z."""
+
+    def __init__(self, C: int, rng: np.random.Generator):
+        self.mu = rng.normal(0.5, 1.0, size=C)  # (C,)
+        self.s = rng.uniform(0.5, 2.0, size=C)  # (C,)
+        self.rng = rng
+
+    def tokens(self, *shape: int) -> np.ndarray:
+        return self.mu + self.s * self.rng.normal(size=(*shape, self.mu.size))  # (..., C)
+
+
+def _bn(x, mask=None):
+    C = x.shape[-1]
+    out, *_ = batch_norm_forward(x, np.ones(C), np.zeros(C), None, None, training=True, mask=mask)
+    return out
+
+
+def _ln(x):
+    C = x.shape[-1]
+    return layer_norm_forward(x, np.ones(C), np.zeros(C))[0]
+
+
+def _padding(cfg: Config, src: _Source, rng) -> dict:
+    B, T, C = cfg.batch, cfg.max_len, cfg.width
+    lengths = rng.integers(max(T // 4, 2), T + 1, size=B)  # (B,)
+    seqs = [src.tokens(int(n)) for n in lengths]  # each (n, C)
+    real = np.concatenate(seqs)  # (sum n, C) the real tokens only
+    ref_bn = _bn(real)  # BatchNorm over the real tokens: what the statistics should be
+    ref_ln = _ln(real)
+    rows = []
+    for f in cfg.pad_factors:
+        Tp = int(round(T * f))
+        x = np.zeros((B, Tp, C))  # (B, Tp, C) zero padding
+        mask = np.zeros((B, Tp), dtype=bool)
+        for b, s in enumerate(seqs):
+            x[b, : len(s)] = s
+            mask[b, : len(s)] = True
+        frac = 1.0 - mask.mean()
+        rows.append({
+            "pad_factor": f,
+            "pad_fraction": float(frac),
+            "bn": float(np.abs(_bn(x)[mask] - ref_bn).max()),
+            "bn_masked": float(np.abs(_bn(x, mask)[mask] - ref_bn).max()),
+            "ln": float(np.abs(_ln(x)[mask] - ref_ln).max()),
+            "mean_error": float(np.abs(x.reshape(-1, C).mean(0) - real.mean(0)).max()),
+        })
+    return {"rows": rows, "real_tokens": int(lengths.sum())}
+
+
+def _companions(cfg: Config, src: _Source) -> dict:
+    """Example 0 in many batches: the spread of its output across batches."""
+    T, C = cfg.max_len, cfg.width
+    x0 = src.tokens(T)  # (T, C) the same example every time
+    rows = []
+    for B in cfg.batch_sizes:
+        outs_bn, outs_ln = [], []
+        for _ in range(cfg.companions):
+            x = np.concatenate([x0[None], src.tokens(B - 1, T)]) if B > 1 else x0[None]  # (B,T,C)
+            outs_bn.append(_bn(x)[0])
+            outs_ln.append(_ln(x)[0])
+        rows.append({"batch": B,
+                     "bn_spread": float(np.std(outs_bn, axis=0).mean()),
+                     "ln_spread": float(np.std(outs_ln, axis=0).max())})
+    return {"rows": rows}
+
+
+def _train_eval(cfg: Config, src: _Source, progress, step0: int, steps: int) -> dict:
+    """Running statistics from training batches; then train- vs eval-mode outputs of fresh ones."""
+    C = cfg.width
+    rows = []
+    for i, m in enumerate(cfg.batch_sizes):
+        bn = BatchNorm(C, momentum=0.1, dtype=np.float64)
+        for _ in range(cfg.warmup_batches):
+            bn(src.tokens(m))
+        gaps = []
+        for _ in range(cfg.mismatch_batches):
+            x = src.tokens(m)  # (m, C)
+            bn.train()
+            y_train = bn(x)
+            bn.eval()
+            y_eval = bn(x)
+            bn.train()
+            gaps.append(np.abs(y_train - y_eval).mean())
+        # E[biased batch variance] vs sigma^2, and the unbiased running average (momentum=None).
+        cum = BatchNorm(C, momentum=None, dtype=np.float64)
+        biased = np.zeros(C)
+        for _ in range(cfg.mc_batches):
+            x = src.tokens(m)
+            cum(x)
+            biased += 1.0 / cum._cache.rstd**2 - cum.eps  # var the forward normalized with
+        biased /= cfg.mc_batches
+        sigma2 = src.s**2
+        ratio_b = biased / sigma2  # (C,)
+        ratio_u = cum.running_var / sigma2  # (C,)
+        # standard error of the pooled ratio: Var[s_B^2]/sigma^4 = 2/(m-1) for Gaussian data,
+        # in the unbiased units; averaged over mc_batches * C independent batches.
+        se = float(np.sqrt(2.0 / (m - 1) / (cfg.mc_batches * C)))
+        rows.append({"batch": m, "mismatch": float(np.mean(gaps)),
+                     "biased_ratio": float(ratio_b.mean()), "unbiased_ratio": float(ratio_u.mean()),
+                     "expected_biased": (m - 1) / m, "se": se})
+        progress(step0 + i + 1, steps, f"train/eval m={m}")
+    ln = LayerNorm(C, dtype=np.float64)
+    x = src.tokens(cfg.batch_sizes[0])
+    y_train = ln(x)
+    ln.eval()
+    ln_gap = float(np.abs(y_train - ln(x)).max())
+    return {"rows": rows, "ln_gap": ln_gap}
+
+
+def _decoding(cfg: Config, src: _Source) -> dict:
+    B, T, C = cfg.batch, cfg.max_len, cfg.width
+    bn = BatchNorm(C, momentum=0.1, dtype=np.float64)
+    for _ in range(max(cfg.warmup_batches // 4, 20)):
+        bn(src.tokens(B, T))  # training fills the running statistics
+    x = src.tokens(B, T)  # (B, T, C) a training batch
+    y_train = bn(x)  # what training computed for sequence 0
+    bn.eval()
+    y_step = np.stack([bn(x[:1, t : t + 1])[0, 0] for t in range(T)])  # (T, C) one at a time
+    bn.train()
+    try:
+        bn(x[:1, :1])  # one token, training mode: no batch statistics exist
+        single_error = ""
+    except ValueError as exc:
+        single_error = str(exc)
+    ln = LayerNorm(C, dtype=np.float64)
+    ln_full = ln(x)[0]  # (T, C)
+    ln_step = np.stack([ln(x[:1, t : t + 1])[0, 0] for t in range(T)])
+    # Causal leak: change the LAST token of sequence 0; does position 0 change?
+    x2 = x.copy()
+    x2[0, -1] += 5.0 * src.s
+    leak_bn = float(np.abs(_bn(x2)[0, 0] - _bn(x)[0, 0]).max())
+    leak_ln = float(np.abs(_ln(x2)[0, 0] - _ln(x)[0, 0]).max())
+    return {"bn_step_vs_train": float(np.abs(y_step - y_train[0]).max()),
+            "ln_step_vs_full": float(np.abs(ln_step - ln_full).max()),
+            "single_token_error": single_error, "leak_bn": leak_bn, "leak_ln": leak_ln}
+
+
+def run(config: Config, progress=null_progress) -> Result:
+    rng = np.random.default_rng(config.seed)
+    src = _Source(config.width, rng)
+    steps = 3 + len(config.batch_sizes)
+    pad = _padding(config, src, rng)
+    progress(1, steps, "padding")
+    comp = _companions(config, src)
+    progress(2, steps, "companions")
+    te = _train_eval(config, src, progress, 2, steps)
+    dec = _decoding(config, src)
+    progress(steps, steps, "decoding")
+
+    pr = pad["rows"]
+    worst = max(pr, key=lambda r: r["pad_fraction"])
+    cr = comp["rows"]
+    tr = te["rows"]
+    mism = [r["mismatch"] for r in tr]
+    ms = [r["batch"] for r in tr]
+    tol = [max(0.01, 4 * r["se"]) for r in tr]
+    bias_ok = all(abs(r["biased_ratio"] - r["expected_biased"]) <= t for r, t in zip(tr, tol))
+    unb_ok = all(abs(r["unbiased_ratio"] - 1) <= t for r, t in zip(tr, tol))
+    checks = [
+        Check("padding contaminates BatchNorm's statistics (real tokens' outputs change)",
+              "qualitative: 'padding contaminates those statistics'",
+              f"max |dy| on real tokens = {fmt(worst['bn'])} at {worst['pad_fraction']:.0%} "
+              f"padding ({fmt(pr[0]['bn'])} at {pr[0]['pad_fraction']:.0%})",
+              f"max |dy| > {VISIBLE:g} at the most padding", worst["bn"] > VISIBLE,
+              "chapter 2.4 section 3"),
+        Check("masking the padding out of the statistics fixes it",
+              "- (normlab's mask= argument)",
+              f"max |dy| = {fmt(max(r['bn_masked'] for r in pr))} over every padding amount",
+              f"< {EXACT:g} (float64)", max(r["bn_masked"] for r in pr) < EXACT,
+              "Ioffe & Szegedy 2015, statistics over the real positions only"),
+        Check("LayerNorm's output for a real token does not depend on padding",
+              "per-token statistics (Ba et al. 2016)",
+              f"max |dy| = {fmt(max(r['ln'] for r in pr))}", f"< {EXACT:g}",
+              max(r["ln"] for r in pr) < EXACT, "Ba et al. 2016; chapter 2.4"),
+        Check("with BatchNorm a token's output depends on the other examples in its batch; "
+              "with LayerNorm it does not",
+              "qualitative (chapter 16.1: 'generation should not depend on other examples')",
+              "spread of example 0's output over " + str(config.companions) + " batches: BN "
+              + ", ".join(f"{fmt(r['bn_spread'])} (B={r['batch']})" for r in cr)
+              + f"; LN {fmt(max(r['ln_spread'] for r in cr))}",
+              f"BN spread > {VISIBLE:g} at every B and LN spread < {EXACT:g}",
+              all(r["bn_spread"] > VISIBLE for r in cr)
+              and max(r["ln_spread"] for r in cr) < EXACT, "chapter 16.1 'In practice'"),
+        Check("train/eval mismatch of BatchNorm, worst for small batches; none for LayerNorm",
+              "qualitative; Ioffe & Szegedy Alg. 2 uses population statistics at inference",
+              "mean |y_train - y_eval|: " + ", ".join(f"{fmt(g)} (m={m})" for g, m in
+                                                     zip(mism, ms))
+              + f"; LN {fmt(te['ln_gap'])}",
+              f"BN mismatch strictly decreasing in m, above {VISIBLE:g} at the smallest m; "
+              f"LN < {EXACT:g}",
+              all(a > b for a, b in zip(mism, mism[1:])) and mism[0] > VISIBLE
+              and te["ln_gap"] < EXACT, "papers.md section 3, CPU reproduction 2"),
+        Check("E[biased batch variance] = (m-1)/m sigma^2; the m/(m-1) running variance "
+              "restores sigma^2", "(m-1)/m = " + ", ".join(f"{(m - 1) / m:.3g}" for m in ms)
+              + "; corrected 1", "biased: " + ", ".join(f"{r['biased_ratio']:.4f}" for r in tr)
+              + "; corrected: " + ", ".join(f"{r['unbiased_ratio']:.4f}" for r in tr),
+              "each within max(1%, 4 standard errors) (papers.md: 1%)", bias_ok and unb_ok,
+              "Ioffe & Szegedy 2015, Alg. 2 [V]"),
+        Check("decoding one token at a time: no batch statistics exist; eval-mode BN differs "
+              "from what training computed, LayerNorm is identical",
+              "qualitative ('there may be no meaningful batch at all')",
+              f"BN train mode, 1 token: {'ValueError' if dec['single_token_error'] else 'ran'}; "
+              f"BN eval step-by-step vs train: max |dy| = {fmt(dec['bn_step_vs_train'])}; "
+              f"LN step-by-step vs full: {fmt(dec['ln_step_vs_full'])}",
+              f"BN refuses (ValueError), BN gap > {VISIBLE:g}, LN gap < {EXACT:g}",
+              bool(dec["single_token_error"]) and dec["bn_step_vs_train"] > VISIBLE
+              and dec["ln_step_vs_full"] < EXACT, "chapter 2.4 section 3"),
+        Check("in training, BatchNorm over (B, T) lets a future token change earlier outputs",
+              "qualitative ('statistics that would need to differ depending on how far into "
+              "generation the model is')",
+              f"changing the last token moves position 0 by {fmt(dec['leak_bn'])} (BN), "
+              f"{fmt(dec['leak_ln'])} (LN)", f"BN > {EXACT:g}, LN < {EXACT:g}",
+              dec["leak_bn"] > EXACT and dec["leak_ln"] < EXACT, "chapter 2.4 section 3"),
+    ]
+    return Result(
+        name=NAME,
+        title=TITLE,
+        claim="BatchNorm's statistics mix padding into real tokens, tie a token's output to the "
+              "rest of its batch, differ between training and inference, and do not exist when "
+              "decoding one token at a time; LayerNorm shows none of these.",
+        citation=CITATION,
+        published="qualitative claims (chapter 2.4, 16.1); exact: E[sigma_B^2] = (m-1)/m sigma^2 "
+                  "and the m/(m-1) correction (Ioffe & Szegedy, Alg. 2)",
+        setting=f"float64; B={config.batch} sequences of {config.max_len // 4}-{config.max_len} "
+                f"tokens, C={config.width}, per-channel means and scales; normlab "
+                f"batch_norm_forward / BatchNorm (momentum 0.1) / LayerNorm; seed {config.seed}",
+        measured=f"padding moves real-token BN outputs by up to {fmt(worst['bn'])} (masked: "
+                 f"{fmt(max(r['bn_masked'] for r in pr))}, LN: "
+                 f"{fmt(max(r['ln'] for r in pr))}); train/eval gap {fmt(mism[0])} at m={ms[0]} "
+                 f"vs {fmt(mism[-1])} at m={ms[-1]}",
+        checks=checks,
+        explanation="BatchNorm answers 'what did this feature look like in the current batch?', "
+                    "LayerNorm 'what is the scale of this token's own feature vector?'. Only the "
+                    "second has the same answer whatever the padding, the batch companions, the "
+                    "mode or the decoding step, which is why Transformers use LayerNorm or "
+                    "RMSNorm. normlab's BatchNorm takes a mask, which removes the padding "
+                    "problem, but not the others.",
+        notes=["The chapter's Listing 16.3 writes the running update as m*running + (1-m)*batch "
+               "with m = 0.9; normlab follows PyTorch (momentum 0.1 = weight of the new batch), "
+               "the same update. Its listing also stores the biased batch variance; normlab, "
+               "like PyTorch and Ioffe & Szegedy's Alg. 2, stores the unbiased one (the m/(m-1) "
+               "row)."],
+        data={"padding": pad, "companions": comp, "train_eval": te, "decoding": dec},
+    )
+
+
+def plot(result: Result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, floor_zeros, mark_zero_floor, save, style
+
+    d = result.data
+    fig, (a, b, c, e) = figure(2, 2, width=4.4, height=3.3)
+    pr = d["padding"]["rows"]
+    f = [100 * r["pad_fraction"] for r in pr]
+    for key, label, mk in (("bn", "batchnorm", "o-"), ("bn_masked", "batchnorm (masked)", "s--"),
+                           ("ln", "layernorm", "o:")):
+        a.plot(f, floor_zeros([r[key] for r in pr]), mk, color=COLORS[label], label=label,
+               mfc="none" if key == "bn_masked" else None, ms=9 if key == "bn_masked" else 5)
+    a.set_yscale("log")
+    mark_zero_floor(a)
+    style(a, "padding changes real tokens", "padding (% of positions)", "max |output change|")
+    cr = d["companions"]["rows"]
+    B = [r["batch"] for r in cr]
+    b.plot(B, floor_zeros([r["bn_spread"] for r in cr]), "o-", color=COLORS["batchnorm"],
+           label="batchnorm")
+    b.plot(B, floor_zeros([r["ln_spread"] for r in cr]), "o-", color=COLORS["layernorm"],
+           label="layernorm")
+    b.set_xscale("log", base=2)
+    b.set_yscale("log")
+    mark_zero_floor(b)
+    style(b, "output depends on the batch", "batch size B", "spread of one example's output")
+    tr = d["train_eval"]["rows"]
+    m = [r["batch"] for r in tr]
+    c.plot(m, [r["mismatch"] for r in tr], "o-", color=COLORS["batchnorm"], label="batchnorm")
+    c.plot(m, floor_zeros([d["train_eval"]["ln_gap"]] * len(m)), "o-",
+           color=COLORS["layernorm"], label="layernorm")
+    c.set_xscale("log", base=2)
+    c.set_yscale("log")
+    mark_zero_floor(c)
+    style(c, "train vs eval mode", "batch size m", "mean |y_train - y_eval|")
+    mm = np.linspace(min(m), max(m), 200)
+    e.plot(mm, (mm - 1) / mm, color="k", lw=1, label="(m-1)/m")
+    e.plot(m, [r["biased_ratio"] for r in tr], "o", color=COLORS["batchnorm"],
+           label="biased batch var")
+    e.plot(m, [r["unbiased_ratio"] for r in tr], "s", color=COLORS["layernorm"],
+           label="running var (m/(m-1))")
+    e.set_xscale("log", base=2)
+    style(e, "E[batch variance] / sigma^2", "batch size m", "ratio")
+    return [save(fig, out_dir, "batchnorm_vs_layernorm.png")]

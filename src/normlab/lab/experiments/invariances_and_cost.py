@@ -1,0 +1,342 @@
+"""``invariances-and-cost``: the re-scaling / re-centering invariance table of BatchNorm,
+LayerNorm, RMSNorm and pRMSNorm, their implicit learning-rate adaptation, pRMSNorm's estimation
+error, and what RMSNorm saves over LayerNorm in time.
+
+Everything is computed with normlab's functional ops: ``h = N(x W^T)`` in float64 for the
+invariances (eps = 1e-12, so that eps does not blur an exact invariance), float32 for the timing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...functional import (
+    batch_norm_backward,
+    batch_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_backward,
+    rms_norm_forward,
+)
+from ...functional.rmsnorm import partial_width
+from ..experiment import Check, Result, fmt, null_progress
+
+NAME = "invariances-and-cost"
+TITLE = "Invariances of BatchNorm, LayerNorm and RMSNorm; RMSNorm's cost"
+CITATION = ("Ba, Kiros & Hinton 2016, Table 1; Zhang & Sennrich 2019 (RMSNorm), Table 1 and "
+            "speed tables; Ioffe & Szegedy 2015, section 3.3")
+
+# The invariance table of Ba et al. 2016 / Zhang & Sennrich 2019 (True = invariant) [V].
+COLUMNS = ("weight matrix re-scale", "weight matrix re-center", "weight vector re-scale",
+           "dataset re-scale", "dataset re-center", "single case re-scale")
+TABLE = {
+    "batchnorm": (True, False, True, True, True, False),
+    "layernorm": (True, True, False, True, False, True),
+    "rmsnorm": (True, False, False, True, False, True),
+    "prmsnorm": (True, False, False, True, False, True),
+}
+INVARIANT, VARIANT = 1e-9, 1e-2  # papers.md section 2: max|dh| below / above
+
+
+@dataclass(frozen=True)
+class Config:
+    hidden: int = 16  # H: units normalized (the width of W x)
+    d_in: int = 8  # input features of x
+    batch: int = 8  # m: examples (BatchNorm's statistics are over them)
+    eps: float = 1e-12  # eps of every norm in the invariance checks (float64)
+    delta: float = 2.5  # the re-scaling factor
+    prms_partial: float = 0.25  # pRMSNorm's p in the invariance grid
+    lr_scales: tuple[float, ...] = (0.5, 2.0, 10.0)  # a in W -> a W (implicit LR adaptation)
+    est_width: int = 512  # d for the pRMSNorm estimation error
+    est_partials: tuple[float, ...] = (0.0625, 0.125, 0.25, 0.5)  # p (0.0625: the paper's)
+    est_draws: int = 10_000  # rows of N(0, 1) data for the estimation error
+    speed_shapes: tuple[tuple[int, int], ...] = ((4096, 64), (4096, 512), (1024, 4096))  # (B*T, C)
+    speed_partial: float = 0.0625  # pRMSNorm's p in the timing
+    speed_repeats: int = 15  # timed forward+backward calls per op and shape (median reported)
+    seed: int = 0  # seed of the one Generator every draw comes from
+
+
+SIZES = {
+    "tiny": {"est_draws": 500, "est_width": 128, "speed_shapes": ((512, 64), (256, 512)),
+             "speed_repeats": 3},
+    "quick": {},
+    "full": {"est_draws": 40_000, "speed_repeats": 50},
+}
+
+
+# ---- the norms as h = N(a), a = x W^T (m, H), and their backward ------------------------------
+def _norms(cfg: Config, gamma, beta):
+    eps = cfg.eps
+
+    def bn(a):
+        out, cache, _, _ = batch_norm_forward(a, gamma, beta, None, None, training=True, eps=eps)
+        return out, (lambda d: batch_norm_backward(d, cache)[0])
+
+    def ln(a):
+        out, cache = layer_norm_forward(a, gamma, beta, eps)
+        return out, (lambda d: layer_norm_backward(d, cache)[0])
+
+    def rms(a):
+        out, cache = rms_norm_forward(a, gamma, eps)
+        return out, (lambda d: rms_norm_backward(d, cache)[0])
+
+    def prms(a):
+        out, cache = rms_norm_forward(a, gamma, eps, partial=cfg.prms_partial)
+        return out, (lambda d: rms_norm_backward(d, cache)[0])
+
+    return {"batchnorm": bn, "layernorm": ln, "rmsnorm": rms, "prmsnorm": prms}
+
+
+def _perturbations(cfg: Config, rng):
+    """Each column as (W, x) -> (W', x')."""
+    d = cfg.delta
+    shift_w = rng.normal(size=cfg.d_in)  # gamma in W + 1 gamma^T
+    shift_x = rng.normal(size=cfg.d_in)  # c in x + c
+
+    def w_vec(W, x):
+        W = W.copy()
+        W[0] *= d  # one incoming weight vector
+        return W, x
+
+    def one_case(W, x):
+        x = x.copy()
+        x[0] *= d  # one example
+        return W, x
+
+    return (lambda W, x: (d * W, x), lambda W, x: (W + shift_w[None, :], x), w_vec,
+            lambda W, x: (W, d * x), lambda W, x: (W, x + shift_x[None, :]), one_case)
+
+
+def _invariance(cfg: Config, rng) -> dict:
+    H = cfg.hidden
+    W = rng.normal(size=(H, cfg.d_in))  # (H, d_in)
+    x = rng.normal(1.0, 1.0, size=(cfg.batch, cfg.d_in))  # (m, d_in)
+    gamma, beta = rng.normal(size=H), rng.normal(size=H)  # random affine: nothing hides
+    norms = _norms(cfg, gamma, beta)
+    grid = {}
+    for name, f in norms.items():
+        h = f(x @ W.T)[0]  # (m, H)
+        cells = []
+        for perturb in _perturbations(cfg, np.random.default_rng(cfg.seed + 7)):
+            W2, x2 = perturb(W, x)
+            cells.append(float(np.abs(f(x2 @ W2.T)[0] - h).max()))
+        grid[name] = cells
+    return {"grid": grid}
+
+
+def _implicit_lr(cfg: Config, rng) -> dict:
+    """d loss / d(aW) = (1/a) d loss / dW for a norm after a linear map (Ioffe & Szegedy 3.3)."""
+    H = cfg.hidden
+    W = rng.normal(size=(H, cfg.d_in))
+    x = rng.normal(1.0, 1.0, size=(cfg.batch, cfg.d_in))
+    dout = rng.normal(size=(cfg.batch, H))
+    gamma, beta = rng.normal(size=H), rng.normal(size=H)
+    out = {}
+    for name, f in _norms(cfg, gamma, beta).items():
+        if name == "prmsnorm":
+            continue
+
+        def grad_w(Wm):
+            _, back = f(x @ Wm.T)
+            return back(dout).T @ x  # (H, d_in)
+
+        g0 = grad_w(W)
+        out[name] = max(float(np.abs(a * grad_w(a * W) - g0).max() / np.abs(g0).max())
+                        for a in cfg.lr_scales)
+    return out
+
+
+def _estimation(cfg: Config, rng) -> dict:
+    d = cfg.est_width
+    x = rng.normal(size=(cfg.est_draws, d))  # (N, d) true RMS 1
+    ones = np.ones(d)
+    _, full = rms_norm_forward(x, ones, 1e-12)
+    rows = []
+    for p in cfg.est_partials:
+        k = partial_width(d, p)
+        _, cache = rms_norm_forward(x, ones, 1e-12, partial=p)
+        rms_k = 1.0 / cache.rstd[:, 0]  # (N,) the RMS estimated from k features
+        rows.append({"p": p, "k": k, "rel_std": float(rms_k.std()),
+                     "theory": 1.0 / np.sqrt(2 * k),
+                     "vs_full": float(np.std(full.rstd[:, 0] / cache.rstd[:, 0]))})
+    xc = x[:200] - x[:200].mean(axis=1, keepdims=True)  # zero-mean rows
+    same = float(np.abs(rms_norm_forward(xc, ones, 1e-5)[0]
+                        - layer_norm_forward(xc, ones, np.zeros(d), 1e-5)[0]).max())
+    return {"rows": rows, "rms_eq_ln_zero_mean": same}
+
+
+def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
+    rows = []
+    for i, (n, C) in enumerate(cfg.speed_shapes):
+        x = rng.normal(size=(n, C)).astype(np.float32)
+        dout = rng.normal(size=(n, C)).astype(np.float32)
+        g = np.ones(C, np.float32)
+        b = np.zeros(C, np.float32)
+        ops = {
+            "layernorm": lambda: layer_norm_backward(dout, layer_norm_forward(x, g, b)[1]),
+            "rmsnorm": lambda: rms_norm_backward(dout, rms_norm_forward(x, g)[1]),
+            "prmsnorm": lambda: rms_norm_backward(
+                dout, rms_norm_forward(x, g, partial=cfg.speed_partial)[1]),
+        }
+        for f in ops.values():
+            f()  # warm up
+        times = {k: [] for k in ops}
+        names = list(ops)
+        for r in range(cfg.speed_repeats):  # interleaved, rotating order: same conditions
+            for k in names[r % 3:] + names[: r % 3]:
+                t0 = time.perf_counter()
+                ops[k]()
+                times[k].append(time.perf_counter() - t0)
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        rows.append({"shape": [n, C], **{f"{k}_s": v for k, v in med.items()},
+                     "rms_saving": 1.0 - med["rmsnorm"] / med["layernorm"],
+                     "prms_saving": 1.0 - med["prmsnorm"] / med["layernorm"]})
+        progress(step0 + i + 1, steps, f"timing {n}x{C}")
+    return {"rows": rows}
+
+
+def run(config: Config, progress=null_progress) -> Result:
+    import platform
+
+    rng = np.random.default_rng(config.seed)
+    steps = 3 + len(config.speed_shapes)
+    inv = _invariance(config, rng)
+    progress(1, steps, "invariance grid")
+    lr = _implicit_lr(config, rng)
+    progress(2, steps, "implicit learning rate")
+    est = _estimation(config, rng)
+    progress(3, steps, "pRMSNorm estimate")
+    speed = _speed(config, rng, progress, 3, steps)
+
+    grid = inv["grid"]
+    mismatches = []
+    for name, expected in TABLE.items():
+        for col, inv_expected, v in zip(COLUMNS, expected, grid[name]):
+            ok = v < INVARIANT if inv_expected else v > VARIANT
+            if not ok:
+                mismatches.append(f"{name}/{col}: {fmt(v)}")
+    n_cells = sum(len(v) for v in TABLE.values())
+    est_rows = est["rows"]
+    paper_row = min(est_rows, key=lambda r: abs(r["p"] - 0.0625))
+    est_ok = all(abs(r["rel_std"] / r["theory"] - 1) < 0.2 for r in est_rows)
+    sr = speed["rows"]
+    savings = [r["rms_saving"] for r in sr]
+    shapes = [f"{r['shape'][0]}x{r['shape'][1]}" for r in sr]
+    checks = [
+        Check(f"the invariance table: {n_cells} cells (BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
+              f"6 transformations)", "Table 1 of Ba et al. 2016 and Zhang & Sennrich 2019",
+              f"{n_cells - len(mismatches)} of {n_cells} cells match"
+              + ("" if not mismatches else "; differ: " + "; ".join(mismatches)),
+              f"max|dh| < {INVARIANT:g} where the table says invariant, > {VARIANT:g} where "
+              "it says not (papers.md section 2)", not mismatches,
+              "Ba et al. 2016 Table 1 [V]; Zhang & Sennrich 2019 Table 1 [V]"),
+        Check("implicit learning-rate adaptation: scaling W by a scales dL/dW by 1/a",
+              "exact (Ioffe & Szegedy 3.3; Ba et al. 5.2)",
+              "max relative error: " + ", ".join(f"{k} {fmt(v)}" for k, v in lr.items())
+              + f" (a in {', '.join(f'{a:g}' for a in config.lr_scales)})",
+              "relative error < 1e-8 for each norm", all(v < 1e-8 for v in lr.values()),
+              "Ioffe & Szegedy 2015 section 3.3 [V]"),
+        Check("pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
+              "p = 6.25% in the paper; 1/sqrt(2k) [D]",
+              ", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f})"
+                        for r in est_rows),
+              "within +-20% of 1/sqrt(2k) at every p (papers.md section 2)", est_ok,
+              "Zhang & Sennrich 2019 [S]; papers.md [D]"),
+        Check("RMSNorm equals LayerNorm on zero-mean input", "exact",
+              f"max |RMSNorm - LayerNorm| = {fmt(est['rms_eq_ln_zero_mean'])}", "< 1e-12",
+              est["rms_eq_ln_zero_mean"] < 1e-12, "definition"),
+        Check("RMSNorm is faster than LayerNorm (forward + backward)",
+              "7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
+              "time saved: " + ", ".join(f"{100 * s:.0f}% ({sh})" for s, sh in zip(savings, shapes)),
+              "at least 5% at every shape (papers.md section 2)", all(s >= 0.05 for s in savings),
+              "Zhang & Sennrich 2019 abstract [V]",
+              note="NumPy reference ops on this CPU, float32, median of interleaved runs: not "
+                   "the paper's frameworks or hardware"),
+        Check("pRMSNorm is not always faster than RMSNorm in practice",
+              "the paper notes slicing overhead [S]",
+              "pRMSNorm time saved vs LayerNorm: "
+              + ", ".join(f"{100 * r['prms_saving']:.0f}% ({sh})" for r, sh in zip(sr, shapes)),
+              "shown, not counted", None, "Zhang & Sennrich 2019 [S]"),
+    ]
+    return Result(
+        name=NAME,
+        title=TITLE,
+        claim="LayerNorm is invariant to re-scaling and re-centering the weight matrix and to "
+              "re-scaling a single example, BatchNorm to re-scaling a weight vector and the "
+              "dataset; RMSNorm drops re-centering invariance, keeps re-scaling invariance, and "
+              "saves time.",
+        citation=CITATION,
+        published="the invariance table (Ba et al. Table 1, Zhang & Sennrich Table 1); RMSNorm "
+                  "7%-64% faster than LayerNorm",
+        setting=f"float64, h = N(x W^T) with x ({config.batch}x{config.d_in}), W "
+                f"({config.hidden}x{config.d_in}), eps {config.eps:g}, delta {config.delta:g}, "
+                f"pRMSNorm p={config.prms_partial:g}; timing: normlab's NumPy ops, float32, "
+                f"shapes {', '.join(shapes)}, median of {config.speed_repeats}",
+        measured=f"{n_cells - len(mismatches)}/{n_cells} invariance cells match; pRMSNorm "
+                 f"k={paper_row['k']}: rel. std {paper_row['rel_std']:.4f} vs "
+                 f"{paper_row['theory']:.4f}; RMSNorm saves "
+                 + "/".join(f"{100 * s:.0f}%" for s in savings) + " of LayerNorm's time",
+        checks=checks,
+        explanation="Each cell applies one transformation to the weights or the data and "
+                    "measures how much the normalized output moves. Invariance to re-scaling W "
+                    "is what makes the gradient shrink as the weights grow (implicit learning-"
+                    "rate adaptation): doubling W halves dL/dW. RMSNorm gives up only the "
+                    "re-centering invariances, and its saving comes from skipping the mean and "
+                    "the centering pass.",
+        notes=["WeightNorm, the paper tables' other row, is not a normlab layer and is not "
+               "measured.",
+               "The timing compares normlab's own NumPy forward+backward, interleaved in one "
+               "run; a framework's fused LayerNorm kernel can beat an unfused RMSNorm "
+               "(papers.md section 2), so the saving is a property of these implementations, "
+               f"on this machine ({platform.machine()}, NumPy {np.__version__})."],
+        data={"grid": grid, "columns": COLUMNS, "table": TABLE, "implicit_lr": lr,
+              "estimation": est, "speed": speed},
+    )
+
+
+def plot(result: Result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, save, style
+
+    d = result.data
+    fig, (a, b, c) = figure(3, width=4.4, height=3.6)
+    names = list(d["grid"])
+    vals = np.array([[max(float(v), 1e-18) for v in d["grid"][n]] for n in names])
+    ok = np.array([[(v < INVARIANT) if e else (v > VARIANT)
+                    for v, e in zip(d["grid"][n], d["table"][n])] for n in names])
+    expected = np.array([d["table"][n] for n in names], dtype=bool)
+    color = np.where(~ok, 0.0, np.where(expected, 1.0, 0.62))  # red: mismatch
+    a.imshow(color, cmap="RdYlGn", vmin=0.0, vmax=1.2, aspect="auto")
+    for i, n in enumerate(names):
+        for j, e in enumerate(d["table"][n]):
+            mark = "" if ok[i, j] else "\nMISMATCH"
+            a.text(j, i, f"{'invariant' if e else 'not'}\n1e{int(np.floor(np.log10(vals[i, j])))}"
+                   f"{mark}", ha="center", va="center", fontsize=7)
+    a.set_xticks(range(len(d["columns"])),
+                 [c.replace(" re-", "\nre-") for c in d["columns"]], fontsize=6, rotation=0)
+    a.set_yticks(range(len(names)), names, fontsize=8)
+    a.set_title("invariance table (paper) and measured max|dh|", fontsize=9)
+    er = d["estimation"]["rows"]
+    k = np.array([r["k"] for r in er])
+    kk = np.geomspace(k.min() * 0.8, k.max() * 1.2, 50)
+    b.plot(kk, 1 / np.sqrt(2 * kk), color="k", lw=1, label="1/sqrt(2k)")
+    b.plot(k, [r["rel_std"] for r in er], "o", color=COLORS["prmsnorm"], mec="k",
+           label="measured")
+    b.fill_between(kk, 0.8 / np.sqrt(2 * kk), 1.2 / np.sqrt(2 * kk), color="#cccccc", alpha=0.4,
+                   label="+-20%")
+    b.set_xscale("log", base=2)
+    b.set_yscale("log")
+    style(b, "pRMSNorm: error of the RMS estimate", "k features used", "relative std")
+    sr = d["speed"]["rows"]
+    xs = np.arange(len(sr))
+    for off, key, label in ((-0.2, "rmsnorm_s", "rmsnorm"), (0.2, "prmsnorm_s", "prmsnorm")):
+        c.bar(xs + off, [r[key] / r["layernorm_s"] for r in sr], width=0.38, label=label,
+              color=COLORS[label])
+    c.axhline(1.0, color=COLORS["layernorm"], lw=1.5, label="layernorm = 1")
+    c.axhspan(0.36, 0.93, color="#cccccc", alpha=0.35, label="paper: 7%-64% saved")
+    c.set_ylim(0, 1.45)
+    c.set_xticks(xs, [f"{r['shape'][0]}x{r['shape'][1]}" for r in sr], fontsize=8)
+    style(c, "time relative to LayerNorm (fwd+bwd)", "(B*T, C), float32", "time / LayerNorm")
+    return [save(fig, out_dir, "invariances_and_cost.png")]

@@ -1,0 +1,70 @@
+"""Plot helpers for the lab: matplotlib's object-oriented API with the Agg canvas.
+
+matplotlib is imported inside the functions (it is an optional dependency of ``normlab[lab]``),
+and ``pyplot`` is never used, so plotting changes no global backend state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+# One colour per variant, the same in every figure.
+COLORS = {
+    "post": "#d62728",
+    "pre": "#1f77b4",
+    "deepnorm": "#2ca02c",
+    "admin": "#9467bd",
+    "sandwich": "#8c564b",
+    "none": "#7f7f7f",
+    "batchnorm": "#d62728",
+    "batchnorm (masked)": "#ff9896",
+    "layernorm": "#1f77b4",
+    "rmsnorm": "#2ca02c",
+    "prmsnorm": "#98df8a",
+    "theory": "#000000",
+    "fp16": "#d62728",
+    "bfloat16": "#1f77b4",
+    "float32": "#2ca02c",
+}
+ZERO_FLOOR = 1e-18  # where an exact zero is drawn on a log axis
+
+
+def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.6, height: float = 3.4):
+    """A Figure and its axes (a flat list), ``width`` x ``height`` inches per panel."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, [ax for row in axes for ax in row]
+
+
+def save(fig, out_dir: str | Path, name: str) -> str:
+    """Write ``fig`` as ``out_dir/name`` (PNG) and return the file name."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / name, dpi=100, format="png")
+    return name
+
+
+def floor_zeros(values, floor: float = ZERO_FLOOR) -> np.ndarray:
+    """Values for a log axis: exact zeros (and anything below ``floor``) drawn at ``floor``."""
+    v = np.abs(np.asarray(values, dtype=float))
+    return np.where(v < floor, floor, v)
+
+
+def mark_zero_floor(ax, floor: float = ZERO_FLOOR) -> None:
+    """A dotted line and a label at the floor where exact zeros are drawn."""
+    ax.axhline(floor, color="#999999", lw=0.8, ls=":")
+    ax.annotate("exactly 0", (0.01, floor), xycoords=("axes fraction", "data"),
+                xytext=(2, 3), textcoords="offset points", fontsize=7, color="#666666")
+
+
+def style(ax, title: str, xlabel: str, ylabel: str, *, legend: bool = True) -> None:
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3, which="both")
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)

@@ -1,0 +1,276 @@
+"""``normlab report``: run every experiment and write one self-contained HTML page.
+
+The page opens with a table of claim vs published vs measured vs verdict, then has a section per
+experiment with its figures (PNG, embedded as base64), the side-by-side check table, notes on known
+differences from the papers, and the configuration. It references nothing outside itself: no
+scripts, fonts, style sheets or images from the network.
+
+Each experiment's result is cached in ``OUT/<name>/result.json`` (with its figures) as soon as it
+finishes, so an interrupted report resumes where it stopped; a result is reused only when the
+configuration and the experiment's source are unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as _dt
+import html
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .experiment import (
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    VERDICT_RULE,
+    Result,
+    registry,
+    run_experiment,
+)
+
+DEFAULT_OUT = "normlab-report"
+REPORT_FILE = "report.html"
+
+_CSS = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif;
+       max-width: 1180px; margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.88em; width: 100%; }
+th, td { border: 1px solid #ccc; padding: 4px 7px; vertical-align: top; text-align: left; }
+th { background: #f3f3f3; }
+td.num { font-family: ui-monospace, Menlo, Consolas, monospace; }
+.v { font-weight: 600; white-space: nowrap; padding: 1px 6px; border-radius: 3px; }
+.v-reproduced { background: #d8f0d8; color: #145214; }
+.v-partly { background: #fff0c2; color: #6b4e00; }
+.v-not { background: #f8d4d4; color: #7a1010; }
+.v-error { background: #ddd; color: #333; }
+.pass { color: #145214; font-weight: 600; } .FAIL { color: #a01010; font-weight: 600; }
+.shown { color: #555; font-style: italic; }
+img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
+.meta { color: #555; font-size: 0.9em; }
+pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.82em; }
+.note { background: #f5f8ff; border-left: 3px solid #8aa4d6; padding: 0.3em 0.8em; }
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _verdict_badge(verdict: str) -> str:
+    cls = {REPRODUCED: "v-reproduced", PARTLY: "v-partly", NOT_REPRODUCED: "v-not"}.get(
+        verdict, "v-error")
+    return f'<span class="v {cls}">{_e(verdict)}</span>'
+
+
+def _png_data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _section(result: Result, exp_dir: Path | None) -> str:
+    r = result
+    parts = [f'<section id="{_e(r.name)}">',
+             f"<h2>{_e(r.title)} <small>({_e(r.name)})</small> {_verdict_badge(r.verdict)}</h2>",
+             f"<p><b>Claim.</b> {_e(r.claim)} <i>{_e(r.citation)}</i></p>",
+             f"<p><b>Published.</b> {_e(r.published)}</p>",
+             f"<p><b>Our setting.</b> {_e(r.setting)}</p>",
+             f"<p><b>Measured.</b> {_e(r.measured)}</p>"]
+    if r.explanation:
+        parts.append(f"<p>{_e(r.explanation)}</p>")
+    for fig in r.figures:
+        path = None if exp_dir is None else exp_dir / fig
+        if path is not None and path.is_file():
+            parts.append(f'<img alt="{_e(r.name)}: {_e(fig)}" src="{_png_data_uri(path)}" />')
+    parts.append("<table><tr><th>Claim</th><th>Source</th><th>Published</th><th>Measured</th>"
+                 "<th>Rule</th><th>Result</th></tr>")
+    for c in r.checks:
+        note = f"<br /><span class='shown'>{_e(c.note)}</span>" if c.note else ""
+        parts.append(
+            f"<tr><td>{_e(c.claim)}{note}</td><td>{_e(c.source)}</td><td>{_e(c.published)}</td>"
+            f"<td class='num'>{_e(c.measured)}</td><td>{_e(c.rule)}</td>"
+            f"<td class='{_e(c.status)}'>{_e(c.status)}</td></tr>")
+    parts.append("</table>")
+    if r.notes:
+        parts.append("<div class='note'><p><b>Notes and known differences.</b></p><ul>")
+        parts.extend(f"<li>{_e(n)}</li>" for n in r.notes)
+        parts.append("</ul></div>")
+    parts.append(f"<p class='meta'>size {_e(r.size)}, run time {r.wall_s:.1f} s. "
+                 f"Verdict rule: {_e(r.verdict_rule)}</p>")
+    parts.append("<details><summary>configuration</summary><pre>"
+                 f"{_e(json.dumps(r.config, indent=1))}</pre></details>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _error_section(name: str, error: str) -> str:
+    return (f'<section id="{_e(name)}"><h2>{_e(name)} {_verdict_badge("error")}</h2>'
+            f"<p>The experiment did not finish:</p><pre>{_e(error)}</pre></section>")
+
+
+def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta: dict) -> str:
+    """The page. ``entries``: (name, result or None, its directory, error text)."""
+    rows = []
+    for name, r, _, err in entries:
+        if r is None:
+            rows.append(f"<tr><td><a href='#{_e(name)}'>{_e(name)}</a></td><td colspan='3'>"
+                        f"did not finish: {_e(err.strip().splitlines()[-1] if err else '')}</td>"
+                        f"<td>{_verdict_badge('error')}</td></tr>")
+            continue
+        rows.append(
+            f"<tr><td><a href='#{_e(name)}'>{_e(r.title)}</a></td>"
+            f"<td>{_e(r.claim)}<br /><i>{_e(r.citation)}</i></td><td>{_e(r.published)}</td>"
+            f"<td>{_e(r.measured)}</td><td>{_verdict_badge(r.verdict)}</td></tr>")
+    counts = {v: sum(1 for _, r, _, _ in entries if r is not None and r.verdict == v)
+              for v in (REPRODUCED, PARTLY, NOT_REPRODUCED)}
+    tally = ", ".join(f"{n} {v}" for v, n in counts.items())
+    errors = sum(1 for _, r, _, _ in entries if r is None)
+    if errors:
+        tally += f", {errors} did not finish"
+    sections = [(_section(r, d) if r is not None else _error_section(n, err))
+                for n, r, d, err in entries]
+    meta_line = " &#183; ".join(_e(f"{k}: {v}") for k, v in meta.items())
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8" />',
+        '<meta name="viewport" content="width=device-width, initial-scale=1" />',
+        "<title>normlab report</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        "<h1>normlab report</h1>",
+        "<p>Normalization, residual design and numeric precision in deep Transformers: the "
+        "papers' claims measured on this machine with normlab's own layers, next to the "
+        "published numbers.</p>",
+        f"<p class='meta'>{meta_line}</p>",
+        f"<p><b>{_e(tally)}.</b> Verdict rule: {_e(VERDICT_RULE)} Each rule is fixed in advance "
+        "from the reference notes; none is tuned to the measurement.</p>",
+        "<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
+        "<th>Verdict</th></tr>",
+        *rows,
+        "</table>",
+        *sections,
+        "</body>",
+        "</html>",
+        "",
+    ])
+
+
+def _machine() -> str:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count()
+    return f"{platform.machine()}, {cpus} CPU(s) available"
+
+
+def write_report(
+    out_dir: str | os.PathLike = DEFAULT_OUT,
+    *,
+    size: str = "quick",
+    names: list[str] | None = None,
+    seed: int | None = None,
+    use_cache: bool = True,
+    show_progress: bool = True,
+) -> tuple[Path, list[tuple[str, Result | None, Path | None, str]], float]:
+    """Run (or reuse) each experiment, then write ``out_dir/report.html``.
+
+    Returns the page's path, the entries and this invocation's wall time in seconds.
+    """
+    import numpy as np
+
+    from .. import __version__
+    from .progress import _Plain, reporter
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = list(registry()) if names is None else list(names)
+    entries = []
+    t0 = time.perf_counter()
+
+    def one(rep, name):
+        cb = rep.start(name)
+        try:
+            o = run_experiment(name, size=size, seed=seed, out_dir=out, progress=cb,
+                               use_cache=use_cache)
+        except KeyboardInterrupt:
+            raise
+        except Exception:  # the page reports it; the other experiments still run
+            err = traceback.format_exc()
+            rep.finish(name, "error: " + err.strip().splitlines()[-1])
+            return (name, None, None, err)
+        how = "cached" if o.reused else f"{o.result.wall_s:.1f} s"
+        rep.finish(name, f"{o.result.verdict} ({how})")
+        return (name, o.result, o.out_dir, "")
+
+    if show_progress:
+        with reporter(len(names)) as rep:
+            entries = [one(rep, n) for n in names]
+    else:
+        rep = _Plain(open(os.devnull, "w"))
+        entries = [one(rep, n) for n in names]
+    elapsed = time.perf_counter() - t0
+    compute = sum(r.wall_s for _, r, _, _ in entries if r is not None)
+    meta = {
+        "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "size": size,
+        "experiments' run time (sum)": f"{compute:.0f} s",
+        "this invocation (cached results reused)": f"{elapsed:.0f} s",
+        "normlab": __version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "machine": _machine(),
+    }
+    path = out / REPORT_FILE
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(build_html(entries, meta), encoding="utf-8")
+    os.replace(tmp, path)
+    summary = {
+        "size": size, "wall_s_this_invocation": elapsed, "wall_s_experiments": compute,
+        "experiments": [
+            {"name": n, "verdict": (r.verdict if r is not None else "error"),
+             "measured": (r.measured if r is not None else err.strip().splitlines()[-1]),
+             "wall_s": (r.wall_s if r is not None else None)}
+            for n, r, _, err in entries],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return path, entries, elapsed
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT}/)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="size", action="store_const", const="quick",
+                      help="the quick sizes (default: minutes on a laptop)")
+    size.add_argument("--full", dest="size", action="store_const", const="full",
+                      help="the full sizes (closer to the papers' settings; much longer)")
+    size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
+                      help="the tiny sizes (seconds; a smoke test, numbers are noisy)")
+    p.set_defaults(size="quick")
+    p.add_argument("--seed", type=int, default=None, help="seed for every experiment")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
+    p.add_argument("--no-cache", action="store_true",
+                   help="recompute every experiment instead of reusing finished results")
+
+
+def main(args: argparse.Namespace) -> int:
+    path, entries, elapsed = write_report(args.out, size=args.size, names=args.only,
+                                          seed=args.seed, use_cache=not args.no_cache)
+    print()
+    for name, r, _, err in entries:
+        verdict = r.verdict if r is not None else "did not finish"
+        print(f"{name:<26} {verdict:<18} {r.measured if r is not None else ''}")
+    print(f"\nwrote {path} in {elapsed:.0f} s")
+    return 1 if any(r is None for _, r, _, _ in entries) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(argparse.Namespace(out=DEFAULT_OUT, size="quick", only=None, seed=None,
+                                     no_cache=False)))

@@ -1,0 +1,48 @@
+"""``normlab run NAME``: run one experiment, write ``result.json`` and its figures."""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_OUT = "runs"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="the experiment (see `normlab list`)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="size", action="store_const", const="quick",
+                      help="the quick size (default)")
+    size.add_argument("--full", dest="size", action="store_const", const="full",
+                      help="the full size (closer to the papers; longer)")
+    size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
+                      help="the tiny size (seconds; a smoke test, numbers are noisy)")
+    p.set_defaults(size="quick")
+    p.add_argument("--out", default=DEFAULT_OUT,
+                   help=f"output folder; files go to OUT/NAME/ (default {DEFAULT_OUT}/)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: the config's)")
+    p.add_argument("--cache", action="store_true",
+                   help="reuse a finished result in OUT/NAME/ with the same configuration")
+
+
+def main(args: argparse.Namespace) -> int:
+    from .experiment import load, run_experiment
+    from .progress import reporter
+
+    try:
+        load(args.name)  # a clear error for an unknown name before anything starts
+    except KeyError as exc:
+        print(exc.args[0])
+        return 2
+    with reporter(1, "run") as rep:
+        cb = rep.start(args.name)
+        o = run_experiment(args.name, size=args.size, seed=args.seed, out_dir=args.out,
+                           progress=cb, use_cache=args.cache)
+        rep.finish(args.name, o.result.verdict)
+    r = o.result
+    print(f"\n{r.title}: {r.verdict}\n  claim:     {r.claim}\n  published: {r.published}\n"
+          f"  measured:  {r.measured}")
+    for c in r.checks:
+        print(f"  [{c.status:>5}] {c.claim}: {c.measured}  (rule: {c.rule})")
+    print(f"\nwrote {o.out_dir / 'result.json'} and {len(r.figures)} figure(s)"
+          f" ({'cached' if o.reused else f'{r.wall_s:.2f} s'})")
+    return 0

@@ -1,0 +1,85 @@
+"""Each experiment at its tiny size (seconds): the Result's fields, the verdict rule, and the
+numbers' signs and orders of magnitude."""
+
+import json
+
+import pytest
+
+from normlab.lab import experiment as E
+
+_CACHE = {}
+
+
+def tiny(name):
+    """Run an experiment once per test session at the tiny size (no files)."""
+    if name not in _CACHE:
+        _CACHE[name] = E.run_experiment(name, size="tiny", seed=0).result
+    return _CACHE[name]
+
+
+@pytest.mark.parametrize("name", list(E.registry()))
+def test_result_fields(name, tmp_path):
+    r = tiny(name)
+    assert r.name == name and r.size == "tiny"
+    for field in ("title", "claim", "citation", "published", "setting", "measured"):
+        assert isinstance(getattr(r, field), str) and getattr(r, field).strip(), field
+    assert r.checks and any(c.passed is not None for c in r.checks)
+    for c in r.checks:
+        assert c.claim and c.published and c.measured and c.rule
+        assert c.passed in (True, False, None)
+    assert r.verdict in E.VERDICTS and r.verdict == E.verdict_of(r.checks)
+    assert r.config["seed"] == 0 and r.wall_s > 0
+    json.dumps(r.to_json(), allow_nan=False)
+    files = E.load(name).plot(r, tmp_path)
+    assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
+
+
+def test_seeded_and_pure():
+    a = E.run_experiment("dropout", size="tiny", seed=1).result
+    b = E.run_experiment("dropout", size="tiny", seed=1).result
+    c = E.run_experiment("dropout", size="tiny", seed=2).result
+    assert a.data == b.data and a.data != c.data
+
+
+# ---- per experiment --------------------------------------------------------------------------
+def test_dropout_numbers():
+    r = tiny("dropout")
+    for row in r.data["rows"]:
+        assert abs(row["mean_ratio"] - 1) < 0.05
+        assert row["var_ratio"] == pytest.approx(row["p"] / (1 - row["p"]), rel=0.1)
+    assert r.data["relu_train"] > r.data["relu_eval"] > 0  # Jensen: dropout noise survives ReLU
+    assert r.checks[3].passed  # eval is exactly the identity
+
+
+def test_batchnorm_vs_layernorm_numbers():
+    d = tiny("batchnorm-vs-layernorm").data
+    rows = d["padding"]["rows"]
+    assert all(r["bn"] > 0.1 for r in rows[1:])  # padding moves real tokens by O(1)
+    assert max(r["bn_masked"] for r in rows) < 1e-12 and max(r["ln"] for r in rows) < 1e-12
+    assert rows[-1]["bn"] > rows[0]["bn"]  # more padding, more damage
+    comp = d["companions"]["rows"]
+    assert all(0.01 < r["bn_spread"] < 1 for r in comp) and all(r["ln_spread"] < 1e-12 for r in comp)
+    te = d["train_eval"]["rows"]
+    assert te[0]["mismatch"] > te[-1]["mismatch"] > 0 and d["train_eval"]["ln_gap"] == 0
+    for r in te:  # E[biased var] = (m-1)/m sigma^2, the running variance corrects it
+        assert r["biased_ratio"] == pytest.approx(r["expected_biased"], abs=0.05)
+        assert r["unbiased_ratio"] == pytest.approx(1.0, abs=0.05)
+    dec = d["decoding"]
+    assert "more than 1 value per channel" in dec["single_token_error"]
+    assert dec["bn_step_vs_train"] > 0.01 and dec["ln_step_vs_full"] < 1e-12
+    assert dec["leak_bn"] > 1e-6 and dec["leak_ln"] == 0
+
+
+def test_invariances_and_cost_numbers():
+    r = tiny("invariances-and-cost")
+    d = r.data
+    for name, expected in d["table"].items():  # exact, deterministic: every cell as the paper
+        for inv, v in zip(expected, d["grid"][name]):
+            assert (v < 1e-9) if inv else (v > 1e-2), (name, inv, v)
+    assert all(v < 1e-8 for v in d["implicit_lr"].values())
+    for row in d["estimation"]["rows"]:
+        assert row["rel_std"] == pytest.approx(row["theory"], rel=0.25)
+    assert d["estimation"]["rms_eq_ln_zero_mean"] < 1e-12
+    for row in d["speed"]["rows"]:  # times are measured, never asserted: only their sanity
+        assert row["layernorm_s"] > 0 and row["rmsnorm_s"] > 0 and -5 < row["rms_saving"] < 1
+    assert r.checks[0].passed and r.checks[1].passed and r.checks[3].passed

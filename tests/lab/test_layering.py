@@ -1,0 +1,17 @@
+"""The core never imports the lab, matplotlib or rich."""
+
+import subprocess
+import sys
+
+
+def test_core_does_not_import_the_lab():
+    code = ("import sys, normlab, normlab.functional, normlab.nn, normlab.testing\n"
+            "bad = [m for m in ('normlab.lab', 'matplotlib', 'rich') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_lab_imports_plotting_lazily():
+    code = ("import sys, normlab.lab.experiment, normlab.lab.experiments.dropout\n"
+            "assert 'matplotlib' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,90 @@
+"""``normlab report``: a well-formed, self-contained page; an interrupted report resumes."""
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+import _fake_experiment as fake
+from normlab.lab import experiments
+from normlab.lab.cli import main as cli
+from normlab.lab.report import write_report
+
+REAL = ["dropout", "batchnorm-vs-layernorm"]  # two cheap real ones
+
+
+@pytest.fixture
+def with_fake(monkeypatch):
+    reg = dict(experiments.EXPERIMENTS)
+    reg["fake"] = "_fake_experiment"
+    monkeypatch.setattr(experiments, "EXPERIMENTS", reg)
+    fake.CALLS["n"] = 0
+    fake.INTERRUPT["on"] = False
+    yield fake
+    fake.INTERRUPT["on"] = False
+
+
+def _parse(page: str) -> ET.Element:
+    assert page.startswith("<!DOCTYPE html>")
+    return ET.fromstring(page[len("<!DOCTYPE html>"):])  # raises on unbalanced tags
+
+
+def test_report_is_well_formed_and_self_contained(tmp_path):
+    path, entries, _ = write_report(tmp_path, size="tiny", names=REAL, show_progress=False)
+    page = path.read_text(encoding="utf-8")
+    root = _parse(page)
+    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.I)  # no external URL
+    imgs = root.findall(".//img")
+    n_figures = sum(len(r.figures) for _, r, _, _ in entries)
+    assert n_figures >= len(REAL) and len(imgs) == n_figures
+    assert all(img.get("src").startswith("data:image/png;base64,") for img in imgs)
+    for tag in ("script", "link", "iframe"):
+        assert root.find(f".//{tag}") is None
+    # the page opens with the summary table: one row per experiment, with a verdict
+    first_table = root.find(".//table")
+    assert len(first_table.findall("tr")) == 1 + len(REAL)
+    for _, r, _, _ in entries:
+        assert r.verdict in page and r.title in page
+    assert (tmp_path / "summary.json").is_file()
+
+
+def test_interrupted_report_resumes(with_fake, tmp_path):
+    names = ["dropout", "fake"]
+    fake.INTERRUPT["on"] = True
+    with pytest.raises(KeyboardInterrupt):
+        write_report(tmp_path, size="tiny", names=names, show_progress=False)
+    assert (tmp_path / "dropout" / "result.json").is_file()  # finished before the interrupt
+    assert not (tmp_path / "fake" / "result.json").exists()
+    assert not (tmp_path / "report.html").exists()
+    fake.INTERRUPT["on"] = False
+    _, entries, _ = write_report(tmp_path, size="tiny", names=names, show_progress=False)
+    assert fake.CALLS["n"] == 2
+    assert (tmp_path / "report.html").is_file()
+    # a third run reuses both: nothing is recomputed
+    write_report(tmp_path, size="tiny", names=names, show_progress=False)
+    assert fake.CALLS["n"] == 2
+
+
+def test_a_failing_experiment_is_reported_not_fatal(with_fake, tmp_path, monkeypatch):
+    def boom(config, progress):
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(fake, "run", boom)
+    path, entries, _ = write_report(tmp_path, size="tiny", names=["fake", "dropout"],
+                                    show_progress=False)
+    page = path.read_text()
+    _parse(page)
+    assert "broken on purpose" in page
+    assert entries[0][1] is None and entries[1][1] is not None
+
+
+def test_cli_list_run_report(tmp_path, capsys):
+    assert cli(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in experiments.EXPERIMENTS:
+        assert name in out
+    assert cli(["run", "dropout", "--tiny", "--out", str(tmp_path / "runs"), "--seed", "3"]) == 0
+    assert (tmp_path / "runs" / "dropout" / "result.json").is_file()
+    assert cli(["report", "--tiny", "--only", "dropout", "--out", str(tmp_path / "rep")]) == 0
+    assert (tmp_path / "rep" / "report.html").is_file()
+    assert cli(["run", "no-such-experiment", "--tiny", "--out", str(tmp_path)]) == 2
