@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 demo: $(VENV)/.installed
-	$(BIN)/normlab check
+	$(BIN)/normlab report --out normlab-report
 
 check: $(VENV)/.installed
 	$(BIN)/normlab check
