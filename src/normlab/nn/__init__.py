@@ -1,7 +1,27 @@
 """Thin stateful modules over ``normlab.functional``: parameters, gradient buffers (+=),
 train/eval, the last cache."""
 
+from .attention import CausalSelfAttention
+from .identity import Identity
 from .layers import BatchNorm, Dropout, DyT, LayerNorm, RMSNorm
+from .linear import Embedding, Linear
+from .mlp import ACTIVATIONS, MLP
 from .module import Module
+from .numerics import FULL_PRECISION, Numerics
 
-__all__ = ["BatchNorm", "Dropout", "DyT", "LayerNorm", "Module", "RMSNorm"]
+__all__ = [
+    "ACTIVATIONS",
+    "FULL_PRECISION",
+    "BatchNorm",
+    "CausalSelfAttention",
+    "Dropout",
+    "DyT",
+    "Embedding",
+    "Identity",
+    "LayerNorm",
+    "Linear",
+    "MLP",
+    "Module",
+    "Numerics",
+    "RMSNorm",
+]

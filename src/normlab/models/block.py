@@ -1,0 +1,152 @@
+"""Transformer blocks with every norm placement.
+
+A block is two residual sublayers, attention then MLP. ``Residual`` wraps one sublayer F with its
+norm(s) N and its dropout; each placement's forward is one line, and its backward is the same
+line read in reverse (the skip path's gradient added where the paths join):
+
+    post      x = N(x + F(x))                 Vaswani et al. 2017
+    pre       x = x + F(N(x))                 (a final norm before the head)
+    sandwich  x = x + N_out(F(N_in(x)))       Peri-LN; Gemma 2 (a final norm before the head)
+    deepnorm  x = N(alpha x + F(x))           Wang et al. 2022: alpha = (2L)^(1/4), and the MLP,
+                                              value and output projections initialized times
+                                              beta = (8L)^(-1/4) (decoder-only constants)
+    rezero    x = x + a F(x)                  Bachlechner et al. 2020: a learned scalar, a = 0 at init
+    none      x = x + F(x)
+
+Dropout (p_drop) acts on F's output, inside the residual add.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..nn import MLP, CausalSelfAttention, Dropout, DyT, Identity, LayerNorm, Module, RMSNorm
+from ..nn.numerics import FULL_PRECISION, Numerics
+from .config import GPTConfig
+
+
+def deepnorm_alpha(n_layers: int) -> float:
+    """DeepNorm's residual weight for a decoder-only stack of L blocks: (2L)^(1/4)."""
+    return (2.0 * n_layers) ** 0.25
+
+
+def deepnorm_beta(n_layers: int) -> float:
+    """DeepNorm's init gain for the MLP, value and output projections: (8L)^(-1/4)."""
+    return (8.0 * n_layers) ** -0.25
+
+
+def make_norm(kind: str, C: int, *, eps: float, bias: bool, dtype) -> Module:
+    """A norm module over the last axis: LayerNorm, RMSNorm, DyT, or the identity for 'none'."""
+    if kind == "layernorm":
+        return LayerNorm(C, eps, bias=bias, dtype=dtype)
+    if kind == "rmsnorm":
+        return RMSNorm(C, eps, dtype=dtype)
+    if kind == "dyt":
+        return DyT(C, dtype=dtype)
+    if kind == "none":
+        return Identity()
+    raise ValueError(f"norm must be one of layernorm, rmsnorm, dyt, none; got {kind!r}")
+
+
+class Residual(Module):
+    """One sublayer ``branch`` in a residual connection with the norm ``placement``.
+
+    Children: ``branch`` (F), ``norm`` (N; N_in for sandwich), ``norm_out`` (sandwich only) and
+    ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero. ``numerics.stream`` rounds the output and
+    ``numerics.grad`` the incoming gradient (identities at full precision).
+    """
+
+    numerics: Numerics = FULL_PRECISION
+
+    def __init__(self, branch: Module, placement: str, norm: str, C: int, *, n_layers: int,
+                 eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype):
+        super().__init__()
+        self.placement = placement
+        self.branch = branch
+        make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype)  # noqa: E731
+        self.norm = make() if placement in ("post", "pre", "sandwich", "deepnorm") else Identity()
+        self.norm_out = make() if placement == "sandwich" else Identity()
+        self.drop = Dropout(p_drop, rng=rng) if p_drop > 0 else Identity()
+        self.alpha = deepnorm_alpha(n_layers) if placement == "deepnorm" else 1.0
+        if placement == "rezero":
+            self.add_param("resweight", np.zeros((), dtype))
+        self._f: np.ndarray | None = None  # rezero: F(x) after dropout, for d resweight
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
+        p = self.placement
+        if p == "post":
+            y = N(x + D(F(x)))
+        elif p == "pre":
+            y = x + D(F(N(x)))
+        elif p == "sandwich":
+            y = x + D(N_out(F(N(x))))
+        elif p == "deepnorm":
+            y = N(self.alpha * x + D(F(x)))
+        elif p == "rezero":
+            self._f = D(F(x))
+            y = x + self.params["resweight"] * self._f
+        else:  # none
+            y = x + D(F(x))
+        return self.numerics.stream(y)
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
+        p = self.placement
+        dy = self.numerics.grad(dy)
+        if p == "post":
+            dz = N.backward(dy)
+            dx = dz + F.backward(D.backward(dz))
+        elif p == "pre":
+            dx = dy + N.backward(F.backward(D.backward(dy)))
+        elif p == "sandwich":
+            dx = dy + N.backward(F.backward(N_out.backward(D.backward(dy))))
+        elif p == "deepnorm":
+            dz = N.backward(dy)
+            dx = self.alpha * dz + F.backward(D.backward(dz))
+        elif p == "rezero":
+            a = self.params["resweight"]
+            self.accumulate("resweight", np.sum(dy * self._f, dtype=np.float64))
+            dx = dy + F.backward(D.backward(a * dy))
+        else:  # none
+            dx = dy + F.backward(D.backward(dy))
+        return dx
+
+
+class Block(Module):
+    """``x = mlp(attn(x))``: two ``Residual`` sublayers sharing the placement and the norm kind."""
+
+    def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
+                 dropout_rng: np.random.Generator, rope=None):
+        super().__init__()
+        cfg = config
+        dtype = np.dtype(cfg.dtype)
+        L, C = cfg.n_layers, cfg.d_model
+        # GPT-2 scales the projections that write into the residual stream by 1/sqrt(2L);
+        # DeepNorm instead scales the MLP, value and output projections by beta.
+        deep = cfg.placement == "deepnorm"
+        beta = deepnorm_beta(L) if deep else 1.0
+        out_std = cfg.init_std * (beta if deep else (2.0 * L) ** -0.5)
+        attn = CausalSelfAttention(
+            C, cfg.n_heads, rng=rng, dropout_rng=dropout_rng, qk_norm=cfg.qk_norm, qk_norm_eps=cfg.norm_eps,
+            softcap=cfg.attn_softcap, p_drop=cfg.attn_dropout, rope=rope, bias=cfg.bias,
+            std=cfg.init_std, proj_std=out_std, dtype=dtype,
+        )
+        if deep:
+            attn.qkv.params["weight"][2 * C :] *= dtype.type(beta)  # the value rows
+        mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=cfg.bias,
+                  std=cfg.init_std * beta, proj_std=out_std, dtype=dtype)
+        common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
+                      rng=dropout_rng, dtype=dtype)
+        self.attn = Residual(attn, cfg.placement, cfg.norm, C, **common)
+        self.mlp = Residual(mlp, cfg.placement, cfg.norm, C, **common)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        x = self.attn(x)
+        x = self.mlp(x)
+        return x
+
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        dx = self.mlp.backward(dout)
+        dx = self.attn.backward(dx)
+        return dx

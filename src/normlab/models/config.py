@@ -1,0 +1,116 @@
+"""The decoder-only model's configuration: one dataclass, a comment per field, checked on creation
+so that an inconsistent config is refused before any work starts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from numbers import Real
+from typing import Any
+
+from ..functional.attention import QK_NORMS
+from ..nn.mlp import ACTIVATIONS
+
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none")
+NORMS = ("layernorm", "rmsnorm", "dyt", "none")
+POSITIONS = ("learned", "rope")
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """A decoder-only Transformer language model (shapes: B batch, T time, C = d_model, H heads,
+    D = C / H head width, V vocabulary, L layers)."""
+
+    vocab_size: int = 64  # V: number of token ids
+    seq_len: int = 64  # T_max: longest sequence the model reads (position table, RoPE tables)
+    n_layers: int = 4  # L: number of Transformer blocks
+    d_model: int = 128  # C: width of the residual stream
+    n_heads: int = 4  # H: attention heads; must divide d_model
+    d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
+    activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
+    placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none
+    norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
+    norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
+    qk_norm: str = "none"  # per-head norm of q and k before the dot product: none, rmsnorm, layernorm
+    attn_softcap: float | None = None  # cap in cap * tanh(s / cap) on attention logits (Gemma 2: 50)
+    final_softcap: float | None = None  # the same on the output logits (Gemma 2: 30)
+    z_loss: float = 0.0  # weight of mean (log Z)^2 added to the loss (Wortsman et al.: 1e-4)
+    label_smoothing: float = 0.0  # eps: the loss's target is (1 - eps) one-hot + eps uniform
+    positions: str = "learned"  # position information: learned (a table) or rope (rotary, in q and k)
+    rope_base: float = 10000.0  # RoPE's base: angle = t * base^(-2i / D)
+    tie_embeddings: bool = False  # the LM head reuses the token embedding table
+    bias: bool = False  # biases in the linear layers and LayerNorms (GPT-2: True)
+    dropout: float = 0.0  # p_drop on the output of every residual branch (training only)
+    attn_dropout: float = 0.0  # p_drop on the attention probabilities (training only)
+    init_std: float = 0.02  # std of the normal init of weights and embeddings (GPT-2)
+    dtype: str = "float32"  # parameter and activation dtype: float32, or float64 for checks
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
+            _positive_int(getattr(self, name), name)
+        if self.d_ff is not None:
+            _positive_int(self.d_ff, "d_ff")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"config: n_heads ({self.n_heads}) must divide d_model ({self.d_model}); "
+                f"the head width is d_model / n_heads"
+            )
+        for name, allowed in (("placement", PLACEMENTS), ("norm", NORMS), ("qk_norm", QK_NORMS),
+                              ("activation", ACTIVATIONS), ("positions", POSITIONS),
+                              ("dtype", DTYPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"config: {name} must be one of {allowed}; got {getattr(self, name)!r}")
+        for name in ("attn_softcap", "final_softcap"):
+            if getattr(self, name) is not None:
+                _real(getattr(self, name), name, "> 0", lambda v: v > 0)
+        _real(self.norm_eps, "norm_eps", "> 0", lambda v: v > 0)
+        _real(self.rope_base, "rope_base", "> 1", lambda v: v > 1)
+        _real(self.init_std, "init_std", "> 0", lambda v: v > 0)
+        _real(self.z_loss, "z_loss", ">= 0", lambda v: v >= 0)
+        for name in ("label_smoothing", "dropout", "attn_dropout"):
+            _real(getattr(self, name), name, "in [0, 1)", lambda v: 0 <= v < 1)
+        for name in ("tie_embeddings", "bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"config: {name} must be True or False; got {getattr(self, name)!r}")
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(f"config: RoPE needs an even head width; d_model / n_heads = {self.head_dim}")
+
+    @property
+    def head_dim(self) -> int:
+        """D = d_model / n_heads."""
+        return self.d_model // self.n_heads
+
+    @property
+    def hidden(self) -> int:
+        """The MLP's hidden width: d_ff, or 4 * d_model."""
+        return 4 * self.d_model if self.d_ff is None else self.d_ff
+
+    @property
+    def final_norm(self) -> bool:
+        """Whether a norm sits before the head: where the residual stream leaves the last block
+        unnormalized (pre, sandwich, rezero, none), unless the norm is 'none'. Post-LN and DeepNorm
+        end each block with a norm already."""
+        return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "GPTConfig":
+        """The config from ``to_dict``'s output; unknown keys are refused by name."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"config: unknown model fields {unknown}")
+        return cls(**d)
+
+
+def _positive_int(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"config: {name} must be an integer >= 1; got {value!r}")
+
+
+def _real(value: Any, name: str, what: str, ok) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
+        raise ValueError(f"config: {name} must be a finite number {what}; got {value!r}")

@@ -1,0 +1,180 @@
+"""A decoder-only Transformer language model with a hand-written backward.
+
+Forward (reads down), for token ids idx (B, T):
+
+    x = wte[idx] + wpe[0..T-1]             (no table with RoPE: positions enter q and k)
+    x = block_l(x)                         for l = 1..L (``Block``: attention, then MLP)
+    x = norm_f(x)                          where the placement leaves the stream unnormalized
+    logits = x W_head^T                    W_head = wte with tied embeddings
+    loss = cross_entropy(logits, targets)  (final-logit soft-cap, z-loss, label smoothing)
+
+Backward (reads up): the same lines in reverse order, each module adding its parameter gradients
+into its buffers.
+
+Each forward records per-layer diagnostics in ``metrics``: the residual stream's RMS after every
+block, every block's largest raw attention logit, and the mean output log Z.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from .. import _checks as ck
+from ..functional import (
+    cross_entropy_backward,
+    cross_entropy_forward,
+    linear_backward,
+    linear_forward,
+    rope_tables,
+)
+from ..nn import Embedding, Identity, Linear, Module
+from ..nn.numerics import FULL_PRECISION, Numerics
+from .block import Block, make_norm
+from .config import GPTConfig
+
+
+class LossParts(NamedTuple):
+    """What one forward with targets returns."""
+
+    loss: float  # the objective: cross-entropy (label-smoothed) + z-loss
+    nll: float  # mean negative log-likelihood of the targets (nats per token): compare with H
+    log_z: float  # mean log Z of the output softmax (Wortsman et al.'s output-logit drift)
+
+
+class GPT(Module):
+    """The model of ``config``; ``rng`` draws the initial parameters, ``dropout_rng`` (default: a
+    generator seeded from ``rng``) the dropout masks.
+
+    Children: ``wte`` (V, C), ``wpe`` (T_max, C) with learned positions, ``blocks`` (L of them),
+    ``norm_f``, and ``head`` (V, C) unless the embeddings are tied.
+    """
+
+    numerics: Numerics = FULL_PRECISION
+
+    def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
+                 dropout_rng: np.random.Generator | None = None):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig; got {type(config).__name__}")
+        ck.generator(rng)
+        cfg = self.config = config
+        dtype = np.dtype(cfg.dtype)
+        self.dropout_rng = ck.generator(
+            np.random.default_rng(rng.integers(2**63)) if dropout_rng is None else dropout_rng,
+            "dropout_rng",
+        )
+        C, V = cfg.d_model, cfg.vocab_size
+        self.wte = Embedding(V, C, rng=rng, std=cfg.init_std, dtype=dtype)
+        rope = None
+        if cfg.positions == "learned":
+            self.wpe = Embedding(cfg.seq_len, C, rng=rng, std=cfg.init_std, dtype=dtype)
+        else:
+            rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype)
+        self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope)
+                       for _ in range(cfg.n_layers)]
+        self.norm_f = (make_norm(cfg.norm, C, eps=cfg.norm_eps, bias=cfg.bias, dtype=dtype)
+                       if cfg.final_norm else Identity())
+        if not cfg.tie_embeddings:
+            self.head = Linear(C, V, rng=rng, std=cfg.init_std, dtype=dtype)
+        self.metrics: dict = {}
+        self._head_cache = None
+        self._loss_cache = None
+
+    # ---- forward ---------------------------------------------------------------------------
+    def _trunk(self, idx: np.ndarray) -> np.ndarray:
+        """Embeddings, blocks, final norm and head: the logits (B, T, V) before any soft-cap."""
+        cfg = self.config
+        idx = np.asarray(idx)
+        if idx.ndim != 2:
+            raise ValueError(f"idx must be a (B, T) array of token ids; got shape {idx.shape}")
+        B, T = idx.shape
+        if not 1 <= T <= cfg.seq_len:
+            raise ValueError(f"sequence length T = {T} must be in [1, seq_len = {cfg.seq_len}]")
+        x = self.wte(idx)  # (B, T, C)
+        if cfg.positions == "learned":
+            x = x + self.wpe(np.arange(T))  # (B, T, C) + (T, C)
+        x = self.numerics.stream(x)
+        rms, max_logit = [], []
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+            flat = x.reshape(-1)
+            rms.append(float(np.sqrt(np.dot(flat, flat) / flat.size)))
+            max_logit.append(block.attn.branch.max_logit)
+        x = self.norm_f(x)  # (B, T, C)
+        if cfg.tie_embeddings:
+            n = self.numerics
+            logits, self._head_cache = linear_forward(n.input(x), n.weight(self.wte.params["weight"]))
+            logits = n.output(logits)  # (B, T, V)
+        else:
+            logits = self.head(x)  # (B, T, V)
+        self.metrics = {"residual_rms": rms, "max_attn_logit": max_logit}
+        return logits
+
+    def forward(self, idx: np.ndarray, targets: np.ndarray) -> LossParts:
+        """The loss of predicting ``targets`` (B, T) from ``idx`` (B, T); keeps the caches for
+        ``backward``. Targets equal to ``normlab.functional.IGNORE_INDEX`` carry no loss."""
+        cfg = self.config
+        logits = self._trunk(idx)
+        loss, self._loss_cache = cross_entropy_forward(
+            logits, targets, softcap=cfg.final_softcap, z_loss=cfg.z_loss,
+            label_smoothing=cfg.label_smoothing,
+        )
+        log_z = float(np.mean(self._loss_cache.log_z, dtype=np.float64))
+        self.metrics["log_z"] = log_z
+        return LossParts(float(loss), self._loss_cache.nll, log_z)
+
+    def logits(self, idx: np.ndarray) -> np.ndarray:
+        """Next-token logits (B, T, V) for inference, the final soft-cap applied."""
+        z = self._trunk(idx)
+        cap = self.config.final_softcap
+        return z if cap is None else cap * np.tanh(z / z.dtype.type(cap))
+
+    # ---- backward --------------------------------------------------------------------------
+    def backward(self, dloss: float = 1.0) -> None:
+        """Add the gradient of ``dloss * loss`` (``dloss`` is the loss scale under loss scaling)
+        into every parameter's buffer; the same lines as ``_trunk`` and ``forward``, upwards."""
+        if self._loss_cache is None:
+            raise RuntimeError("GPT.backward called before forward(idx, targets)")
+        cfg = self.config
+        n = self.numerics
+        dlogits, _ = cross_entropy_backward(dloss, self._loss_cache)  # (B, T, V)
+        if cfg.tie_embeddings:
+            dx, dW, _ = linear_backward(n.grad(dlogits), self._head_cache)
+            self.wte.accumulate("weight", n.grad(dW))
+            dx = n.grad(dx)
+        else:
+            dx = self.head.backward(dlogits)  # (B, T, C)
+        dx = self.norm_f.backward(dx)
+        for block in reversed(self.blocks):
+            dx = block.backward(dx)
+        if cfg.positions == "learned":
+            self.wpe.backward(dx.sum(axis=0))  # (T, C): the table is shared by the batch
+        self.wte.backward(dx)
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def modules(self) -> Iterator[Module]:
+        """This module and every descendant, depth first."""
+        yield self
+        stack = [child for _, child in self.children()]
+        while stack:
+            m = stack.pop(0)
+            yield m
+            stack[:0] = [child for _, child in m.children()]
+
+    def set_numerics(self, numerics: Numerics) -> None:
+        """Install precision hooks in every module that has them (``FULL_PRECISION`` undoes it)."""
+        if not isinstance(numerics, Numerics):
+            raise TypeError(f"numerics must be a Numerics; got {type(numerics).__name__}")
+        for m in self.modules():
+            if hasattr(m, "numerics"):
+                m.numerics = numerics
+
+    def layer_of(self, name: str) -> int | None:
+        """The block index of a dotted parameter name (``blocks.3.attn...`` -> 3), else None."""
+        parts = name.split(".")
+        return int(parts[1]) if parts[0] == "blocks" else None
+
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.parameters().values())

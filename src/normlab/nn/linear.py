@@ -1,0 +1,73 @@
+"""Linear and Embedding modules: parameters, gradient buffers, the last cache, precision hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks as ck
+from ..functional import embedding_backward, embedding_forward, linear_backward, linear_forward
+from .module import Module
+from .numerics import FULL_PRECISION, Numerics
+
+
+def _count(n, name: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {n!r}")
+    return int(n)
+
+
+class Linear(Module):
+    """``y = x W^T + b`` with W (out_features, in_features) drawn from N(0, std^2) and b = 0.
+
+    ``numerics`` rounds the input and the weight before the product, the result after it, and the
+    gradients in the backward (the identity at full precision).
+    """
+
+    numerics: Numerics = FULL_PRECISION
+
+    def __init__(self, in_features: int, out_features: int, *, bias: bool = False,
+                 rng: np.random.Generator, std: float = 0.02, dtype=np.float32):
+        super().__init__()
+        in_features = _count(in_features, "in_features")
+        out_features = _count(out_features, "out_features")
+        std = ck.positive(std, "std")
+        ck.generator(rng)
+        self.add_param("weight", (std * rng.standard_normal((out_features, in_features))).astype(dtype))
+        if bias:
+            self.add_param("bias", np.zeros(out_features, dtype))
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        n = self.numerics
+        out, self._cache = linear_forward(n.input(x), n.weight(self.params["weight"]),
+                                          self.params.get("bias"))
+        return n.output(out)
+
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        n = self.numerics
+        dx, dweight, dbias = linear_backward(n.grad(dout), self._last_cache())
+        self.accumulate("weight", n.grad(dweight))
+        if "bias" in self.params:
+            self.accumulate("bias", dbias)
+        return n.grad(dx)
+
+
+class Embedding(Module):
+    """A (num_embeddings, dim) table drawn from N(0, std^2); ``forward(ids)`` gathers rows."""
+
+    def __init__(self, num_embeddings: int, dim: int, *, rng: np.random.Generator,
+                 std: float = 0.02, dtype=np.float32):
+        super().__init__()
+        num_embeddings = _count(num_embeddings, "num_embeddings")
+        dim = _count(dim, "dim")
+        std = ck.positive(std, "std")
+        ck.generator(rng)
+        self.add_param("weight", (std * rng.standard_normal((num_embeddings, dim))).astype(dtype))
+
+    def forward(self, ids: np.ndarray) -> np.ndarray:
+        out, self._cache = embedding_forward(ids, self.params["weight"])
+        return out
+
+    def backward(self, dout: np.ndarray) -> None:
+        _, dweight = embedding_backward(dout, self._last_cache())
+        self.accumulate("weight", dweight)
+        return None

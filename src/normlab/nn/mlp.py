@@ -1,0 +1,60 @@
+"""The Transformer's position-wise MLP: ``proj(act(fc(x)))``, or SwiGLU's
+``proj(silu(gate) * up)`` with gate and up stacked in one projection."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..functional import (
+    gelu_backward,
+    gelu_forward,
+    relu_backward,
+    relu_forward,
+    swiglu_backward,
+    swiglu_forward,
+)
+from .linear import Linear
+from .module import Module
+
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu")
+
+
+class MLP(Module):
+    """x (B, T, C) -> fc -> activation -> proj -> (B, T, C), hidden width ``d_ff``.
+
+    ``activation``: "gelu" (exact), "gelu_tanh" (GPT-2), "relu", or "swiglu" (then ``fc`` maps to
+    2 * d_ff: the gate rows first, the up rows second, and ``proj`` reads d_ff).
+    """
+
+    def __init__(self, C: int, d_ff: int, activation: str = "gelu_tanh", *, rng: np.random.Generator,
+                 bias: bool = False, std: float = 0.02, proj_std: float | None = None,
+                 dtype=np.float32):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}; got {activation!r}")
+        self.activation, self.d_ff = activation, d_ff
+        width = 2 * d_ff if activation == "swiglu" else d_ff
+        self.fc = Linear(C, width, bias=bias, rng=rng, std=std, dtype=dtype)
+        self.proj = Linear(d_ff, C, bias=bias, rng=rng, std=std if proj_std is None else proj_std,
+                           dtype=dtype)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        h = self.fc(x)  # (B, T, d_ff) or (B, T, 2 d_ff)
+        if self.activation == "swiglu":
+            h, self._cache = swiglu_forward(h[..., : self.d_ff], h[..., self.d_ff :])
+        elif self.activation == "relu":
+            h, self._cache = relu_forward(h)
+        else:
+            h, self._cache = gelu_forward(h, "tanh" if self.activation == "gelu_tanh" else "none")
+        return self.proj(h)
+
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        dh = self.proj.backward(dout)  # (B, T, d_ff)
+        cache = self._last_cache()
+        if self.activation == "swiglu":
+            dh = np.concatenate(swiglu_backward(dh, cache), axis=-1)  # (B, T, 2 d_ff)
+        elif self.activation == "relu":
+            dh = relu_backward(dh, cache)
+        else:
+            dh = gelu_backward(dh, cache)
+        return self.fc.backward(dh)

@@ -1,0 +1,129 @@
+"""Placements, DeepNorm's constants and init, ReZero at init, and the config's refusals."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from normlab.models import GPT, PLACEMENTS, Block, GPTConfig, deepnorm_alpha, deepnorm_beta
+
+CFG = GPTConfig(vocab_size=11, seq_len=8, n_layers=3, d_model=16, n_heads=2, dtype="float64")
+
+
+def _block(**kw):
+    cfg = dataclasses.replace(CFG, **kw)
+    rng = np.random.default_rng(0)
+    return Block(cfg, rng=rng, dropout_rng=rng), cfg
+
+
+def test_deepnorm_constants_match_the_paper():
+    # papers.md section 6: N=6 -> alpha 1.861, beta 0.3799; N=100 -> 3.761, 0.1880
+    assert deepnorm_alpha(6) == pytest.approx(1.861, abs=5e-4)
+    assert deepnorm_beta(6) == pytest.approx(0.3799, abs=5e-5)
+    assert deepnorm_alpha(100) == pytest.approx(3.761, abs=5e-4)
+    assert deepnorm_beta(100) == pytest.approx(0.1880, abs=5e-5)
+    for L in (1, 6, 48):  # the update-bound condition: 2L * 2 beta^2 / alpha^2 = 1
+        assert 2 * L * 2 * deepnorm_beta(L) ** 2 / deepnorm_alpha(L) ** 2 == pytest.approx(1.0)
+
+
+def test_deepnorm_scales_mlp_value_and_output_projections_by_beta():
+    cfg = dataclasses.replace(CFG, placement="deepnorm", d_model=128, n_heads=4, n_layers=6)
+    block = Block(cfg, rng=np.random.default_rng(1), dropout_rng=np.random.default_rng(2))
+    beta, s = deepnorm_beta(6), cfg.init_std
+    qkv = block.attn.branch.qkv.params["weight"]
+    C = cfg.d_model
+    stds = {
+        "q": qkv[:C].std(), "k": qkv[C:2 * C].std(), "v": qkv[2 * C:].std(),
+        "proj": block.attn.branch.proj.params["weight"].std(),
+        "fc": block.mlp.branch.fc.params["weight"].std(),
+        "mlp.proj": block.mlp.branch.proj.params["weight"].std(),
+    }
+    for name in ("q", "k"):
+        assert stds[name] == pytest.approx(s, rel=0.03), name
+    for name in ("v", "proj", "fc", "mlp.proj"):
+        assert stds[name] == pytest.approx(s * beta, rel=0.03), name
+
+
+def test_pre_ln_scales_output_projections_by_gpt2_factor():
+    cfg = dataclasses.replace(CFG, d_model=128, n_heads=4, n_layers=8)
+    block = Block(cfg, rng=np.random.default_rng(1), dropout_rng=np.random.default_rng(2))
+    expected = cfg.init_std / np.sqrt(2 * 8)
+    assert block.attn.branch.proj.params["weight"].std() == pytest.approx(expected, rel=0.03)
+    assert block.mlp.branch.fc.params["weight"].std() == pytest.approx(cfg.init_std, rel=0.03)
+
+
+def test_rezero_starts_as_the_identity_and_learns_its_gate_first():
+    block, _ = _block(placement="rezero")
+    x = np.random.default_rng(3).normal(size=(2, 5, 16))
+    np.testing.assert_array_equal(block(x), x)
+    dx = block.backward(np.ones_like(x))
+    np.testing.assert_array_equal(dx, np.ones_like(x))
+    grads = block.gradients()
+    assert grads["attn.resweight"] != 0 and grads["mlp.resweight"] != 0
+    assert not grads["attn.branch.qkv.weight"].any()  # a = 0 blocks the branch's gradient
+
+
+def test_post_ln_and_deepnorm_blocks_end_normalized():
+    x = np.random.default_rng(4).normal(3.0, 5.0, size=(2, 5, 16))
+    for placement in ("post", "deepnorm"):
+        block, _ = _block(placement=placement)
+        y = block(x)
+        np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-12)
+        np.testing.assert_allclose(y.var(-1), 1.0, rtol=1e-4)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_which_norms_exist(placement):
+    model = GPT(dataclasses.replace(CFG, placement=placement, norm="rmsnorm"),
+                rng=np.random.default_rng(0))
+    names = model.parameters()
+    has = lambda s: any(s in n for n in names)  # noqa: E731
+    assert has("attn.norm.weight") == (placement in ("post", "pre", "sandwich", "deepnorm"))
+    assert has("attn.norm_out.weight") == (placement == "sandwich")
+    assert ("norm_f.weight" in names) == (placement in ("pre", "sandwich", "rezero", "none"))
+    assert has("resweight") == (placement == "rezero")
+    assert not any("norm" in n for n in GPT(dataclasses.replace(CFG, placement=placement,
+                                                                norm="none"),
+                                            rng=np.random.default_rng(0)).parameters()
+                   if "q_norm" not in n and "k_norm" not in n)
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"n_heads": 3}, r"n_heads \(3\) must divide d_model \(16\)"),
+    ({"placement": "middle"}, "placement must be one of"),
+    ({"norm": "batchnorm"}, "norm must be one of"),
+    ({"qk_norm": "l2"}, "qk_norm must be one of"),
+    ({"activation": "tanh"}, "activation must be one of"),
+    ({"n_layers": 0}, "n_layers must be an integer >= 1"),
+    ({"attn_softcap": 0.0}, "attn_softcap must be a finite number > 0"),
+    ({"final_softcap": -30.0}, "final_softcap must be a finite number > 0"),
+    ({"dropout": 1.0}, r"dropout must be a finite number in \[0, 1\)"),
+    ({"z_loss": -1e-4}, "z_loss must be a finite number >= 0"),
+    ({"positions": "rope", "d_model": 18, "n_heads": 2}, "RoPE needs an even head width"),
+    ({"dtype": "float16"}, "dtype must be one of"),
+    ({"norm_eps": 0.0}, "norm_eps must be a finite number > 0"),
+    ({"d_ff": 0}, "d_ff must be an integer >= 1"),
+])
+def test_config_refuses_inconsistent_values(kw, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(CFG, **kw)
+
+
+def test_config_round_trips_through_a_dict():
+    cfg = dataclasses.replace(CFG, attn_softcap=50.0, qk_norm="rmsnorm")
+    assert GPTConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown model fields"):
+        GPTConfig.from_dict({**cfg.to_dict(), "depth": 3})
+
+
+def test_logits_apply_the_final_cap_and_bad_sequences_are_refused():
+    cfg = dataclasses.replace(CFG, final_softcap=0.5)
+    model = GPT(cfg, rng=np.random.default_rng(0))
+    idx = np.zeros((1, 8), int)
+    assert np.all(np.abs(model.logits(idx)) <= 0.5)
+    with pytest.raises(ValueError, match="sequence length T = 9"):
+        model.logits(np.zeros((1, 9), int))
+    with pytest.raises(ValueError, match="idx must be a"):
+        model.logits(np.zeros(8, int))
+    with pytest.raises(RuntimeError, match="before forward"):
+        GPT(cfg, rng=np.random.default_rng(0)).backward()
