@@ -1,0 +1,373 @@
+"""Rounding to a format's grid, on the bit patterns of float32 and float64 values.
+
+``quantize(x, fmt)`` returns the values of ``x`` rounded once to ``fmt``, as float32 (float64 for
+float64 input). It never rounds through an intermediate format: float64 inputs are rounded from
+their own 53 bits (ml_dtypes' casts from float64 go through float32 and can round twice).
+
+How it works. Let ``a`` be the bits of |x| read as an unsigned integer (uint32 for float32); ``a``
+grows with |x|, and inside one binade it is linear in |x|. Above the target's smallest normal
+number every representable value is an ``a`` whose low ``d = P - M`` bits are zero (P = 23 or 52,
+the input's stored mantissa bits), across binade boundaries too, so rounding is integer rounding
+of ``a`` to a multiple of ``2^d``:
+
+    nearest_even:  (a + 2^(d-1) - 1 + lsb) & ~(2^d - 1),   lsb = the last kept bit
+    toward_zero:   a & ~(2^d - 1)
+    away:          (a + 2^d - 1) & ~(2^d - 1)           (up for x > 0, down for x < 0)
+    stochastic:    (a + r) & ~(2^d - 1),  r uniform on [0, 2^d)  =>  P(up) = (x - lo) / (hi - lo)
+
+A carry out of the mantissa moves to the next binade, which is the right answer. Below the
+target's smallest normal number the grid is ``k * 2^(emin - M)``; for x in binade e that is a
+multiple of ``2^s`` with ``s = d + (emin - e)``, so the same formulas run with a per-element
+shift. Values below the smallest subnormal q round to 0 or q. What remains is bookkeeping:
+overflow (saturate, inf or NaN), flush to zero, infinities, NaN, and the sign.
+
+The work is done on blocks of 128K elements so that the temporaries stay in cache.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _checks as ck
+from .._checks import Array
+from .formats import FloatFormat, get_format
+
+ROUNDINGS = ("nearest_even", "toward_zero", "up", "down", "stochastic")
+OVERFLOWS = ("saturate", "inf", "nan")
+
+_BLOCK = 1 << 17  # elements per block: the temporaries stay in cache
+
+
+class _Plan(NamedTuple):
+    """Constants for rounding one input type (float32 or float64) to one format, as bits."""
+
+    uint: type  # np.uint32 or np.uint64
+    P: int  # the input's stored mantissa bits (23 or 52)
+    d: int  # bits dropped above the target's smallest normal: P - M
+    variable: bool  # the target's subnormal range is narrower than the input's: per-element shift
+    emin_b: int  # the target's emin, biased as an exponent field of the input
+    cap: int  # the most extra bits below emin before a value is 'tiny' (< q), min(M, emin_b - 1)
+    sign: Any  # the sign bit
+    implicit: Any  # 2^P: the implicit leading bit of the significand
+    inf: Any  # bits of +inf in the input type
+    qnan: Any  # bits of the canonical quiet NaN
+    max_bits: Any  # bits of the target's largest finite value
+    min_normal_bits: Any  # bits of 2^emin
+    tiny_bits: Any  # bits of q = 2^(emin - M), the smallest subnormal (0 without a zero)
+    half_tiny_bits: Any  # bits of q / 2
+    q_scale: float  # 2^(M - emin) = 1 / q, to compute x / q for stochastic tiny values
+
+
+def _bits(value: float, ftype: type) -> Any:
+    return np.array(value, dtype=ftype).view(np.uint32 if ftype is np.float32 else np.uint64)[()]
+
+
+@lru_cache(maxsize=None)
+def _plan(fmt: FloatFormat, ftype: type) -> _Plan | None:
+    """The plan for rounding ``ftype`` values to ``fmt``; None when float32 must go via float64
+    (the format's smallest normal number is below float32's: E8M0's 2^-127)."""
+    uint = np.uint32 if ftype is np.float32 else np.uint64
+    P, bias = (23, 127) if ftype is np.float32 else (52, 1023)
+    emin_b = fmt.emin + bias
+    if emin_b < 1:
+        return None
+    M = fmt.mantissa_bits
+    q = fmt.min_normal * 2.0**-M
+    return _Plan(
+        uint=uint, P=P, d=P - M, variable=emin_b > 1, emin_b=emin_b, cap=min(M, emin_b - 1),
+        sign=uint(1) << uint(8 * np.dtype(uint).itemsize - 1), implicit=uint(1) << uint(P),
+        inf=_bits(np.inf, ftype), qnan=_bits(np.nan, ftype) | (uint(1) << uint(P - 1)),
+        max_bits=_bits(fmt.max_finite, ftype), min_normal_bits=_bits(fmt.min_normal, ftype),
+        tiny_bits=_bits(q if fmt.zero else 0.0, ftype),
+        half_tiny_bits=_bits(q / 2 if fmt.zero else 0.0, ftype),
+        q_scale=2.0 ** (M - fmt.emin),
+    )
+
+
+def _check_rounding(rounding: Any) -> str:
+    if not isinstance(rounding, str):
+        raise TypeError(f"rounding must be one of {ROUNDINGS}; got {rounding!r}")
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}; got {rounding!r}")
+    return rounding
+
+
+def _check_overflow(overflow: Any, fmt: FloatFormat) -> str | None:
+    if overflow is None:
+        return None
+    if not isinstance(overflow, str) or overflow not in OVERFLOWS:
+        raise ValueError(f"overflow must be None (the format's default) or one of {OVERFLOWS}; "
+                         f"got {overflow!r}")
+    if overflow == "inf" and not fmt.has_inf:
+        raise ValueError(f"overflow='inf': {fmt.name} has no infinity; use 'saturate' or "
+                         f"{'nan' if fmt.has_nan else 'None'}")
+    if overflow == "nan" and not fmt.has_nan:
+        raise ValueError(f"overflow='nan': {fmt.name} has no NaN; use 'saturate'")
+    return overflow
+
+
+def _overflow_bits(plan: _Plan, fmt: FloatFormat, rounding: str, overflow: str | None):
+    """(positive overflow, negative overflow, infinity) results as magnitude bits.
+
+    With ``overflow=None`` IEEE 754's rules apply with the format's own overflow value (inf, NaN,
+    or max for formats with neither): round-to-nearest and stochastic rounding overflow to it,
+    toward_zero gives max, up gives it for x > 0 and -max for x < 0, down the mirror image.
+    An explicit mode applies to every overflow, and to infinite inputs as well.
+    """
+    value = {"inf": plan.inf, "nan": plan.qnan, "saturate": plan.max_bits}
+    natural = value[fmt.default_overflow]
+    if overflow is not None:
+        return value[overflow], value[overflow], value[overflow]
+    pos = neg = natural
+    if rounding in ("toward_zero", "down"):
+        pos = plan.max_bits
+    if rounding in ("toward_zero", "up"):
+        neg = plan.max_bits
+    return pos, neg, natural
+
+
+def _random_bits(rng: np.random.Generator, n: int, uint: type) -> Array:
+    """n uniform unsigned integers of uint's width, drawn as full-range uint64."""
+    k = (n + 1) // 2 if uint is np.uint32 else n
+    raw = rng.integers(0, np.iinfo(np.uint64).max, size=k, dtype=np.uint64, endpoint=True)
+    return raw.view(uint)[:n]
+
+
+class _Scratch:
+    """Work arrays for one block, allocated once per call: a fresh temporary per operation
+    would cost a page fault per 4 KB from the allocator, more than the arithmetic itself."""
+
+    def __init__(self, n: int, uint: type) -> None:
+        self.u = [np.empty(n, uint) for _ in range(6)]
+        self.b = [np.empty(n, bool) for _ in range(2)]
+
+    def views(self, m: int) -> tuple[Array, ...]:
+        return tuple(w[:m] for w in self.u + self.b)
+
+
+def _select(out: Array, cond: Array, value: Any, t1: Array, t2: Array) -> None:
+    """out = where(cond, value, out), without branches: masked copies with an unpredictable
+    mask cost a misprediction per element. out ^= (out ^ value) & -cond."""
+    np.copyto(t1, cond, casting="unsafe")
+    np.subtract(t1.dtype.type(0), t1, out=t1)
+    np.bitwise_xor(out, value, out=t2)
+    t2 &= t1
+    out ^= t2
+
+
+def _round_block(bits: Array, out: Array, plan: _Plan, fmt: FloatFormat, rounding: str,
+                 ovf: tuple, flush: bool, r: Array | None, scratch: _Scratch) -> None:
+    """Round one block of bit patterns (1-D, the input's uint type) into ``out``."""
+    u = plan.uint
+    sign, a, s, mask, t1, t2, b1, b2 = scratch.views(bits.size)
+    np.bitwise_and(bits, plan.sign, out=sign)
+    np.bitwise_xor(bits, sign, out=a)  # |x| as bits
+    zero_in = None if fmt.zero else a == 0  # no zero (E8M0): 0 becomes NaN, (0, min) min
+    if zero_in is not None:
+        np.maximum(a, plan.min_normal_bits, out=a)
+    if plan.variable:  # s = d + clip(emin_b - e, 0, cap), without negative intermediates
+        np.right_shift(a, u(plan.P), out=s)
+        np.clip(s, plan.emin_b - plan.cap, plan.emin_b, out=s)
+        np.subtract(u(plan.emin_b + plan.d), s, out=s)
+        np.left_shift(u(1), s, out=mask)
+        mask -= u(1)
+    else:
+        s, mask = u(plan.d), u((1 << plan.d) - 1)
+    # out = a + inc, then drop the low s bits
+    if rounding == "nearest_even":  # inc = 2^(s-1) - 1 + lsb; lsb is the implicit 1 if s = P
+        np.bitwise_or(a, plan.implicit, out=t1)
+        np.right_shift(t1, s, out=t1)
+        t1 &= u(1)
+        np.right_shift(mask, u(1), out=out)
+        out += t1
+    elif rounding in ("up", "down"):  # inc = mask when rounding away from zero, else 0
+        np.right_shift(sign, u(8 * a.itemsize - 1), out=t1)  # 1 for x < 0
+        if rounding == "up":
+            t1 -= u(1)  # x > 0: 0 - 1 = all ones
+        else:
+            np.subtract(u(0), t1, out=t1)  # x < 0: all ones
+        np.bitwise_and(t1, mask, out=out)
+    elif rounding == "stochastic":  # inc uniform on [0, 2^s)
+        np.bitwise_and(r, mask, out=out)
+    else:
+        out[...] = u(0)
+    out += a
+    out &= ~mask
+
+    ov_pos, ov_neg, inf_result = ovf
+    over = np.greater(out, plan.max_bits, out=b1)
+    if over.any():
+        if ov_pos == ov_neg:
+            _select(out, over, ov_pos, t1, t2)
+        else:  # directed rounding with the default overflow: the sign decides
+            _select(out, over & (sign == 0), ov_pos, t1, t2)
+            _select(out, over & (sign != 0), ov_neg, t1, t2)
+    if plan.variable and fmt.zero:  # below the smallest subnormal q the result is 0 or q
+        tiny = np.less(a, plan.tiny_bits, out=b1)
+        if tiny.any():
+            up = _tiny_up(a, sign, tiny, plan, rounding, r, out=b2)
+            np.copyto(mask, up, casting="unsafe")  # (mask is free now)
+            mask *= plan.tiny_bits
+            _select(out, tiny, mask, t1, t2)
+    if flush:
+        _select(out, np.less(out, plan.min_normal_bits, out=b1), u(0), t1, t2)
+    nonfinite = np.greater_equal(bits ^ sign if zero_in is not None else a, plan.inf, out=b1)
+    if nonfinite.any():  # inf: the overflow mode's value; NaN: NaN
+        a0 = (bits ^ sign)[nonfinite]
+        out[nonfinite] = np.where(a0 == plan.inf, inf_result, plan.qnan)
+    if zero_in is not None:
+        out[zero_in] = plan.qnan
+    if fmt.signed:
+        out |= sign
+    else:  # negative numbers have no code: NaN (and -0 too when there is no zero)
+        neg = sign != 0
+        if zero_in is None:
+            neg &= a != 0
+        out[neg] = plan.qnan
+
+
+def _tiny_up(a: Array, sign: Array, tiny: Array, plan: _Plan, rounding: str,
+             r: Array | None, out: Array) -> Array:
+    """Which of the values below the smallest subnormal q (``tiny``) round up to q."""
+    if rounding == "nearest_even":  # a tie at q/2 goes to 0, the even neighbour
+        np.greater(a, plan.half_tiny_bits, out=out)
+    elif rounding == "toward_zero":
+        out[...] = False
+    elif rounding in ("up", "down"):
+        np.not_equal(a, 0, out=out)
+        out &= (sign == 0) if rounding == "up" else (sign != 0)
+    else:  # stochastic: up with probability x / q, exact in float64, in units of 2^-W
+        width = 8 * a.itemsize
+        x_over_q = a[tiny].view(np.float32 if width == 32 else np.float64).astype(np.float64)
+        x_over_q *= plan.q_scale
+        out[...] = False
+        out[tiny] = r[tiny] < np.ceil(np.ldexp(x_over_q, width)).astype(np.uint64)
+    out &= tiny
+    return out
+
+
+def _round_same_range(bits: Array, out: Array, plan: _Plan, rounding: str,
+                      r: Array | None) -> None:
+    """The fast path for formats with the input's exponent range (bfloat16, tfloat32 from
+    float32) under nearest_even, toward_zero or stochastic rounding with the default overflow:
+    the sign rides along, and a carry past the largest finite value lands exactly on inf."""
+    u = plan.uint
+    mask = u((1 << plan.d) - 1)
+    if rounding == "nearest_even":  # + 2^(d-1) - 1 + lsb
+        np.right_shift(bits, u(plan.d), out=out)
+        out &= u(1)
+        out += mask >> u(1)
+        out += bits
+    elif rounding == "stochastic":
+        np.bitwise_and(r, mask, out=out)
+        out += bits
+    else:
+        out[...] = bits
+    out &= ~mask
+    x = bits.view(np.float32 if u is np.uint32 else np.float64)
+    if np.isnan(x.max(initial=0.0)):  # a carry can turn a NaN into inf or wrap its sign
+        nan = np.isnan(x)
+        out[nan] = (bits[nan] & plan.sign) | plan.qnan
+
+
+def quantize(
+    x: Any,
+    fmt: Any,
+    *,
+    rounding: str = "nearest_even",
+    overflow: str | None = None,
+    subnormals: bool = True,
+    rng: np.random.Generator | None = None,
+) -> Array:
+    """Round every value of ``x`` once to the grid of ``fmt``.
+
+    Args:
+        x: float array of any shape (float64, float32, float16, bfloat16, float8_*, ...).
+        fmt: a FloatFormat, a name in ``FORMATS`` (``"bfloat16"``, ``"float8_e4m3fn"``, ...) or
+            a NumPy/ml_dtypes dtype.
+        rounding: ``"nearest_even"`` (IEEE default; ties to the even significand; for E8M0, whose
+            significand is the implicit 1 alone, ties go up, as ml_dtypes), ``"toward_zero"``,
+            ``"up"`` (toward +inf), ``"down"`` (toward -inf) or ``"stochastic"`` (up with
+            probability (x - lo) / (hi - lo), so E[quantize(x)] = x below overflow; exact except
+            for values below q / 2^9, q the smallest subnormal, whose probability is rounded up
+            to a multiple of 2^-32 for float32 input, 2^-64 for float64).
+        overflow: None for the format's default (IEEE 754 with the format's overflow value: inf
+            for bfloat16/float16/e5m2, NaN for e4m3fn and e8m0, max for fp6/fp4, as ml_dtypes'
+            casts; directed roundings give max toward zero), or ``"saturate"`` (every result
+            beyond max finite, infinities included, becomes +-max; NaN stays NaN), ``"inf"`` or
+            ``"nan"``.
+        subnormals: False flushes results below the smallest normal number to +-0.
+        rng: a numpy Generator; required for stochastic rounding.
+
+    Returns:
+        float32 array of x's shape (float64 for float64 input) holding values of ``fmt``. NaN
+        stays NaN, also for formats without NaN (``cast`` then follows ml_dtypes).
+    """
+    x = ck.float_array(x, "x")
+    fmt = get_format(fmt)
+    rounding = _check_rounding(rounding)
+    overflow = _check_overflow(overflow, fmt)
+    subnormals = ck.flag(subnormals, "subnormals")
+    if rounding == "stochastic":
+        if rng is None:
+            raise TypeError("stochastic rounding needs rng (a numpy.random.Generator)")
+        ck.generator(rng)
+    elif rng is not None:
+        ck.generator(rng)
+    ftype = np.float64 if x.dtype == np.float64 else np.float32
+    with np.errstate(invalid="ignore"):  # (signalling NaNs)
+        xc = np.ascontiguousarray(x, dtype=ftype)
+    plan = _plan(fmt, ftype)
+    if plan is None:  # float32 input, format reaching below float32's normal range: E8M0
+        with np.errstate(invalid="ignore"):
+            x64 = xc.astype(np.float64)
+        y = quantize(x64, fmt, rounding=rounding, overflow=overflow, subnormals=subnormals,
+                     rng=rng)
+        return y.astype(np.float32)
+    flush = not (subnormals and fmt.subnormals)
+    if plan.d == 0 and not plan.variable:  # float32 to float32: nothing to round
+        if overflow is None and not flush:
+            return xc.copy()
+        rounding = "toward_zero"
+    ovf = _overflow_bits(plan, fmt, rounding, overflow)
+    # the fast path: the format spans float32's exponents (bfloat16, tfloat32 from float32)
+    fast = (not plan.variable and fmt.has_inf and fmt.emax == 127 and fmt.signed
+            and not flush and overflow is None and rounding not in ("up", "down"))
+    bits = xc.reshape(-1).view(plan.uint)
+    out = np.empty_like(bits)
+    scratch = None if fast else _Scratch(min(bits.size, _BLOCK), plan.uint)
+    for i in range(0, bits.size, _BLOCK):
+        block, dest = bits[i:i + _BLOCK], out[i:i + _BLOCK]
+        r = _random_bits(rng, block.size, plan.uint) if rounding == "stochastic" else None
+        if fast:
+            _round_same_range(block, dest, plan, rounding, r)
+        else:
+            _round_block(block, dest, plan, fmt, rounding, ovf, flush, r, scratch)
+    return out.view(ftype).reshape(x.shape)
+
+
+def round_to_bfloat16(x: Any) -> Array:
+    """Round to the nearest bfloat16 (ties to even), returned as float32 (float64 for float64
+    input): the chapter's helper, ``quantize(x, "bfloat16")``."""
+    return quantize(x, "bfloat16")
+
+
+def cast(x: Any, fmt: Any, **kwargs: Any) -> Array:
+    """``quantize(x, fmt, **kwargs)`` stored in the format's NumPy/ml_dtypes dtype.
+
+    The values are rounded once by ``quantize`` (so float64 input is not rounded twice, and
+    ``overflow="saturate"`` is available); the store is then exact. NaN in a format without NaN
+    (float6_*, float4_*) becomes ml_dtypes' -0. tfloat32 is stored in float32.
+
+    Raises ValueError for a format without a storage dtype (custom formats: use ``quantize``).
+    """
+    fmt_ = get_format(fmt)
+    dtype = fmt_.dtype
+    if dtype is None:
+        raise ValueError(f"fmt: {fmt_.name} has no NumPy/ml_dtypes storage dtype; quantize() "
+                         f"returns its values in float32")
+    with np.errstate(invalid="ignore"):
+        return quantize(x, fmt_, **kwargs).astype(dtype)
