@@ -1,0 +1,113 @@
+"""Fused CPU kernels (numba): the fast paths of ``normlab.functional``, with the same contracts.
+
+Each op here has the signature, the cache type and the dtype rules of its reference in
+``normlab.functional`` (a cache from one can be fed to the other's backward), and is tested equal
+to it: bitwise where the computation is element-wise (residual sums, dropout, quantization) and
+within a tolerance derived from the format wherever a row reduction is involved (a reordered
+sum differs in its last bits). See ``tests/kernels``.
+
+    from normlab import kernels
+    y, cache = kernels.layer_norm_forward(x, gamma, beta, eps)
+    dx, dgamma, dbeta = kernels.layer_norm_backward(dy, cache)
+
+Kernels vs reference: the switch
+--------------------------------
+Nothing global decides which path runs. ``normlab.functional`` is always the readable NumPy
+reference and ``normlab.kernels`` always the fused path; you call the one you want. The ``nn``
+modules take ``impl="kernel"`` (the default) or ``impl="reference"`` at construction, and
+``module.set_impl("reference")`` switches a module and all its children, as ``eval()`` does for
+the mode. ``resolve(impl, name)`` returns the function ``name`` of either path. Both paths agree
+within the tolerances of ``tests/kernels``, and dropout draws the same mask from the same
+``rng`` on both.
+
+Compilation: every kernel is compiled on its first call for each combination of argument types
+(about 1 to 3 s each) and cached on disk (``cache=True``, in ``__pycache__`` beside this
+package, or ``NUMBA_CACHE_DIR``); a later process loads the machine code (milliseconds).
+``warm_up()`` compiles (or loads) the common float32 specializations ahead of time.
+
+numba is imported only when a kernel is first used: ``import normlab`` and ``import
+normlab.kernels`` stay light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+IMPLS = ("kernel", "reference")
+
+# public name -> submodule of normlab.kernels that defines it
+_KERNELS = {
+    "layer_norm_forward": "norms",
+    "layer_norm_backward": "norms",
+    "rms_norm_forward": "norms",
+    "rms_norm_backward": "norms",
+    "add_norm_forward": "add_norm",
+    "add_norm_backward": "add_norm",
+    "keep_mask": "add_norm",
+}
+
+# public name -> module of the reference with the same name (for resolve(..., "reference"))
+_REFERENCE = {
+    "layer_norm_forward": "normlab.functional.layernorm",
+    "layer_norm_backward": "normlab.functional.layernorm",
+    "rms_norm_forward": "normlab.functional.rmsnorm",
+    "rms_norm_backward": "normlab.functional.rmsnorm",
+    "add_norm_forward": "normlab.functional.add_norm",
+    "add_norm_backward": "normlab.functional.add_norm",
+}
+
+__all__ = sorted(_KERNELS) + ["IMPLS", "available", "check_impl", "resolve", "warm_up"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _KERNELS:
+        module = importlib.import_module(f"{__name__}.{_KERNELS[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def available() -> bool:
+    """Whether numba can be imported (the kernels' only extra dependency)."""
+    try:
+        importlib.import_module("numba")
+    except ImportError:
+        return False
+    return True
+
+
+def check_impl(impl: Any) -> str:
+    """``impl`` if it is "kernel" or "reference", else a ValueError naming the choices."""
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}; got {impl!r}")
+    return impl
+
+
+def resolve(impl: str, name: str) -> Callable:
+    """The function ``name`` (e.g. "layer_norm_forward") of the kernel or the reference path."""
+    check_impl(impl)
+    table = _KERNELS if impl == "kernel" else _REFERENCE
+    if name not in table:
+        raise ValueError(f"no {impl} implementation of {name!r}; known: {sorted(table)}")
+    if impl == "kernel":
+        return __getattr__(name)
+    return getattr(importlib.import_module(table[name]), name)
+
+
+def warm_up() -> float:
+    """Compile, or load from the on-disk cache, the float32 kernels on a tiny input; returns the
+    seconds it took (the first-call cost a process pays, once)."""
+    import time
+
+    import numpy as np
+
+    t0 = time.perf_counter()
+    x = np.ones((2, 4), np.float32)
+    w = np.ones(4, np.float32)
+    y, c = __getattr__("layer_norm_forward")(x, w, w)
+    __getattr__("layer_norm_backward")(x, c)
+    y, c = __getattr__("rms_norm_forward")(x, w)
+    __getattr__("rms_norm_backward")(x, c)
+    (y, r), c = __getattr__("add_norm_forward")(x, x, w, w)
+    __getattr__("add_norm_backward")((x, x), c)
+    return time.perf_counter() - t0

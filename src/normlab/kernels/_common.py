@@ -1,0 +1,89 @@
+"""Shared pieces of the numba kernels: compile options, row chunks, row reductions.
+
+Every kernel is ``@njit(parallel=True, cache=True)``: compiled on first use for each combination
+of argument types and cached on disk next to this package (``__pycache__``), so a new process
+loads machine code instead of compiling. The rows of a (rows, C) problem are split into one
+contiguous chunk per thread (``prange`` over chunks); a row is read from memory once into the
+cache and every further pass over it runs out of L1/L2.
+
+Floating-point rules: element-wise arithmetic is written in the same order as the NumPy reference
+(``normlab.functional``) and compiled without fast-math, so it rounds the same way. Only row
+reductions (sums over the C features) may be reordered (``reassoc``), which lets LLVM vectorize
+them into several partial sums; a reordered sum differs from NumPy's pairwise sum in its last
+bits, which is why the kernels match the reference within a tolerance rather than bitwise
+wherever a reduction is involved.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit
+
+from .. import _checks as ck
+
+# Fast-math flags for reductions only: reassociation (vectorized partial sums) and no signed
+# zeros. No 'nnan'/'ninf': NaN and inf propagate as in NumPy.
+REDUCE = {"reassoc", "nsz"}
+
+# Parameter gradients: each thread sums ROW_BLOCK rows into float32 partials (for float32
+# compute), then adds them into its float64 accumulator; the threads' accumulators are summed in
+# float64 and rounded once.
+ROW_BLOCK = 32
+
+
+def nchunks(rows: int) -> int:
+    """Chunks (= threads used) for a problem of ``rows`` rows."""
+    return max(1, min(rows, numba.get_num_threads()))
+
+
+def rows_of(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous (rows, C) array (a view when it already is one)."""
+    return np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
+
+
+def ct_of(*dtypes) -> np.dtype:
+    """The compute dtype of an op over inputs of these dtypes (float64 if any is float64)."""
+    return max((ck.compute_dtype(d) for d in dtypes if d is not None), key=lambda d: d.itemsize)
+
+
+@njit(cache=True, inline="always")
+def chunk_bounds(c, n, rows):
+    """Rows [lo, hi) of chunk c of n."""
+    return c * rows // n, (c + 1) * rows // n
+
+
+@njit(cache=True, fastmath=REDUCE)
+def row_sum(v, k):
+    """sum(v[:k]) in v's dtype."""
+    acc = v.dtype.type(0.0)
+    for j in range(k):
+        acc += v[j]
+    return acc
+
+
+@njit(cache=True, fastmath=REDUCE)
+def row_sumsq(v, k):
+    """sum(v[:k]**2) in v's dtype."""
+    acc = v.dtype.type(0.0)
+    for j in range(k):
+        acc += v[j] * v[j]
+    return acc
+
+
+@njit(cache=True, fastmath=REDUCE)
+def row_centered_sumsq(v, mu):
+    """sum((v - mu)**2) in v's dtype (the second pass of a two-pass variance, from the cache)."""
+    acc = v.dtype.type(0.0)
+    for j in range(v.shape[0]):
+        d = v[j] - mu
+        acc += d * d
+    return acc
+
+
+@njit(cache=True)
+def flush(acc, part):
+    """Add the float32 block partials ``acc`` into the float64 accumulator ``part``; zero acc."""
+    for j in range(acc.shape[0]):
+        part[j] += acc[j]
+        acc[j] = 0

@@ -1,0 +1,297 @@
+"""LayerNorm and RMSNorm: fused numba kernels with the contracts of ``normlab.functional``.
+
+Same signatures, same caches (``LayerNormCache``, ``RMSNormCache``), same dtype rules: a cache
+from the reference forward can be fed to the kernel backward and the other way round.
+
+Memory passes (rows x C, each row read into the cache once and revisited there):
+
+    forward   read x, write y                                     (+ mean and rstd per row)
+    backward  read x and dy, write dx                             (+ one C-vector per thread)
+
+Forward per row: sum -> mean, centered sum of squares -> rstd (two passes over the cached row, the
+two-pass variance of the reference), then y = (x - mean) * rstd * gamma + beta. Backward per row:
+one pass accumulates sum(g) and sum(g * xhat) (g = gamma * dy) and the parameter-gradient
+partials, a second writes dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+
+Parameter gradients are reduced per thread from float32 partial sums (blocks of ROW_BLOCK rows,
+added into a float64 accumulator), then across threads in float64, and rounded once.
+
+dtypes: float64 and float32 directly, float16 and bfloat16 as raw bits decoded and rounded in the
+kernel (see ``_rows``); other formats (float8, ...) run the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .. import _checks as ck
+from ..functional import layernorm as _ref_ln
+from ..functional import rmsnorm as _ref_rms
+from ..functional.layernorm import LayerNormCache
+from ..functional.rmsnorm import RMSNormCache, partial_width
+from ._common import (REDUCE, ROW_BLOCK, chunk_bounds, flush, nchunks, row_centered_sumsq,
+                      row_sum, row_sumsq, rows_of)
+from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
+
+# ---- row helpers (shared with the fused add + norm) ----------------------------------------------
+
+
+@njit(cache=True)
+def ln_stats(v, eps):
+    """LayerNorm statistics of a cached row: (mean, rstd), two-pass variance, eps in the root."""
+    n = v.dtype.type(v.shape[0])
+    mu = row_sum(v, v.shape[0]) / n
+    var = row_centered_sumsq(v, mu) / n
+    return mu, v.dtype.type(1.0) / np.sqrt(var + eps)
+
+
+@njit(cache=True)
+def ln_apply(v, mu, r, gamma, beta, o):
+    """o = (v - mean) * rstd * gamma + beta, in the reference's order of roundings."""
+    for j in range(v.shape[0]):
+        o[j] = (v[j] - mu) * r * gamma[j] + beta[j]
+
+
+@njit(cache=True)
+def rms_stats(v, k, eps):
+    """RMSNorm rstd of a cached row from its first k features."""
+    return v.dtype.type(1.0) / np.sqrt(row_sumsq(v, k) / v.dtype.type(k) + eps)
+
+
+@njit(cache=True)
+def rms_apply(v, r, scale, o):
+    """o = v * rstd * scale."""
+    for j in range(v.shape[0]):
+        o[j] = v[j] * r * scale[j]
+
+
+@njit(cache=True, fastmath=REDUCE)
+def _ln_bwd_sums(v, g, gamma, mu, r, acc_g, acc_b):
+    """First backward pass over a row: sum(gamma dy), sum(gamma dy xhat); dgamma/dbeta partials."""
+    s1 = v.dtype.type(0.0)
+    s2 = v.dtype.type(0.0)
+    for j in range(v.shape[0]):
+        xh = (v[j] - mu) * r
+        gh = g[j] * gamma[j]
+        s1 += gh
+        s2 += gh * xh
+        acc_g[j] += g[j] * xh
+        acc_b[j] += g[j]
+    return s1, s2
+
+
+@njit(cache=True)
+def ln_bwd_row(v, g, gamma, mu, r, acc_g, acc_b, o):
+    """LayerNorm input gradient of one cached row into o; adds the parameter partials."""
+    n = v.dtype.type(v.shape[0])
+    s1, s2 = _ln_bwd_sums(v, g, gamma, mu, r, acc_g, acc_b)
+    c1 = s1 / n
+    c2 = s2 / n
+    for j in range(v.shape[0]):
+        xh = (v[j] - mu) * r
+        gh = g[j] * gamma[j]
+        o[j] = r * (gh - c1 - xh * c2)
+
+
+@njit(cache=True, fastmath=REDUCE)
+def _rms_bwd_sums(v, g, scale, r, acc_w):
+    """First backward pass over a row: sum(scale dy xhat) over all features; dweight partials."""
+    s = v.dtype.type(0.0)
+    for j in range(v.shape[0]):
+        xh = v[j] * r
+        s += g[j] * scale[j] * xh
+        acc_w[j] += g[j] * xh
+    return s
+
+
+@njit(cache=True)
+def rms_bwd_row(v, g, scale, r, k, acc_w, o):
+    """RMSNorm input gradient of one cached row into o; adds the dweight partials. Only the first
+    k features (pRMSNorm) enter rstd, so only they get the xhat * dot term."""
+    dot = _rms_bwd_sums(v, g, scale, r, acc_w) / v.dtype.type(k)
+    for j in range(k):
+        o[j] = (g[j] * scale[j] - v[j] * r * dot) * r
+    for j in range(k, v.shape[0]):
+        o[j] = g[j] * scale[j] * r
+
+
+# ---- kernels -----------------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def _layer_norm_fwd(x, gamma, beta, eps, y, mean, rstd, fmt, table, n):
+    rows, C = x.shape
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, rows)
+        xbuf = np.empty(C, mean.dtype)
+        ybuf = np.empty(C, mean.dtype)
+        for i in range(lo, hi):
+            v = load_row(x[i], xbuf, fmt, table)  # memory pass 1: read x
+            mu, r = ln_stats(v, eps)  # from the cache
+            o = out_row(y[i], ybuf)
+            ln_apply(v, mu, r, gamma, beta, o)  # memory pass 2: write y
+            store_row(y[i], o, fmt)
+            mean[i] = mu
+            rstd[i] = r
+
+
+@njit(parallel=True, cache=True)
+def _layer_norm_bwd(x, dy, gamma, mean, rstd, dx, part_g, part_b, fx, fdy, table, n):
+    rows, C = x.shape
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, rows)
+        xbuf = np.empty(C, mean.dtype)
+        gbuf = np.empty(C, mean.dtype)
+        obuf = np.empty(C, mean.dtype)
+        acc_g = np.zeros(C, mean.dtype)  # float32 block partials (float64 for float64)
+        acc_b = np.zeros(C, acc_g.dtype)
+        for i in range(lo, hi):
+            v = load_row(x[i], xbuf, fx, table)  # read x
+            g = load_row(dy[i], gbuf, fdy, table)  # read dy
+            o = out_row(dx[i], obuf)
+            ln_bwd_row(v, g, gamma, mean[i], rstd[i], acc_g, acc_b, o)  # write dx
+            store_row(dx[i], o, fx)
+            if (i - lo + 1) % ROW_BLOCK == 0 or i == hi - 1:
+                flush(acc_g, part_g[c])
+                flush(acc_b, part_b[c])
+
+
+@njit(parallel=True, cache=True)
+def _rms_norm_fwd(x, scale, eps, k, y, rstd, fmt, table, n):
+    rows, C = x.shape
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, rows)
+        xbuf = np.empty(C, rstd.dtype)
+        ybuf = np.empty(C, rstd.dtype)
+        for i in range(lo, hi):
+            v = load_row(x[i], xbuf, fmt, table)  # memory pass 1: read x
+            r = rms_stats(v, k, eps)
+            o = out_row(y[i], ybuf)
+            rms_apply(v, r, scale, o)  # memory pass 2: write y
+            store_row(y[i], o, fmt)
+            rstd[i] = r
+
+
+@njit(parallel=True, cache=True)
+def _rms_norm_bwd(x, dy, scale, rstd, k, dx, part_w, fx, fdy, table, n):
+    rows, C = x.shape
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, rows)
+        xbuf = np.empty(C, rstd.dtype)
+        gbuf = np.empty(C, rstd.dtype)
+        obuf = np.empty(C, rstd.dtype)
+        acc_w = np.zeros(C, rstd.dtype)  # float32 block partials (float64 for float64)
+        for i in range(lo, hi):
+            v = load_row(x[i], xbuf, fx, table)  # read x
+            g = load_row(dy[i], gbuf, fdy, table)  # read dy
+            o = out_row(dx[i], obuf)
+            rms_bwd_row(v, g, scale, rstd[i], k, acc_w, o)  # write dx
+            store_row(dx[i], o, fx)
+            if (i - lo + 1) % ROW_BLOCK == 0 or i == hi - 1:
+                flush(acc_w, part_w[c])
+
+
+# ---- Python entry points -------------------------------------------------------------------------
+
+
+def grad_view(dout: np.ndarray, ct: np.dtype) -> tuple[np.ndarray, int]:
+    """An upstream gradient as a kernel array: natively if the kernels read its dtype, else cast
+    to the compute dtype once (a float8 gradient, say)."""
+    d = rows_of(dout if native(dout.dtype) else dout.astype(ct))
+    return kernel_view(d)
+
+
+def layer_norm_forward(x, gamma, beta, eps: float = 1e-5):
+    """LayerNorm over the last axis; see ``normlab.functional.layer_norm_forward`` (same
+    arguments, result and cache)."""
+    x = ck.float_array(x, "x")
+    ck.at_least_nd(x, "x", 1)
+    C = x.shape[-1]
+    gamma = ck.param(gamma, "gamma", C, allow_none=True)
+    beta = ck.param(beta, "beta", C, allow_none=True)
+    eps = ck.positive(eps, "eps")
+    if not native(x.dtype) or x.size == 0:
+        return _ref_ln.layer_norm_forward(x, gamma, beta, eps)
+    ct = ck.compute_dtype(x.dtype)
+    g = None if gamma is None else gamma.astype(ct)
+    xk, fmt = kernel_view(rows_of(x))
+    rows = xk.shape[0]
+    y = np.empty(x.shape, x.dtype)
+    yk, _ = kernel_view(y.reshape(rows, C))
+    mean, rstd = np.empty(rows, ct), np.empty(rows, ct)
+    _layer_norm_fwd(xk, np.ones(C, ct) if g is None else g,
+                    np.zeros(C, ct) if beta is None else beta.astype(ct), ct.type(eps),
+                    yk, mean, rstd, fmt, F16_TABLE, nchunks(rows))
+    stat_shape = x.shape[:-1] + (1,)
+    dtypes = (None if gamma is None else gamma.dtype, None if beta is None else beta.dtype)
+    return y, LayerNormCache(x, g, beta is not None, mean.reshape(stat_shape),
+                             rstd.reshape(stat_shape), dtypes)
+
+
+def layer_norm_backward(dout, cache: LayerNormCache):
+    """Gradients of LayerNorm: ``(dx, dgamma, dbeta)``, as ``functional.layer_norm_backward``."""
+    x, g, has_beta, mean, rstd, (gamma_dt, beta_dt) = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
+    if not native(x.dtype) or x.size == 0:
+        return _ref_ln.layer_norm_backward(dout, cache)
+    ct = mean.dtype
+    C = x.shape[-1]
+    xk, fx = kernel_view(rows_of(x))
+    dyk, fdy = grad_view(dout, ct)
+    rows = xk.shape[0]
+    dx = np.empty(x.shape, x.dtype)
+    dxk, _ = kernel_view(dx.reshape(rows, C))
+    n = nchunks(rows)
+    part_g, part_b = np.zeros((n, C)), np.zeros((n, C))
+    _layer_norm_bwd(xk, dyk, np.ones(C, ct) if g is None else g, np.ascontiguousarray(mean).reshape(rows),
+                    np.ascontiguousarray(rstd).reshape(rows), dxk, part_g, part_b, fx, fdy, F16_TABLE, n)
+    dgamma = None if g is None else part_g.sum(axis=0).astype(ck.compute_dtype(gamma_dt))
+    dbeta = part_b.sum(axis=0).astype(ck.compute_dtype(beta_dt)) if has_beta else None
+    return dx, dgamma, dbeta
+
+
+def rms_norm_forward(x, weight, eps: float = 1e-8, *, partial: float | None = None,
+                     offset: float = 0.0):
+    """RMSNorm over the last axis; see ``normlab.functional.rms_norm_forward`` (same arguments,
+    result and cache)."""
+    x = ck.float_array(x, "x")
+    ck.at_least_nd(x, "x", 1)
+    C = x.shape[-1]
+    weight = ck.param(weight, "weight", C)
+    eps = ck.positive(eps, "eps")
+    k = partial_width(C, partial)
+    if not np.isfinite(offset):
+        raise ValueError(f"offset must be a finite number; got {offset!r}")
+    if not native(x.dtype) or x.size == 0:
+        return _ref_rms.rms_norm_forward(x, weight, eps, partial=partial, offset=offset)
+    ct = ck.compute_dtype(x.dtype)
+    scale = weight.astype(ct) + ct.type(offset)
+    xk, fmt = kernel_view(rows_of(x))
+    rows = xk.shape[0]
+    y = np.empty(x.shape, x.dtype)
+    yk, _ = kernel_view(y.reshape(rows, C))
+    rstd = np.empty(rows, ct)
+    _rms_norm_fwd(xk, scale, ct.type(eps), k, yk, rstd, fmt, F16_TABLE, nchunks(rows))
+    return y, RMSNormCache(x, scale, rstd.reshape(x.shape[:-1] + (1,)), k, weight.dtype)
+
+
+def rms_norm_backward(dout, cache: RMSNormCache):
+    """Gradients of RMSNorm: ``(dx, dweight)``, as ``functional.rms_norm_backward``."""
+    x, scale, rstd, k, weight_dt = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
+    if not native(x.dtype) or x.size == 0:
+        return _ref_rms.rms_norm_backward(dout, cache)
+    ct = rstd.dtype
+    C = x.shape[-1]
+    xk, fx = kernel_view(rows_of(x))
+    dyk, fdy = grad_view(dout, ct)
+    rows = xk.shape[0]
+    dx = np.empty(x.shape, x.dtype)
+    dxk, _ = kernel_view(dx.reshape(rows, C))
+    n = nchunks(rows)
+    part_w = np.zeros((n, C))
+    _rms_norm_bwd(xk, dyk, scale, np.ascontiguousarray(rstd).reshape(rows), k, dxk, part_w, fx, fdy, F16_TABLE, n)
+    return dx, part_w.sum(axis=0).astype(ck.compute_dtype(weight_dt))

@@ -1,0 +1,167 @@
+"""LayerNorm and RMSNorm kernels against the NumPy reference over the shape and dtype grid."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from _kernel_tol import as64, assert_param_grad, assert_rowwise
+from conftest import DTYPES
+
+from normlab import _checks as ck
+from normlab import functional as F
+from normlab import kernels as K
+
+# 2-D and 3-D, single rows, odd widths (1, 7, 33, 1000) and a width past one vector of 16.
+SHAPES = [(1, 1), (5, 1), (1, 7), (3, 4, 7), (1, 33), (6, 33), (2, 3, 1000), (37, 64)]
+
+
+def _inputs(rng, shape, dtype, pdtype=None):
+    C = shape[-1]
+    pdtype = dtype if pdtype is None else pdtype
+    x = rng.normal(0.5, 2.0, size=shape).astype(dtype)
+    return x, rng.normal(size=C).astype(pdtype), rng.normal(size=C).astype(pdtype)
+
+
+def _terms(dy, g, rstd):
+    """The magnitude of the terms of dx = rstd * (g dy - ...): they can cancel (width 1)."""
+    return float(np.max(np.abs(as64(dy) * as64(g) * as64(rstd))))
+
+
+def _y_scale(x, rstd, g):
+    """The magnitude of the terms of y = (x - mean) * rstd * g: an error in the statistics moves
+    y by up to about this much times eps."""
+    return float(np.abs(as64(x)).max() * as64(rstd).max() * np.abs(as64(g)).max())
+
+
+def _dy(rng, shape, dtype):
+    return rng.normal(size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_layer_norm_matches_reference(rng, shape, dtype):
+    x, g, b = _inputs(rng, shape, DTYPES[dtype])
+    y, cache = K.layer_norm_forward(x, g, b, 1e-5)
+    y_ref, cache_ref = F.layer_norm_forward(x, g, b, 1e-5)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert_rowwise(y, y_ref, scale=_y_scale(x, cache_ref.rstd, g), what="y")
+    ct = ck.compute_dtype(x.dtype)
+    assert cache.mean.dtype == ct and cache.mean.shape == cache_ref.mean.shape
+    assert_close_stat(cache.mean, cache_ref.mean, as64(x), "mean")
+    assert_rowwise(cache.rstd, cache_ref.rstd, what="rstd")
+
+    dy = _dy(rng, shape, x.dtype)
+    dx, dg, db = K.layer_norm_backward(dy, cache)
+    dx_ref, dg_ref, db_ref = F.layer_norm_backward(dy, cache_ref)
+    assert_rowwise(dx, dx_ref, ulps_ct=16, scale=_terms(dy, g, cache_ref.rstd), what="dx")
+    xhat = (as64(x) - as64(cache_ref.mean)) * as64(cache_ref.rstd)
+    assert_param_grad(dg, dg_ref, as64(dy) * xhat, ct, what="dgamma")
+    assert_param_grad(db, db_ref, as64(dy), ct, what="dbeta")
+
+
+def assert_close_stat(a, e, x, what):
+    """A row mean: a sum of C terms, so compared against the scale of its terms."""
+    ct = a.dtype
+    tol = 8 * ck.np.finfo(ct).eps * np.abs(x).max(axis=-1, keepdims=True)
+    assert (np.abs(as64(a) - as64(e)) <= tol).all(), what
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("partial,offset", [(None, 0.0), (0.5, 1.0)])
+def test_rms_norm_matches_reference(rng, shape, dtype, partial, offset):
+    x, w, _ = _inputs(rng, shape, DTYPES[dtype])
+    y, cache = K.rms_norm_forward(x, w, 1e-6, partial=partial, offset=offset)
+    y_ref, cache_ref = F.rms_norm_forward(x, w, 1e-6, partial=partial, offset=offset)
+    assert y.dtype == x.dtype and cache.k == cache_ref.k
+    assert_rowwise(y, y_ref, scale=_y_scale(x, cache_ref.rstd, cache_ref.scale), what="y")
+    assert_rowwise(cache.rstd, cache_ref.rstd, what="rstd")
+    np.testing.assert_array_equal(cache.scale, cache_ref.scale)
+
+    dy = _dy(rng, shape, x.dtype)
+    dx, dw = K.rms_norm_backward(dy, cache)
+    dx_ref, dw_ref = F.rms_norm_backward(dy, cache_ref)
+    assert_rowwise(dx, dx_ref, ulps_ct=16, scale=_terms(dy, cache_ref.scale, cache_ref.rstd),
+                   what="dx")
+    xhat = as64(x) * as64(cache_ref.rstd)
+    assert_param_grad(dw, dw_ref, as64(dy) * xhat, ck.compute_dtype(x.dtype), what="dweight")
+
+
+@pytest.mark.parametrize("op", ["layer", "rms"])
+def test_caches_are_interchangeable(rng, op):
+    """The kernel backward consumes a reference cache and the other way round."""
+    x, g, b = _inputs(rng, (4, 9, 40), np.float32)
+    dy = _dy(rng, x.shape, np.float32)
+    if op == "layer":
+        fwd = lambda m: m.layer_norm_forward(x, g, b)  # noqa: E731
+        bwd = lambda m, c: m.layer_norm_backward(dy, c)  # noqa: E731
+    else:
+        fwd = lambda m: m.rms_norm_forward(x, g)  # noqa: E731
+        bwd = lambda m, c: m.rms_norm_backward(dy, c)  # noqa: E731
+    ck_, cf = fwd(K)[1], fwd(F)[1]
+    assert type(ck_) is type(cf)
+    for a, e in zip(bwd(K, cf), bwd(F, ck_)):
+        assert_rowwise(a, e, ulps_ct=16)
+
+
+def test_mixed_dtypes_and_no_affine(rng):
+    """bfloat16 input with float32 parameters; LayerNorm without gain or bias; a float32
+    gradient for a bfloat16 forward."""
+    x, g, b = _inputs(rng, (5, 48), ml_dtypes.bfloat16, np.float32)
+    for gamma, beta in ((g, b), (None, None), (g, None)):
+        y, c = K.layer_norm_forward(x, gamma, beta)
+        y_ref, c_ref = F.layer_norm_forward(x, gamma, beta)
+        assert_rowwise(y, y_ref)
+        dy = _dy(rng, x.shape, np.float32)
+        got, ref = K.layer_norm_backward(dy, c), F.layer_norm_backward(dy, c_ref)
+        for a, e in zip(got, ref):
+            assert (a is None) == (e is None)
+            if a is not None:
+                assert a.dtype == e.dtype
+        assert_rowwise(got[0], ref[0], ulps_ct=16)
+
+
+def test_non_contiguous_input(rng):
+    x, g, b = _inputs(rng, (40, 24), np.float32)
+    xt = x.T  # (24, 40), a transposed view
+    y, c = K.layer_norm_forward(xt, g[:1].repeat(40), None)
+    y_ref, _ = F.layer_norm_forward(xt, g[:1].repeat(40), None)
+    assert_rowwise(y, y_ref)
+
+
+def test_low_formats_fall_back_to_the_reference(rng):
+    """float8 is not read by the kernels: the reference runs, so the result is identical."""
+    x, g, b = _inputs(rng, (4, 16), ml_dtypes.float8_e4m3fn)
+    y, c = K.layer_norm_forward(x, g, b)
+    y_ref, _ = F.layer_norm_forward(x, g, b)
+    np.testing.assert_array_equal(y.view(np.uint8), y_ref.view(np.uint8))
+
+
+def test_non_finite_values_propagate_per_row(rng):
+    x, g, b = _inputs(rng, (4, 16), np.float32)
+    x[1, 3] = np.nan
+    x[2, 5] = np.inf
+    y, _ = K.layer_norm_forward(x, g, b)
+    with np.errstate(invalid="ignore"):
+        y_ref, _ = F.layer_norm_forward(x, g, b)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(y_ref))
+    assert np.isfinite(y[[0, 3]]).all()
+
+
+def test_rows_have_mean_zero_and_variance_one(rng):
+    x = rng.normal(3.0, 5.0, size=(6, 9, 33))
+    y, _ = K.layer_norm_forward(x, np.ones(33), np.zeros(33), eps=1e-12)
+    np.testing.assert_allclose(y.mean(axis=-1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(y.var(axis=-1), 1.0, rtol=1e-10)
+
+
+@pytest.mark.parametrize("bad,exc,match", [
+    (dict(x=np.arange(6).reshape(2, 3)), TypeError, "x must be a floating-point array"),
+    (dict(gamma=np.ones(4)), ValueError, "gamma must have shape"),
+    (dict(eps=0.0), ValueError, "eps must be a finite number > 0"),
+])
+def test_bad_input_is_refused_like_the_reference(bad, exc, match):
+    args = dict(x=np.ones((2, 3)), gamma=np.ones(3), beta=None, eps=1e-5) | bad
+    with pytest.raises(exc, match=match):
+        K.layer_norm_forward(**args)
+    with pytest.raises(exc, match=match):
+        F.layer_norm_forward(**args)
