@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("normlab.lab.listing", "list the lab's experiments"),
     "run": ("normlab.lab.run", "run one experiment: result.json and figures"),
     "report": ("normlab.lab.report", "run every experiment and write one HTML report"),
+    "bench": ("normlab.lab.bench", "time the fused kernels against the reference, PyTorch and a copy"),
 }
 
 

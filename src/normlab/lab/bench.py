@@ -1,0 +1,178 @@
+"""``normlab bench``: the fused kernels against the NumPy reference, PyTorch CPU and a plain copy.
+
+For rows x d float32 inputs, measures side by side in one run (round-robin, median of repeats):
+forward and forward+backward of LayerNorm, RMSNorm and the fused residual add + LayerNorm, in
+three implementations (``normlab.kernels``, ``normlab.functional``, PyTorch CPU), and a plain
+copy of the same bytes (read x, write y: the memory-bandwidth floor of a forward). Prints ratios
+with the thread count and library versions; ``--json PATH`` writes the same numbers.
+
+    normlab bench [--rows 8192] [--widths 768 1024 4096] [--repeats 10] [--json bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+OPS = ("layer_norm", "rms_norm", "add_layer_norm")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rows", type=int, default=8192, help="rows (B*T) of the input (8192)")
+    p.add_argument("--widths", type=int, nargs="+", default=[768, 1024, 4096],
+                   help="normalized widths d (768 1024 4096)")
+    p.add_argument("--repeats", type=int, default=10, help="timed rounds; the median is kept (10)")
+    p.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS), help="ops to time")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip the NumPy reference (the slowest column)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+
+
+def _candidates(op: str, rows: int, d: int, with_ref: bool):
+    """{(impl, pass): callable} for one op and shape; impl in kernel/reference/torch."""
+    import numpy as np
+
+    from .. import functional as F
+    from .. import kernels as K
+    from ..functional import add_norm as A
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(rows, d)).astype(np.float32)
+    r = rng.normal(size=(rows, d)).astype(np.float32)
+    dy = rng.normal(size=(rows, d)).astype(np.float32)
+    g = rng.normal(size=d).astype(np.float32)
+    b = rng.normal(size=d).astype(np.float32)
+
+    if op == "layer_norm":
+        def fwd(m):
+            return lambda: m.layer_norm_forward(x, g, b, 1e-5)
+
+        def both(m):
+            return lambda: m.layer_norm_backward(dy, m.layer_norm_forward(x, g, b, 1e-5)[1])
+    elif op == "rms_norm":
+        def fwd(m):
+            return lambda: m.rms_norm_forward(x, g, 1e-6)
+
+        def both(m):
+            return lambda: m.rms_norm_backward(dy, m.rms_norm_forward(x, g, 1e-6)[1])
+    else:
+        def fwd(m):
+            return lambda: m.add_norm_forward(x, r, g, b, 1e-5)
+
+        def both(m):
+            return lambda: m.add_norm_backward((dy, dy), m.add_norm_forward(x, r, g, b, 1e-5)[1])
+
+    out = {("kernel", "fwd"): fwd(K), ("kernel", "fwd+bwd"): both(K)}
+    if with_ref:
+        ref = A if op == "add_layer_norm" else F
+        out[("reference", "fwd")] = fwd(ref)
+        out[("reference", "fwd+bwd")] = both(ref)
+    out.update(_torch_candidates(op, x, r, dy, g, b))
+    return out
+
+
+def _torch_candidates(op, x, r, dy, g, b):
+    try:
+        import torch
+        import torch.nn.functional as TF
+    except ImportError:
+        return {}
+    d = x.shape[-1]
+    tx, tr = torch.from_numpy(x).requires_grad_(True), torch.from_numpy(r).requires_grad_(True)
+    tg, tb = torch.from_numpy(g).requires_grad_(True), torch.from_numpy(b).requires_grad_(True)
+    tdy = torch.from_numpy(dy)
+    if op == "layer_norm":
+        def f():
+            return TF.layer_norm(tx, (d,), tg, tb, 1e-5)
+    elif op == "rms_norm":
+        def f():
+            return TF.rms_norm(tx, (d,), tg, 1e-6)
+    else:
+        def f():
+            s = tx + tr  # the unfused graph: add, then norm; both outputs used downstream
+            return TF.layer_norm(s, (d,), tg, tb, 1e-5), s
+
+    def fwd():
+        with torch.no_grad():
+            f()
+
+    def both():
+        for t in (tx, tr, tg, tb):
+            t.grad = None
+        out = f()
+        if isinstance(out, tuple):
+            torch.autograd.backward(out, (tdy, tdy))
+        else:
+            out.backward(tdy)
+
+    return {("torch", "fwd"): fwd, ("torch", "fwd+bwd"): both}
+
+
+def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bool = True,
+        stream=sys.stdout) -> dict:
+    import numpy as np
+
+    from .. import kernels as K
+    from .timing import environment, measure
+
+    compile_s = K.warm_up()
+    env = environment()
+    results: dict = {"rows": rows, "dtype": "float32", "repeats": repeats, "environment": env,
+                     "warm_up_s": compile_s, "widths": {}}
+    p = lambda *a: print(*a, file=stream)  # noqa: E731
+    p(f"normlab bench: {rows} rows x d, float32, median of {repeats} repeats, round-robin")
+    p(", ".join(f"{k} {v}" for k, v in env.items()))
+    p(f"kernel warm-up (compile or load from cache) {compile_s:.2f} s\n")
+    head = (f"{'op':<15}{'d':>6} {'pass':<8}{'kernel ms':>10}{'ref ms':>9}{'torch ms':>9}"
+            f"{'torch/kern':>11}{'ref/kern':>9}{'kern/copy':>10}")
+    p(head)
+    p("-" * len(head))
+    for d in widths:
+        x = np.random.default_rng(0).normal(size=(rows, d)).astype(np.float32)
+        y = np.empty_like(x)
+        cands = {("copy", "copy"): lambda: np.copyto(y, x)}
+        for op in ops:
+            for key, fn in _candidates(op, rows, d, with_ref).items():
+                cands[(op,) + key] = fn
+        names = {k: "/".join(k) for k in cands}
+        t = measure({names[k]: fn for k, fn in cands.items()}, repeats=repeats)
+        copy = t["copy/copy"]
+        per_d = {"copy_ms": copy * 1e3, "ops": {}}
+        for op in ops:
+            per_d["ops"][op] = {}
+            for ps in ("fwd", "fwd+bwd"):
+                kern = t[f"{op}/kernel/{ps}"]
+                ref = t.get(f"{op}/reference/{ps}")
+                tor = t.get(f"{op}/torch/{ps}")
+                row = {"kernel_ms": kern * 1e3,
+                       "reference_ms": None if ref is None else ref * 1e3,
+                       "torch_ms": None if tor is None else tor * 1e3,
+                       "torch_over_kernel": None if tor is None else tor / kern,
+                       "reference_over_kernel": None if ref is None else ref / kern,
+                       "kernel_over_copy": kern / copy}
+                per_d["ops"][op][ps] = row
+                fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+                p(f"{op:<15}{d:>6} {ps:<8}{kern * 1e3:10.2f}{fmt(row['reference_ms'], '9.2f')}"
+                  f"{fmt(row['torch_ms'], '9.2f')}{fmt(row['torch_over_kernel'], '11.2f')}"
+                  f"{fmt(row['reference_over_kernel'], '9.1f')}{kern / copy:10.2f}")
+        p(f"{'copy':<15}{d:>6} {'read+write':<8}{copy * 1e3:10.2f}")
+        if "layer_norm" in ops and "rms_norm" in ops:
+            ratio = {ps: t[f"rms_norm/kernel/{ps}"] / t[f"layer_norm/kernel/{ps}"]
+                     for ps in ("fwd", "fwd+bwd")}
+            per_d["rms_over_layer_kernel"] = ratio
+            p(f"{'':<15}{d:>6} RMSNorm / LayerNorm (kernels): fwd {ratio['fwd']:.2f}, "
+              f"fwd+bwd {ratio['fwd+bwd']:.2f}")
+        p("")
+        results["widths"][str(d)] = per_d
+    p("torch/kern > 1: the kernel is faster; kern/copy: times a plain copy of x (1 = bandwidth)")
+    return results
+
+
+def main(args: argparse.Namespace) -> int:
+    results = run(args.rows, args.widths, args.repeats, args.ops, not args.no_reference)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
