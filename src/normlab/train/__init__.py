@@ -1,0 +1,32 @@
+"""Training: data sources that need no download, optimizers, schedules, the loop with precision
+policies, metrics and checkpoints."""
+
+from .checkpoint import CheckpointError
+from .config import DATA, OPTIMIZERS, TrainConfig, default_model
+from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
+from .optim import SGD, AdamW
+from .precision import PRECISIONS, TrainingPrecision
+from .schedules import SCHEDULES, learning_rate
+from .trainer import Trainer, TrainResult, make_source, train
+
+__all__ = [
+    "DATA",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "SCHEDULES",
+    "SGD",
+    "AdamW",
+    "AlgorithmicSource",
+    "CheckpointError",
+    "DataSource",
+    "MarkovSource",
+    "TextSource",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "TrainingPrecision",
+    "default_model",
+    "learning_rate",
+    "make_source",
+    "train",
+]

@@ -1,0 +1,116 @@
+"""The training run's configuration: one dataclass (the model's config nested in it), a comment per
+field, checked on creation so that an inconsistent run is refused before any work starts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from numbers import Real
+from typing import Any
+
+from ..models import GPTConfig
+from .precision import check_precision
+from .schedules import SCHEDULES, check_schedule
+
+DATA = ("markov", "copy", "reverse", "pydoc", "file")
+OPTIMIZERS = ("adamw", "sgd")
+
+
+def default_model() -> GPTConfig:
+    """The default model of ``normlab train``: small enough for minutes on 2 cores."""
+    return GPTConfig(vocab_size=16, seq_len=64, n_layers=2, d_model=64, n_heads=4)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run: model, data, optimizer, schedule, precision, evaluation, seed."""
+
+    model: GPTConfig = field(default_factory=default_model)  # the architecture (model.seq_len is T)
+    # ---- data
+    data: str = "markov"  # markov, copy, reverse, pydoc (pydoc_data.topics characters), file
+    data_path: str | None = None  # the UTF-8 text file for data='file'
+    markov_order: int = 2  # k: the Markov source's next symbol depends on the last k
+    markov_alpha: float = 0.1  # Dirichlet concentration of its transition rows (small: peaked)
+    data_seed: int = 1234  # fixes the synthetic source (its "language") and its validation set
+    # ---- optimization
+    optimizer: str = "adamw"  # adamw (decoupled weight decay) or sgd (momentum)
+    lr: float = 3e-3  # peak learning rate
+    min_lr: float = 0.0  # the cosine schedule's final learning rate
+    warmup: int = 50  # linear warmup steps
+    schedule: str = "cosine"  # after warmup: constant, cosine, inverse_sqrt
+    steps: int = 600  # optimizer steps
+    batch_size: int = 16  # B: sequences per step
+    weight_decay: float = 0.1  # decoupled (AdamW) or coupled (SGD) decay of matrices and tables
+    beta1: float = 0.9  # AdamW's first-moment decay
+    beta2: float = 0.95  # AdamW's second-moment decay
+    adam_eps: float = 1e-8  # AdamW's eps
+    momentum: float = 0.9  # SGD's momentum
+    grad_clip: float | None = 1.0  # clip the global gradient norm to this; None: no clipping
+    # ---- numerics
+    precision: str = "fp32"  # precision policy (normlab.precision presets; fp32 = none)
+    # ---- evaluation and stopping
+    eval_interval: int = 100  # evaluate on the validation batches every this many steps
+    eval_batches: int = 8  # fixed validation batches (of batch_size sequences)
+    divergence_factor: float = 3.0  # stop when the loss exceeds this times the first step's loss
+    seed: int = 0  # seeds the initialization, the training batches and dropout
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, GPTConfig):
+            raise TypeError(f"config: model must be a GPTConfig; got {type(self.model).__name__}")
+        if self.data not in DATA:
+            raise ValueError(f"config: data must be one of {DATA}; got {self.data!r}")
+        if self.data == "file" and not self.data_path:
+            raise ValueError("config: data='file' needs data_path (a UTF-8 text file)")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"config: optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
+        for name in ("markov_order", "batch_size", "eval_interval", "eval_batches"):
+            _int(getattr(self, name), name, 1)
+        for name in ("data_seed", "seed"):
+            _int(getattr(self, name), name, 0)
+        _int(self.warmup, "warmup", 0)
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"config: steps must be an integer >= 1; got {self.steps!r}")
+        try:
+            check_schedule(self.schedule, self.lr, self.warmup, self.steps, self.min_lr)
+        except ValueError as exc:
+            raise ValueError(f"config: {exc}") from None
+        _real(self.markov_alpha, "markov_alpha", "> 0", lambda v: v > 0)
+        _real(self.weight_decay, "weight_decay", ">= 0", lambda v: v >= 0)
+        _real(self.beta1, "beta1", "in [0, 1)", lambda v: 0 <= v < 1)
+        _real(self.beta2, "beta2", "in [0, 1)", lambda v: 0 <= v < 1)
+        _real(self.adam_eps, "adam_eps", ">= 0", lambda v: v >= 0)
+        _real(self.momentum, "momentum", "in [0, 1)", lambda v: 0 <= v < 1)
+        _real(self.divergence_factor, "divergence_factor", "> 1", lambda v: v > 1)
+        if self.grad_clip is not None:
+            _real(self.grad_clip, "grad_clip", "> 0", lambda v: v > 0)
+        check_precision(self.precision, self.model)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["model"] = self.model.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        """The config from ``to_dict``'s output; unknown keys are refused by name."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"config: unknown training fields {unknown}")
+        d = dict(d)
+        if "model" in d:
+            d["model"] = GPTConfig.from_dict(d["model"])
+        return cls(**d)
+
+
+def _int(value: Any, name: str, lo: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"config: {name} must be an integer >= {lo}; got {value!r}")
+
+
+def _real(value: Any, name: str, what: str, ok) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
+        raise ValueError(f"config: {name} must be a finite number {what}; got {value!r}")
+
+
+__all__ = ["DATA", "OPTIMIZERS", "SCHEDULES", "TrainConfig", "default_model"]

@@ -1,0 +1,185 @@
+"""Optimizers as update rules over a dict of parameter arrays (updated in place), with PyTorch's
+semantics step for step.
+
+AdamW (Loshchilov & Hutter 2019; ``torch.optim.AdamW``), at step t with gradient g:
+
+    p <- p - lr * wd * p                                   decoupled weight decay
+    m <- b1 m + (1 - b1) g          v <- b2 v + (1 - b2) g^2
+    p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+SGD with momentum (``torch.optim.SGD``, dampening 0): g <- g + wd * p; buf <- mu buf + g (buf = g
+at the first step); p <- p - lr * buf.
+
+Weight decay applies to the parameters named in ``decay`` (by default those with two or more
+axes: matrices and embedding tables, not gains, biases or scalars).
+
+The moments are kept in float32 by default (float64 for float64 parameters); ``state_round`` is a
+hook that rounds them after every update (a precision policy's optimizer format), and
+``param_round`` rounds the parameters after every update (storage without master weights).
+``step`` returns the squared norm of each parameter's update, for the trainer's update RMS.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .._checks import compute_dtype
+
+Round = Callable[[np.ndarray], np.ndarray] | None
+
+
+def _default_decay(params: dict[str, np.ndarray]) -> set[str]:
+    return {k for k, p in params.items() if p.ndim >= 2}
+
+
+def _real(value, name: str, lo: float, hi: float, *, lo_open=False, hi_open=True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value!r}")
+    ok_lo = value > lo if lo_open else value >= lo
+    ok_hi = value < hi if hi_open else value <= hi
+    if not (ok_lo and ok_hi):
+        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+        raise ValueError(f"{name} must be in {left}{lo}, {hi}{right}; got {value!r}")
+    return float(value)
+
+
+class Optimizer:
+    """Shared plumbing: the parameters, the decay set, the step count and the rounding hooks."""
+
+    state_names: tuple[str, ...] = ()
+
+    def __init__(self, params: dict[str, np.ndarray], *, weight_decay: float,
+                 decay: Iterable[str] | None, state_round: Round, param_round: Round):
+        if not params:
+            raise ValueError("the optimizer needs at least one parameter")
+        self.params = params
+        self.weight_decay = _real(weight_decay, "weight_decay", 0.0, math.inf)
+        self.decay = _default_decay(params) if decay is None else set(decay)
+        unknown = self.decay - set(params)
+        if unknown:
+            raise ValueError(f"decay names unknown parameters: {sorted(unknown)}")
+        self.state_round, self.param_round = state_round, param_round
+        self.t = 0
+        self.state = {
+            name: {s: np.zeros(p.shape, compute_dtype(p.dtype)) for s in self.state_names}
+            for name, p in params.items()
+        }
+
+    def _finish(self, name: str, p: np.ndarray, update: np.ndarray) -> float:
+        """Apply ``p -= update`` (rounded if asked) and return the squared norm of the change."""
+        if self.param_round is None:
+            p -= update.astype(p.dtype, copy=False)
+            return float(np.vdot(update, update))
+        old = p.copy()
+        p[...] = self.param_round(p - update)
+        change = (p - old).astype(np.float64)
+        return float(np.vdot(change, change))
+
+    def _round_state(self, name: str) -> None:
+        if self.state_round is not None:
+            for key, buf in self.state[name].items():
+                buf[...] = self.state_round(buf)
+
+    def _check(self, grads: dict[str, np.ndarray], lr: float) -> float:
+        missing = set(self.params) - set(grads)
+        if missing:
+            raise ValueError(f"gradients missing for {sorted(missing)}")
+        return _real(lr, "lr", 0.0, math.inf)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Flat arrays for a checkpoint: ``t`` and ``<param>/<moment>``."""
+        out = {"t": np.asarray(self.t, np.int64)}
+        for name, bufs in self.state.items():
+            for key, buf in bufs.items():
+                out[f"{name}/{key}"] = buf
+        return out
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        expected = {"t"} | {f"{n}/{k}" for n in self.state for k in self.state_names}
+        if set(state) != expected:
+            raise ValueError(f"optimizer state does not match: missing {sorted(expected - set(state))}, "
+                             f"unexpected {sorted(set(state) - expected)}")
+        self.t = int(state["t"])
+        for name, bufs in self.state.items():
+            for key, buf in bufs.items():
+                value = np.asarray(state[f"{name}/{key}"])
+                if value.shape != buf.shape:
+                    raise ValueError(f"optimizer state {name}/{key} has shape {value.shape}; "
+                                     f"expected {buf.shape}")
+                buf[...] = value
+
+
+class AdamW(Optimizer):
+    """AdamW with decoupled weight decay (PyTorch's algorithm and defaults, except that decay
+    applies only to ``decay``)."""
+
+    state_names = ("m", "v")
+
+    def __init__(self, params: dict[str, np.ndarray], *, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01, decay: Iterable[str] | None = None,
+                 state_round: Round = None, param_round: Round = None):
+        super().__init__(params, weight_decay=weight_decay, decay=decay, state_round=state_round,
+                         param_round=param_round)
+        self.b1 = _real(betas[0], "beta1", 0.0, 1.0)
+        self.b2 = _real(betas[1], "beta2", 0.0, 1.0)
+        self.eps = _real(eps, "eps", 0.0, math.inf)
+
+    def step(self, grads: dict[str, np.ndarray], lr: float) -> dict[str, float]:
+        """One update with learning rate ``lr``; returns ||update||^2 per parameter."""
+        lr = self._check(grads, lr)
+        self.t += 1
+        bc1 = 1.0 - self.b1**self.t
+        bc2_sqrt = math.sqrt(1.0 - self.b2**self.t)
+        sq = {}
+        for name, p in self.params.items():
+            m, v = self.state[name]["m"], self.state[name]["v"]
+            g = grads[name].astype(m.dtype, copy=False)
+            m *= self.b1
+            m += (1.0 - self.b1) * g
+            v *= self.b2
+            v += (1.0 - self.b2) * (g * g)
+            self._round_state(name)
+            denom = np.sqrt(v)
+            denom /= bc2_sqrt
+            denom += self.eps
+            update = m / denom
+            update *= lr / bc1
+            if name in self.decay and self.weight_decay:
+                update += (lr * self.weight_decay) * p.astype(m.dtype, copy=False)
+            sq[name] = self._finish(name, p, update)
+        return sq
+
+
+class SGD(Optimizer):
+    """SGD with (heavy-ball) momentum and coupled weight decay, as ``torch.optim.SGD``."""
+
+    state_names = ("buf",)
+
+    def __init__(self, params: dict[str, np.ndarray], *, momentum: float = 0.9,
+                 weight_decay: float = 0.0, decay: Iterable[str] | None = None,
+                 state_round: Round = None, param_round: Round = None):
+        super().__init__(params, weight_decay=weight_decay, decay=decay, state_round=state_round,
+                         param_round=param_round)
+        self.momentum = _real(momentum, "momentum", 0.0, 1.0)
+
+    def step(self, grads: dict[str, np.ndarray], lr: float) -> dict[str, float]:
+        """One update with learning rate ``lr``; returns ||update||^2 per parameter."""
+        lr = self._check(grads, lr)
+        self.t += 1
+        sq = {}
+        for name, p in self.params.items():
+            buf = self.state[name]["buf"]
+            g = grads[name].astype(buf.dtype, copy=True)
+            if name in self.decay and self.weight_decay:
+                g += self.weight_decay * p
+            if self.momentum == 0.0 or self.t == 1:
+                buf[...] = g
+            else:
+                buf *= self.momentum
+                buf += g
+            self._round_state(name)
+            sq[name] = self._finish(name, p, lr * buf)
+        return sq

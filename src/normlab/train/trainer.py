@@ -1,0 +1,352 @@
+"""The training loop: ``train(config) -> TrainResult``, pure and seeded, and the ``Trainer`` behind it
+(checkpoints, resuming).
+
+One step, in the order of ``torch.amp`` and nanoGPT:
+
+    x, y   = next training batch
+    loss   = model.forward(x, y)               stop here if the loss is non-finite or exploding
+    grads  = model.backward(S)                 S = the loss scale (1 without a scaler)
+    grads /= S                                 found_inf: any non-finite gradient
+    if found_inf: skip the step, scaler.update(True)          (counted in skipped_steps)
+    clip the global gradient norm to grad_clip
+    optimizer.step(grads, lr(step))            rounding stored weights / moments per the policy
+    scaler.update(False)
+
+Each step records: lr, loss, nll, log Z, the global gradient norm, the gradient norm and update
+RMS of every block, the residual stream's RMS and the largest attention logit after every block,
+the loss scale and whether the step was skipped. The validation NLL is measured every
+``eval_interval`` steps and at the end; ``final_val_loss`` is compared with the data's entropy
+floor where it has one.
+
+Reruns from the same seed are bit-identical (one generator each for initialization, batches and
+dropout, all spawned from ``seed``), and so is a run resumed from a checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..models import GPT
+from . import checkpoint as ckpt
+from .config import TrainConfig
+from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
+from .optim import SGD, AdamW
+from .precision import TrainingPrecision
+from .schedules import learning_rate
+
+Progress = Callable[[int, int, str], None]  # (done, total, note), as the lab's progress bars
+
+
+def make_source(config: TrainConfig) -> DataSource:
+    """The data source a config names (synthetic sources take model.vocab_size symbols)."""
+    V = config.model.vocab_size
+    if config.data == "markov":
+        return MarkovSource(V, config.markov_order, config.markov_alpha, config.data_seed)
+    if config.data in ("copy", "reverse"):
+        return AlgorithmicSource(config.data, V, config.data_seed)
+    if config.data == "pydoc":
+        return TextSource.pydoc()
+    return TextSource.from_file(config.data_path)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@dataclass
+class TrainResult:
+    """What a run returns: the config, the per-step history and the summary numbers."""
+
+    config: dict  # TrainConfig.to_dict() (the vocabulary resolved from the data)
+    data: dict  # the data source's description (entropy rate, corpus hash, ...)
+    history: list[dict]  # one record per step
+    evals: list[dict]  # {"step", "val_loss"}: validation NLL, nats per token
+    final_val_loss: float | None  # validation NLL at the end
+    final_train_loss: float | None  # the last step's training NLL
+    entropy_floor: float | None  # the best achievable validation loss, where the data has one
+    stopped: str | None  # None when every step ran; otherwise why the run stopped
+    steps_done: int  # optimizer steps attempted (skipped ones included)
+    skipped_steps: int  # steps skipped by the loss scaler (non-finite gradients)
+    wall_time_s: float  # seconds spent in training steps (evaluation excluded)
+    tokens_per_s: float  # training tokens per second
+    n_params: int  # number of model parameters
+
+    @property
+    def gap_to_floor(self) -> float | None:
+        if self.final_val_loss is None or self.entropy_floor is None:
+            return None
+        return self.final_val_loss - self.entropy_floor
+
+    def to_dict(self) -> dict:
+        """JSON-ready: summary numbers at the top level, non-finite numbers as null."""
+        d = dataclasses.asdict(self)
+        d["gap_to_floor"] = self.gap_to_floor
+        head = ("final_val_loss", "entropy_floor", "gap_to_floor", "final_train_loss", "stopped",
+                "steps_done", "skipped_steps", "wall_time_s", "tokens_per_s", "n_params")
+        return _json_safe({**{k: d[k] for k in head}, **{k: v for k, v in d.items() if k not in head}})
+
+    def summary(self) -> str:
+        """One line: the validation loss against the entropy floor."""
+        if self.final_val_loss is None:
+            text = "validation loss: not finite"
+        else:
+            text = f"validation loss {self.final_val_loss:.4f} nats/token"
+        if self.entropy_floor is not None and self.final_val_loss is not None:
+            text += (f", entropy floor {self.entropy_floor:.4f} "
+                     f"(gap {self.gap_to_floor:+.4f} nats)")
+        elif self.entropy_floor is None:
+            text += " (this data has no known entropy floor)"
+        if self.stopped:
+            text += f"; stopped early: {self.stopped}"
+        return text
+
+
+def _json_safe(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+class Trainer:
+    """A model, its optimizer, data and precision policy, and the state of one run."""
+
+    def __init__(self, config: TrainConfig):
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
+        source = make_source(config)
+        if source.vocab_size != config.model.vocab_size:  # text: the corpus sets the vocabulary
+            model_cfg = dataclasses.replace(config.model, vocab_size=source.vocab_size)
+            config = dataclasses.replace(config, model=model_cfg)
+        self.config, self.source = config, source
+        init_seq, data_seq, dropout_seq = np.random.SeedSequence(config.seed).spawn(3)
+        self.data_rng = np.random.default_rng(data_seq)
+        self.model = GPT(config.model, rng=np.random.default_rng(init_seq),
+                         dropout_rng=np.random.default_rng(dropout_seq))
+        self.precision = TrainingPrecision.from_name(config.precision)
+        self.model.set_numerics(self.precision.numerics)
+        self.params = self.model.parameters()
+        self.grads = self.model.gradients()
+        if self.precision.param_round is not None:  # stored in the policy's format from the start
+            for p in self.params.values():
+                p[...] = self.precision.param_round(p)
+        rounding = dict(state_round=self.precision.state_round, param_round=self.precision.param_round)
+        if config.optimizer == "adamw":
+            self.optimizer = AdamW(self.params, betas=(config.beta1, config.beta2),
+                                   eps=config.adam_eps, weight_decay=config.weight_decay, **rounding)
+        else:
+            self.optimizer = SGD(self.params, momentum=config.momentum,
+                                 weight_decay=config.weight_decay, **rounding)
+        T = config.model.seq_len
+        self.val = source.val_batches(config.eval_batches, config.batch_size, T)
+        self.layer_of = {name: self.model.layer_of(name) for name in self.params}
+        self.sizes = {name: p.size for name, p in self.params.items()}
+        self.step = 0
+        self.history: list[dict] = []
+        self.evals: list[dict] = []
+        self.skipped = 0
+        self.stopped: str | None = None
+        self.first_loss: float | None = None
+        self.train_time = 0.0
+
+    # ---- one step --------------------------------------------------------------------------
+    def _per_layer(self, values: dict[str, float], how: str) -> list[float]:
+        """Sum squared values per block: the norm ('norm') or the RMS ('rms') of each block."""
+        L = self.config.model.n_layers
+        sq, n = [0.0] * L, [0] * L
+        for name, v in values.items():
+            layer = self.layer_of[name]
+            if layer is not None:
+                sq[layer] += v
+                n[layer] += self.sizes[name]
+        if how == "norm":
+            return [math.sqrt(s) for s in sq]
+        return [math.sqrt(s / c) if c else 0.0 for s, c in zip(sq, n)]
+
+    def train_step(self) -> dict:
+        """Run one step and return its record; sets ``stopped`` when the run must end."""
+        cfg = self.config
+        model, scaler = self.model, self.precision.scaler
+        x, y = self.source.train_batch(cfg.batch_size, cfg.model.seq_len, self.data_rng)
+        model.train()
+        parts = model.forward(x, y)
+        record = {"step": self.step, "lr": learning_rate(self.step, schedule=cfg.schedule, lr=cfg.lr,
+                                                         warmup=cfg.warmup, total=cfg.steps,
+                                                         min_lr=cfg.min_lr),
+                  "loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z,
+                  "residual_rms": model.metrics["residual_rms"],
+                  "max_attn_logit": model.metrics["max_attn_logit"]}
+        if self.first_loss is None:
+            self.first_loss = parts.loss
+        if not math.isfinite(parts.loss):
+            self.stopped = f"non-finite loss ({parts.loss}) at step {self.step}"
+            return record
+        if parts.loss > cfg.divergence_factor * self.first_loss:
+            self.stopped = (f"loss {parts.loss:.4g} exploded past {cfg.divergence_factor:g} x the "
+                            f"first step's {self.first_loss:.4g} at step {self.step}")
+            return record
+
+        model.zero_grad()
+        scale = 1.0 if scaler is None else float(scaler.scale)
+        model.backward(scale)
+        if scale != 1.0:
+            inv = 1.0 / scale
+            for g in self.grads.values():
+                g *= inv
+        grad_sq = {name: float(np.vdot(g, g)) for name, g in self.grads.items()}
+        grad_norm = math.sqrt(sum(grad_sq.values()))
+        record["grad_norm"] = grad_norm
+        record["layer_grad_norm"] = self._per_layer(grad_sq, "norm")
+        if scaler is not None:
+            record["loss_scale"] = scale
+        found_inf = not math.isfinite(grad_norm)
+        record["skipped"] = found_inf
+        if found_inf:
+            if scaler is None:
+                self.stopped = f"non-finite gradient at step {self.step}"
+                return record
+            self.skipped += 1
+            scaler.update(True)
+            return record
+        if cfg.grad_clip is not None and grad_norm > cfg.grad_clip:
+            coef = cfg.grad_clip / (grad_norm + 1e-6)  # torch.nn.utils.clip_grad_norm_
+            for g in self.grads.values():
+                g *= coef
+        update_sq = self.optimizer.step(self.grads, record["lr"])
+        if scaler is not None:
+            scaler.update(False)
+        total = sum(self.sizes.values())
+        record["update_rms"] = math.sqrt(sum(update_sq.values()) / total)
+        record["layer_update_rms"] = self._per_layer(update_sq, "rms")
+        return record
+
+    def evaluate(self) -> float:
+        """Mean validation NLL (nats per scored token) over the fixed validation batches."""
+        self.model.eval()
+        total, count = 0.0, 0
+        for x, y in self.val:
+            n = int(np.count_nonzero(y >= 0))
+            total += self.model.forward(x, y).nll * n
+            count += n
+        self.model.train()
+        return total / count
+
+    # ---- the loop --------------------------------------------------------------------------
+    def run(self, until: int | None = None, *, progress: Progress | None = None,
+            checkpoint: str | Path | None = None, checkpoint_every: int | None = None) -> TrainResult:
+        """Train up to step ``until`` (default: ``config.steps``) or until the run stops; save
+        ``checkpoint`` every ``checkpoint_every`` steps and at the end when a path is given."""
+        cfg = self.config
+        end = cfg.steps if until is None else min(int(until), cfg.steps)
+        tokens = cfg.batch_size * cfg.model.seq_len
+        while self.step < end and self.stopped is None:
+            t0 = time.perf_counter()
+            record = self.train_step()
+            self.train_time += time.perf_counter() - t0
+            self.history.append(record)
+            self.step += 1
+            if self.stopped is None and (self.step % cfg.eval_interval == 0 or self.step == cfg.steps):
+                self.evals.append({"step": self.step, "val_loss": self.evaluate()})
+            if progress is not None:
+                rate = self.step_tokens_per_s(tokens)
+                progress(self.step, cfg.steps, f"loss {record['loss']:.4f}  {rate:,.0f} tok/s")
+            if checkpoint is not None and checkpoint_every and self.step % checkpoint_every == 0:
+                self.save(checkpoint)
+        if self.stopped is not None and (not self.evals or self.evals[-1]["step"] != self.step):
+            self.evals.append({"step": self.step, "val_loss": self.evaluate()})
+        if checkpoint is not None:
+            self.save(checkpoint)
+        return self.result()
+
+    def step_tokens_per_s(self, tokens_per_step: int) -> float:
+        return tokens_per_step * len(self.history) / self.train_time if self.train_time > 0 else 0.0
+
+    def result(self) -> TrainResult:
+        cfg = self.config
+        T = cfg.model.seq_len
+        final_val = self.evals[-1]["val_loss"] if self.evals and self.evals[-1]["step"] == self.step else None
+        last_nll = self.history[-1]["nll"] if self.history else None
+        return TrainResult(
+            config=cfg.to_dict(), data=self.source.describe(), history=self.history,
+            evals=self.evals, final_val_loss=final_val, final_train_loss=last_nll,
+            entropy_floor=self.source.entropy_floor(T), stopped=self.stopped,
+            steps_done=self.step, skipped_steps=self.skipped, wall_time_s=self.train_time,
+            tokens_per_s=self.step_tokens_per_s(cfg.batch_size * T),
+            n_params=self.model.num_parameters(),
+        )
+
+    # ---- checkpoints -----------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write the whole state of the run to ``path`` (.npz, atomically)."""
+        arrays = {f"param/{k}": v for k, v in self.params.items()}
+        arrays.update({f"opt/{k}": v for k, v in self.optimizer.state_dict().items()})
+        meta = {
+            "config": self.config.to_dict(), "step": self.step, "history": self.history,
+            "evals": self.evals, "skipped": self.skipped, "stopped": self.stopped,
+            "first_loss": self.first_loss, "train_time": self.train_time,
+            "data_rng": self.data_rng.bit_generator.state,
+            "dropout_rng": self.model.dropout_rng.bit_generator.state,
+            "precision": self.precision.state(),
+        }
+        ckpt.save(path, arrays, meta)
+
+    @classmethod
+    def resume(cls, path: str | Path, config: TrainConfig | None = None) -> "Trainer":
+        """The run saved at ``path``. With ``config``, it must describe the same run (only
+        ``steps`` may differ, to train longer); a mismatch is refused with the fields named."""
+        arrays, meta = ckpt.load(path)
+        try:
+            saved = TrainConfig.from_dict(meta["config"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: its config is not valid ({exc})") from None
+        if config is not None:
+            if not isinstance(config, TrainConfig):
+                raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
+            if saved.data in ("pydoc", "file"):  # the corpus set the saved run's vocabulary
+                config = dataclasses.replace(config, model=dataclasses.replace(
+                    config.model, vocab_size=saved.model.vocab_size))
+            diff = _config_diff(saved, config)
+            diff = [d for d in diff if d != "steps"]
+            if diff:
+                raise ckpt.CheckpointError(
+                    f"checkpoint {str(path)!r} was written by a different run: {', '.join(diff)} differ"
+                )
+            saved = dataclasses.replace(saved, steps=config.steps)
+        trainer = cls(saved)
+        params = {k[len("param/"):]: v for k, v in arrays.items() if k.startswith("param/")}
+        opt = {k[len("opt/"):]: v for k, v in arrays.items() if k.startswith("opt/")}
+        try:
+            trainer.model.load_parameters(params)
+            trainer.optimizer.load_state_dict(opt)
+            trainer.data_rng.bit_generator.state = meta["data_rng"]
+            trainer.model.dropout_rng.bit_generator.state = meta["dropout_rng"]
+            trainer.precision.load_state(meta["precision"])
+            trainer.step = int(meta["step"])
+            trainer.history, trainer.evals = list(meta["history"]), list(meta["evals"])
+            trainer.skipped, trainer.stopped = int(meta["skipped"]), meta["stopped"]
+            trainer.first_loss, trainer.train_time = meta["first_loss"], float(meta["train_time"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not match its config: {exc}") from None
+        return trainer
+
+
+def _config_diff(a: TrainConfig, b: TrainConfig) -> list[str]:
+    da, db = a.to_dict(), b.to_dict()
+    out = [f"model.{k}" for k in da["model"] if da["model"][k] != db["model"][k]]
+    out += [k for k in da if k != "model" and da[k] != db[k]]
+    return out
+
+
+def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
+    """Train a model as ``config`` says and return the result (pure: seeded, writes nothing)."""
+    return Trainer(config).run(progress=progress)

@@ -1,0 +1,114 @@
+import numpy as np
+import pytest
+
+from normlab.functional import IGNORE_INDEX
+from normlab.train import AlgorithmicSource, MarkovSource, TextSource
+
+
+def test_markov_entropy_rate_matches_a_brute_force_computation():
+    src = MarkovSource(vocab_size=3, order=2, alpha=0.7, seed=5)
+    V = 3
+    # the context chain as a dense 9 x 9 matrix; its stationary law by eigen-decomposition
+    M = np.zeros((V * V, V * V))
+    for a in range(V):
+        for b in range(V):
+            for c in range(V):
+                M[a * V + b, b * V + c] = src.transitions[a * V + b, c]
+    w, vecs = np.linalg.eig(M.T)
+    pi = np.real(vecs[:, np.argmin(np.abs(w - 1))])
+    pi /= pi.sum()
+    np.testing.assert_allclose(src.stationary, pi, atol=1e-13)
+    P = src.transitions
+    H = -np.sum(pi[:, None] * P * np.log(P))
+    assert src.entropy_rate == pytest.approx(H, rel=1e-12)
+
+
+def test_markov_entropy_is_what_samples_show():
+    # the empirical conditional entropy of a long sample approaches the exact rate
+    src = MarkovSource(vocab_size=4, order=1, alpha=1.0, seed=1)
+    x = src.sample(400, 500, np.random.default_rng(0))
+    counts = np.zeros((4, 4))
+    np.add.at(counts, (x[:, :-1].ravel(), x[:, 1:].ravel()), 1)
+    p = counts / counts.sum(1, keepdims=True)
+    H_emp = -np.sum(counts / counts.sum() * np.log(p))
+    assert H_emp == pytest.approx(src.entropy_rate, abs=0.01)
+    marg = np.bincount(x.ravel(), minlength=4) / x.size
+    np.testing.assert_allclose(marg, src.stationary, atol=0.01)  # starts are stationary
+
+
+def test_entropy_floor_accounts_for_the_short_context_at_the_start():
+    src = MarkovSource(vocab_size=5, order=3, alpha=0.5, seed=2)
+    H1, H2, H3 = (src.block_entropy(j) for j in (1, 2, 3))
+    T = 10
+    expected = ((H2 - H1) + (H3 - H2) + (T - 2) * src.entropy_rate) / T
+    assert src.entropy_floor(T) == pytest.approx(expected, rel=1e-14)
+    assert src.entropy_floor(T) > src.entropy_rate
+    first = MarkovSource(vocab_size=5, order=1, alpha=0.5, seed=2)
+    assert first.entropy_floor(7) == pytest.approx(first.entropy_rate, rel=1e-14)
+
+
+def test_markov_batches_are_shifted_seeded_and_validation_is_fixed():
+    src = MarkovSource(vocab_size=6, order=2, seed=3)
+    x, y = src.train_batch(4, 9, np.random.default_rng(0))
+    assert x.shape == y.shape == (4, 9) and x.dtype.kind == "i"
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    x2, _ = src.train_batch(4, 9, np.random.default_rng(0))
+    np.testing.assert_array_equal(x, x2)
+    a, b = src.val_batches(2, 4, 9), MarkovSource(vocab_size=6, order=2, seed=3).val_batches(2, 4, 9)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        np.testing.assert_array_equal(xa, xb)
+    # a zero-probability transition never appears
+    P = src.transitions
+    ctx = x[:, 0] * 6 + x[:, 1]
+    assert np.all(P[ctx, x[:, 2]] > 0)
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse"])
+@pytest.mark.parametrize("T", [8, 9])
+def test_algorithmic_tasks_score_only_the_answer(task, T):
+    src = AlgorithmicSource(task, vocab_size=7, seed=0)
+    x, y = src.train_batch(3, T, np.random.default_rng(1))
+    n = T // 2
+    s = x[:, :n]
+    assert np.all(x[:, n] == src.sep) and np.all(s < src.sep)
+    answer = s if task == "copy" else s[:, ::-1]
+    np.testing.assert_array_equal(y[:, n:2 * n], answer)
+    assert np.all(y[:, :n] == IGNORE_INDEX) and np.all(y[:, 2 * n:] == IGNORE_INDEX)
+    assert src.entropy_floor(T) == 0.0
+
+
+def test_pydoc_text_has_a_fixed_split_and_hash():
+    src = TextSource.pydoc()
+    assert src.n_chars > 100_000 and 50 < src.vocab_size < 300
+    assert len(src.val) == pytest.approx(0.1 * src.n_chars, abs=1)
+    x, y = src.train_batch(2, 16, np.random.default_rng(0))
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    v1, v2 = src.val_batches(2, 3, 16), TextSource.pydoc().val_batches(2, 3, 16)
+    np.testing.assert_array_equal(v1[1][0], v2[1][0])
+    assert src.describe()["sha256"] == TextSource.pydoc().sha256
+    assert src.entropy_floor(16) is None
+
+
+def test_text_file_source(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("abcab" * 100, encoding="utf-8")
+    src = TextSource.from_file(path)
+    assert src.vocab_size == 3 and src.chars == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="does not exist"):
+        TextSource.from_file(tmp_path / "missing.txt")
+    (tmp_path / "bin").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        TextSource.from_file(tmp_path / "bin")
+    with pytest.raises(ValueError, match="fewer than seq_len"):
+        src.val_batches(1, 2, 100)
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"vocab_size": 1}, "vocab_size must be >= 2"),
+    ({"order": 0}, "order must be an integer >= 1"),
+    ({"alpha": 0.0}, "alpha must be a finite number > 0"),
+    ({"vocab_size": 64, "order": 4}, "too many"),
+])
+def test_markov_bad_arguments(kw, message):
+    with pytest.raises(ValueError, match=message):
+        MarkovSource(**kw)
