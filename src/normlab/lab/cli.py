@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("normlab.lab.run", "run one experiment: result.json and figures"),
     "report": ("normlab.lab.report", "run every experiment and write one HTML report"),
     "bench": ("normlab.lab.bench", "time the fused kernels against the reference, PyTorch and a copy"),
+    "train": ("normlab.lab.train", "train the decoder-only model (any placement, norm, precision)"),
 }
 
 

@@ -1,0 +1,141 @@
+"""``normlab train``: train the decoder-only model from the command line.
+
+Every field of ``GPTConfig`` and ``TrainConfig`` is a flag (``--n-layers``, ``--qk-norm``, ...,
+with the short aliases ``--depth``, ``--width``, ``--heads``, ``--batch``, ``--seq``), its help the
+field's comment in the dataclass and its default the dataclass's. An inconsistent combination is
+refused with the config's message before anything runs. The progress bar shows the loss and
+tokens per second; ``--json PATH`` writes the config, the per-step metrics and the summary
+(``final_val_loss`` and ``entropy_floor`` at the top level); the last line printed is the
+validation loss against the entropy floor. Exit status: 0 when every step ran, 1 when the run
+stopped early (divergence), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import re
+import sys
+import typing
+
+ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
+           "batch_size": ["--batch"], "seq_len": ["--seq"]}
+NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
+
+
+def _field_comments(cls) -> dict[str, str]:
+    """``name -> comment`` from the ``name: type = default  # comment`` lines of a dataclass."""
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):  # pragma: no cover - source not available
+        return {}
+    pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")
+    return {m.group(1): m.group(2).strip() for m in map(pattern.match, source.splitlines()) if m}
+
+
+def _optional(parse):
+    def parser(text: str):
+        return None if text.lower() == "none" else parse(text)
+
+    parser.__name__ = parse.__name__
+    return parser
+
+
+def _add_fields(group, cls, defaults, prefix: str) -> None:
+    comments = _field_comments(cls)
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in NOT_FLAGS:
+            continue
+        hint = hints[f.name]
+        default = getattr(defaults, f.name)
+        optional = type(None) in typing.get_args(hint)
+        base = next((t for t in typing.get_args(hint) if t is not type(None)), hint)
+        help_ = f"{comments.get(f.name, f.name)} (default: {default})"
+        names = [f"--{f.name.replace('_', '-')}", *ALIASES.get(f.name, [])]
+        dest = prefix + f.name
+        if base is bool:
+            group.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction,
+                               default=None, help=help_)
+            continue
+        parse = _optional(base) if optional else base
+        metavar = f.name.upper() + ("|none" if optional else "")
+        group.add_argument(*names, dest=dest, type=parse, default=None, metavar=metavar, help=help_)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..models import GPTConfig
+    from ..train.config import TrainConfig, default_model
+
+    _add_fields(p.add_argument_group("model"), GPTConfig, default_model(), "model.")
+    _add_fields(p.add_argument_group("training"), TrainConfig, TrainConfig(), "")
+    out = p.add_argument_group("output")
+    out.add_argument("--json", metavar="PATH", help="write the config, per-step metrics and summary "
+                     "to PATH as JSON (written atomically)")
+    out.add_argument("--checkpoint", metavar="PATH", help="save the run to PATH (.npz) at the end "
+                     "and every --checkpoint-every steps")
+    out.add_argument("--checkpoint-every", type=int, metavar="N", default=None,
+                     help="checkpoint interval in steps (needs --checkpoint)")
+    out.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH; flags given "
+                     "must match it (only --steps may change)")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def config_from_args(args: argparse.Namespace, base=None):
+    """A TrainConfig: ``base`` (default: the defaults) with every flag that was given."""
+    from ..train.config import TrainConfig
+
+    base = TrainConfig() if base is None else base
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    model_kw = {k[len("model."):]: v for k, v in given.items() if k.startswith("model.")}
+    train_names = {f.name for f in dataclasses.fields(TrainConfig)} - {"model"}
+    train_kw = {k: v for k, v in given.items() if k in train_names}
+    model = dataclasses.replace(base.model, **model_kw)
+    return dataclasses.replace(base, model=model, **train_kw)
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from ..train import CheckpointError, Trainer
+    from ..train import checkpoint as ckpt
+    from ..train.config import TrainConfig
+    from .progress import reporter
+
+    if args.checkpoint_every is not None and (args.checkpoint is None or args.checkpoint_every < 1):
+        print("normlab train: --checkpoint-every needs --checkpoint PATH and N >= 1", file=sys.stderr)
+        return 2
+    for flag, path in (("--json", args.json), ("--checkpoint", args.checkpoint)):
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            print(f"normlab train: {flag} {path}: its directory does not exist", file=sys.stderr)
+            return 2
+    try:
+        if args.resume is not None:
+            arrays, meta = ckpt.load(args.resume)  # refuse a bad file before anything else
+            saved = TrainConfig.from_dict(meta["config"])
+            trainer = Trainer.resume(args.resume, config_from_args(args, saved))
+        else:
+            trainer = Trainer(config_from_args(args))
+    except (CheckpointError, ValueError, TypeError, KeyError) as exc:
+        print(f"normlab train: {exc}", file=sys.stderr)
+        return 2
+    cfg = trainer.config
+    m = cfg.model
+    print(f"normlab train: {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, "
+          f"{m.placement}-{m.norm}, {trainer.model.num_parameters():,} parameters; data {cfg.data} "
+          f"(V = {m.vocab_size}), {cfg.steps} steps of {cfg.batch_size} x {m.seq_len} tokens, "
+          f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}", file=sys.stderr)
+    run = dict(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+    if args.quiet:
+        result = trainer.run(**run)
+    else:
+        with reporter(1, "train") as rep:
+            result = trainer.run(progress=rep.start("train"), **run)
+            rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
+    if args.json is not None:
+        text = json.dumps(result.to_dict(), allow_nan=False, indent=1)
+        ckpt.atomic_write(args.json, lambda f: f.write(text), binary=False)
+    print(result.summary())
+    return 0 if result.stopped is None else 1
