@@ -1,27 +1,55 @@
 """Number formats, rounding, scaling, loss scaling, master weights and precision policies.
 
-Everything here runs on a CPU with NumPy: ``quantize`` puts values on a format's grid (as
-float32), so a recipe can be tried before it is run on hardware that has the format.
+Everything here runs on a CPU with NumPy: ``quantize`` puts values on a format's grid (returned
+as float32), so a recipe can be tried before it is run on hardware that has the format.
 
     >>> import numpy as np
     >>> from normlab.precision import quantize
-    >>> quantize(np.array([1e5, 464.0, 465.0], np.float32), "float8_e4m3fn")
-    array([nan, 448., nan], dtype=float32)
-    >>> quantize(np.array([1e5, 465.0], np.float32), "float8_e4m3fn", overflow="saturate")
+    >>> quantize(np.array([448.0, 464.0, 465.0], np.float32), "float8_e4m3fn")
+    array([448., 448.,  nan], dtype=float32)
+    >>> quantize(np.array([465.0, 1e5], np.float32), "float8_e4m3fn", overflow="saturate")
     array([448., 448.], dtype=float32)
 """
 
 from .formats import FORMATS, FloatFormat, format_table, get_format
+from .loss_scaling import DynamicLossScaler, StaticLossScaler, find_nonfinite, has_nonfinite
+from .policy import PRESETS, ROLES, LossScaling, Precision, PrecisionPolicy, get_policy
 from .rounding import OVERFLOWS, ROUNDINGS, cast, quantize, round_to_bfloat16
+from .scaling import (DelayedScaling, DelayedScalingState, ErrorStats, MXScaling, MXTensor,
+                      TensorScaling, amax, error_stats, mx_dequantize, mx_quantize, mx_scale,
+                      scaled_qdq, tensor_scale)
 
 __all__ = [
     "FORMATS",
     "OVERFLOWS",
+    "PRESETS",
+    "ROLES",
     "ROUNDINGS",
+    "DelayedScaling",
+    "DelayedScalingState",
+    "DynamicLossScaler",
+    "ErrorStats",
     "FloatFormat",
+    "LossScaling",
+    "MXScaling",
+    "MXTensor",
+    "Precision",
+    "PrecisionPolicy",
+    "StaticLossScaler",
+    "TensorScaling",
+    "amax",
     "cast",
+    "error_stats",
+    "find_nonfinite",
     "format_table",
     "get_format",
+    "get_policy",
+    "has_nonfinite",
+    "mx_dequantize",
+    "mx_quantize",
+    "mx_scale",
     "quantize",
     "round_to_bfloat16",
+    "scaled_qdq",
+    "tensor_scale",
 ]

@@ -1,0 +1,411 @@
+"""Precision policies: a format (with rounding and scaling) for every role a tensor can play.
+
+Roles:
+
+=============  =================================================================================
+params         the weights the forward pass reads (the low-precision copy when there is a master)
+compute        matmul inputs in the forward pass (fp8 recipes scale them)
+accumulate     the matmul accumulator (``accumulate_every`` terms are summed exactly in float32
+               before each rounding to a lower accumulate format)
+activations    outputs of ops, matmul outputs included, and what is saved for backward
+gradients      activation gradients flowing backward: the inputs of the backward matmuls
+optimizer      optimizer moments (Adam's m and v)
+master         the master copy of the weights that the optimizer updates; None when there is none
+               (the optimizer updates ``params`` in place, in their format)
+communication  gradient reduction buffers (FSDP's reduce dtype)
+=============  =================================================================================
+
+The format ``float32`` means "no rounding" for float32 data: ``Precision("float32").rounds`` is
+False. Policies are data: ``to_json`` / ``from_json`` round-trip, and every value is checked when
+a policy is built, with errors that name the role.
+
+Presets: ``fp32``; ``amp_bf16`` and ``amp_fp16`` (bf16/fp16 params, compute, activations and
+gradients; fp32 accumulation, optimizer and master weights; fp16 with torch's dynamic loss
+scaler); ``pure_bf16`` (everything bf16, no master copy); ``fp8_hybrid`` (TransformerEngine's
+HYBRID: E4M3 forward, E5M2 backward, delayed scaling; bf16 elsewhere, fp32 master); ``mxfp8``
+(TE's MXFP8BlockScaling: E4M3 both ways in blocks of 32 with the round-up E8M0 rule that TE and
+cuBLAS use; ``scale_rule="floor"`` is the OCP spec's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+
+from .._checks import Array
+from .formats import FORMATS, FloatFormat, get_format
+from .loss_scaling import DynamicLossScaler, StaticLossScaler
+from .rounding import _check_overflow, _check_rounding, quantize
+from .scaling import (SCALINGS, DelayedScaling, DelayedScalingState, MXScaling, TensorScaling,
+                      amax, scaled_qdq, tensor_scale)
+
+ROLES = ("params", "compute", "accumulate", "activations", "gradients", "optimizer", "master",
+         "communication")
+_FLOAT32 = FORMATS["float32"]
+_FORMAT_FIELDS = ("exponent_bits", "mantissa_bits", "bias", "inf_nan", "subnormals", "signed",
+                  "zero", "name")
+
+Scaling = TensorScaling | DelayedScaling | MXScaling
+
+
+def _format_from(value: Any, where: str) -> FloatFormat:
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(_FORMAT_FIELDS)
+        if unknown:
+            raise ValueError(f"{where}: unknown format field(s) {sorted(unknown)}; a custom "
+                             f"format has {', '.join(_FORMAT_FIELDS)}")
+        try:
+            return FloatFormat(**value)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+    try:
+        return get_format(value, where)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc)) from None
+
+
+def _format_to(fmt: FloatFormat) -> Any:
+    if FORMATS.get(fmt.name) == fmt:
+        return fmt.name
+    return {f: getattr(fmt, f) for f in _FORMAT_FIELDS}
+
+
+def _scaling_from(value: Any, where: str) -> Scaling | None:
+    if value is None or isinstance(value, (TensorScaling, DelayedScaling, MXScaling)):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{where}.scaling must be null, or an object with a 'kind' "
+                        f"({', '.join(SCALINGS)}); got {value!r}")
+    fields = dict(value)
+    kind = fields.pop("kind", None)
+    if kind not in SCALINGS:
+        raise ValueError(f"{where}.scaling.kind must be one of {tuple(SCALINGS)}; got {kind!r}")
+    cls = SCALINGS[kind]
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = set(fields) - set(known)
+    if unknown:
+        raise ValueError(f"{where}.scaling: unknown field(s) {sorted(unknown)} for kind "
+                         f"{kind!r}; known: {', '.join(known)}")
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{where}.scaling: {exc}") from None
+
+
+def _scaling_to(s: Scaling | None) -> Any:
+    if s is None:
+        return None
+    return {"kind": s.kind, **dataclasses.asdict(s)}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How one role's tensors are represented.
+
+    Args:
+        format: a FloatFormat or a name in FORMATS (``"float32"``: no rounding of float32 data).
+        rounding: as ``quantize`` (``"stochastic"`` needs an rng when applied).
+        overflow: as ``quantize``; None: the format's default, or ``"saturate"`` under scaling.
+        scaling: None, ``TensorScaling``, ``DelayedScaling`` or ``MXScaling``.
+    """
+
+    format: FloatFormat
+    rounding: str = "nearest_even"
+    overflow: str | None = None
+    scaling: Scaling | None = None
+
+    def __post_init__(self) -> None:
+        fmt = _format_from(self.format, "format")
+        object.__setattr__(self, "format", fmt)
+        _check_rounding(self.rounding)
+        _check_overflow(self.overflow, fmt)
+        object.__setattr__(self, "scaling", _scaling_from(self.scaling, "precision"))
+
+    @property
+    def rounds(self) -> bool:
+        """False when applying it to float32 data changes nothing (float32, no scaling)."""
+        return not (self.format == _FLOAT32 and self.scaling is None and self.overflow is None)
+
+    def new_state(self) -> DelayedScalingState | None:
+        """The per-tensor state that delayed scaling needs (None for the other kinds)."""
+        if isinstance(self.scaling, DelayedScaling):
+            return self.scaling.new_state(self.format)
+        return None
+
+    def apply(self, x: Any, *, rng: np.random.Generator | None = None,
+              state: DelayedScalingState | None = None, axis: int | None = None) -> Array:
+        """x represented in this precision (values on the format's grid, dequantized when
+        scaled), float32 (float64 for float64 input), x's shape.
+
+        Args:
+            rng: for stochastic rounding.
+            state: the tensor's ``new_state()``, required under delayed scaling.
+            axis: the MX block axis (default: the recipe's).
+        """
+        s = self.scaling
+        if s is None:
+            return quantize(x, self.format, rounding=self.rounding, overflow=self.overflow,
+                            rng=rng)
+        overflow = "saturate" if self.overflow is None else self.overflow
+        if isinstance(s, TensorScaling):
+            scale = tensor_scale(amax(x), self.format, margin=s.margin,
+                                 power_of_two=s.power_of_two)
+            return scaled_qdq(x, self.format, scale, rounding=self.rounding, overflow=overflow,
+                              rng=rng)
+        if isinstance(s, DelayedScaling):
+            if not isinstance(state, DelayedScalingState):
+                raise TypeError("this precision uses delayed scaling: pass state= (from "
+                                "precision.new_state(), one per tensor, updated every step)")
+            return state.qdq(x, rounding=self.rounding, rng=rng)
+        return s.qdq(x, self.format, rounding=self.rounding, rng=rng, axis=axis)
+
+    def to_value(self) -> Any:
+        """JSON value: the format name alone when nothing else is set, else an object."""
+        fmt = _format_to(self.format)
+        if self.rounding == "nearest_even" and self.overflow is None and self.scaling is None \
+                and isinstance(fmt, str):
+            return fmt
+        out: dict[str, Any] = {"format": fmt, "rounding": self.rounding}
+        if self.overflow is not None:
+            out["overflow"] = self.overflow
+        if self.scaling is not None:
+            out["scaling"] = _scaling_to(self.scaling)
+        return out
+
+    @classmethod
+    def from_value(cls, value: Any, where: str = "precision") -> Precision:
+        """From a format name, a FloatFormat, a Precision, or an object with ``format`` and
+        optionally ``rounding``, ``overflow``, ``scaling``."""
+        if isinstance(value, Precision):
+            return value
+        if isinstance(value, (str, FloatFormat)):
+            return cls(_format_from(value, where))
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where} must be a format name or an object with 'format'; got "
+                            f"{value!r}")
+        unknown = set(value) - {"format", "rounding", "overflow", "scaling"}
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; a precision has "
+                             f"format, rounding, overflow, scaling")
+        if "format" not in value:
+            raise ValueError(f"{where} needs a 'format'")
+        try:
+            return cls(_format_from(value["format"], f"{where}.format"),
+                       value.get("rounding", "nearest_even"), value.get("overflow"),
+                       _scaling_from(value.get("scaling"), where))
+        except (TypeError, ValueError) as exc:
+            msg = str(exc)
+            raise type(exc)(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+    def __str__(self) -> str:
+        parts = [self.format.name]
+        if self.rounding != "nearest_even":
+            parts.append(self.rounding)
+        if self.overflow is not None:
+            parts.append(f"overflow={self.overflow}")
+        s = self.scaling
+        if isinstance(s, DelayedScaling):
+            parts.append(f"delayed scaling (history {s.amax_history_len}, "
+                         f"{s.amax_compute_algo}, margin {s.margin})")
+        elif isinstance(s, MXScaling):
+            parts.append(f"MX blocks of {s.block_size} ({s.scale_rule} E8M0 scale)")
+        elif isinstance(s, TensorScaling):
+            parts.append(f"per-tensor scaling (margin {s.margin})")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class LossScaling:
+    """Loss-scaling settings; ``make()`` builds the scaler. Defaults are torch.amp.GradScaler's.
+
+    kind: ``"dynamic"`` or ``"static"`` (a fixed ``init_scale``).
+    """
+
+    kind: str = "dynamic"
+    init_scale: float = 2.0**16
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+    min_scale: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("dynamic", "static"):
+            raise ValueError(f"loss_scaling.kind must be 'dynamic' or 'static'; got "
+                             f"{self.kind!r}")
+        self.make()  # validates the numbers
+
+    def make(self) -> StaticLossScaler:
+        """A fresh StaticLossScaler or DynamicLossScaler."""
+        if self.kind == "static":
+            return StaticLossScaler(self.init_scale)
+        return DynamicLossScaler(self.init_scale, self.growth_factor, self.backoff_factor,
+                                 self.growth_interval, self.min_scale)
+
+
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    """A Precision per role (module docstring), loss scaling, and the accumulation chunk.
+
+    Roles accept a Precision, a FloatFormat, a format name or a JSON-style object; ``master``
+    may be None (no master copy). ``accumulate_every``: products summed exactly (in float32)
+    before each rounding to a lower-precision ``accumulate`` format (1: every product).
+    """
+
+    name: str
+    params: Precision
+    compute: Precision
+    accumulate: Precision
+    activations: Precision
+    gradients: Precision
+    optimizer: Precision
+    master: Precision | None
+    communication: Precision
+    loss_scaling: LossScaling | None = None
+    accumulate_every: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"name must be a non-empty string; got {self.name!r}")
+        for role in ROLES:
+            value = getattr(self, role)
+            if role == "master" and value is None:
+                continue
+            if value is None:
+                raise ValueError(f"role {role!r} needs a format (use 'float32' for no rounding; "
+                                 f"only 'master' may be null: no master copy)")
+            object.__setattr__(self, role, Precision.from_value(value, role))
+        ls = self.loss_scaling
+        if isinstance(ls, Mapping):
+            unknown = set(ls) - {f.name for f in dataclasses.fields(LossScaling)}
+            if unknown:
+                raise ValueError(f"loss_scaling: unknown field(s) {sorted(unknown)}; known: "
+                                 f"{', '.join(f.name for f in dataclasses.fields(LossScaling))}")
+            try:
+                ls = LossScaling(**ls)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"loss_scaling: {exc}") from None
+        if ls is not None and not isinstance(ls, LossScaling):
+            raise TypeError(f"loss_scaling must be None, a LossScaling or an object; got {ls!r}")
+        object.__setattr__(self, "loss_scaling", ls)
+        k = self.accumulate_every
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"accumulate_every must be an integer >= 1; got {k!r}")
+        object.__setattr__(self, "accumulate_every", int(k))
+
+    @classmethod
+    def preset(cls, name: str) -> PrecisionPolicy:
+        """One of PRESETS: fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown policy {name!r}; presets: {', '.join(PRESETS)}")
+        return PRESETS[name]
+
+    def role(self, name: str) -> Precision | None:
+        if name not in ROLES:
+            raise ValueError(f"unknown role {name!r}; roles: {', '.join(ROLES)}")
+        return getattr(self, name)
+
+    def make_loss_scaler(self) -> StaticLossScaler | None:
+        """A fresh loss scaler, or None when the policy has no loss scaling."""
+        return None if self.loss_scaling is None else self.loss_scaling.make()
+
+    def replace(self, **changes: Any) -> PrecisionPolicy:
+        """A copy with some fields changed (validated like a new policy)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        for role in ROLES:
+            p = getattr(self, role)
+            out[role] = None if p is None else p.to_value()
+        out["loss_scaling"] = (None if self.loss_scaling is None
+                               else dataclasses.asdict(self.loss_scaling))
+        out["accumulate_every"] = self.accumulate_every
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrecisionPolicy:
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a policy must be a JSON object; got {type(data).__name__}")
+        other = ("name", "loss_scaling", "accumulate_every")
+        unknown = [k for k in data if k not in ROLES and k not in other]
+        if unknown:
+            raise ValueError(f"unknown role or key {unknown[0]!r} in the policy; roles: "
+                             f"{', '.join(ROLES)}; other keys: {', '.join(other)}")
+        missing = [r for r in ROLES if r not in data]
+        if missing:
+            raise ValueError(f"the policy has no {', '.join(map(repr, missing))}; every role "
+                             f"needs a format ('float32' for none; master may be null)")
+        return cls(name=data.get("name", "custom"), **{r: data[r] for r in ROLES},
+                   loss_scaling=data.get("loss_scaling"),
+                   accumulate_every=data.get("accumulate_every", 1))
+
+    @classmethod
+    def from_json(cls, text: str | Mapping[str, Any]) -> PrecisionPolicy:
+        """From a JSON string (or an already parsed object)."""
+        if isinstance(text, Mapping):
+            return cls.from_dict(text)
+        if not isinstance(text, str):
+            raise TypeError(f"from_json takes a JSON string; got {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the policy is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+    def describe(self) -> str:
+        """One line per role."""
+        lines = [f"policy {self.name}"]
+        for role in ROLES:
+            p = getattr(self, role)
+            lines.append(f"  {role:<14} {'none (no master copy)' if p is None else p}")
+        ls = self.loss_scaling
+        lines.append(f"  {'loss scaling':<14} "
+                     f"{'none' if ls is None else f'{ls.kind}, initial scale {ls.init_scale:g}'}")
+        return "\n".join(lines)
+
+
+def _preset(name: str, *, params: Any, compute: Any, activations: Any, gradients: Any,
+            optimizer: Any = "float32", master: Any = "float32", communication: Any = "float32",
+            accumulate: Any = "float32", loss_scaling: LossScaling | None = None
+            ) -> PrecisionPolicy:
+    return PrecisionPolicy(name, params=params, compute=compute, accumulate=accumulate,
+                           activations=activations, gradients=gradients, optimizer=optimizer,
+                           master=master, communication=communication, loss_scaling=loss_scaling)
+
+
+def _fp8(fmt: str, scaling: Scaling) -> Precision:
+    return Precision(fmt, scaling=scaling)
+
+
+PRESETS: Mapping[str, PrecisionPolicy] = MappingProxyType({
+    "fp32": _preset("fp32", params="float32", compute="float32", activations="float32",
+                    gradients="float32", master=None),
+    "amp_bf16": _preset("amp_bf16", params="bfloat16", compute="bfloat16",
+                        activations="bfloat16", gradients="bfloat16"),
+    "amp_fp16": _preset("amp_fp16", params="float16", compute="float16", activations="float16",
+                        gradients="float16", loss_scaling=LossScaling()),
+    "pure_bf16": _preset("pure_bf16", params="bfloat16", compute="bfloat16",
+                         activations="bfloat16", gradients="bfloat16", optimizer="bfloat16",
+                         master=None, communication="bfloat16"),
+    "fp8_hybrid": _preset("fp8_hybrid", params="bfloat16",
+                          compute=_fp8("float8_e4m3fn", DelayedScaling()),
+                          activations="bfloat16",
+                          gradients=_fp8("float8_e5m2", DelayedScaling())),
+    "mxfp8": _preset("mxfp8", params="bfloat16",
+                     compute=_fp8("float8_e4m3fn", MXScaling(scale_rule="ceil")),
+                     activations="bfloat16",
+                     gradients=_fp8("float8_e4m3fn", MXScaling(scale_rule="ceil"))),
+})
+
+
+def get_policy(name: str) -> PrecisionPolicy:
+    """``PrecisionPolicy.preset(name)``."""
+    return PrecisionPolicy.preset(name)

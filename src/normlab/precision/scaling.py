@@ -1,0 +1,348 @@
+"""Scaling before rounding: per-tensor, delayed (TransformerEngine), and MX blocks (OCP MX v1.0).
+
+A narrow format covers a narrow range (float8_e4m3fn: 2^-9 to 448), so values are multiplied by a
+scale s before rounding and divided by it afterwards:
+
+    y = quantize(x * s, fmt, overflow="saturate") * (1 / s)          (quantize-dequantize)
+
+* **Per-tensor ("current") scaling**: s = fmt.max / amax(x) / 2^margin from the tensor itself.
+* **Delayed scaling** (TransformerEngine's ``DelayedScaling``): s comes from a history of the
+  amax of previous steps, ``max`` over it or the ``most_recent`` entry, so the cast needs no
+  extra pass over the data. After each step: amax <- max(history) (or history[0]); the history
+  rolls by one and its slot 0 is cleared for the next step; s <- fmax / amax / 2^margin, keeping
+  the previous s when amax is 0 or not finite and using float32's max when s overflows.
+* **MX block scaling** (OCP Microscaling v1.0): blocks of k = 32 consecutive values along an axis
+  share a power-of-two scale X stored as E8M0, and the elements are P_i = quantize(V_i / X) in
+  an element format, saturating. The spec's rule is X = 2^(floor(log2 amax) - emax_elem), which
+  can clip the block's largest value (amax = 7 in E2M1: X = 1, 7 -> 6); ``scale_rule="ceil"``
+  is the round-up rule of TransformerEngine and cuBLAS (the smallest power of two with
+  amax / X <= max: X = 2, 7/2 = 3.5 -> 4, i.e. 8), which never clips; ``"nearest"`` is
+  ml_dtypes' E8M0 cast of amax / max. A block holding inf or NaN gets the NaN scale, and the
+  whole block dequantizes to NaN.
+
+Recipes (``TensorScaling``, ``DelayedScaling``, ``MXScaling``) are frozen data that a
+``PrecisionPolicy`` can hold; their ``qdq`` methods (and ``DelayedScaling.new_state()``) do the
+work.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from .. import _checks as ck
+from .._checks import Array
+from .formats import FloatFormat, get_format
+from .rounding import _check_rounding, quantize
+
+_F32_MAX = float(np.finfo(np.float32).max)
+SCALE_RULES = ("floor", "ceil", "nearest")
+AMAX_ALGOS = ("max", "most_recent")
+
+
+def amax(x: Any) -> float:
+    """max |x| as a Python float (NaN if x holds a NaN; 0 for an empty array)."""
+    x = ck.float_array(x, "x")
+    if x.size == 0:
+        return 0.0
+    return float(np.max(np.abs(x.astype(ck.compute_dtype(x.dtype), copy=False))))
+
+
+def tensor_scale(amax_value: float, fmt: Any, *, margin: int = 0, power_of_two: bool = False,
+                 previous: float = 1.0) -> float:
+    """s = fmax / amax / 2^margin, in float32 as TransformerEngine computes it.
+
+    amax = 0 or non-finite keeps ``previous``; an overflowing s becomes float32's max;
+    ``power_of_two`` rounds s down to a power of two (2^floor(log2 s), older TE versions).
+    """
+    fmt = get_format(fmt)
+    margin = _int(margin, "margin", -64, 64)
+    a = np.float32(amax_value)
+    if not (np.isfinite(a) and a > 0):
+        return float(previous)
+    with np.errstate(over="ignore"):
+        s = np.float32(np.float32(fmt.max_finite) / a) / np.float32(2.0**margin)
+    if not np.isfinite(s):
+        s = np.float32(_F32_MAX)
+    if power_of_two:
+        s = np.float32(math.ldexp(1.0, math.frexp(float(s))[1] - 1))
+    return float(s)
+
+
+def scaled_qdq(x: Any, fmt: Any, scale: float, *, rounding: str = "nearest_even",
+               overflow: str | None = "saturate",
+               rng: np.random.Generator | None = None) -> Array:
+    """quantize(x * s, fmt, overflow=overflow) * float32(1 / s), the multiplications in float32
+    (float64 for float64 input) as on hardware; scaled casts saturate by default, as TE's.
+    Returns x's shape, float32 or float64."""
+    x = ck.float_array(x, "x")
+    s = ck.positive(scale, "scale")
+    ct = ck.compute_dtype(x.dtype)
+    xs = x.astype(ct, copy=False) * ct.type(s)
+    q = quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng)
+    q *= ct.type(np.float32(1.0) / np.float32(s)) if ct == np.float32 else ct.type(1.0 / s)
+    return q
+
+
+class ErrorStats(NamedTuple):
+    """How a quantize-dequantize treated a tensor (finite values of x only)."""
+
+    rel_error: float  # ||y - x||_2 / ||x||_2
+    max_abs_error: float  # max |y - x|
+    flushed: float  # fraction of the non-zero values that became 0
+    saturated: float  # fraction of the values beyond the format's max after scaling (clipped)
+
+
+def error_stats(x: Any, y: Any, fmt: Any, scale: Any = 1.0) -> ErrorStats:
+    """Error statistics of ``y``, a quantize-dequantize of ``x`` to ``fmt`` after multiplying by
+    ``scale`` (a scalar, or an array broadcastable to x: for MX, ``1 / X`` per element)."""
+    x = ck.float_array(x, "x").astype(np.float64)
+    y = ck.float_array(y, "y").astype(np.float64)
+    ck.same_shape(y, "y", x.shape, "the shape of x")
+    fmt = get_format(fmt)
+    keep = np.isfinite(x)
+    xs = (x * np.asarray(scale, dtype=np.float64))[keep]
+    x, y = x[keep], y[keep]
+    norm = float(np.linalg.norm(x))
+    err = np.abs(y - x)
+    nonzero = x != 0
+    return ErrorStats(
+        rel_error=float(np.linalg.norm(y - x)) / norm if norm > 0 else float(np.max(err,
+                                                                                    initial=0)),
+        max_abs_error=float(np.max(err, initial=0.0)),
+        flushed=float(np.mean(y[nonzero] == 0)) if nonzero.any() else 0.0,
+        saturated=float(np.mean(np.abs(xs) > fmt.max_finite)) if x.size else 0.0,
+    )
+
+
+def _int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}]; got {value}")
+    return int(value)
+
+
+def _choice(value: Any, name: str, options: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {options}; got {value!r}")
+    return value
+
+
+# --- per-tensor and delayed scaling -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class TensorScaling:
+    """Per-tensor current scaling: s = fmax / amax(x) / 2^margin from x itself (TE's
+    ``Float8CurrentScaling``; ``power_of_two`` rounds s down to a power of two)."""
+
+    margin: int = 0
+    power_of_two: bool = False
+    kind: ClassVar[str] = "tensor"
+
+    def __post_init__(self) -> None:
+        _int(self.margin, "margin", -64, 64)
+        ck.flag(self.power_of_two, "power_of_two")
+
+    def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+            rng: np.random.Generator | None = None) -> tuple[Array, float]:
+        """Returns (quantize-dequantized x, the scale s used)."""
+        s = tensor_scale(amax(x), fmt, margin=self.margin, power_of_two=self.power_of_two)
+        return scaled_qdq(x, fmt, s, rounding=rounding, rng=rng), s
+
+
+@dataclass(frozen=True)
+class DelayedScaling:
+    """TransformerEngine's DelayedScaling recipe: the scale of step t comes from the amax of the
+    steps before it. Defaults are TE's (margin 0, history 1024, 'max'); Megatron's older default
+    was ``amax_history_len=1, amax_compute_algo="most_recent"``."""
+
+    margin: int = 0
+    amax_history_len: int = 1024
+    amax_compute_algo: str = "max"
+    kind: ClassVar[str] = "delayed"
+
+    def __post_init__(self) -> None:
+        _int(self.margin, "margin", -64, 64)
+        _int(self.amax_history_len, "amax_history_len", 1, 1 << 20)
+        _choice(self.amax_compute_algo, "amax_compute_algo", AMAX_ALGOS)
+
+    def new_state(self, fmt: Any) -> DelayedScalingState:
+        """The per-tensor state (amax history and scale) for one tensor cast to ``fmt``."""
+        return DelayedScalingState(self, fmt)
+
+
+class DelayedScalingState:
+    """The state of one delayed-scaled tensor: ``scale`` (float32, 1.0 at first) and
+    ``amax_history`` (float32, length L; slot 0 collects the current step)."""
+
+    def __init__(self, recipe: DelayedScaling, fmt: Any) -> None:
+        if not isinstance(recipe, DelayedScaling):
+            raise TypeError(f"recipe must be a DelayedScaling; got {type(recipe).__name__}")
+        self.recipe = recipe
+        self.fmt = get_format(fmt)
+        self.scale = 1.0
+        self.amax_history = np.zeros(recipe.amax_history_len, dtype=np.float32)
+
+    def qdq(self, x: Any, *, rounding: str = "nearest_even",
+            rng: np.random.Generator | None = None) -> Array:
+        """Quantize-dequantize x with the current scale and record amax(x) in slot 0 (the
+        maximum over the calls of this step, e.g. over gradient-accumulation micro-batches)."""
+        y = scaled_qdq(x, self.fmt, self.scale, rounding=rounding, rng=rng)
+        a = np.float32(amax(x))
+        self.amax_history[0] = np.nan if np.isnan(a) else max(self.amax_history[0], a)
+        return y
+
+    def update(self) -> float:
+        """End of step: amax from the history, roll it, new scale (TE's
+        ``_default_get_amax_and_update_history`` and ``_default_sf_compute``). Returns it."""
+        h = self.amax_history
+        a = float(np.max(h)) if self.recipe.amax_compute_algo == "max" else float(h[0])
+        self.amax_history = np.roll(h, -1)
+        self.amax_history[0] = 0.0
+        self.scale = tensor_scale(a, self.fmt, margin=self.recipe.margin, previous=self.scale)
+        return self.scale
+
+
+# --- MX block scaling -------------------------------------------------------------------------
+
+class MXTensor(NamedTuple):
+    """An MX-quantized tensor: element values and one shared power-of-two scale per block."""
+
+    elements: Array  # float32 (float64 for float64 input), x's shape: values of the element format
+    scales: Array  # X per block: x's shape with the block axis of size ceil(n / block_size)
+    axis: int  # the block axis (non-negative)
+    block_size: int  # k
+    fmt: FloatFormat  # the element format
+
+    def dequantize(self) -> Array:
+        """elements * X, x's shape (exact: X is a power of two)."""
+        return self.elements * self.expanded_scales()
+
+    def expanded_scales(self) -> Array:
+        """X repeated over each block's elements: x's shape."""
+        n = self.elements.shape[self.axis]
+        return np.repeat(self.scales, self.block_size, axis=self.axis).take(
+            np.arange(n), axis=self.axis)
+
+    def stats(self, x: Any) -> ErrorStats:
+        """Error statistics against the original x."""
+        return error_stats(x, self.dequantize(), self.fmt, 1.0 / self.expanded_scales())
+
+
+def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor") -> Array:
+    """The shared scale X of blocks with the given amax: float64 powers of two in
+    [2^-127, 2^127] (E8M0's range), NaN for a non-finite amax.
+
+    floor (OCP MX v1.0): X = 2^(floor(log2 amax) - emax_elem); amax = 0 gives 2^-127; an
+        exponent above 127 gives NaN (microxcaling).
+    ceil (TE, cuBLAS): X = 2^ceil(log2(amax / max_elem)), saturating at 2^127.
+    nearest: ml_dtypes' E8M0 cast of amax / max_elem (round half up in the mantissa).
+    """
+    fmt = get_format(fmt)
+    rule = _choice(scale_rule, "scale_rule", SCALE_RULES)
+    a = np.asarray(block_amax, dtype=np.float64)
+    finite = np.isfinite(a)
+    safe = np.where(finite & (a > 0), a, 1.0)
+    if rule == "floor":
+        _, e = np.frexp(safe)
+        e = (e - 1) - fmt.emax
+        e = np.where(a > 0, e, -127)
+        X = np.where(e > 127, np.nan, np.ldexp(1.0, np.clip(e, -127, 127)))
+    elif rule == "ceil":  # the smallest e with amax <= max * 2^e, by exact comparisons
+        _, e = np.frexp(safe / fmt.max_finite)  # within one of the answer
+        e = e + (safe > np.ldexp(fmt.max_finite, e))
+        e = e - (safe <= np.ldexp(fmt.max_finite, e - 1))
+        X = np.where(a > 0, np.ldexp(1.0, np.clip(e, -127, 127)), 2.0**-127)
+    else:
+        X = np.where(a > 0, quantize(safe / fmt.max_finite, "float8_e8m0fnu"), 2.0**-127)
+    return np.where(finite, X, np.nan)
+
+
+def _blocks(x: Array, axis: int, k: int) -> tuple[Array, int]:
+    """x with ``axis`` moved last and split into (..., n_blocks, k), zero-padded."""
+    xm = np.moveaxis(x, axis, -1)
+    n = xm.shape[-1]
+    pad = (-n) % k
+    if pad:
+        xm = np.concatenate([xm, np.zeros(xm.shape[:-1] + (pad,), xm.dtype)], axis=-1)
+    return xm.reshape(xm.shape[:-1] + ((n + pad) // k, k)), n
+
+
+def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axis: int = -1,
+                scale_rule: str = "floor", rounding: str = "nearest_even",
+                rng: np.random.Generator | None = None) -> MXTensor:
+    """MX block quantization (OCP MX v1.0).
+
+    Args:
+        x: float array; blocks run along ``axis`` (a length that is not a multiple of
+            ``block_size`` ends with a shorter block).
+        fmt: element format: float8_e4m3fn / float8_e5m2 (MXFP8), float6_e3m2fn /
+            float6_e2m3fn (MXFP6), float4_e2m1fn (MXFP4), or any FloatFormat.
+        block_size: k, 32 in every concrete MX format.
+        scale_rule: ``"floor"`` (the spec), ``"ceil"`` (TE/cuBLAS) or ``"nearest"``; see
+            ``mx_scale``.
+        rounding, rng: as ``quantize``; elements saturate at the format's max.
+
+    Returns:
+        MXTensor; ``.dequantize()`` gives the values, ``.stats(x)`` the error statistics.
+    """
+    x = ck.float_array(x, "x")
+    fmt = get_format(fmt)
+    k = _int(block_size, "block_size", 1, 1 << 16)
+    if x.ndim == 0:
+        raise ValueError("x must have at least 1 dimension for MX blocks; got a scalar")
+    ax = _int(axis, "axis", -x.ndim, x.ndim - 1) % x.ndim
+    _choice(scale_rule, "scale_rule", SCALE_RULES)
+    _check_rounding(rounding)
+    ct = ck.compute_dtype(x.dtype)
+    xb, n = _blocks(x.astype(ct, copy=False), ax, k)  # (..., nb, k)
+    with np.errstate(invalid="ignore"):
+        block_amax = np.max(np.abs(xb), axis=-1)  # (..., nb); NaN if the block holds one
+    X = mx_scale(block_amax, fmt, scale_rule)  # (..., nb) float64
+    # V / X: exact in float32 unless it falls below 2^-126, which only directed and stochastic
+    # rounding can tell from 0 there: those scale in float64
+    wt = ct if rounding in ("nearest_even", "toward_zero") else np.dtype(np.float64)
+    with np.errstate(invalid="ignore"):
+        v = xb.astype(wt, copy=False) * (1.0 / X[..., None]).astype(wt)
+    p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng).astype(ct, copy=False)
+    p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
+    return MXTensor(elements=np.moveaxis(p, -1, ax),
+                    scales=np.moveaxis(X.astype(ct), -1, ax), axis=ax, block_size=k, fmt=fmt)
+
+
+def mx_dequantize(t: MXTensor) -> Array:
+    """elements * X per block: x's shape."""
+    if not isinstance(t, MXTensor):
+        raise TypeError(f"t must be an MXTensor (from mx_quantize); got {type(t).__name__}")
+    return t.dequantize()
+
+
+@dataclass(frozen=True)
+class MXScaling:
+    """MX block scaling as a recipe: blocks of ``block_size`` along ``axis`` share an E8M0
+    scale chosen by ``scale_rule`` ("floor": the OCP spec, "ceil": TE/cuBLAS, "nearest")."""
+
+    block_size: int = 32
+    scale_rule: str = "floor"
+    axis: int = -1
+    kind: ClassVar[str] = "mx"
+
+    def __post_init__(self) -> None:
+        _int(self.block_size, "block_size", 1, 1 << 16)
+        _choice(self.scale_rule, "scale_rule", SCALE_RULES)
+        _int(self.axis, "axis", -32, 31)
+
+    def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+            rng: np.random.Generator | None = None, axis: int | None = None) -> Array:
+        """Quantize-dequantize x in MX blocks along ``axis`` (default: the recipe's)."""
+        return mx_quantize(x, fmt, block_size=self.block_size,
+                           axis=self.axis if axis is None else axis,
+                           scale_rule=self.scale_rule, rounding=rounding, rng=rng).dequantize()
+
+
+SCALINGS = {"tensor": TensorScaling, "delayed": DelayedScaling, "mx": MXScaling}
+
