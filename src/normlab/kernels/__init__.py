@@ -45,6 +45,15 @@ _KERNELS = {
     "add_norm_forward": "add_norm",
     "add_norm_backward": "add_norm",
     "keep_mask": "add_norm",
+    "softmax_forward": "softmax",
+    "softmax_backward": "softmax",
+    "capped_softmax_forward": "softmax",
+    "capped_softmax_backward": "softmax",
+    "cross_entropy_forward": "softmax",
+    "cross_entropy_backward": "softmax",
+    "gelu_forward": "activations",
+    "gelu_backward": "activations",
+    "quantize": "rounding",
 }
 
 # public name -> module of the reference with the same name (for resolve(..., "reference"))
@@ -55,6 +64,15 @@ _REFERENCE = {
     "rms_norm_backward": "normlab.functional.rmsnorm",
     "add_norm_forward": "normlab.functional.add_norm",
     "add_norm_backward": "normlab.functional.add_norm",
+    "softmax_forward": "normlab.functional.softmax",
+    "softmax_backward": "normlab.functional.softmax",
+    "capped_softmax_forward": "normlab.kernels.softmax:capped_softmax_reference",
+    "capped_softmax_backward": "normlab.kernels.softmax:capped_softmax_reference_backward",
+    "cross_entropy_forward": "normlab.functional.losses",
+    "cross_entropy_backward": "normlab.functional.losses",
+    "gelu_forward": "normlab.functional.activations",
+    "gelu_backward": "normlab.functional.activations",
+    "quantize": "normlab.precision.rounding",
 }
 
 __all__ = sorted(_KERNELS) + ["IMPLS", "available", "check_impl", "resolve", "warm_up"]
@@ -91,7 +109,8 @@ def resolve(impl: str, name: str) -> Callable:
         raise ValueError(f"no {impl} implementation of {name!r}; known: {sorted(table)}")
     if impl == "kernel":
         return __getattr__(name)
-    return getattr(importlib.import_module(table[name]), name)
+    module, _, attr = table[name].partition(":")
+    return getattr(importlib.import_module(module), attr or name)
 
 
 def warm_up() -> float:

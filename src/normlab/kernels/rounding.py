@@ -1,0 +1,156 @@
+"""``quantize`` to any FloatFormat: a numba kernel bit-exact with
+``normlab.precision.quantize`` (same arguments, same result), for every rounding mode.
+
+The algorithm is the reference's (integer rounding of the bit pattern of |x|, see
+``normlab.precision.rounding``), done element by element in one pass: read x, write the result.
+The reference makes a dozen passes over 128K-element blocks. The per-format constants come from
+the reference's own ``_plan`` and ``_overflow_bits``, so the two cannot drift apart.
+
+Stochastic rounding draws its random bits with NumPy from the caller's Generator, exactly as the
+reference draws them (one uint64 per two float32 values, in order), and rounds in numba: for the
+same generator state both return the same bits. Unbiasedness (E[q(x)] = x) is tested.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .. import _checks as ck
+from ..precision import rounding as _ref
+from ..precision.formats import get_format
+
+_BLOCK = 1 << 14  # elements per work item
+_MODES = {"nearest_even": 0, "toward_zero": 1, "up": 2, "down": 3, "stochastic": 4}
+
+
+@njit(cache=True, inline="always")
+def _round_one(b, r, W, P, d, variable, emin_b, cap, sign_bit, implicit, inf, qnan, max_bits,
+               min_normal_bits, tiny_bits, half_tiny_bits, q_scale, fmt_zero, signed, mode,
+               ov_pos, ov_neg, inf_result, flush):
+    """Round the bits ``b`` of one float (W = 32 or 64 bits, in a uint64) to the format."""
+    one = np.uint64(1)
+    sign = b & sign_bit
+    a0 = b ^ sign  # |x| as bits
+    a = a0
+    zero_in = (not fmt_zero) and a0 == np.uint64(0)
+    if not fmt_zero and a < min_normal_bits:  # no zero (E8M0): (0, min) goes to min
+        a = min_normal_bits
+    if variable:  # below the smallest normal number the grid is coarser: a per-value shift
+        e = a >> np.uint64(P)
+        lo_e = np.uint64(emin_b - cap)
+        if e < lo_e:
+            e = lo_e
+        if e > np.uint64(emin_b):
+            e = np.uint64(emin_b)
+        s = np.uint64(emin_b + d) - e
+    else:
+        s = np.uint64(d)
+    mask = (one << s) - one
+    if mode == 0:  # nearest even: + 2^(s-1) - 1 + lsb
+        inc = (mask >> one) + (((a | implicit) >> s) & one)
+    elif mode == 2 or mode == 3:  # up / down: away from zero on one side
+        neg = sign >> np.uint64(W - 1)
+        t = (neg - one) if mode == 2 else (np.uint64(0) - neg)
+        inc = t & mask
+    elif mode == 4:
+        inc = r & mask
+    else:
+        inc = np.uint64(0)
+    out = (a + inc) & ~mask
+    if out > max_bits:
+        if ov_pos == ov_neg:
+            out = ov_pos
+        else:
+            out = ov_pos if sign == np.uint64(0) else ov_neg
+    if variable and fmt_zero and a < tiny_bits:  # below the smallest subnormal q: 0 or q
+        if mode == 0:
+            up = a > half_tiny_bits
+        elif mode == 1:
+            up = False
+        elif mode == 2:
+            up = a != np.uint64(0) and sign == np.uint64(0)
+        elif mode == 3:
+            up = a != np.uint64(0) and sign != np.uint64(0)
+        else:  # up with probability x / q, in units of 2^-W
+            if W == 32:
+                xv = np.float64(np.array([np.uint32(a)]).view(np.float32)[0])
+            else:
+                xv = np.array([a]).view(np.float64)[0]
+            up = r < np.uint64(np.ceil(math.ldexp(xv * q_scale, W)))  # float -> uint64
+        out = tiny_bits if up else np.uint64(0)
+    if flush and out < min_normal_bits:
+        out = np.uint64(0)
+    if a0 >= inf:  # inf: the overflow mode's value; NaN: NaN
+        out = inf_result if a0 == inf else qnan
+    if zero_in:
+        out = qnan
+    if signed:
+        out |= sign
+    elif sign != np.uint64(0) and (not fmt_zero or a != np.uint64(0)):
+        out = qnan  # negative numbers have no code
+    return out
+
+
+@njit(parallel=True, cache=True)
+def _quantize(bits, r, out, W, P, d, variable, emin_b, cap, sign_bit, implicit, inf, qnan,
+              max_bits, min_normal_bits, tiny_bits, half_tiny_bits, q_scale, fmt_zero, signed,
+              mode, ov_pos, ov_neg, inf_result, flush):
+    n = bits.shape[0]
+    nb = (n + _BLOCK - 1) // _BLOCK
+    for blk in prange(nb):
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            ri = np.uint64(r[i]) if mode == 4 else np.uint64(0)
+            out[i] = _round_one(np.uint64(bits[i]), ri, W, P, d, variable, emin_b, cap,
+                                sign_bit, implicit, inf, qnan, max_bits, min_normal_bits,
+                                tiny_bits, half_tiny_bits, q_scale, fmt_zero, signed, mode,
+                                ov_pos, ov_neg, inf_result, flush)
+
+
+def quantize(x, fmt, *, rounding: str = "nearest_even", overflow: str | None = None,
+             subnormals: bool = True, rng: np.random.Generator | None = None):
+    """Round every value of ``x`` once to the grid of ``fmt``; as
+    ``normlab.precision.quantize`` (same arguments, bit-identical result)."""
+    x = ck.float_array(x, "x")
+    fmt = get_format(fmt)
+    rounding = _ref._check_rounding(rounding)
+    overflow = _ref._check_overflow(overflow, fmt)
+    subnormals = ck.flag(subnormals, "subnormals")
+    if rounding == "stochastic":
+        if rng is None:
+            raise TypeError("stochastic rounding needs rng (a numpy.random.Generator)")
+        ck.generator(rng)
+    elif rng is not None:
+        ck.generator(rng)
+    ftype = np.float64 if x.dtype == np.float64 else np.float32
+    with np.errstate(invalid="ignore"):
+        xc = np.ascontiguousarray(x, dtype=ftype)
+    plan = _ref._plan(fmt, ftype)
+    if plan is None:  # float32 input, a format below float32's normal range: via float64
+        with np.errstate(invalid="ignore"):
+            x64 = xc.astype(np.float64)
+        y = quantize(x64, fmt, rounding=rounding, overflow=overflow, subnormals=subnormals,
+                     rng=rng)
+        return y.astype(np.float32)
+    flush = not (subnormals and fmt.subnormals)
+    if plan.d == 0 and not plan.variable:  # nothing to round
+        if overflow is None and not flush:
+            return xc.copy()
+        rounding = "toward_zero"
+    ovf = _ref._overflow_bits(plan, fmt, rounding, overflow)
+    bits = xc.reshape(-1).view(plan.uint)
+    out = np.empty_like(bits)
+    if rounding == "stochastic":
+        r = _ref._random_bits(rng, bits.size, plan.uint)  # the reference's draws, in order
+    else:
+        r = np.empty(0, plan.uint)
+    u = np.uint64
+    W = 8 * np.dtype(plan.uint).itemsize
+    _quantize(bits, r, out, W, plan.P, plan.d, plan.variable, plan.emin_b, plan.cap,
+              u(plan.sign), u(plan.implicit), u(plan.inf), u(plan.qnan), u(plan.max_bits),
+              u(plan.min_normal_bits), u(plan.tiny_bits), u(plan.half_tiny_bits),
+              float(plan.q_scale), bool(fmt.zero), bool(fmt.signed), _MODES[rounding],
+              u(ovf[0]), u(ovf[1]), u(ovf[2]), flush)
+    return out.view(ftype).reshape(x.shape)

@@ -1,0 +1,360 @@
+"""Softmax (plain, and with soft-capping and the causal mask fused in) and cross-entropy from
+logits: numba kernels with the contracts and caches of ``normlab.functional.softmax`` and
+``normlab.functional.losses``.
+
+Memory passes (rows x C; each row read once into the cache):
+
+    softmax              forward: read x, write p           backward: read p and dy, write dx
+    capped_softmax       forward: read s, write p (+ tanh)  backward: read p, tanh, dp, write ds
+                         (the unfused graph: divide, tanh, scale, add mask, max, subtract, exp,
+                          sum, divide: about ten passes over the (B, H, T, T) logits)
+    cross_entropy        forward: read logits, write p (+ tanh); backward: read p (+ tanh), write
+                         dlogits
+
+Element-wise steps are written in the reference's order (bitwise where the reference's
+transcendental functions agree with libm: exp and tanh may differ by an ulp); row sums and maxima
+are reductions and match within a tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from .. import _checks as ck
+from ..functional import losses as _ref_losses
+from ..functional import softmax as _ref_softmax
+from ..functional.embedding import token_ids
+from ..functional.losses import IGNORE_INDEX, CrossEntropyCache
+from ..functional.softmax import SoftmaxCache
+from ._common import REDUCE, chunk_bounds, nchunks, rows_of
+from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
+
+
+@njit(cache=True)
+def _row_max(v, k):
+    m = v.dtype.type(-np.inf)
+    for j in range(k):
+        if v[j] > m or np.isnan(v[j]):
+            m = v[j]
+    return m
+
+
+@njit(cache=True)
+def _exp_normalize(z, k, p):
+    """p[:k] = exp(z - max) / sum, in the reference's order; returns (max, sum)."""
+    m = _row_max(z, k)
+    for j in range(k):
+        p[j] = np.exp(z[j] - m)
+    s = _sum_first(p, k)
+    for j in range(k):
+        p[j] = p[j] / s
+    return m, s
+
+
+@njit(cache=True, fastmath=REDUCE)
+def _sum_first(v, k):
+    acc = v.dtype.type(0.0)
+    for j in range(k):
+        acc += v[j]
+    return acc
+
+
+@njit(cache=True, fastmath=REDUCE)
+def _dot(a, b, k):
+    acc = a.dtype.type(0.0)
+    for j in range(k):
+        acc += a[j] * b[j]
+    return acc
+
+
+@njit(parallel=True, cache=True)
+def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, fx, table, n):
+    """Rows of x -> p (compute dtype) and y (x's format). With cap > 0 the logits are first
+    capped, cap * tanh(x / cap) (tanh saved); with causal, row i sees keys j <= i mod T."""
+    rows, C = x.shape
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, rows)
+        xbuf = np.empty(C, p.dtype)
+        zbuf = np.empty(C, p.dtype)
+        ybuf = np.empty(C, p.dtype)
+        zero = p.dtype.type(0.0)
+        for i in range(lo, hi):
+            v = load_row(x[i], xbuf, fx, table)  # read x
+            k = (i % T) + 1 if causal else C  # unmasked keys
+            if cap > 0:
+                for j in range(k):
+                    t = np.tanh(v[j] / cap)
+                    tanh[i, j] = t
+                    zbuf[j] = cap * t
+                for j in range(k, C):
+                    tanh[i, j] = zero  # masked: its gradient is 0 whatever tanh is
+                z = zbuf
+            else:
+                z = v
+            pr = p[i]
+            _exp_normalize(z, k, pr)  # write p
+            for j in range(k, C):
+                pr[j] = zero
+            if write_y:  # y is p itself when x has the compute dtype
+                o = out_row(y[i], ybuf)
+                o[:] = pr
+                store_row(y[i], o, fx)  # write y
+
+
+@njit(parallel=True, cache=True)
+def _softmax_bwd(p, dy, has_cap, tanh, dx, fdy, fx, table, n):
+    """dx = p * (dy - sum(dy * p)) (* (1 - tanh^2) with a cap), in the reference's order."""
+    rows, C = p.shape
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, rows)
+        gbuf = np.empty(C, p.dtype)
+        obuf = np.empty(C, p.dtype)
+        for i in range(lo, hi):
+            pr = p[i]
+            g = load_row(dy[i], gbuf, fdy, table)  # read dy (p is read alongside)
+            s = _dot(g, pr, C)
+            o = out_row(dx[i], obuf)
+            for j in range(C):
+                o[j] = g[j] * pr[j] - pr[j] * s
+            if has_cap:
+                t = tanh[i]
+                for j in range(C):
+                    o[j] = o[j] * (p.dtype.type(1.0) - t[j] * t[j])
+            store_row(dx[i], o, fx)  # write dx
+
+
+def softmax_forward(x, axis: int = -1):
+    """Softmax along ``axis``; as ``normlab.functional.softmax_forward`` (same cache)."""
+    x = ck.float_array(x, "x")
+    ck.at_least_nd(x, "x", 1)
+    ax = _ref_softmax._axis(axis, x.ndim)
+    if ax != x.ndim - 1 or not native(x.dtype) or x.size == 0:
+        return _ref_softmax.softmax_forward(x, axis)
+    p, y, _ = _forward(x, causal=False, softcap=None)
+    return y, SoftmaxCache(p, ax, x.dtype)
+
+
+def softmax_backward(dout, cache: SoftmaxCache):
+    """Gradient of softmax; as ``normlab.functional.softmax_backward``."""
+    p, axis, dtype = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", p.shape, "the shape of the forward's output")
+    if axis != p.ndim - 1 or not native(dtype) or p.size == 0:
+        return _ref_softmax.softmax_backward(dout, cache)
+    return _backward(dout, p, None, dtype)
+
+
+def _forward(x, causal, softcap):
+    ct = ck.compute_dtype(x.dtype)
+    C = x.shape[-1]
+    xk, fx = kernel_view(rows_of(x))
+    rows = xk.shape[0]
+    p = np.empty(x.shape, ct)
+    y = p if x.dtype == ct else np.empty(x.shape, x.dtype)
+    tanh = np.empty(x.shape if softcap else (0, C), ct)
+    T = x.shape[-2] if causal else 1
+    _softmax_fwd(xk, p.reshape(rows, C), kernel_view(y.reshape(rows, C))[0], y is not p, T, causal,
+                 ct.type(softcap or 0.0), tanh.reshape(-1, C), fx, F16_TABLE, nchunks(rows))
+    return p, y, (tanh if softcap else None)
+
+
+def _backward(dout, p, tanh, dtype):
+    ct = p.dtype
+    C = p.shape[-1]
+    pk = rows_of(p)
+    rows = pk.shape[0]
+    dyk, fdy = kernel_view(rows_of(dout if native(dout.dtype) else dout.astype(ct)))
+    dx = np.empty(p.shape, dtype)
+    dxk, fx = kernel_view(dx.reshape(rows, C))
+    t = rows_of(tanh) if tanh is not None else np.empty((0, C), ct)
+    _softmax_bwd(pk, dyk, tanh is not None, t, dxk, fdy, fx, F16_TABLE, nchunks(rows))
+    return dx
+
+
+class CappedSoftmaxCache(NamedTuple):
+    """Saved: the probabilities and tanh of the cap (the backward needs only these)."""
+
+    p: np.ndarray  # (..., T, T) or (..., C) compute dtype, 0 where masked
+    tanh: np.ndarray | None  # same shape, tanh(s / cap); None without a cap
+    dtype: np.dtype  # the logits' dtype
+
+
+def capped_softmax_forward(s, *, softcap: float | None = None, causal: bool = False):
+    """``softmax(cap * tanh(s / cap) + M)`` over the last axis, fused: the soft-cap of Gemma 2
+    on the scaled attention logits, then the causal mask M (-inf above the diagonal of the last
+    two axes, (..., T, T)), then softmax, as ``functional.attention`` does step by step.
+
+    Returns p (s's shape and dtype) and a ``CappedSoftmaxCache``.
+    """
+    s = ck.float_array(s, "s")
+    ck.at_least_nd(s, "s", 2 if causal else 1)
+    softcap = None if softcap is None else ck.positive(softcap, "softcap")
+    causal = ck.flag(causal, "causal")
+    if causal and s.shape[-1] != s.shape[-2]:
+        raise ValueError(f"s must be (..., T, T) with causal=True; got {s.shape}")
+    if not native(s.dtype) or s.size == 0:
+        return capped_softmax_reference(s, softcap=softcap, causal=causal)
+    p, y, tanh = _forward(s, causal, softcap)
+    return y, CappedSoftmaxCache(p, tanh, s.dtype)
+
+
+def capped_softmax_backward(dout, cache: CappedSoftmaxCache):
+    """Gradient of ``capped_softmax_forward`` with respect to s."""
+    p, tanh, dtype = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", p.shape, "the shape of the forward's output")
+    if not native(dtype) or p.size == 0:
+        return capped_softmax_reference_backward(dout, cache)
+    return _backward(dout, p, tanh, dtype)
+
+
+def capped_softmax_reference(s, *, softcap=None, causal=False):
+    """The reference composition (as in ``functional.attention``): cap, mask, softmax."""
+    from ..functional.attention import causal_mask
+
+    s = ck.float_array(s, "s")
+    ct = ck.compute_dtype(s.dtype)
+    z = s.astype(ct)
+    tanh = None
+    if softcap is not None:
+        tanh = np.tanh(z / ct.type(softcap))
+        z = ct.type(softcap) * tanh
+    if causal:
+        z = z + causal_mask(s.shape[-1], ct)
+    y, c = _ref_softmax.softmax_forward(z, axis=-1)
+    return y.astype(s.dtype), CappedSoftmaxCache(c.p, tanh, s.dtype)
+
+
+def capped_softmax_reference_backward(dout, cache: CappedSoftmaxCache):
+    p, tanh, dtype = cache
+    ds = _ref_softmax.softmax_backward(dout, SoftmaxCache(p, p.ndim - 1, p.dtype))
+    if tanh is not None:
+        ds *= 1.0 - tanh * tanh
+    return ds.astype(dtype)
+
+
+# ---- cross-entropy ----------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def _ce_fwd(logits, rows_idx, y, cap, p, tanh, log_z, nll, zmean, fx, table, n):
+    """Kept rows r (logits row rows_idx[r]) -> p[r], tanh[r], log Z, nll and mean(z)."""
+    N = rows_idx.shape[0]
+    C = logits.shape[1]
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, N)
+        xbuf = np.empty(C, p.dtype)
+        zbuf = np.empty(C, p.dtype)
+        for r in range(lo, hi):
+            v = load_row(logits[rows_idx[r]], xbuf, fx, table)  # read logits
+            if cap > 0:
+                for j in range(C):
+                    t = np.tanh(v[j] / cap)
+                    tanh[r, j] = t
+                    zbuf[j] = cap * t
+                z = zbuf
+            else:
+                z = v
+            m, s = _exp_normalize(z, C, p[r])  # write p
+            lz = m + np.log(s)
+            log_z[r] = lz
+            nll[r] = lz - z[y[r]]
+            zmean[r] = _sum_first(z, C) / p.dtype.type(C)
+
+
+@njit(parallel=True, cache=True)
+def _ce_bwd(p, y, rows_idx, log_z, one_minus_eps, eps_over_v, two_c, g, has_cap, tanh, dz,
+            fx, n):
+    """dz = ((p - (1 - eps) e_y - eps / V + 2 c log Z p) * dout / N) (* (1 - tanh^2)), scattered
+    into the kept rows of dz (the others are zero), in the reference's order."""
+    N, C = p.shape
+    for c in prange(n):
+        lo, hi = chunk_bounds(c, n, N)
+        obuf = np.empty(C, p.dtype)
+        for r in range(lo, hi):
+            pr = p[r]
+            o = out_row(dz[rows_idx[r]], obuf)
+            k = two_c * log_z[r]
+            for j in range(C):
+                d = pr[j]
+                if j == y[r]:
+                    d = d - one_minus_eps
+                d = d - eps_over_v
+                d = d + k * pr[j]
+                d = d * g
+                if has_cap:
+                    d = d * (p.dtype.type(1.0) - tanh[r, j] * tanh[r, j])
+                o[j] = d
+            store_row(dz[rows_idx[r]], o, fx)
+
+
+def cross_entropy_forward(logits, targets, *, softcap: float | None = None, z_loss: float = 0.0,
+                          label_smoothing: float = 0.0, ignore_index: int = IGNORE_INDEX):
+    """Mean cross-entropy from logits; as ``normlab.functional.cross_entropy_forward`` (same
+    arguments, loss and cache)."""
+    logits = ck.float_array(logits, "logits")
+    ck.at_least_nd(logits, "logits", 1)
+    V = logits.shape[-1]
+    targets_ = token_ids(targets, "targets", V, ignore_index=ignore_index)
+    ck.same_shape(targets_, "targets", logits.shape[:-1], "the leading shape of logits")
+    softcap = None if softcap is None else ck.positive(softcap, "softcap")
+    if isinstance(z_loss, bool) or not np.isfinite(z_loss) or z_loss < 0:
+        raise ValueError(f"z_loss must be a finite number >= 0; got {z_loss!r}")
+    label_smoothing = ck.probability(label_smoothing, "label_smoothing")
+    keep = targets_ != ignore_index
+    if not keep.any():
+        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss to take")
+    if not native(logits.dtype):
+        return _ref_losses.cross_entropy_forward(logits, targets, softcap=softcap, z_loss=z_loss,
+                                                 label_smoothing=label_smoothing,
+                                                 ignore_index=ignore_index)
+    ct = ck.compute_dtype(logits.dtype)
+    all_kept = bool(keep.all())
+    flat_keep = keep.reshape(-1)
+    idx = np.arange(flat_keep.size) if all_kept else np.flatnonzero(flat_keep)
+    y = targets_.reshape(-1)[idx].astype(np.int64)
+    N = idx.size
+    xk, fx = kernel_view(rows_of(logits))
+    p = np.empty((N, V), ct)
+    tanh = np.empty((N, V) if softcap else (0, V), ct)
+    log_z, nll, zmean = np.empty(N, ct), np.empty(N, ct), np.empty(N, ct)
+    _ce_fwd(xk, idx, y, ct.type(softcap or 0.0), p, tanh, log_z, nll, zmean, fx, F16_TABLE,
+            nchunks(N))
+    per_row = (1.0 - label_smoothing) * nll.astype(np.float64)
+    if label_smoothing:
+        per_row += label_smoothing * (log_z - zmean).astype(np.float64)
+    if z_loss:
+        per_row += z_loss * np.square(log_z, dtype=np.float64)
+    loss = np.asarray(per_row.mean(), dtype=ct)
+    cache = CrossEntropyCache(p, y, None if all_kept else keep, log_z,
+                              tanh if softcap else None, label_smoothing, float(z_loss),
+                              logits.shape, logits.dtype, float(nll.mean(dtype=np.float64)))
+    return loss, cache
+
+
+def cross_entropy_backward(dout, cache: CrossEntropyCache):
+    """Gradients ``(dlogits, None)``; as ``normlab.functional.cross_entropy_backward``."""
+    p, y, keep, log_z, tanh, eps, c, shape, dtype = cache[:9]
+    dout = np.asarray(dout, dtype=np.float64)
+    if dout.size != 1:
+        raise ValueError(f"dout must be a scalar (the loss is a mean); got shape {dout.shape}")
+    if not native(dtype):
+        return _ref_losses.cross_entropy_backward(dout, cache)
+    ct = p.dtype
+    N, V = p.shape
+    idx = (np.arange(N) if keep is None else np.flatnonzero(keep.reshape(-1)))
+    dl = np.empty(shape, dtype) if keep is None else np.zeros(shape, dtype)
+    dk, fx = kernel_view(dl.reshape(-1, V))
+    # the reference's constants, rounded to the compute dtype as it rounds them
+    _ce_bwd(p, np.asarray(y, np.int64), idx, log_z, ct.type(1.0 - eps), ct.type(eps / V),
+            ct.type(2.0 * c), ct.type(float(dout) / N), tanh is not None,
+            tanh if tanh is not None else np.empty((0, V), ct), dk, fx, nchunks(N))
+    return dl, None
+
+
+__all__ = ["CappedSoftmaxCache", "capped_softmax_backward", "capped_softmax_forward",
+           "cross_entropy_backward", "cross_entropy_forward", "softmax_backward",
+           "softmax_forward"]
