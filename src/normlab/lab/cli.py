@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("normlab.lab.report", "run every experiment and write one HTML report"),
     "bench": ("normlab.lab.bench", "time the fused kernels against the reference, PyTorch and a copy"),
     "train": ("normlab.lab.train", "train the decoder-only model (any placement, norm, precision)"),
+    "formats": ("normlab.lab.formats", "the number formats (bf16, fp16, fp8, MX fp6/fp4, E8M0) as a table"),
 }
 
 

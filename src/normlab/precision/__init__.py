@@ -3,6 +3,11 @@
 Everything here runs on a CPU with NumPy: ``quantize`` puts values on a format's grid (returned
 as float32), so a recipe can be tried before it is run on hardware that has the format.
 
+Modules: ``formats`` (FloatFormat, FORMATS), ``rounding`` (quantize, cast), ``scaling``
+(per-tensor, delayed, MX), ``loss_scaling`` (GradScaler's algorithm), ``master`` (weight updates
+in low precision), ``matmul`` (emulated matmul), ``policy`` (PrecisionPolicy and presets),
+``demos`` (the chapter's demonstrations).
+
     >>> import numpy as np
     >>> from normlab.precision import quantize
     >>> quantize(np.array([448.0, 464.0, 465.0], np.float32), "float8_e4m3fn")
@@ -13,6 +18,8 @@ as float32), so a recipe can be tried before it is run on hardware that has the 
 
 from .formats import FORMATS, FloatFormat, format_table, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler, find_nonfinite, has_nonfinite
+from .master import METHODS, WeightUpdater, apply_updates
+from .matmul import matmul
 from .policy import PRESETS, ROLES, LossScaling, Precision, PrecisionPolicy, get_policy
 from .rounding import OVERFLOWS, ROUNDINGS, cast, quantize, round_to_bfloat16
 from .scaling import (DelayedScaling, DelayedScalingState, ErrorStats, MXScaling, MXTensor,
@@ -31,13 +38,16 @@ __all__ = [
     "ErrorStats",
     "FloatFormat",
     "LossScaling",
+    "METHODS",
     "MXScaling",
     "MXTensor",
     "Precision",
     "PrecisionPolicy",
     "StaticLossScaler",
     "TensorScaling",
+    "WeightUpdater",
     "amax",
+    "apply_updates",
     "cast",
     "error_stats",
     "find_nonfinite",
@@ -45,6 +55,7 @@ __all__ = [
     "get_format",
     "get_policy",
     "has_nonfinite",
+    "matmul",
     "mx_dequantize",
     "mx_quantize",
     "mx_scale",

@@ -93,12 +93,15 @@ class ErrorStats(NamedTuple):
     rel_error: float  # ||y - x||_2 / ||x||_2
     max_abs_error: float  # max |y - x|
     flushed: float  # fraction of the non-zero values that became 0
-    saturated: float  # fraction of the values beyond the format's max after scaling (clipped)
+    saturated: float  # fraction that round-to-nearest would take past max after scaling
 
 
 def error_stats(x: Any, y: Any, fmt: Any, scale: Any = 1.0) -> ErrorStats:
     """Error statistics of ``y``, a quantize-dequantize of ``x`` to ``fmt`` after multiplying by
-    ``scale`` (a scalar, or an array broadcastable to x: for MX, ``1 / X`` per element)."""
+    ``scale`` (a scalar, or an array broadcastable to x: for MX, ``1 / X`` per element).
+
+    ``saturated`` counts the values that a non-saturating cast would have sent to inf/NaN (or
+    past max): |x * scale| beyond max + ulp(max) / 2, the same test for every rounding."""
     x = ck.float_array(x, "x").astype(np.float64)
     y = ck.float_array(y, "y").astype(np.float64)
     ck.same_shape(y, "y", x.shape, "the shape of x")
@@ -109,12 +112,17 @@ def error_stats(x: Any, y: Any, fmt: Any, scale: Any = 1.0) -> ErrorStats:
     norm = float(np.linalg.norm(x))
     err = np.abs(y - x)
     nonzero = x != 0
+    # round to nearest leaves the format from max + ulp(max)/2 on; at the tie itself only when
+    # max is odd (IEEE-style and fp6/fp4 formats; e4m3fn's max 448 = 1.110b x 2^8 is even)
+    beyond = fmt.max_finite + 2.0 ** (fmt.emax - fmt.mantissa_bits - 1)
+    even_max = fmt.inf_nan == "fn" and fmt.mantissa_bits > 0
+    over = np.abs(xs) > beyond if even_max else np.abs(xs) >= beyond
     return ErrorStats(
         rel_error=float(np.linalg.norm(y - x)) / norm if norm > 0 else float(np.max(err,
                                                                                     initial=0)),
         max_abs_error=float(np.max(err, initial=0.0)),
         flushed=float(np.mean(y[nonzero] == 0)) if nonzero.any() else 0.0,
-        saturated=float(np.mean(np.abs(xs) > fmt.max_finite)) if x.size else 0.0,
+        saturated=float(np.mean(over)) if x.size else 0.0,
     )
 
 

@@ -1,0 +1,82 @@
+"""An emulated low-precision matmul: round the inputs, accumulate, round the output.
+
+    out = round_out( sum_k round_a(a)[..., m, k] * round_b(b)[k, n] )
+
+Products of inputs with at most 12 significant bits (bfloat16, float16, fp8, fp6, fp4) are exact
+in float32. With a float32 ``accumulate`` role the sum is NumPy's float32 matmul. With a lower
+accumulate format the K products are summed ``accumulate_every`` at a time in float32, and each
+partial sum is added to the accumulator and rounded to the accumulate format once (the addition
+in float64, so that the rounding is single): with ``accumulate_every=1`` that is a running sum
+in the low format, which stalls once the accumulator's half-ulp exceeds the terms (swamping).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _checks as ck
+from .._checks import Array
+from .policy import ROLES, PrecisionPolicy, get_policy
+from .rounding import quantize
+from .scaling import DelayedScalingState
+
+
+def matmul(a: Any, b: Any, policy: PrecisionPolicy | str = "fp32", *,
+           roles: tuple[str, str] = ("compute", "compute"),
+           rng: np.random.Generator | None = None,
+           states: tuple[DelayedScalingState | None, DelayedScalingState | None] = (None, None)
+           ) -> Array:
+    """a @ b under a precision policy.
+
+    Args:
+        a: float array (..., M, K).
+        b: float array (K, N) or (..., K, N).
+        policy: a PrecisionPolicy or a preset name. Its ``roles`` round the inputs (MX blocks
+            run along K), its ``accumulate`` role and ``accumulate_every`` the sum, and its
+            ``activations`` role rounds the output.
+        roles: the roles that round a and b: ("compute", "compute") for the forward pass,
+            ("gradients", "compute") for a data-gradient matmul dY @ W^T, and so on.
+        rng: for stochastic rounding in any of these roles.
+        states: delayed-scaling states for a and b (``policy.<role>.new_state()``), required
+            when their role uses delayed scaling.
+
+    Returns:
+        (..., M, N), float32 (float64 when a or b is float64).
+    """
+    a = ck.float_array(a, "a")
+    b = ck.float_array(b, "b")
+    if isinstance(policy, str):
+        policy = get_policy(policy)
+    if not isinstance(policy, PrecisionPolicy):
+        raise TypeError(f"policy must be a PrecisionPolicy or a preset name; got "
+                        f"{type(policy).__name__}")
+    if not (isinstance(roles, tuple) and len(roles) == 2):
+        raise TypeError(f"roles must be a pair of role names; got {roles!r}")
+    for r in roles:
+        if r not in ROLES or r == "master":
+            raise ValueError(f"roles: {r!r} is not a role a matmul input can take; roles: "
+                             f"{', '.join(x for x in ROLES if x != 'master')}")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"a and b must have at least 2 dimensions; got {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"a's last axis ({a.shape[-1]}) must match b's second-to-last "
+                         f"({b.shape[-2]})")
+    ct = np.result_type(ck.compute_dtype(a.dtype), ck.compute_dtype(b.dtype))
+    aq = policy.role(roles[0]).apply(a, rng=rng, state=states[0], axis=-1).astype(ct, copy=False)
+    bq = policy.role(roles[1]).apply(b, rng=rng, state=states[1], axis=-2).astype(ct, copy=False)
+    acc = policy.accumulate
+    if not acc.rounds:
+        out = aq @ bq
+    else:
+        k, K = policy.accumulate_every, aq.shape[-1]
+        out = None
+        for i in range(0, K, k):
+            part = (aq[..., i:i + k] @ bq[..., i:i + k, :]).astype(np.float64)
+            total = part if out is None else out.astype(np.float64) + part
+            out = quantize(total, acc.format, rounding=acc.rounding, overflow=acc.overflow,
+                           rng=rng).astype(ct)
+        if out is None:  # K = 0
+            out = aq @ bq
+    return policy.activations.apply(out, rng=rng).astype(ct, copy=False)
