@@ -392,6 +392,13 @@ def test_round_to_bfloat16_and_cast():
         np.testing.assert_array_equal(c.astype(np.float32), quantize(x, name))
     assert cast(x, "float8_e4m3fn", overflow="saturate").astype(np.float32).max() == 448
     assert cast(x, "tfloat32").dtype == np.float32
+    with np.errstate(invalid="ignore"):
+        every = np.arange(2**16, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
+    stored = cast(every, "bfloat16")  # the bfloat16 store is a shift of the float32 bits
+    with np.errstate(invalid="ignore"):
+        ok = stored.view(np.uint16) == every.astype(ml_dtypes.bfloat16).view(np.uint16)
+    nan = np.isnan(every)
+    assert (ok | nan).all() and np.isnan(stored[nan].astype(np.float32)).all()
     nan4 = cast(np.array([np.nan], np.float32), "float4_e2m1fn")
     assert nan4.view(np.uint8)[0] in (0x0, 0x8)  # ml_dtypes' "NaN": a zero
     with pytest.raises(ValueError, match="no NumPy/ml_dtypes storage dtype"):

@@ -29,6 +29,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from .. import _checks as ck
@@ -369,5 +370,8 @@ def cast(x: Any, fmt: Any, **kwargs: Any) -> Array:
     if dtype is None:
         raise ValueError(f"fmt: {fmt_.name} has no NumPy/ml_dtypes storage dtype; quantize() "
                          f"returns its values in float32")
+    q = quantize(x, fmt_, **kwargs)
+    if dtype == np.dtype(ml_dtypes.bfloat16) and q.dtype == np.float32:
+        return (q.view(np.uint32) >> np.uint32(16)).astype(np.uint16).view(dtype)  # exact
     with np.errstate(invalid="ignore"):
-        return quantize(x, fmt_, **kwargs).astype(dtype)
+        return q.astype(dtype)
