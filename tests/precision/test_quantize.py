@@ -441,12 +441,20 @@ def test_any_other_rounding_name_is_refused(name):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(st.text(max_size=12), st.integers(), st.floats()))
+@given(st.one_of(st.text(max_size=12), st.integers(), st.floats(), st.booleans()))
 def test_any_other_overflow_is_refused(mode):
     if mode in ("saturate", "inf", "nan"):
         return
-    with pytest.raises(ValueError, match="overflow must be None"):
+    with pytest.raises(ValueError if isinstance(mode, str) else TypeError,
+                       match="overflow must be None"):
         quantize(np.ones(2, np.float32), "float16", overflow=mode)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.one_of(st.integers(), st.floats(), st.none(), st.booleans()))
+def test_a_rounding_that_is_not_a_string_is_a_type_error(mode):
+    with pytest.raises(TypeError, match="rounding must be one of"):
+        quantize(np.ones(2, np.float32), "float16", rounding=mode)
 
 
 @settings(max_examples=40, deadline=None)

@@ -85,6 +85,8 @@ class FloatFormat:
         E = _int_arg(self.exponent_bits, "exponent_bits", 1, 8)
         M = _int_arg(self.mantissa_bits, "mantissa_bits", 0, 23)
         bias = 2 ** (E - 1) - 1 if self.bias is None else _int_arg(self.bias, "bias", -200, 400)
+        if not isinstance(self.inf_nan, str):
+            raise TypeError(f"inf_nan must be one of {INF_NAN_ENCODINGS}; got {self.inf_nan!r}")
         if self.inf_nan not in INF_NAN_ENCODINGS:
             raise ValueError(f"inf_nan must be one of {INF_NAN_ENCODINGS}; got {self.inf_nan!r}")
         subnormals = _bool_arg(self.subnormals, "subnormals")
@@ -106,8 +108,8 @@ class FloatFormat:
         if self.emax < self.emin:
             raise ValueError(f"{name} has no normal binade (E={E}, bias={bias}, {self.inf_nan})")
         if self.emax > 127:
-            raise ValueError(f"{name}: max finite 2^{self.emax} is beyond float32's range "
-                             f"(need emax <= 127; lower exponent_bits or raise bias)")
+            raise ValueError(f"{name}: its largest binade 2^{self.emax} is beyond float32's "
+                             f"range (need emax <= 127; lower exponent_bits or raise bias)")
         low = self.emin - (M if self.subnormals else 0)
         if low < -149:
             raise ValueError(f"{name}: smallest positive value 2^{low} is below float32's "

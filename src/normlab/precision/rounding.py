@@ -99,7 +99,10 @@ def _check_rounding(rounding: Any) -> str:
 def _check_overflow(overflow: Any, fmt: FloatFormat) -> str | None:
     if overflow is None:
         return None
-    if not isinstance(overflow, str) or overflow not in OVERFLOWS:
+    if not isinstance(overflow, str):
+        raise TypeError(f"overflow must be None (the format's default) or one of {OVERFLOWS}; "
+                        f"got {overflow!r}")
+    if overflow not in OVERFLOWS:
         raise ValueError(f"overflow must be None (the format's default) or one of {OVERFLOWS}; "
                          f"got {overflow!r}")
     if overflow == "inf" and not fmt.has_inf:
@@ -292,9 +295,9 @@ def quantize(
         rounding: ``"nearest_even"`` (IEEE default; ties to the even significand; for E8M0, whose
             significand is the implicit 1 alone, ties go up, as ml_dtypes), ``"toward_zero"``,
             ``"up"`` (toward +inf), ``"down"`` (toward -inf) or ``"stochastic"`` (up with
-            probability (x - lo) / (hi - lo), so E[quantize(x)] = x below overflow; exact except
-            for values below q / 2^9, q the smallest subnormal, whose probability is rounded up
-            to a multiple of 2^-32 for float32 input, 2^-64 for float64).
+            probability (x - lo) / (hi - lo), so E[quantize(x)] = x below overflow; exact
+            except below q * 2^-9, q the smallest subnormal (q * 2^-12 for float64 input), where
+            the probability x / q is rounded up to a multiple of 2^-32 (2^-64 for float64)).
         overflow: None for the format's default (IEEE 754 with the format's overflow value: inf
             for bfloat16/float16/e5m2, NaN for e4m3fn and e8m0, max for fp6/fp4, as ml_dtypes'
             casts; directed roundings give max toward zero), or ``"saturate"`` (every result
