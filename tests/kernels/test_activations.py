@@ -32,6 +32,8 @@ def test_gelu_tanh_form(rng, dtype):
     y_ref, c_ref = FA.gelu_forward(x, "tanh")
     assert_rowwise(y, y_ref, ulps_ct=4, scale=float(np.max(np.abs(as64(x)))))
     dy = rng.normal(size=x.shape).astype(x.dtype)
-    # given the same cache the backward is plain arithmetic: bitwise
-    np.testing.assert_array_equal(as64(K.gelu_backward(dy, c_ref)),
-                                  as64(FA.gelu_backward(dy, c_ref)))
+    # given the same cache the backward is plain arithmetic (a few roundings, in an order that
+    # may differ from the reference's)
+    scale = float(np.max(np.abs(as64(dy)) * (1 + np.abs(as64(x)))))
+    assert_rowwise(K.gelu_backward(dy, c_ref), FA.gelu_backward(dy, c_ref), ulps_ct=8,
+                   scale=scale)

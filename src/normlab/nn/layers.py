@@ -12,10 +12,6 @@ from ..functional import (
     dropout_forward,
     dyt_backward,
     dyt_forward,
-    layer_norm_backward,
-    layer_norm_forward,
-    rms_norm_backward,
-    rms_norm_forward,
 )
 from ..functional.dyt import ALPHA_INIT
 from .module import Module
@@ -28,24 +24,27 @@ def _width(C: int) -> int:
 
 
 class LayerNorm(Module):
-    """LayerNorm over the last axis: gamma = 1 and beta = 0 at init (``bias=False`` drops beta)."""
+    """LayerNorm over the last axis: gamma = 1 and beta = 0 at init (``bias=False`` drops beta).
+    ``impl``: "kernel" (the fused numba kernel, default) or "reference" (normlab.functional)."""
 
-    def __init__(self, C: int, eps: float = 1e-5, *, bias: bool = True, dtype=np.float32):
+    def __init__(self, C: int, eps: float = 1e-5, *, bias: bool = True, dtype=np.float32,
+                 impl: str = "kernel"):
         super().__init__()
         C = _width(C)
         self.eps = ck.positive(eps, "eps")
         self.add_param("gamma", np.ones(C, dtype))
         if bias:
             self.add_param("beta", np.zeros(C, dtype))
+        self.set_impl(impl)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        out, self._cache = layer_norm_forward(
+        out, self._cache = self.op("layer_norm_forward")(
             x, self.params["gamma"], self.params.get("beta"), self.eps
         )
         return out
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        dx, dgamma, dbeta = layer_norm_backward(dout, self._last_cache())
+        dx, dgamma, dbeta = self.op("layer_norm_backward")(dout, self._last_cache())
         self.accumulate("gamma", dgamma)
         if "beta" in self.params:
             self.accumulate("beta", dbeta)
@@ -54,24 +53,25 @@ class LayerNorm(Module):
 
 class RMSNorm(Module):
     """RMSNorm over the last axis. ``offset=1`` is Gemma's ``(1 + w)`` with w initialized to 0;
-    ``partial=p`` is pRMSNorm."""
+    ``partial=p`` is pRMSNorm. ``impl``: "kernel" (default) or "reference"."""
 
     def __init__(self, C: int, eps: float = 1e-8, *, partial: float | None = None,
-                 offset: float = 0.0, dtype=np.float32):
+                 offset: float = 0.0, dtype=np.float32, impl: str = "kernel"):
         super().__init__()
         C = _width(C)
         self.eps = ck.positive(eps, "eps")
         self.partial, self.offset = partial, float(offset)
         self.add_param("weight", np.full(C, 1.0 - self.offset, dtype))
+        self.set_impl(impl)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        out, self._cache = rms_norm_forward(
+        out, self._cache = self.op("rms_norm_forward")(
             x, self.params["weight"], self.eps, partial=self.partial, offset=self.offset
         )
         return out
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        dx, dweight = rms_norm_backward(dout, self._last_cache())
+        dx, dweight = self.op("rms_norm_backward")(dout, self._last_cache())
         self.accumulate("weight", dweight)
         return dx
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..functional import (
-    gelu_backward,
-    gelu_forward,
     relu_backward,
     relu_forward,
     swiglu_backward,
@@ -45,7 +43,8 @@ class MLP(Module):
         elif self.activation == "relu":
             h, self._cache = relu_forward(h)
         else:
-            h, self._cache = gelu_forward(h, "tanh" if self.activation == "gelu_tanh" else "none")
+            gelu = self.op("gelu_forward")  # the kernel or the reference (Module.set_impl)
+            h, self._cache = gelu(h, "tanh" if self.activation == "gelu_tanh" else "none")
         return self.proj(h)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
@@ -56,5 +55,5 @@ class MLP(Module):
         elif self.activation == "relu":
             dh = relu_backward(dh, cache)
         else:
-            dh = gelu_backward(dh, cache)
+            dh = self.op("gelu_backward")(dh, cache)
         return self.fc.backward(dh)

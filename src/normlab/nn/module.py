@@ -24,6 +24,7 @@ class Module:
         self.params: dict[str, np.ndarray] = {}
         self.grads: dict[str, np.ndarray] = {}
         self.training: bool = True
+        self.impl: str = "kernel"  # "kernel" (normlab.kernels) or "reference" (functional)
         self._cache: Any = None
 
     # ---- parameters ------------------------------------------------------------------------
@@ -97,6 +98,24 @@ class Module:
 
     def eval(self) -> "Module":
         return self.train(False)
+
+    # ---- implementation: fused kernels or the readable reference ------------------------------
+    def set_impl(self, impl: str) -> "Module":
+        """Run this module and all its children on ``"kernel"`` (normlab.kernels, the default) or
+        ``"reference"`` (normlab.functional, the NumPy code written next to the equations). Both
+        agree within the tolerances of tests/kernels; see ``normlab.kernels``."""
+        from ..kernels import check_impl
+
+        self.impl = check_impl(impl)
+        for _, child in self.children():
+            child.set_impl(impl)
+        return self
+
+    def op(self, name: str):
+        """The function ``name`` (e.g. "layer_norm_forward") of this module's implementation."""
+        from ..kernels import resolve
+
+        return resolve(self.impl, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
