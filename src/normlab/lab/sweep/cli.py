@@ -1,0 +1,150 @@
+"""``normlab sweep SPEC.toml``: run a sweep's points that the store has not finished, on a local
+process pool (default) or a Ray cluster; ``--summary`` prints the table and draws the plots.
+
+The spec (see ``normlab.lab.sweep.spec``) is read and checked whole before anything runs; a bad
+one is refused with the field named (exit status 2). The store is ``--out`` (default
+``sweeps/<spec name>``): one directory per run, written atomically, so the same command after a
+crash or a kill resumes: finished runs are kept, failed and unfinished ones run again.
+
+Exit status: 0 when every point finished (diverged runs are results), 1 when some failed, 2 for
+bad input, 130 / 143 when interrupted by Ctrl-C / SIGTERM (finished runs are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_ROOT = "sweeps"
+SUMMARY_DIR = "summary"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC.toml", help="the sweep: [base], [grid], [random], seeds")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help=f"the results store (default: {DEFAULT_ROOT}/<spec name>)")
+    p.add_argument("--workers", type=int, metavar="N", default=None,
+                   help="processes of the local pool (default: one per core, at most one per "
+                   "point); with --ray local, the local instance's CPUs")
+    p.add_argument("--ray", metavar="auto|ADDRESS|local", default=None,
+                   help="run the points as Ray tasks: 'auto' joins the running cluster, ADDRESS "
+                   "(HOST:PORT or ray://HOST:PORT) that cluster, 'local' starts a private local "
+                   "instance to try it out; needs normlab[ray]")
+    p.add_argument("--summary", action="store_true",
+                   help="run nothing: print the table and write the plots to OUT/summary/")
+    p.add_argument("--lr-range", nargs=2, type=float, metavar=("A", "B"), default=None,
+                   help="the learning rates the LR sensitivity averages over (default: all)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run nothing: list the points, their ids and what the store holds")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that the sweep stops as on Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def main(args: argparse.Namespace) -> int:
+    import signal
+
+    from . import (RayExecutor, SpecError, SweepSpec, load_spec, plot_summary, print_summary,
+                   read_sweep, run_sweep, summarize)
+    from .executors import ProcessPool, default_workers, import_ray, RayUnavailable
+    from .runner import note
+    from .store import FAILED
+
+    def refuse(message: str) -> int:
+        print(f"normlab sweep: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        spec: SweepSpec = load_spec(args.spec)
+        points = spec.points()
+    except SpecError as exc:
+        return refuse(str(exc))
+    out = Path(args.out) if args.out else Path(DEFAULT_ROOT) / Path(args.spec).stem
+    if out.exists() and not out.is_dir():
+        return refuse(f"--out {out}: exists and is not a directory")
+    if args.workers is not None and args.workers < 1:
+        return refuse(f"--workers must be >= 1; got {args.workers}")
+    if args.ray is not None and args.workers is not None and args.ray != "local":
+        return refuse("--workers sizes the local pool (or --ray local); on a Ray cluster its CPUs do")
+
+    if args.dry_run:
+        return _dry_run(points, read_sweep(points, out), out)
+    if args.summary:
+        records = read_sweep(points, out)
+        try:
+            summary = summarize(records, lr_range=tuple(args.lr_range) if args.lr_range else None)
+        except ValueError as exc:
+            return refuse(str(exc))
+        print_summary(summary)
+        if not any(r.finished for r in records):
+            print(f"no finished runs in {out} yet; nothing to plot")
+            return 0
+        import json
+
+        from ...train.checkpoint import atomic_write
+
+        files = plot_summary(summary, out / SUMMARY_DIR)
+        text = json.dumps(summary.to_dict(), indent=1, allow_nan=False)
+        atomic_write(out / SUMMARY_DIR / "summary.json", lambda f: f.write(text), binary=False)
+        print(f"wrote {', '.join(str(out / SUMMARY_DIR / f) for f in files)} and summary.json")
+        return 0
+
+    if args.ray is not None:
+        try:
+            import_ray()
+        except RayUnavailable as exc:
+            return refuse(f"--ray {args.ray}: {exc}")
+        executor = RayExecutor("local" if args.ray == "local" else args.ray, num_cpus=args.workers)
+    else:
+        todo = sum(1 for r in read_sweep(points, out) if not r.finished)
+        executor = ProcessPool(args.workers or max(1, min(default_workers(), todo)))
+    print(f"normlab sweep: {len(points)} points from {args.spec} on {executor.describe()}; "
+          f"store {out}", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        if args.quiet:
+            records = run_sweep(points, out, executor=executor)
+        else:
+            from ..progress import reporter
+
+            with reporter(1, "sweep") as rep:
+                records = run_sweep(points, out, executor=executor, progress=rep.start("points"))
+                rep.finish("points", f"{len(records)} points")
+    except KeyboardInterrupt as exc:
+        kept = sum(1 for r in read_sweep(points, out) if r.finished)
+        print(f"normlab sweep: interrupted; {kept} of {len(points)} points are finished in {out} "
+              f"(run the same command to resume)", file=sys.stderr)
+        return 143 if isinstance(exc, _Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+    from collections import Counter
+
+    counts = Counter(r.status for r in records)
+    counts["reused"] = sum(r.reused for r in records)
+    print(f"{len(records)} points: {note(counts)}; store {out}")
+    for r in records:
+        if r.status == FAILED:
+            print(f"  failed {r.id} {_varied(r.varied)}: {r.reason}")
+    print(f"table and plots: normlab sweep {args.spec} --summary"
+          + (f" --out {args.out}" if args.out else ""))
+    return 1 if counts[FAILED] else 0
+
+
+def _varied(varied: dict) -> str:
+    return " ".join(f"{k.removeprefix('model.')}={v}" for k, v in varied.items())
+
+
+def _dry_run(points, records, out: Path) -> int:
+    print(f"{len(points)} points; store {out}")
+    for p, r in zip(points, records):
+        print(f"  {p.id}  {r.status:<8}  {_varied(p.varied)}")
+    return 0

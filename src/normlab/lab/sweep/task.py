@@ -1,0 +1,63 @@
+"""The task every executor runs: one training run from a config dict, returned as plain data.
+
+This module is what a worker process imports (by reference, when it unpickles the task), so it
+imports nothing heavy at the top: NumPy, numba and the model load inside :func:`run_point`, after
+the worker's thread settings are in its environment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import traceback
+from typing import Any
+
+# One thread per worker: the pool's parallelism is its workers, and a multi-threaded BLAS or
+# numba in each of N workers on N cores oversubscribes them. Read when NumPy / numba load, so
+# these are in a worker's environment from its start (see executors.ProcessPool).
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "NUMBA_NUM_THREADS": "1"}
+
+
+def run_point(config: dict[str, Any]) -> dict[str, Any]:
+    """Train the run ``config`` (``TrainConfig.to_dict()``) describes; never raises.
+
+    Returns ``{"status": "done" | "diverged" | "failed", "reason", "result", "wall_s", "host",
+    "pid"}``: ``result`` is ``TrainResult.to_dict()`` (done and diverged runs), ``reason`` why
+    training stopped early (diverged) or the exception (failed, with ``traceback``). A run that
+    diverges is a result, not a failure.
+    """
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+    try:
+        from ...train import TrainConfig, train
+
+        result = train(TrainConfig.from_dict(config))
+        out.update(status="done" if result.stopped is None else "diverged", reason=result.stopped,
+                   result=result.to_dict())
+    except Exception as exc:  # a failure is recorded, and retried by the next sweep
+        out.update(failure(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    out["wall_s"] = time.perf_counter() - t0
+    return out
+
+
+def failure(reason: str, tb: str | None = None) -> dict[str, Any]:
+    """The payload of a run that failed (an exception, or a worker that died)."""
+    return {"status": "failed", "reason": reason, "traceback": tb, "result": None}
+
+
+def worker_init(parent_pid: int) -> None:
+    """A pool worker's initializer: leave Ctrl-C to the driver (which stops the workers), and
+    exit when the driver is gone (killed with SIGKILL, say) rather than train on for nobody."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.25)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="normlab-parent-watch", daemon=True).start()
