@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh machine with only Python:
 #   make demo   the main job (creates .venv, installs normlab, runs it)
-#   make test   the whole test suite (creates .venv, installs normlab with the test oracles)
+#   make test   the whole test suite (creates .venv, installs normlab with the test oracles and Ray)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[lab,test]'
+	$(BIN)/python -m pip install -e '.[lab,test,ray]'
 	touch $@
 
 demo: $(VENV)/.installed
