@@ -76,11 +76,11 @@ def bfloat16_running_sum(n: int = 10_000, seed: int = 0) -> tuple[float, float, 
 def harmonic_stagnation(fmt: Any, *, rounding: str = "nearest_even",
                         rng: np.random.Generator | None = None,
                         max_terms: int = 1_000_000) -> tuple[int, float]:
-    """Sum 1/n in ``fmt`` (s <- round(s + round(1/n))) until a term no longer changes the sum.
+    """Sum 1/n in ``fmt``, s <- round(s + round(1/n)), until a term no longer changes the sum.
 
-    Returns (the first n whose term is lost, the partial sum then); with stochastic rounding, or
-    when it has not stalled within ``max_terms``, (max_terms, the sum after them) unless a term
-    is lost on the way.
+    Returns (n, s): the first n whose term is lost and the partial sum s. Stochastic rounding
+    does not stall: it runs all ``max_terms`` terms and returns (max_terms, s), as does a sum
+    that has not stalled by then.
     """
     fmt = get_format(fmt)
     s = 0.0
