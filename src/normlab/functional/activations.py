@@ -60,8 +60,14 @@ def gelu_forward(x: Array, approximate: str = "none") -> tuple[Array, GeluCache]
     ct = ck.compute_dtype(x.dtype)
     xc = x.astype(ct, copy=False)
     if approximate == "tanh":
-        s = np.tanh(ct.type(_SQRT_2_OVER_PI) * (xc + ct.type(_GELU_CUBIC) * xc * xc * xc))
-        out = ct.type(0.5) * xc * (ct.type(1) + s)
+        s = xc * xc  # in place from here on: u = sqrt(2/pi) (x + 0.044715 x^3)
+        s *= ct.type(_GELU_CUBIC * _SQRT_2_OVER_PI)
+        s += ct.type(_SQRT_2_OVER_PI)
+        s *= xc
+        np.tanh(s, out=s)  # t = tanh(u)
+        out = s + ct.type(1)
+        out *= xc
+        out *= ct.type(0.5)
     else:
         erf = _ERF(xc.astype(np.float64) * _SQRT_HALF).astype(np.float64)  # math.erf per value
         s = (0.5 * (1.0 + erf)).astype(ct, copy=False)  # Phi(x)
@@ -77,12 +83,23 @@ def gelu_backward(dout: Array, cache: GeluCache) -> Array:
     ct = x.dtype
     dy = dout.astype(ct, copy=False)
     if approximate == "tanh":
-        du = ct.type(_SQRT_2_OVER_PI) * (ct.type(1) + ct.type(3 * _GELU_CUBIC) * x * x)  # du/dx
-        local = ct.type(0.5) * (ct.type(1) + s) + ct.type(0.5) * x * (ct.type(1) - s * s) * du
+        local = x * x  # in place from here on
+        local *= ct.type(3 * _GELU_CUBIC * _SQRT_2_OVER_PI)
+        local += ct.type(_SQRT_2_OVER_PI)  # du/dx
+        local *= x
+        local *= ct.type(1) - s * s  # x (1 - t^2) du/dx
+        local += s
+        local += ct.type(1)
+        local *= ct.type(0.5)
     else:
-        pdf = ct.type(_INV_SQRT_2PI) * np.exp(ct.type(-0.5) * x * x)  # phi(x)
-        local = s + x * pdf
-    return ck.out_cast(dy * local, dtype)
+        local = x * x
+        local *= ct.type(-0.5)
+        np.exp(local, out=local)
+        local *= ct.type(_INV_SQRT_2PI)  # phi(x)
+        local *= x
+        local += s
+    local *= dy
+    return ck.out_cast(local, dtype)
 
 
 class ReluCache(NamedTuple):

@@ -152,6 +152,16 @@ class GPT(Module):
         if cfg.positions == "learned":
             self.wpe.backward(dx.sum(axis=0))  # (T, C): the table is shared by the batch
         self.wte.backward(dx)
+        self._release()
+
+    def _release(self) -> None:
+        """Drop every saved activation once the backward has used it (as autograd frees its
+        graph): between steps only parameters, gradients and optimizer state stay in memory."""
+        for m in self.modules():
+            m._cache = None
+            if hasattr(m, "_f"):
+                m._f = None
+        self._head_cache = self._loss_cache = None
 
     # ---- helpers ---------------------------------------------------------------------------
     def modules(self) -> Iterator[Module]:

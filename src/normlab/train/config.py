@@ -34,11 +34,11 @@ class TrainConfig:
     data_seed: int = 1234  # fixes the synthetic source (its "language") and its validation set
     # ---- optimization
     optimizer: str = "adamw"  # adamw (decoupled weight decay) or sgd (momentum)
-    lr: float = 3e-3  # peak learning rate
+    lr: float = 1e-2  # peak learning rate
     min_lr: float = 0.0  # the cosine schedule's final learning rate
     warmup: int = 50  # linear warmup steps
     schedule: str = "cosine"  # after warmup: constant, cosine, inverse_sqrt
-    steps: int = 600  # optimizer steps
+    steps: int = 1000  # optimizer steps
     batch_size: int = 16  # B: sequences per step
     weight_decay: float = 0.1  # decoupled (AdamW) or coupled (SGD) decay of matrices and tables
     beta1: float = 0.9  # AdamW's first-moment decay
