@@ -83,3 +83,52 @@ def test_invariances_and_cost_numbers():
     for row in d["speed"]["rows"]:  # times are measured, never asserted: only their sanity
         assert row["layernorm_s"] > 0 and row["rmsnorm_s"] > 0 and -5 < row["rms_saving"] < 1
     assert r.checks[0].passed and r.checks[1].passed and r.checks[3].passed
+
+
+def test_residual_growth_numbers():
+    r = tiny("residual-growth")
+    d = r.data
+    assert d["chapter"]["aligned"][-1] == 20.0  # the chapter's 10 x 2
+    assert abs(d["chapter"]["orthogonal"][-1] - 2 * 10**0.5) < 1e-12
+    prof = d["profile"]
+    assert all(b > a for a, b in zip(prof["none"], prof["none"][1:]))  # no norm: grows
+    assert all(abs(v - 1) < 1e-3 for v in prof["post"])  # Post-LN: LN output, RMS 1
+    assert all(abs(v - 1.5) < 0.3 for v in d["post5"])  # Lemma 2: 1.5 d (noisy at tiny size)
+    lo, hi = d["bounds"]["lo"], d["bounds"]["hi"]
+    assert all(a <= v <= b for a, v, b in zip(lo, prof["pre"], hi))  # Lemma 2 bounds
+    assert r.checks[0].passed and r.checks[3].passed
+
+
+def test_gradients_at_init_numbers():
+    d = tiny("gradients-at-init").data
+    for p in ("post", "pre"):
+        assert all(0 < v < 10 for v in d["last"][p])
+    assert all(a > b for a, b in zip(d["last"]["post"], d["last"]["pre"]))  # post > pre
+    assert d["slope"]["pre"] < -0.2  # pre shrinks with depth
+    assert abs(d["slope"]["post"]) < abs(d["slope"]["pre"])  # post much flatter
+
+
+def test_output_change_numbers():
+    d = tiny("output-change").data
+    m = d["mean"]
+    assert all(v > 0 for p in m for v in m[p])
+    assert m["post"][-1] > m["pre"][-1] > m["deepnorm"][-1]  # at the largest depth
+    assert m["pre"][-1] > m["pre"][0]  # pre grows (slowly)
+    assert m["deepnorm"][-1] < 2 * m["deepnorm"][0]  # DeepNorm: about flat in depth
+
+
+def test_precision_basics_numbers():
+    r = tiny("precision-basics")
+    d = r.data
+    for key in ("init", "trained"):
+        rows = d["grads"][key]["rows"]
+        assert rows[0]["scale"] == 1.0 and 0 < rows[0]["flushed"] < 0.5
+        assert rows[-1]["flushed"] < rows[0]["flushed"]  # scaling recovers underflow
+        assert all(row["overflow"] == 0 for row in rows)
+    assert d["traj"]["sum_bf16"][-1] == 256.0
+    assert d["traj"]["updates"]["direct"][-1] == 1.0
+    assert d["traj"]["updates"]["master"][-1] < 0.9
+    # the exact checks (formats, range, tiny gradient, stagnation, fp16 update, sum)
+    exact = [c for c in r.checks if c.rule.startswith(("exact", "float16 both", "0 exactly",
+                                                       "direct ==", "bfloat16 =="))]
+    assert len(exact) == 6 and all(c.passed for c in exact)

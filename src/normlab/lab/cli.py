@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, one-line help)
@@ -37,7 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The lab's experiments work on small arrays: threads gain little there and, on a laptop's cores
+# shared with other work, a multi-threaded BLAS or numba parallel region waits for descheduled
+# workers and runs up to 10-100x slower. These commands default to one thread (set
+# OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / NUMBA_NUM_THREADS to override).
+_ONE_THREAD = ("run", "report")
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
 def main(argv: list[str] | None = None) -> int:
+    first = (sys.argv[1:] if argv is None else argv)[:1]
+    if first and first[0] in _ONE_THREAD:  # before NumPy and numba start their threads
+        for var in _THREAD_VARS:
+            os.environ.setdefault(var, "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

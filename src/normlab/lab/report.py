@@ -227,6 +227,8 @@ def write_report(
         "numpy": np.__version__,
         "python": platform.python_version(),
         "machine": _machine(),
+        "threads": ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in
+                             ("OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")),
     }
     path = out / REPORT_FILE
     tmp = path.with_suffix(".html.tmp")

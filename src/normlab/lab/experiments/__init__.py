@@ -7,7 +7,11 @@ Each module has ``NAME``, ``TITLE``, ``Config`` (defaults = the quick size), ``S
 
 # CLI name -> module, in the report's order.
 EXPERIMENTS: dict[str, str] = {
+    "residual-growth": "normlab.lab.experiments.residual_growth",
+    "gradients-at-init": "normlab.lab.experiments.gradients_at_init",
+    "output-change": "normlab.lab.experiments.output_change",
     "batchnorm-vs-layernorm": "normlab.lab.experiments.batchnorm_vs_layernorm",
     "invariances-and-cost": "normlab.lab.experiments.invariances_and_cost",
+    "precision-basics": "normlab.lab.experiments.precision_basics",
     "dropout": "normlab.lab.experiments.dropout",
 }

@@ -1,0 +1,74 @@
+"""Model set-ups shared by the lab's experiments: normlab's own GPT, initialized as the papers did.
+
+normlab's GPT initializes like GPT-2 (N(0, 0.02^2), the residual-writing projections scaled by
+1/sqrt(2L)); Xiong et al. and Liu et al. analyse Xavier-initialized Transformers, and DeepNet
+uses Xavier with a gain beta on the value, output and MLP projections. These helpers rebuild the
+weights of a normlab model in place to match; every forward and backward is still normlab's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...models import GPT, GPTConfig, deepnorm_beta
+
+
+def xavier_(model: GPT, rng: np.random.Generator, *, beta: float = 1.0,
+            zero_qk: bool = False) -> GPT:
+    """Redraw every block weight from Xavier normal, N(0, 2 / (fan_in + fan_out)), per d x d
+    matrix for q, k and v; the value, output and MLP projections times ``beta`` (DeepNet's gain;
+    1 = plain Xavier). ``zero_qk`` sets W^Q = W^K = 0 (uniform attention, Xiong et al.'s model).
+    """
+    C = model.config.d_model
+    for blk in model.blocks:
+        attn, mlp = blk.attn.branch, blk.mlp.branch
+        W = attn.qkv.params["weight"]  # (3C, C): q rows, k rows, v rows
+        dt = W.dtype
+        W[: 2 * C] = 0.0 if zero_qk else rng.normal(0, C**-0.5, (2 * C, C)).astype(dt)
+        W[2 * C :] = (beta * rng.normal(0, C**-0.5, (C, C))).astype(dt)
+        for lin in (attn.proj, mlp.fc, mlp.proj):
+            w = lin.params["weight"]  # (out, in)
+            std = beta * np.sqrt(2.0 / sum(w.shape))
+            w[...] = rng.normal(0.0, std, w.shape).astype(dt)
+    return model
+
+
+def gaussian_inputs_(model: GPT, rng: np.random.Generator) -> GPT:
+    """Token embeddings N(0, 1) and no position table: inputs with E||x_0||^2 = d (Xiong et al.'s
+    Gaussian inputs); the head N(0, 1/d) (their random W^emb)."""
+    wte = model.wte.params["weight"]
+    wte[...] = rng.normal(0.0, 1.0, wte.shape).astype(wte.dtype)
+    if hasattr(model, "wpe"):
+        model.wpe.params["weight"][...] = 0.0
+    if hasattr(model, "head"):
+        w = model.head.params["weight"]
+        w[...] = rng.normal(0.0, w.shape[1] ** -0.5, w.shape).astype(w.dtype)
+    return model
+
+
+def xiong_model(placement: str, n_layers: int, *, d: int, vocab: int, seq_len: int,
+                seed: int, norm: str = "layernorm", dtype: str = "float64") -> GPT:
+    """Xiong et al.'s simplified Transformer (Sec. 3.1) built from normlab's GPT: one head,
+    W^Q = W^K = 0 (uniform attention over the causal prefix), a ReLU FFN d -> d, Xavier weights,
+    no biases, LayerNorm with gamma = 1, beta = 0, Gaussian inputs. DeepNorm keeps its gain
+    beta = (8L)^(-1/4) on the value, output and FFN weights."""
+    cfg = GPTConfig(vocab_size=vocab, seq_len=seq_len, n_layers=n_layers, d_model=d, n_heads=1,
+                    d_ff=d, activation="relu", placement=placement, norm=norm, bias=False,
+                    init_std=d**-0.5, dtype=dtype)
+    rng = np.random.default_rng(seed)
+    model = GPT(cfg, rng=rng)
+    beta = deepnorm_beta(n_layers) if placement == "deepnorm" else 1.0
+    xavier_(model, rng, beta=beta, zero_qk=True)
+    return gaussian_inputs_(model, rng)
+
+
+def hidden_states(model: GPT, idx: np.ndarray) -> np.ndarray:
+    """The model's output before the head, (B, T, C): embeddings, blocks, final norm (the lines
+    of ``GPT._trunk`` without the head)."""
+    T = idx.shape[1]
+    x = model.wte(idx)
+    if hasattr(model, "wpe"):
+        x = x + model.wpe(np.arange(T))
+    for blk in model.blocks:
+        x = blk(x)
+    return model.norm_f(x)

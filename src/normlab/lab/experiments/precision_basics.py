@@ -1,0 +1,295 @@
+"""``precision-basics``: range, underflow and loss scaling, lost updates, and summation in low
+precision (Micikevicius et al. 2017; the chapter's Listing 16.4).
+
+Every number comes from normlab's precision package (``quantize``, ``round_to_bfloat16``,
+``WeightUpdater``, the ``demos``) and, for the gradient histogram, from normlab's own model and
+trainer: the values a float16 gradient policy would round are recorded at the model's gradient
+rounding point (``Numerics.grad``) in one backward pass at initialization and one after a short
+training run on the Markov source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...nn import FULL_PRECISION, Numerics
+from ...precision import WeightUpdater, get_format, quantize
+from ...precision import demos
+from ..experiment import Check, Result, fmt, null_progress
+
+NAME = "precision-basics"
+TITLE = "Precision basics: fp16 range and loss scaling, lost updates, bf16 summation"
+CITATION = ("Micikevicius et al. 2017, 'Mixed Precision Training' (ICLR 2018); the chapter, "
+            "section 16.3 and Listing 16.4; ml_dtypes' bfloat16 summation example")
+
+
+@dataclass(frozen=True)
+class Config:
+    scales: tuple[float, ...] = (1.0, 8.0, 128.0, 1024.0, 32768.0, 65536.0)  # loss scales S
+    train_steps: int = 100  # training steps before the second gradient snapshot
+    batch: int = 16  # sequences per batch of the tiny model (normlab train's default model)
+    update_steps: int = 1000  # updates applied to one weight in the stagnation demo
+    sum_terms: int = 10_000  # values U(0, 1) in the bfloat16 running sum
+    seed: int = 0  # seeds the model, its data, and the random values
+
+
+SIZES = {
+    "tiny": {"train_steps": 3, "batch": 4, "update_steps": 200, "sum_terms": 1_000},
+    "quick": {},
+    "full": {"train_steps": 600},
+}
+
+FP16, BF16 = get_format("float16"), get_format("bfloat16")
+
+
+class _Recorder(Numerics):
+    """Full precision, but keeps a copy of every value passed through the gradient hook (the
+    backward's gradient operands: what a policy's ``gradients`` format rounds)."""
+
+    def __init__(self) -> None:
+        self.seen: list[np.ndarray] = []
+
+    def grad(self, g: np.ndarray, *key) -> np.ndarray:
+        self.seen.append(np.array(g, dtype=np.float32).ravel())
+        return g
+
+
+def _gradients(trainer, rng) -> np.ndarray:
+    """Every value at the gradient rounding point of one backward pass of the trainer's model."""
+    rec = _Recorder()
+    model = trainer.model
+    model.set_numerics(rec)
+    x, y = trainer.source.train_batch(trainer.config.batch_size, trainer.config.model.seq_len, rng)
+    model.forward(x, y)
+    model.zero_grad()
+    model.backward(1.0)
+    model.set_numerics(FULL_PRECISION)
+    return np.concatenate(rec.seen)
+
+
+def _underflow(g: np.ndarray, scales) -> list[dict]:
+    nz = g[g != 0].astype(np.float32)
+    rows = []
+    for S in scales:
+        q = quantize(nz * np.float32(S), "float16")  # what a float16 backward would store
+        finite = np.isfinite(q)
+        rows.append({"scale": S,
+                     "flushed": float(np.mean(q == 0)),
+                     "subnormal": float(np.mean(finite & (q != 0) & (np.abs(q) < FP16.min_normal))),
+                     "overflow": float(np.mean(~finite))})
+    return rows
+
+
+def _histogram(g: np.ndarray) -> dict:
+    nz = np.abs(g[g != 0]).astype(np.float64)
+    edges = np.arange(-50, 20, 1.0)  # log2 bins
+    counts, _ = np.histogram(np.log2(nz), bins=edges)
+    return {"edges": edges, "counts": counts, "zeros": float(np.mean(g == 0)), "n": int(g.size),
+            "max": float(nz.max()), "median": float(np.median(nz))}
+
+
+def _model_gradients(cfg: Config, progress) -> dict:
+    from ...train import TrainConfig, Trainer
+
+    tc = dataclasses.replace(TrainConfig(), steps=max(cfg.train_steps, 1), batch_size=cfg.batch,
+                             eval_interval=10**9, seed=cfg.seed)
+    trainer = Trainer(tc)
+    rng = np.random.default_rng([cfg.seed, 3])
+    g0 = _gradients(trainer, rng)
+    progress(1, 4, "gradients at init")
+    trainer.run(cfg.train_steps)
+    g1 = _gradients(trainer, rng)
+    progress(2, 4, f"gradients after {trainer.step} steps")
+    m = tc.model
+    return {"init": {"hist": _histogram(g0), "rows": _underflow(g0, cfg.scales)},
+            "trained": {"hist": _histogram(g1), "rows": _underflow(g1, cfg.scales),
+                        "steps": trainer.step,
+                        "loss": float(trainer.history[-1]["loss"]) if trainer.history else None},
+            "model": f"d={m.d_model}, L={m.n_layers}, T={m.seq_len}, V={m.vocab_size}, "
+                     f"batch {cfg.batch}, {tc.data} data"}
+
+
+def _trajectories(cfg: Config) -> dict:
+    n = cfg.update_steps
+    traj = {}
+    for method in ("direct", "master"):
+        u = WeightUpdater(np.array([1.0]), "bfloat16", method)
+        w = [1.0]
+        for _ in range(n):
+            w.append(float(u.step(-1e-3)[0]))
+        traj[method] = w
+    vals = quantize(np.random.default_rng(cfg.seed).random(cfg.sum_terms, dtype=np.float32),
+                    "bfloat16").astype(np.float64)
+    s_bf, s_32 = 0.0, np.float32(0)
+    bf, f32 = [], []
+    for v in vals:
+        s_bf = float(quantize(np.float64(s_bf + v), "bfloat16"))
+        s_32 = np.float32(s_32 + np.float32(v))
+        bf.append(s_bf)
+        f32.append(float(s_32))
+    return {"updates": traj, "sum_bf16": bf, "sum_fp32": f32, "sum_exact": float(vals.sum())}
+
+
+def run(config: Config, progress=null_progress) -> Result:
+    cfg = config
+    fp16, bf16 = demos.fp16_overflows_but_bfloat16_keeps_range()
+    g_plain, g_scaled = demos.tiny_gradient_survives_loss_scaling(1e-8, 2.0**16)
+    grads = _model_gradients(cfg, progress)
+    stag_bf = demos.update_stagnation("bfloat16", 1.0, -1e-3, cfg.update_steps // 2)
+    stag_fp = demos.update_stagnation("float16", 1.0, 2.0**-12, cfg.update_steps)
+    progress(3, 4, "updates and sums")
+    tr = _trajectories(cfg)
+    harm16 = demos.harmonic_stagnation("float16")
+    harm_bf = demos.harmonic_stagnation("bfloat16")
+    progress(4, 4, "done")
+
+    fmt_ok = (FP16.max_finite == 65504.0 and FP16.min_normal == 2.0**-14
+              and FP16.min_subnormal == 2.0**-24)
+    range_ok = bool(np.all(np.isinf(fp16)) and np.all(np.isfinite(bf16))
+                    and np.all(np.abs(bf16 / np.array([1e5, 1e30]) - 1) <= 2.0**-8))
+    init, trained = grads["init"], grads["trained"]
+
+    def row(rows, S):
+        return next(r for r in rows if r["scale"] == S)
+
+    plain = [row(d["rows"], 1.0) for d in (init, trained)]
+    below_normal = [p["flushed"] + p["subnormal"] for p in plain]
+    big = [S for S in cfg.scales if S >= 1024]
+    scaled_ok = all(row(d["rows"], S)["flushed"] <= row(d["rows"], 1.0)["flushed"] / 10
+                    for d in (init, trained) for S in big)
+    no_overflow = all(r["overflow"] == 0 for d in (init, trained) for r in d["rows"])
+    n_up = cfg.update_steps
+    sum_bf, sum_32, exact = tr["sum_bf16"][-1], tr["sum_fp32"][-1], tr["sum_exact"]
+    S16 = 65536.0 if 65536.0 in cfg.scales else max(cfg.scales)
+    checks = [
+        Check("float16's range: max 65504, smallest normal 2^-14, smallest subnormal 2^-24",
+              "65504; 6.1e-5; 6.0e-8 (Micikevicius et al.; the chapter)",
+              f"{FP16.max_finite:g}; {FP16.min_normal:.3g}; {FP16.min_subnormal:.3g} "
+              f"(bfloat16 max {BF16.max_finite:.3g})", "exact", fmt_ok,
+              "Micikevicius et al. 2017 [S]; chapter 16.3"),
+        Check("[1e5, 1e30] overflow in float16 but stay finite in bfloat16 (Listing 16.4)",
+              "float16: inf, inf; bfloat16 keeps float32's range",
+              f"float16 {fp16.tolist()}; bfloat16 {[float(v) for v in bf16]}",
+              "float16 both inf; bfloat16 both finite within 2^-8 relative", range_ok,
+              "chapter Listing 16.4"),
+        Check("a gradient of 1e-8 underflows in float16 and survives a loss scale of 2^16",
+              "0 without scaling; recovered with scaling (Listing 16.4)",
+              f"{g_plain:g} unscaled; {g_scaled:.6g} with S = 2^16",
+              "0 exactly, then within float16's half-ulp (2^-11) of 1e-8",
+              g_plain == 0.0 and abs(g_scaled / 1e-8 - 1) <= 2.0**-11,
+              "chapter Listing 16.4"),
+        Check("real gradients fall below float16's normal range; some flush to zero",
+              "SSD: 31% of activation gradients became 0 in FP16; most of FP16's range unused",
+              f"flushed to 0: {100 * plain[0]['flushed']:.2f}% at init, "
+              f"{100 * plain[1]['flushed']:.2f}% after {trained['steps']} steps; below 2^-14: "
+              f"{100 * below_normal[0]:.0f}% / {100 * below_normal[1]:.0f}%; largest |g| "
+              f"{fmt(init['hist']['max'])}", "some flushed (> 0) and > 10% below the normal "
+              "range, at init and after training", all(p["flushed"] > 0 for p in plain)
+              and all(b > 0.1 for b in below_normal), "Micikevicius et al. 2017, Fig. 3 [S]",
+              note="a different model and data than the paper's SSD: compare the mechanism, not "
+                   "the percentage"),
+        Check("loss scaling moves them into range without overflow",
+              "scales 8 to 32K used; 8 sufficed for SSD, bigLSTM needed 128",
+              "flushed at S = " + ", ".join(
+                  f"{S:g}: {100 * row(init['rows'], S)['flushed']:.3g}%" for S in cfg.scales)
+              + f" (init); overflow: {'none' if no_overflow else 'some'} up to S = {S16:g}",
+              "S >= 1024 flushes <= 1/10 of the unscaled fraction; nothing overflows at any S",
+              scaled_ok and no_overflow, "Micikevicius et al. 2017 [S]"),
+        Check("without fp32 master weights a bfloat16 weight stops moving",
+              "updates below half an ulp are lost (chapter 16.3; Micikevicius et al.)",
+              f"1.0 + {n_up // 2} x (-1e-3): direct {stag_bf['direct']:g}, master "
+              f"{stag_bf['master']:g}, exact {stag_bf['exact']:g}",
+              "direct == 1.0 exactly; master == the exact result rounded once to bfloat16",
+              stag_bf["direct"] == 1.0
+              and stag_bf["master"] == float(quantize(np.float64(stag_bf["exact"]), "bfloat16")),
+              "chapter 16.3; normlab.precision.master"),
+        Check("float16: an update of 2^-12 to a weight of 1 is lost; an fp32 master keeps it",
+              f"1 + {n_up} x 2^-12 = {1 + n_up * 2.0**-12:.9g} with a master copy, 1 without "
+              "(papers.md section 11, reproduction G)",
+              f"direct {stag_fp['direct']:.9g}, master {stag_fp['master']:.9g}",
+              "exact equality", stag_fp["direct"] == 1.0
+              and stag_fp["master"] == 1 + n_up * 2.0**-12, "Micikevicius et al. 2017 [D]"),
+        Check("a bfloat16 running sum of values in [0, 1) stalls at 256",
+              "256 (the spacing there is 2; every term is below half of it)",
+              f"bfloat16 sum {sum_bf:g}; float32 {sum_32:.6g}; exact {exact:.6g}",
+              "bfloat16 == 256 exactly; float32 within 1e-4 relative of exact",
+              sum_bf == 256.0 and abs(sum_32 / exact - 1) < 1e-4, "ml_dtypes README; chapter 16.3"),
+        Check("the harmonic series stagnates under round-to-nearest",
+              "float16 at n = 513 (7.0859375), bfloat16 at n = 65 (5.0625) (Higham)",
+              f"float16 at n = {harm16[0]} ({harm16[1]:g}); bfloat16 at n = {harm_bf[0]} "
+              f"({harm_bf[1]:g})", "shown, not counted", None, "Higham's demo_harmonic"),
+    ]
+    return Result(
+        name=NAME,
+        title=TITLE,
+        claim="float16 overflows above 65504 and flushes small gradients to zero, which loss "
+              "scaling fixes; bfloat16 keeps float32's range but rounds coarsely, so small "
+              "updates and long sums are lost without float32 master weights and accumulators.",
+        citation=CITATION,
+        published="fp16 max 65504, min subnormal 2^-24; SSD: 31% of activation gradients lost "
+                  "in FP16 without scaling; updates below 2^-11 |w| lost in fp16",
+        setting=f"normlab.precision (quantize, WeightUpdater, demos); gradients of normlab's "
+                f"tiny model ({grads['model']}) recorded at the gradient rounding point, at init "
+                f"and after {trained['steps']} AdamW steps; seed {cfg.seed}",
+        measured=f"fp16 flushes {100 * plain[0]['flushed']:.1f}% of nonzero gradients at init "
+                 f"({100 * below_normal[0]:.0f}% below 2^-14), "
+                 f"{100 * row(init['rows'], 1024.0)['flushed'] if 1024.0 in cfg.scales else 0:.3g}"
+                 f"% at S=1024; bf16 weight stuck at {stag_bf['direct']:g}; bf16 sum {sum_bf:g}",
+        checks=checks,
+        explanation="Range and precision fail differently. float16's 5 exponent bits overflow "
+                    "at 65504 and underflow below 2^-24, and a small model's gradients sit "
+                    "mostly below float16's normal range: multiplying the loss by S shifts the "
+                    "whole histogram right by log2 S octaves, into range, and dividing the "
+                    "gradients by S afterwards undoes it. bfloat16 has float32's exponent range "
+                    "but 8 significant bits, so an update smaller than half an ulp of the "
+                    "weight, or a term smaller than half the spacing of a running sum, is "
+                    "rounded away: float32 master weights and float32 accumulators keep them.",
+        notes=["The gradient values are every array the model's backward passes through its "
+               "gradient rounding hook (Numerics.grad), i.e. exactly what a precision policy's "
+               "gradient format rounds; Micikevicius et al.'s histogram is of the activation "
+               "gradients of SSD."],
+        data={"grads": grads, "traj": tr, "harmonic": {"float16": harm16, "bfloat16": harm_bf},
+              "fp16_range": [FP16.min_subnormal, FP16.min_normal, FP16.max_finite]},
+    )
+
+
+def plot(result: Result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, save, style
+
+    d = result.data
+    fig, axes = figure(2, 2, width=4.6, height=3.3)
+    a, b, c, e = axes
+    lo, mn, hi = (np.log2(v) for v in d["fp16_range"])
+    for key, color in (("init", COLORS["pre"]), ("trained", COLORS["post"])):
+        h = d["grads"][key]["hist"]
+        edges = np.asarray(h["edges"])
+        counts = np.asarray(h["counts"], dtype=float)
+        a.stairs(counts / counts.sum(), edges, color=color, label=key)
+    a.axvspan(edges[0], lo - 1, color="#d62728", alpha=0.12, label="flushed to 0 in fp16")
+    a.axvspan(lo - 1, mn, color="#ff7f0e", alpha=0.12, label="fp16 subnormal")
+    a.axvline(hi, color="k", lw=0.8, ls=":")
+    a.annotate("fp16 max", (hi, 0), xytext=(-40, 40), textcoords="offset points", fontsize=7)
+    style(a, "gradients of the tiny model vs fp16's range", "log2 |g|", "fraction")
+    rows = d["grads"]["init"]["rows"]
+    S = [r["scale"] for r in rows]
+    b.plot(S, [max(r["flushed"], 1e-7) for r in rows], "o-", color=COLORS["fp16"],
+           label="flushed to 0")
+    b.plot(S, [max(r["subnormal"], 1e-7) for r in rows], "s-", color="#ff7f0e",
+           label="subnormal (precision lost)")
+    b.plot(S, [max(r["overflow"], 1e-7) for r in rows], "^-", color="k", label="overflow (inf)")
+    b.set_xscale("log", base=2)
+    b.set_yscale("log")
+    style(b, "loss scaling (gradients at init; 0 drawn at 1e-7)", "loss scale S",
+          "fraction of nonzero values")
+    up = d["traj"]["updates"]
+    c.plot(up["direct"], color=COLORS["bfloat16"], label="bf16 weight, no master")
+    c.plot(up["master"], color=COLORS["float32"], label="bf16 weight from fp32 master")
+    style(c, "w <- w - 1e-3, stored in bfloat16", "update", "weight")
+    e.plot(d["traj"]["sum_fp32"], color=COLORS["float32"], label="float32 accumulator")
+    e.plot(d["traj"]["sum_bf16"], color=COLORS["bfloat16"], label="bfloat16 accumulator")
+    e.axhline(256, color="k", lw=0.8, ls=":")
+    style(e, "running sum of U(0,1) values", "terms", "sum")
+    return [save(fig, out_dir, "precision_basics.png")]

@@ -1,0 +1,217 @@
+"""``residual-growth``: the residual stream x_L = x_0 + sum_l F_l(x_l) grows with depth unless a
+norm sits on it.
+
+1. The chapter's worked example, through normlab's ``Residual`` with no norm: ten blocks that
+   each add a vector of norm 2 give a stream of norm 20 (aligned) or 2 sqrt(10) (orthogonal).
+2. Xiong et al.'s Lemma 2 in their simplified model (normlab's GPT, see ``_setups.xiong_model``):
+   Post-LN holds E||x^{post,5}||^2 = 1.5 d at every layer (x^{post,5} is the input of the block's
+   last LayerNorm), Pre-LN's stream grows linearly, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d,
+   and without a norm it grows without bound. Sandwich (Peri-LN) and DeepNorm are shown beside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...models import Residual
+from ...nn import Module
+from ..experiment import Check, Result, fmt, null_progress
+from ._setups import xiong_model
+
+NAME = "residual-growth"
+TITLE = "Residual stream growth with depth: none, Pre-LN, Post-LN"
+CITATION = ("chapter 2.4 section 2 and self-check quiz; Xiong et al. 2020, Lemma 2; "
+            "papers.md section 9 (Peri-LN)")
+
+PLACEMENTS = ("none", "pre", "post", "sandwich", "deepnorm")
+
+
+@dataclass(frozen=True)
+class Config:
+    chapter_blocks: int = 10  # the chapter's example: blocks ...
+    chapter_add: float = 2.0  # ... each adding a vector of this norm
+    d_model: int = 128  # d: width of the simplified model
+    seq_len: int = 16  # n: positions
+    vocab: int = 256  # V
+    batch: int = 8  # sequences per forward
+    n_layers: int = 12  # L: blocks of the model
+    seeds: int = 5  # model initializations averaged over
+    dtype: str = "float64"  # parameter and activation dtype
+    seed: int = 0  # first seed
+
+
+SIZES = {
+    "tiny": {"d_model": 32, "seq_len": 8, "vocab": 64, "batch": 4, "n_layers": 4, "seeds": 2},
+    "quick": {},
+    "full": {"n_layers": 24, "seeds": 10, "batch": 16},
+}
+
+
+class _Adds(Module):
+    """A residual branch that ignores its input and returns a fixed vector (the chapter's F_l)."""
+
+    def __init__(self, v: np.ndarray):
+        super().__init__()
+        self.v = v
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(self.v, x.shape).copy()
+
+
+def _chapter(cfg: Config) -> dict:
+    """x_L = x_0 + sum F_l through normlab's Residual(placement='none'), x_0 = 0."""
+    n, a = cfg.chapter_blocks, cfg.chapter_add
+    C = max(n, 2)
+    rng = np.random.default_rng(cfg.seed)
+    out = {}
+    for kind in ("aligned", "orthogonal"):
+        x = np.zeros((1, 1, C))
+        norms = [0.0]
+        for l in range(n):
+            v = np.zeros(C)
+            v[0 if kind == "aligned" else l] = a  # F_l: norm a, same or a new direction
+            r = Residual(_Adds(v), "none", "none", C, n_layers=n, eps=1e-5, bias=False,
+                         p_drop=0.0, rng=rng, dtype=np.float64)
+            x = r(x)
+            norms.append(float(np.linalg.norm(x)))
+        out[kind] = norms
+    return out
+
+
+def _profiles(cfg: Config, progress, steps) -> dict:
+    """Mean over tokens and seeds of ||x||^2 / d after every block, per placement."""
+    prof, post5 = {}, []
+    done = 0
+    for placement in PLACEMENTS:
+        runs = []
+        for i in range(cfg.seeds):
+            model = xiong_model(placement, cfg.n_layers, d=cfg.d_model, vocab=cfg.vocab,
+                                seq_len=cfg.seq_len, seed=cfg.seed + i,
+                                norm="none" if placement == "none" else "layernorm",
+                                dtype=cfg.dtype)
+            rng = np.random.default_rng([cfg.seed + i, 2])
+            idx = rng.integers(0, cfg.vocab, size=(cfg.batch, cfg.seq_len))
+            model.forward(idx, idx)
+            runs.append(np.square(model.metrics["residual_rms"]))  # E||x_l||^2 / d, l = 1..L
+            if placement == "post":  # the input of each block's last LayerNorm: x^{post,5}
+                post5.append([float(np.mean(np.sum(
+                    blk.mlp.norm._cache.x.astype(np.float64) ** 2, axis=-1))) / cfg.d_model
+                    for blk in model.blocks])
+            done += 1
+            progress(done, steps, f"{placement} seed {i}")
+        prof[placement] = np.mean(runs, axis=0)
+    return {"profile": prof, "post5": np.mean(post5, axis=0), "post5_sd": np.std(post5, axis=0)}
+
+
+def run(config: Config, progress=null_progress) -> Result:
+    cfg = config
+    steps = len(PLACEMENTS) * cfg.seeds
+    ch = _chapter(cfg)
+    pr = _profiles(cfg, progress, steps)
+    L = cfg.n_layers
+    l = np.arange(1, L + 1)
+    prof = pr["profile"]
+    lo, hi = 1 + l / 2, 1 + 1.5 * l
+    pre = prof["pre"]
+    pre_ok = bool(np.all((pre >= lo) & (pre <= hi)))
+    post5 = pr["post5"]
+    post5_err = float(np.max(np.abs(post5 - 1.5)))
+    post_stream = np.sqrt(prof["post"])  # RMS after each block
+    none = prof["none"]
+    none_ok = bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0])
+    expected = cfg.chapter_blocks * cfg.chapter_add
+    aligned, orth = ch["aligned"][-1], ch["orthogonal"][-1]
+    orth_expected = cfg.chapter_add * np.sqrt(cfg.chapter_blocks)
+    checks = [
+        Check(f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
+              f"{cfg.chapter_add:g} give {expected:g}", f"{expected:g} (chapter 2.4 quiz)",
+              f"||x_{cfg.chapter_blocks}|| = {aligned:.12g}", "|measured - 20| < 1e-12",
+              abs(aligned - expected) < 1e-12, "chapter 2.4, section 2 and quiz"),
+        Check("the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
+              f"2 sqrt(10) = {orth_expected:.4f} (arithmetic)", f"||x_L|| = {orth:.4f}",
+              "shown, not counted", None, "arithmetic",
+              note="random branches at initialization are close to orthogonal: the stream's "
+                   "norm grows as sqrt(L) when the branches do not scale with the stream"),
+        Check("without normalization the stream grows with depth",
+              "'the scale of the running sum can grow roughly with the number of blocks'",
+              f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
+              "strictly increasing in l and the last > 2 x the first", none_ok,
+              "chapter 2.4, section 2",
+              note="each branch scales with its input here (no norm in front of it), so the "
+                   "growth is geometric, not linear"),
+        Check("Pre-LN: the stream grows linearly, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d",
+              f"Lemma 2 bounds; papers.md [D]: 13.25 at l=12 (bounds 7 to 19)",
+              f"E||x_l||^2/d = {fmt(pre[0])} at l=1 ... {fmt(pre[-1])} at l={L} "
+              f"(bounds {lo[-1]:g} to {hi[-1]:g})", "inside the bounds at every l",
+              pre_ok, "Xiong et al. Lemma 2 [V]"),
+        Check("Post-LN holds the stream fixed: E||x^{post,5}||^2 = 1.5 d at every layer",
+              "1.5 d for all l > 0 (Lemma 2); papers.md [D]: 1.50 +- 0.05",
+              f"E||x^(post,5)||^2/d = {fmt(post5.min())} to {fmt(post5.max())} over l = 1..{L}; "
+              f"stream RMS after each block {fmt(post_stream.min())} to {fmt(post_stream.max())}",
+              "|measured - 1.5| < 0.1 at every l (papers.md section 12)", post5_err < 0.1,
+              "Xiong et al. Lemma 2 [V]"),
+        Check("Sandwich (Peri-LN) and DeepNorm", "Peri-LN: bounded growth, about sqrt(l) "
+              "(papers.md section 9)",
+              f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
+              f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
+              "shown, not counted", None, "Kim et al. 2025 [S]; Wang et al. 2022"),
+    ]
+    return Result(
+        name=NAME,
+        title=TITLE,
+        claim="Without normalization the residual stream x_L = x_0 + sum F_l grows with depth; "
+              "Pre-LN lets it grow (linearly in ||x||^2), Post-LN holds it fixed.",
+        citation=CITATION,
+        published="10 blocks adding 2 give 20 (chapter); Post-LN E||x^{post,5}||^2 = 1.5 d, "
+                  "Pre-LN between (1 + l/2) d and (1 + 3l/2) d (Xiong et al. Lemma 2)",
+        setting=f"normlab Residual (no norm) for the chapter's sum; normlab GPT as Xiong's "
+                f"simplified model (d={cfg.d_model}, one head, uniform causal attention, ReLU "
+                f"FFN d->d, Xavier, Gaussian inputs), L={L}, {cfg.batch}x{cfg.seq_len} tokens, "
+                f"{cfg.seeds} seeds, {cfg.dtype}",
+        measured=f"chapter sum {aligned:g}; E||x_L||^2/d at l={L}: none {fmt(none[-1])}, "
+                 f"pre {fmt(pre[-1])}, post (x^post,5) {fmt(post5[-1])}; post max |dev from 1.5| "
+                 f"{fmt(post5_err)}",
+        checks=checks,
+        explanation="Every residual block adds its branch to the stream. With no norm the "
+                    "branches read the growing stream and grow with it. Pre-LN normalizes the "
+                    "branch's input, so each block adds about the same amount and ||x||^2 "
+                    "grows linearly: the final LayerNorm then has to divide by sqrt(l). Post-LN "
+                    "normalizes the stream itself after every add, so its scale never changes, "
+                    "at the price of a LayerNorm Jacobian on the identity path (see "
+                    "gradients-at-init and output-change).",
+        notes=["Uniform attention over the causal prefix (normlab's GPT is decoder-only) adds "
+               "a larger component shared across positions than the paper's bidirectional "
+               "uniform attention, so Pre-LN's growth sits nearer the upper bound (papers.md's "
+               "bidirectional simulation: 13.25 at l=12)."],
+        data={"chapter": ch, "profile": prof, "post5": post5, "post5_sd": pr["post5_sd"],
+              "bounds": {"lo": lo, "hi": hi}, "n_layers": L},
+    )
+
+
+def plot(result: Result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, save, style
+
+    d = result.data
+    fig, (a, b) = figure(2)
+    ch = d["chapter"]
+    n = np.arange(len(ch["aligned"]))
+    a.plot(n, ch["aligned"], "o-", color=COLORS["none"], label="aligned: 2 per block")
+    a.plot(n, ch["orthogonal"], "s-", color=COLORS["pre"], label="orthogonal: 2 sqrt(l)")
+    a.annotate(f"{ch['aligned'][-1]:g}", (n[-1], ch["aligned"][-1]), xytext=(-18, 4),
+               textcoords="offset points")
+    style(a, "the chapter's sum x_L = x_0 + sum F_l", "blocks l", "||x_l||")
+    L = d["n_layers"]
+    l = np.arange(1, L + 1)
+    a2 = b
+    a2.fill_between(l, d["bounds"]["lo"], d["bounds"]["hi"], color=COLORS["pre"], alpha=0.12,
+                    label="Lemma 2 bounds (pre)")
+    for p in ("none", "pre", "sandwich", "deepnorm", "post"):
+        label = {"post": "post (stream)"}.get(p, p)
+        a2.plot(l, d["profile"][p], "o-", ms=3, color=COLORS[p], label=label)
+    a2.plot(l, d["post5"], "^--", ms=4, color=COLORS["post"], label="post x^(post,5)")
+    a2.axhline(1.5, color=COLORS["post"], lw=0.8, ls=":")
+    a2.set_yscale("log")
+    style(a2, "E||x_l||^2 / d at initialization", "layer l", "E||x||^2 / d")
+    return [save(fig, out_dir, "residual_growth.png")]
