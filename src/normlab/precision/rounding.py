@@ -26,6 +26,7 @@ The work is done on blocks of 128K elements so that the temporaries stay in cach
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -375,6 +376,9 @@ def cast(x: Any, fmt: Any, **kwargs: Any) -> Array:
                          f"returns its values in float32")
     q = quantize(x, fmt_, **kwargs)
     if dtype == np.dtype(ml_dtypes.bfloat16) and q.dtype == np.float32:
-        return (q.view(np.uint32) >> np.uint32(16)).astype(np.uint16).view(dtype)  # exact
+        # the bfloat16 code is the high half of the float32 bits: a strided copy, exact
+        halves = q.reshape(-1).view(np.uint16).reshape(-1, 2)
+        high = halves[:, 1 if sys.byteorder == "little" else 0]
+        return np.ascontiguousarray(high).view(dtype).reshape(q.shape)
     with np.errstate(invalid="ignore"):
         return q.astype(dtype)
