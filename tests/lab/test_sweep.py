@@ -209,3 +209,12 @@ def test_cli_summary_dry_run_and_the_missing_ray_extra(tmp_path, capsys, monkeyp
     assert "pip install 'normlab[ray]'" in err and not fresh.exists()
     assert main(["sweep", str(path), "--out", str(fresh), "--workers", "0"]) == 2
     assert main(["sweep", str(path), "--out", str(fresh), "--ray", "auto", "--workers", "2"]) == 2
+
+
+def test_the_sweep_package_imports_ray_and_matplotlib_only_when_used():
+    import subprocess
+
+    code = ("import sys, normlab.lab.sweep, normlab.lab.sweep.cli\n"
+            "bad = [m for m in ('ray', 'matplotlib', 'rich') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

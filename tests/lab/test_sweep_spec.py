@@ -70,10 +70,10 @@ def test_random_search_is_seeded_within_bounds_and_crossed_with_the_grid(tmp_pat
 
 
 def test_make_points_from_configs_drops_duplicates_and_names_what_varies():
-    a, b = TrainConfig(steps=5), TrainConfig(steps=5, lr=1e-2)
-    pts = make_points([a, b, TrainConfig(steps=5)])
+    a, b = TrainConfig(steps=5, lr=1e-3), TrainConfig(steps=5, lr=2e-2)
+    pts = make_points([a, b, TrainConfig(steps=5, lr=1e-3)])
     assert [p.config for p in pts] == [a, b]
-    assert pts[1].varied == {"lr": 1e-2}
+    assert pts[1].varied == {"lr": 2e-2}
     with pytest.raises(TypeError, match=r"points\[0\]"):
         make_points([{"lr": 1}])
 
@@ -106,8 +106,8 @@ BAD = [
     ('[random]\nsamples = 2\nlr = { normal = [0, 1] }\n', '', "a random field is a list of values", "lr"),
     ('[random]\nsamples = 2\nmodel.norm = { uniform = [0, 1] }\n', '', "model.norm is a string field",
      "model.norm"),
-    ('[random]\nsamples = 2\nlr = { log_uniform = [1e-3, 20.0] }\nschedule = ["cosine"]\nmin_lr = [0.01]\n',
-     '', "random.min_lr: min_lr must be in [0, lr = 0.003]", "min_lr"),
+    ('[random]\nsamples = 2\nlr = { log_uniform = [1e-3, 20.0] }\nmin_lr = [50.0]\n',
+     '', "random.min_lr: min_lr must be in [0, lr = ", "min_lr"),
     ('[base]\nlr = 1e-3\n', '', "not valid TOML", None),  # [base] defined twice
     ('[grid]\nmodel.d_model = [16, 24]\nmodel.n_heads = [2, 16]\n', '',
      "point model.d_model=24, model.n_heads=16: n_heads (16) must divide d_model (24)", None),

@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
 
     from . import (RayExecutor, SpecError, SweepSpec, load_spec, plot_summary, print_summary,
                    read_sweep, run_sweep, summarize)
-    from .executors import ProcessPool, default_workers, import_ray, RayUnavailable
+    from .executors import ProcessPool, RayUnavailable, default_workers, import_ray
     from .runner import note
     from .store import FAILED
 
@@ -118,6 +118,8 @@ def main(args: argparse.Namespace) -> int:
             with reporter(1, "sweep") as rep:
                 records = run_sweep(points, out, executor=executor, progress=rep.start("points"))
                 rep.finish("points", f"{len(records)} points")
+    except RayUnavailable as exc:  # nothing ran: Ray is reached before the first point starts
+        return refuse(f"--ray {args.ray}: {exc}")
     except KeyboardInterrupt as exc:
         kept = sum(1 for r in read_sweep(points, out) if r.finished)
         print(f"normlab sweep: interrupted; {kept} of {len(points)} points are finished in {out} "

@@ -144,7 +144,7 @@ def _terminate(pool) -> None:
 
 
 class RayUnavailable(RuntimeError):
-    """Ray is not installed (the ``normlab[ray]`` extra)."""
+    """Ray is not installed (the ``normlab[ray]`` extra), or its cluster cannot be reached."""
 
 
 def import_ray():
@@ -183,10 +183,14 @@ class RayExecutor:
         ray = import_ray()
         started = False
         if not ray.is_initialized():
-            if self.address == "local":
-                ray.init(num_cpus=self.num_cpus, include_dashboard=False)
-            else:
-                ray.init(address=self.address or "auto")
+            try:
+                if self.address == "local":
+                    ray.init(num_cpus=self.num_cpus, include_dashboard=False)
+                else:
+                    ray.init(address=self.address or "auto")
+            except Exception as exc:  # no cluster there (ConnectionError), a version mismatch, ...
+                raise RayUnavailable(f"cannot start or reach Ray ({self.address or 'auto'}): "
+                                     f"{type(exc).__name__}: {exc}") from None
             started = True
         self.workers = int(ray.cluster_resources().get("CPU", 1))
         remote = ray.remote(fn).options(num_cpus=1, max_retries=1,

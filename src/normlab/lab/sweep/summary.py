@@ -124,6 +124,8 @@ def summarize(records: Iterable[RunRecord], *, x: str = "lr",
         raise ValueError(f"x must be a config field such as 'lr'; got {x!r}")
     if not records:
         raise ValueError("no runs to summarize")
+    if lr_range is not None and not (len(lr_range) == 2 and lr_range[0] <= lr_range[1]):
+        raise ValueError(f"lr_range must be (a, b) with a <= b; got {lr_range!r}")
     names = [n for n in FIELDS if n not in (x, "seed")
              and len({repr(r.value(n)) for r in records}) > 1]
     groups: dict[str, dict[float, list[RunRecord]]] = {}

@@ -1,8 +1,8 @@
 """The task every executor runs: one training run from a config dict, returned as plain data.
 
-This module is what a worker process imports (by reference, when it unpickles the task), so it
-imports nothing heavy at the top: NumPy, numba and the model load inside :func:`run_point`, after
-the worker's thread settings are in its environment.
+A worker process imports this module (by reference, when it unpickles the task), and with it
+NumPy: the worker's thread settings must be in its environment from its start, which is what
+``executors.ProcessPool`` and ``executors.RayExecutor`` arrange.
 """
 
 from __future__ import annotations

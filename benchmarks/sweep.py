@@ -1,0 +1,98 @@
+"""Wall time of an 8-point sweep: serial (one process) against the process pool (2 workers) and
+Ray tasks (a local instance with 2 CPUs), measured side by side in one run.
+
+    python benchmarks/sweep.py [--points 8] [--workers 2] [--steps 300] [--repeats 3] [--no-ray]
+
+Each repeat runs the whole sweep once per executor, round-robin, into a fresh store (so every
+point runs); the table gives the median and the first (cold) sweep, and the speed-up
+serial / executor (ideal: the number of workers). Everything is single-threaded (one BLAS and
+numba thread per process, as the pool's workers are), so the serial baseline is one core's work.
+The pool pays for starting its workers (Python, NumPy, numba's cached kernels) in every sweep;
+Ray keeps its workers between sweeps, and its start-up (``ray.init``) is timed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+# One BLAS / numba thread, set before NumPy loads (importing normlab loads it): the serial
+# baseline runs on one thread, as each pool worker does (checked against THREAD_ENV below).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "NUMBA_NUM_THREADS": "1"}
+os.environ.update(ONE_THREAD)
+
+import numpy as np  # noqa: E402
+
+from normlab.lab.sweep import ProcessPool, RayExecutor, SerialExecutor, make_points, run_sweep  # noqa: E402
+from normlab.lab.sweep.task import THREAD_ENV  # noqa: E402
+from normlab.lab.timing import environment  # noqa: E402
+from normlab.models import GPTConfig  # noqa: E402
+from normlab.train import TrainConfig  # noqa: E402
+
+
+def points(n: int, steps: int):
+    """``n`` runs of a small pre-LN model: a learning-rate grid."""
+    model = GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2)
+    lrs = np.geomspace(3e-4, 3e-2, n)
+    return make_points([TrainConfig(model=model, steps=steps, warmup=steps // 10, batch_size=8,
+                                    eval_interval=steps, eval_batches=2, lr=float(lr))
+                        for lr in lrs])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--points", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--steps", type=int, default=300, help="training steps per point")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-ray", action="store_true", help="skip Ray")
+    a = p.parse_args()
+    assert ONE_THREAD == THREAD_ENV, "keep the baseline's threads those of the pool's workers"
+
+    pts = points(a.points, a.steps)
+    run_sweep(pts[:1], tempfile.mkdtemp(prefix="warm-"), executor=SerialExecutor())  # numba cache
+    executors = {"serial": SerialExecutor(), f"pool ({a.workers} workers)": ProcessPool(a.workers)}
+    env = environment()
+    if not a.no_ray:
+        import ray
+
+        t0 = time.perf_counter()
+        ray.init(num_cpus=a.workers, include_dashboard=False, log_to_driver=False)
+        ray_init = time.perf_counter() - t0
+        executors[f"ray ({a.workers} CPUs)"] = RayExecutor()
+        env["ray"] = ray.__version__
+
+    times: dict[str, list[float]] = {k: [] for k in executors}
+    with tempfile.TemporaryDirectory(prefix="normlab-sweep-bench-") as root:
+        for r in range(a.repeats):
+            for name, ex in executors.items():
+                out = os.path.join(root, f"{r}-{len(times[name])}-{name.split()[0]}")
+                t0 = time.perf_counter()
+                records = run_sweep(pts, out, executor=ex)
+                times[name].append(time.perf_counter() - t0)
+                assert all(rec.finished and not rec.reused for rec in records), name
+                print(f"  repeat {r + 1}: {name:<18} {times[name][-1]:7.2f} s", file=sys.stderr)
+    if not a.no_ray:
+        ray.shutdown()
+
+    serial = float(np.median(times["serial"]))
+    print(f"\n{a.points}-point sweep, {a.steps} steps per point (2 layers, d_model 32, batch 8 x 32 "
+          f"tokens), median of {a.repeats} (round-robin)")
+    print(f"{'executor':<20} {'median s':>9} {'first s':>8} {'speed-up vs serial':>19}")
+    for name, ts in times.items():
+        med = float(np.median(ts))
+        print(f"{name:<20} {med:9.2f} {ts[0]:8.2f} {serial / med:18.2f}x")
+    print(f"serial per point: {serial / a.points:.2f} s")
+    if not a.no_ray:
+        print(f"ray.init (local, {a.workers} CPUs): {ray_init:.2f} s, not in the sweeps' times")
+    print("threads per process: 1 (" + ", ".join(f"{k}={v}" for k, v in THREAD_ENV.items()) + ")")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in env.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
