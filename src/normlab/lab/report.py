@@ -193,6 +193,7 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     names = list(registry()) if names is None else list(names)
     entries = []
+    reused: list[str] = []
     t0 = time.perf_counter()
 
     def one(rep, name):
@@ -206,6 +207,8 @@ def write_report(
             err = traceback.format_exc()
             rep.finish(name, "error: " + err.strip().splitlines()[-1])
             return (name, None, None, err)
+        if o.reused:
+            reused.append(name)
         how = "cached" if o.reused else f"{o.result.wall_s:.1f} s"
         rep.finish(name, f"{o.result.verdict} ({how})")
         return (name, o.result, o.out_dir, "")
@@ -222,7 +225,8 @@ def write_report(
         "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "size": size,
         "experiments' run time (sum)": f"{compute:.0f} s",
-        "this invocation (cached results reused)": f"{elapsed:.0f} s",
+        "this invocation": f"{elapsed:.0f} s ({len(reused)} of {len(entries)} results reused "
+                           "from the cache)",
         "normlab": __version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
@@ -236,6 +240,7 @@ def write_report(
     os.replace(tmp, path)
     summary = {
         "size": size, "wall_s_this_invocation": elapsed, "wall_s_experiments": compute,
+        "reused": reused,
         "experiments": [
             {"name": n, "verdict": (r.verdict if r is not None else "error"),
              "measured": (r.measured if r is not None else err.strip().splitlines()[-1]),

@@ -182,8 +182,11 @@ def plot(result: Result, out_dir) -> list[str]:
                    label=f"{p}-LN: slope {d['slope'][p]:+.2f}")
         b.plot(L, y[0] * (L / L[0]) ** theory, ":", color=COLORS[p], lw=1.2,
                label=f"theory slope {theory:g}")
+    from matplotlib.ticker import NullLocator
+
     b.set_xscale("log")
     b.set_yscale("log")
     b.set_xticks(L, [str(int(v)) for v in L])
+    b.xaxis.set_minor_locator(NullLocator())
     style(b, "last layer's gradient vs depth", "layers L", "||dL/dW2_L||_F")
     return [save(fig, out_dir, "gradients_at_init.png")]

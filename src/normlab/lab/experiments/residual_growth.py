@@ -201,6 +201,7 @@ def plot(result: Result, out_dir) -> list[str]:
     a.plot(n, ch["orthogonal"], "s-", color=COLORS["pre"], label="orthogonal: 2 sqrt(l)")
     a.annotate(f"{ch['aligned'][-1]:g}", (n[-1], ch["aligned"][-1]), xytext=(-18, 4),
                textcoords="offset points")
+    a.set_ylim(top=max(ch["aligned"]) * 1.12)
     style(a, "the chapter's sum x_L = x_0 + sum F_l", "blocks l", "||x_l||")
     L = d["n_layers"]
     l = np.arange(1, L + 1)
@@ -209,7 +210,8 @@ def plot(result: Result, out_dir) -> list[str]:
                     label="Lemma 2 bounds (pre)")
     for p in ("none", "pre", "sandwich", "deepnorm", "post"):
         label = {"post": "post (stream)"}.get(p, p)
-        a2.plot(l, d["profile"][p], "o-", ms=3, color=COLORS[p], label=label)
+        a2.plot(l, d["profile"][p], "x--" if p == "deepnorm" else "o-", ms=4, color=COLORS[p],
+                label=label)
     a2.plot(l, d["post5"], "^--", ms=4, color=COLORS["post"], label="post x^(post,5)")
     a2.axhline(1.5, color=COLORS["post"], lw=0.8, ls=":")
     a2.set_yscale("log")
