@@ -198,3 +198,22 @@ def test_mask_keeps_the_expectation(p):
         assert abs(corr) < 5 / np.sqrt(a.size)
     # inverted dropout keeps E[x]: the mean of dropout(1) is 1
     assert abs((keep / q).mean() - 1.0) < 5 * sd / q / np.sqrt(keep.size)
+
+
+def test_parallel_path_matches_reference(rng):
+    from normlab.kernels._common import PARALLEL_MIN
+
+    x, r, w, b = _case(rng, (PARALLEL_MIN // 300 + 11, 300), np.float32, "x")
+    kw = dict(p_drop=0.2, training=True)
+    (y, res), c = K.add_norm_forward(x, r, w, b, rng=np.random.default_rng(2), **kw)
+    (y_r, res_r), c_r = ref.add_norm_forward(x, r, w, b, rng=np.random.default_rng(2), **kw)
+    np.testing.assert_array_equal(res, res_r)
+    assert_rowwise(y, y_r, scale=_y_scale(c_r))
+    dy = rng.normal(size=x.shape).astype(np.float32)
+    got, want = K.add_norm_backward((dy, dy), c), ref.add_norm_backward((dy, dy), c_r)
+    xhat = (as64(res_r) - as64(c_r.mean)) * as64(c_r.rstd)
+    terms = float(np.max(np.abs(as64(dy) * as64(c_r.weight) * as64(c_r.rstd)))
+                  + np.max(np.abs(as64(dy))))  # ds = dnorm + dresidual_out
+    assert_rowwise(got[0], want[0], ulps_ct=16, scale=terms)
+    assert_param_grad(got[2], want[2], as64(dy) * xhat, np.float32)
+    assert_param_grad(got[3], want[3], as64(dy), np.float32)

@@ -165,3 +165,25 @@ def test_bad_input_is_refused_like_the_reference(bad, exc, match):
         K.layer_norm_forward(**args)
     with pytest.raises(exc, match=match):
         F.layer_norm_forward(**args)
+
+
+@pytest.mark.parametrize("op", ["layer", "rms"])
+def test_parallel_path_matches_reference(rng, op):
+    """Past PARALLEL_MIN elements the rows are split across threads and the parameter gradients
+    reduced across them: the same results."""
+    from normlab.kernels._common import PARALLEL_MIN
+
+    x, g, b = _inputs(rng, (PARALLEL_MIN // 500 + 37, 1000), np.float32)
+    assert x.size >= PARALLEL_MIN
+    dy = _dy(rng, x.shape, np.float32)
+    if op == "layer":
+        (y, c), (y_ref, c_ref) = K.layer_norm_forward(x, g, b), F.layer_norm_forward(x, g, b)
+        got, want = K.layer_norm_backward(dy, c), F.layer_norm_backward(dy, c_ref)
+        xhat = (as64(x) - as64(c_ref.mean)) * as64(c_ref.rstd)
+    else:
+        (y, c), (y_ref, c_ref) = K.rms_norm_forward(x, g), F.rms_norm_forward(x, g)
+        got, want = K.rms_norm_backward(dy, c), F.rms_norm_backward(dy, c_ref)
+        xhat = as64(x) * as64(c_ref.rstd)
+    assert_rowwise(y, y_ref, scale=_y_scale(x, c_ref.rstd, g))
+    assert_rowwise(got[0], want[0], ulps_ct=16, scale=_terms(dy, g, c_ref.rstd))
+    assert_param_grad(got[1], want[1], as64(dy) * xhat, np.float32)

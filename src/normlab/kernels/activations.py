@@ -20,6 +20,7 @@ from numba import njit, prange
 from .. import _checks as ck
 from ..functional import activations as _ref
 from ..functional.activations import GeluCache
+from ._common import launch
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -102,7 +103,7 @@ def gelu_forward(x, approximate: str = "none"):
     xc = np.empty(flat.size, ct) if write_xc else flat
     s = np.empty(flat.size, ct)
     y = np.empty(flat.size, x.dtype)
-    _gelu_fwd(xk, xc, write_xc, s, kernel_view(y)[0], approximate == "tanh", fx, F16_TABLE)
+    launch(_gelu_fwd, flat.size, xk, xc, write_xc, s, kernel_view(y)[0], approximate == "tanh", fx, F16_TABLE)
     return y.reshape(x.shape), GeluCache(xc.reshape(x.shape), s.reshape(x.shape), approximate,
                                          x.dtype)
 
@@ -118,6 +119,6 @@ def gelu_backward(dout, cache: GeluCache):
     d = np.ascontiguousarray(dout if native(dout.dtype) else dout.astype(ct)).reshape(-1)
     dyk, fdy = kernel_view(d)
     dx = np.empty(x.size, dtype)
-    _gelu_bwd(np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(s).reshape(-1), dyk,
+    launch(_gelu_bwd, x.size, np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(s).reshape(-1), dyk,
               kernel_view(dx)[0], approximate == "tanh", fdy, kernel_view(dx)[1], F16_TABLE)
     return dx.reshape(x.shape)

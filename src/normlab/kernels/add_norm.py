@@ -19,7 +19,7 @@ from numba import njit, prange
 from .. import _checks as ck
 from ..functional import add_norm as _ref
 from ..functional.add_norm import AddNormCache, check_add_norm
-from ._common import ROW_BLOCK, chunk_bounds, flush, nchunks, rows_of
+from ._common import ROW_BLOCK, chunk_bounds, flush, launch, nchunks, rows_of
 from ._rows import (F16_TABLE, NATIVE, fmt_of, kernel_view, load_row, native, out_row, round_row,
                     store_row)
 from .norms import grad_view, ln_apply, ln_bwd_row, ln_stats, rms_apply, rms_bwd_row, rms_stats
@@ -170,10 +170,10 @@ def add_norm_forward(x, residual, weight, bias=None, eps: float = 1e-5, *, norm:
     b = np.zeros(C, ct) if bias is None else bias.astype(ct)
     mean, rstd = np.empty(rows, ct), np.empty(rows, ct)
     seed, thr, scale = (key.seed, key.threshold, key.scale) if key is not None else (0, 0, 1.0)
-    _add_norm_fwd(xk, rk, residual is not None, w, b, ct.type(eps), norm == "rms",
+    launch(_add_norm_fwd, x.size, xk, rk, residual is not None, w, b, ct.type(eps), norm == "rms",
                   key is not None, np.uint64(seed), np.uint64(thr), ct.type(scale), round_sum,
                   kernel_view(y.reshape(rows, C))[0], kernel_view(res_out.reshape(rows, C))[0],
-                  s, save_s, mean, rstd, fx, fr, fmt_of(res_dt), F16_TABLE, nchunks(rows))
+                  s, save_s, mean, rstd, fx, fr, fmt_of(res_dt), F16_TABLE, nchunks(rows, x.size))
     stat = x.shape[:-1] + (1,)
     if round_sum:
         norm_in, round_to = res_out, (None if res_dt == x.dtype else x.dtype)
@@ -207,12 +207,12 @@ def add_norm_backward(dout, cache: AddNormCache):
     dx = np.empty(norm_in.shape, x_dt)
     dr = (np.empty(norm_in.shape, res_dt) if res_dt is not None
           else np.empty((0, C), x_dt))  # no residual: nothing to write
-    n = nchunks(rows)
+    n = nchunks(rows, norm_in.size)
     part_w, part_b = np.zeros((n, C)), np.zeros((n, C))
     seed, thr, scale = (key.seed, key.threshold, key.scale) if key is not None else (0, 0, 1.0)
     rows_stat = np.ascontiguousarray(rstd).reshape(rows)
     mean_k = rows_stat if mean is None else np.ascontiguousarray(mean).reshape(rows)
-    _add_norm_bwd(nk, fn, fmt_of(round_to) if round_to is not None else NATIVE, dyk, fdy, drk,
+    launch(_add_norm_bwd, norm_in.size, nk, fn, fmt_of(round_to) if round_to is not None else NATIVE, dyk, fdy, drk,
                   dres is not None, fdr, w, mean_k, rows_stat, norm == "rms", key is not None,
                   np.uint64(seed), np.uint64(thr), ct.type(scale),
                   kernel_view(dx.reshape(rows, C))[0], fmt_of(x_dt),
@@ -229,5 +229,5 @@ def keep_mask(key, shape) -> np.ndarray:
     ``functional.add_norm.keep_mask``)."""
     C = shape[-1]
     out = np.empty((int(np.prod(shape[:-1], dtype=np.int64)), C), np.bool_)
-    keep_mask_kernel(np.uint64(key.seed), np.uint64(key.threshold), out)
+    launch(keep_mask_kernel, out.size, np.uint64(key.seed), np.uint64(key.threshold), out)
     return out.reshape(shape)

@@ -30,7 +30,7 @@ from ..functional import layernorm as _ref_ln
 from ..functional import rmsnorm as _ref_rms
 from ..functional.layernorm import LayerNormCache
 from ..functional.rmsnorm import RMSNormCache, partial_width
-from ._common import (REDUCE, ROW_BLOCK, chunk_bounds, flush, nchunks, row_centered_sumsq,
+from ._common import (REDUCE, ROW_BLOCK, chunk_bounds, flush, launch, nchunks, row_centered_sumsq,
                       row_sum, row_sumsq, rows_of)
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
 
@@ -220,9 +220,9 @@ def layer_norm_forward(x, gamma, beta, eps: float = 1e-5):
     y = np.empty(x.shape, x.dtype)
     yk, _ = kernel_view(y.reshape(rows, C))
     mean, rstd = np.empty(rows, ct), np.empty(rows, ct)
-    _layer_norm_fwd(xk, np.ones(C, ct) if g is None else g,
-                    np.zeros(C, ct) if beta is None else beta.astype(ct), ct.type(eps),
-                    yk, mean, rstd, fmt, F16_TABLE, nchunks(rows))
+    launch(_layer_norm_fwd, x.size, xk, np.ones(C, ct) if g is None else g,
+           np.zeros(C, ct) if beta is None else beta.astype(ct), ct.type(eps),
+           yk, mean, rstd, fmt, F16_TABLE, nchunks(rows, x.size))
     stat_shape = x.shape[:-1] + (1,)
     dtypes = (None if gamma is None else gamma.dtype, None if beta is None else beta.dtype)
     return y, LayerNormCache(x, g, beta is not None, mean.reshape(stat_shape),
@@ -243,9 +243,9 @@ def layer_norm_backward(dout, cache: LayerNormCache):
     rows = xk.shape[0]
     dx = np.empty(x.shape, x.dtype)
     dxk, _ = kernel_view(dx.reshape(rows, C))
-    n = nchunks(rows)
+    n = nchunks(rows, x.size)
     part_g, part_b = np.zeros((n, C)), np.zeros((n, C))
-    _layer_norm_bwd(xk, dyk, np.ones(C, ct) if g is None else g, np.ascontiguousarray(mean).reshape(rows),
+    launch(_layer_norm_bwd, x.size, xk, dyk, np.ones(C, ct) if g is None else g, np.ascontiguousarray(mean).reshape(rows),
                     np.ascontiguousarray(rstd).reshape(rows), dxk, part_g, part_b, fx, fdy, F16_TABLE, n)
     dgamma = None if g is None else part_g.sum(axis=0).astype(ck.compute_dtype(gamma_dt))
     dbeta = part_b.sum(axis=0).astype(ck.compute_dtype(beta_dt)) if has_beta else None
@@ -273,7 +273,8 @@ def rms_norm_forward(x, weight, eps: float = 1e-8, *, partial: float | None = No
     y = np.empty(x.shape, x.dtype)
     yk, _ = kernel_view(y.reshape(rows, C))
     rstd = np.empty(rows, ct)
-    _rms_norm_fwd(xk, scale, ct.type(eps), k, yk, rstd, fmt, F16_TABLE, nchunks(rows))
+    launch(_rms_norm_fwd, x.size, xk, scale, ct.type(eps), k, yk, rstd, fmt, F16_TABLE,
+           nchunks(rows, x.size))
     return y, RMSNormCache(x, scale, rstd.reshape(x.shape[:-1] + (1,)), k, weight.dtype)
 
 
@@ -291,7 +292,7 @@ def rms_norm_backward(dout, cache: RMSNormCache):
     rows = xk.shape[0]
     dx = np.empty(x.shape, x.dtype)
     dxk, _ = kernel_view(dx.reshape(rows, C))
-    n = nchunks(rows)
+    n = nchunks(rows, x.size)
     part_w = np.zeros((n, C))
-    _rms_norm_bwd(xk, dyk, scale, np.ascontiguousarray(rstd).reshape(rows), k, dxk, part_w, fx, fdy, F16_TABLE, n)
+    launch(_rms_norm_bwd, x.size, xk, dyk, scale, np.ascontiguousarray(rstd).reshape(rows), k, dxk, part_w, fx, fdy, F16_TABLE, n)
     return dx, part_w.sum(axis=0).astype(ck.compute_dtype(weight_dt))

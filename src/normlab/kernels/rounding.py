@@ -21,6 +21,7 @@ from numba import njit, prange
 from .. import _checks as ck
 from ..precision import rounding as _ref
 from ..precision.formats import get_format
+from ._common import launch
 
 _BLOCK = 1 << 14  # elements per work item
 _MODES = {"nearest_even": 0, "toward_zero": 1, "up": 2, "down": 3, "stochastic": 4}
@@ -148,7 +149,7 @@ def quantize(x, fmt, *, rounding: str = "nearest_even", overflow: str | None = N
         r = np.empty(0, plan.uint)
     u = np.uint64
     W = 8 * np.dtype(plan.uint).itemsize
-    _quantize(bits, r, out, W, plan.P, plan.d, plan.variable, plan.emin_b, plan.cap,
+    launch(_quantize, bits.size, bits, r, out, W, plan.P, plan.d, plan.variable, plan.emin_b, plan.cap,
               u(plan.sign), u(plan.implicit), u(plan.inf), u(plan.qnan), u(plan.max_bits),
               u(plan.min_normal_bits), u(plan.tiny_bits), u(plan.half_tiny_bits),
               float(plan.q_scale), bool(fmt.zero), bool(fmt.signed), _MODES[rounding],

@@ -29,7 +29,7 @@ from ..functional import softmax as _ref_softmax
 from ..functional.embedding import token_ids
 from ..functional.losses import IGNORE_INDEX, CrossEntropyCache
 from ..functional.softmax import SoftmaxCache
-from ._common import REDUCE, chunk_bounds, nchunks, rows_of
+from ._common import REDUCE, chunk_bounds, launch, nchunks, rows_of
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
 
 
@@ -156,8 +156,8 @@ def _forward(x, causal, softcap):
     y = p if x.dtype == ct else np.empty(x.shape, x.dtype)
     tanh = np.empty(x.shape if softcap else (0, C), ct)
     T = x.shape[-2] if causal else 1
-    _softmax_fwd(xk, p.reshape(rows, C), kernel_view(y.reshape(rows, C))[0], y is not p, T, causal,
-                 ct.type(softcap or 0.0), tanh.reshape(-1, C), fx, F16_TABLE, nchunks(rows))
+    launch(_softmax_fwd, x.size, xk, p.reshape(rows, C), kernel_view(y.reshape(rows, C))[0], y is not p, T, causal,
+                 ct.type(softcap or 0.0), tanh.reshape(-1, C), fx, F16_TABLE, nchunks(rows, x.size))
     return p, y, (tanh if softcap else None)
 
 
@@ -170,7 +170,8 @@ def _backward(dout, p, tanh, dtype):
     dx = np.empty(p.shape, dtype)
     dxk, fx = kernel_view(dx.reshape(rows, C))
     t = rows_of(tanh) if tanh is not None else np.empty((0, C), ct)
-    _softmax_bwd(pk, dyk, tanh is not None, t, dxk, fdy, fx, F16_TABLE, nchunks(rows))
+    launch(_softmax_bwd, p.size, pk, dyk, tanh is not None, t, dxk, fdy, fx, F16_TABLE,
+           nchunks(rows, p.size))
     return dx
 
 
@@ -321,8 +322,8 @@ def cross_entropy_forward(logits, targets, *, softcap: float | None = None, z_lo
     p = np.empty((N, V), ct)
     tanh = np.empty((N, V) if softcap else (0, V), ct)
     log_z, nll, zmean = np.empty(N, ct), np.empty(N, ct), np.empty(N, ct)
-    _ce_fwd(xk, idx, y, ct.type(softcap or 0.0), p, tanh, log_z, nll, zmean, fx, F16_TABLE,
-            nchunks(N))
+    launch(_ce_fwd, N * V, xk, idx, y, ct.type(softcap or 0.0), p, tanh, log_z, nll, zmean, fx,
+           F16_TABLE, nchunks(N, N * V))
     per_row = (1.0 - label_smoothing) * nll.astype(np.float64)
     if label_smoothing:
         per_row += label_smoothing * (log_z - zmean).astype(np.float64)
@@ -349,9 +350,9 @@ def cross_entropy_backward(dout, cache: CrossEntropyCache):
     dl = np.empty(shape, dtype) if keep is None else np.zeros(shape, dtype)
     dk, fx = kernel_view(dl.reshape(-1, V))
     # the reference's constants, rounded to the compute dtype as it rounds them
-    _ce_bwd(p, np.asarray(y, np.int64), idx, log_z, ct.type(1.0 - eps), ct.type(eps / V),
+    launch(_ce_bwd, p.size, p, np.asarray(y, np.int64), idx, log_z, ct.type(1.0 - eps), ct.type(eps / V),
             ct.type(2.0 * c), ct.type(float(dout) / N), tanh is not None,
-            tanh if tanh is not None else np.empty((0, V), ct), dk, fx, nchunks(N))
+            tanh if tanh is not None else np.empty((0, V), ct), dk, fx, nchunks(N, p.size))
     return dl, None
 
 
