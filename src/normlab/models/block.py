@@ -52,8 +52,9 @@ class Residual(Module):
     """One sublayer ``branch`` in a residual connection with the norm ``placement``.
 
     Children: ``branch`` (F), ``norm`` (N; N_in for sandwich), ``norm_out`` (sandwich only) and
-    ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero. ``numerics.stream`` rounds the output and
-    ``numerics.grad`` the incoming gradient (identities at full precision).
+    ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero.
+    ``numerics.stream`` rounds the output and, in the backward, the incoming gradient (the
+    identity at full precision).
     """
 
     numerics: Numerics = FULL_PRECISION
@@ -88,12 +89,12 @@ class Residual(Module):
             y = x + self.params["resweight"] * self._f
         else:  # none
             y = x + D(F(x))
-        return self.numerics.stream(y)
+        return self.numerics.stream(y, "x")
 
     def backward(self, dy: np.ndarray) -> np.ndarray:
         F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
         p = self.placement
-        dy = self.numerics.grad(dy)
+        dy = self.numerics.stream(dy, "dx")
         if p == "post":
             dz = N.backward(dy)
             dx = dz + F.backward(D.backward(dz))

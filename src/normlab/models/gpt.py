@@ -78,6 +78,7 @@ class GPT(Module):
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=cfg.init_std, dtype=dtype)
+        self.numerics_root: Numerics = FULL_PRECISION  # what set_numerics installed
         self.metrics: dict = {}
         self._head_cache = None
         self._loss_cache = None
@@ -95,7 +96,7 @@ class GPT(Module):
         x = self.wte(idx)  # (B, T, C)
         if cfg.positions == "learned":
             x = x + self.wpe(np.arange(T))  # (B, T, C) + (T, C)
-        x = self.numerics.stream(x)
+        x = self.numerics.stream(x, "x")
         rms, max_logit = [], []
         for block in self.blocks:
             x = block(x)  # (B, T, C)
@@ -105,8 +106,9 @@ class GPT(Module):
         x = self.norm_f(x)  # (B, T, C)
         if cfg.tie_embeddings:
             n = self.numerics
-            logits, self._head_cache = linear_forward(n.input(x), n.weight(self.wte.params["weight"]))
-            logits = n.output(logits)  # (B, T, V)
+            logits, self._head_cache = linear_forward(n.input(x, "head"),
+                                                      n.weight(self.wte.params["weight"], "head"))
+            logits = n.output(logits, "head")  # (B, T, V)
         else:
             logits = self.head(x)  # (B, T, V)
         self.metrics = {"residual_rms": rms, "max_attn_logit": max_logit}
@@ -141,9 +143,9 @@ class GPT(Module):
         n = self.numerics
         dlogits, _ = cross_entropy_backward(dloss, self._loss_cache)  # (B, T, V)
         if cfg.tie_embeddings:
-            dx, dW, _ = linear_backward(n.grad(dlogits), self._head_cache)
-            self.wte.accumulate("weight", n.grad(dW))
-            dx = n.grad(dx)
+            dx, dW, _ = linear_backward(n.grad(dlogits, "dhead"), self._head_cache)
+            self.wte.accumulate("weight", n.output(dW, "dhead_weight"))
+            dx = n.output(dx, "dhead_x")
         else:
             dx = self.head.backward(dlogits)  # (B, T, C)
         dx = self.norm_f.backward(dx)
@@ -164,22 +166,27 @@ class GPT(Module):
         self._head_cache = self._loss_cache = None
 
     # ---- helpers ---------------------------------------------------------------------------
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """``(dotted name, module)`` for this module ("") and every descendant, depth first."""
+        stack = [(prefix, self)]
+        while stack:
+            name, m = stack.pop(0)
+            yield name, m
+            stack[:0] = [(f"{name}.{c}" if name else c, child) for c, child in m.children()]
+
     def modules(self) -> Iterator[Module]:
         """This module and every descendant, depth first."""
-        yield self
-        stack = [child for _, child in self.children()]
-        while stack:
-            m = stack.pop(0)
-            yield m
-            stack[:0] = [child for _, child in m.children()]
+        return (m for _, m in self.named_modules())
 
     def set_numerics(self, numerics: Numerics) -> None:
-        """Install precision hooks in every module that has them (``FULL_PRECISION`` undoes it)."""
+        """Install precision hooks in every module that has them, each bound to the module's
+        name (``FULL_PRECISION`` undoes it)."""
         if not isinstance(numerics, Numerics):
             raise TypeError(f"numerics must be a Numerics; got {type(numerics).__name__}")
-        for m in self.modules():
+        self.numerics_root = numerics
+        for name, m in self.named_modules():
             if hasattr(m, "numerics"):
-                m.numerics = numerics
+                m.numerics = numerics.bind(name or "gpt")
 
     def layer_of(self, name: str) -> int | None:
         """The block index of a dotted parameter name (``blocks.3.attn...`` -> 3), else None."""

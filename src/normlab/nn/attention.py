@@ -64,7 +64,7 @@ class CausalSelfAttention(Module):
             training=self.training, rng=self.rng,
         )  # (B, H, T, D)
         self.max_logit = self._cache.max_logit
-        y = n.output(y).transpose(0, 2, 1, 3).reshape(B, T, C)  # (B, T, C) heads side by side
+        y = n.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, C)  # (B, T, C)
         return self.proj(y)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
@@ -79,4 +79,4 @@ class CausalSelfAttention(Module):
         dqkv = np.empty((B, T, 3, H, D), dq.dtype)  # (B, T, 3, H, D)
         for i, d in enumerate((dq, dk, dv)):
             dqkv[:, :, i] = d.transpose(0, 2, 1, 3)
-        return self.qkv.backward(n.grad(dqkv.reshape(B, T, 3 * C)))
+        return self.qkv.backward(dqkv.reshape(B, T, 3 * C))

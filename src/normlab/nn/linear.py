@@ -19,8 +19,9 @@ def _count(n, name: str) -> int:
 class Linear(Module):
     """``y = x W^T + b`` with W (out_features, in_features) drawn from N(0, std^2) and b = 0.
 
-    ``numerics`` rounds the input and the weight before the product, the result after it, and the
-    gradients in the backward (the identity at full precision).
+    ``numerics`` rounds the weight and the input before the product and the result after it;
+    in the backward the incoming gradient (the GEMM operand) and the results dx and dW (the
+    identity at full precision; see ``normlab.nn.numerics``).
     """
 
     numerics: Numerics = FULL_PRECISION
@@ -44,15 +45,18 @@ class Linear(Module):
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         n = self.numerics
-        dx, dweight, dbias = linear_backward(n.grad(dout), self._last_cache())
-        self.accumulate("weight", n.grad(dweight))
+        dx, dweight, dbias = linear_backward(n.grad(dout, "dout"), self._last_cache())
+        self.accumulate("weight", n.output(dweight, "dweight"))
         if "bias" in self.params:
             self.accumulate("bias", dbias)
-        return n.grad(dx)
+        return n.output(dx, "dx")
 
 
 class Embedding(Module):
-    """A (num_embeddings, dim) table drawn from N(0, std^2); ``forward(ids)`` gathers rows."""
+    """A (num_embeddings, dim) table drawn from N(0, std^2); ``forward(ids)`` gathers rows
+    (of the table as ``numerics.param`` presents it: the low-precision copy of a master)."""
+
+    numerics: Numerics = FULL_PRECISION
 
     def __init__(self, num_embeddings: int, dim: int, *, rng: np.random.Generator,
                  std: float = 0.02, dtype=np.float32):
@@ -64,7 +68,7 @@ class Embedding(Module):
         self.add_param("weight", (std * rng.standard_normal((num_embeddings, dim))).astype(dtype))
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
-        out, self._cache = embedding_forward(ids, self.params["weight"])
+        out, self._cache = embedding_forward(ids, self.numerics.param(self.params["weight"]))
         return out
 
     def backward(self, dout: np.ndarray) -> None:

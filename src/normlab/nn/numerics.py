@@ -1,21 +1,32 @@
 """Where a precision policy rounds values inside a model: a small set of named hooks.
 
 Modules keep float32 (or float64) arrays throughout; a low-precision format is emulated by
-rounding values onto its grid at these documented points. This base class is the identity at
-every point (full precision); a subclass built from a precision policy rounds where it says.
+rounding values onto its grid at these documented points, each tied to a role of
+``normlab.precision.PrecisionPolicy``:
 
-    weight(w)   a parameter as a matrix multiply reads it              (the compute format)
-    input(x)    a matrix multiply's activation input                   (the compute format)
-    output(y)   a matrix multiply's result, as the GEMM writes it      (the compute format)
-    stream(x)   the residual stream after each residual add            (the activations format)
-    grad(g)     an activation gradient in the backward, and a weight
-                gradient as the GEMM writes it                         (the gradients format)
+    param(w)    a parameter as the forward reads it                   params (the low-precision
+                                                                      copy of a master weight)
+    weight(w)   a parameter as a matrix multiply reads it             compute(params(w))
+    input(x)    a matrix multiply's activation operand (forward)      compute
+    output(y)   a matrix multiply's result as the GEMM writes it,     activations
+                forward (y) and backward (dx, dW)
+    stream(x)   the residual stream, and its gradient                 activations
+    grad(g)     a backward matrix multiply's gradient operand dY      gradients
 
+Every hook takes a ``key`` naming the tensor within its module (a module calls ``output`` for
+y, dx and dW), so that a scaled format (fp8 delayed scaling) keeps one scale history per tensor.
 Saved activations are the rounded values (a Linear saves its rounded input), so the backward sees
-what a low-precision forward would have kept.
+what a low-precision forward would have kept. Norms, softmax and the loss compute in float32 on
+the rounded values, as autocast's float32 list does.
+
+``Numerics`` is full precision (every hook the identity); ``PolicyNumerics`` rounds as a policy
+says. ``bind(site)`` gives each module its own view (its own scale histories); ``end_step()``
+advances the delayed-scaling histories once per optimizer step.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -23,20 +34,126 @@ import numpy as np
 class Numerics:
     """Full precision: every hook returns its argument unchanged (no copy)."""
 
-    def weight(self, w: np.ndarray) -> np.ndarray:
+    def bind(self, site: str) -> "Numerics":
+        """The hooks as seen by the module at ``site`` (a dotted name)."""
+        return self
+
+    def param(self, w: np.ndarray, key: str = "param") -> np.ndarray:
         return w
 
-    def input(self, x: np.ndarray) -> np.ndarray:
+    def weight(self, w: np.ndarray, key: str = "weight") -> np.ndarray:
+        return w
+
+    def input(self, x: np.ndarray, key: str = "input") -> np.ndarray:
         return x
 
-    def output(self, y: np.ndarray) -> np.ndarray:
+    def output(self, y: np.ndarray, key: str = "output") -> np.ndarray:
         return y
 
-    def stream(self, x: np.ndarray) -> np.ndarray:
+    def stream(self, x: np.ndarray, key: str = "stream") -> np.ndarray:
         return x
 
-    def grad(self, g: np.ndarray) -> np.ndarray:
+    def grad(self, g: np.ndarray, key: str = "grad") -> np.ndarray:
         return g
+
+    def end_step(self) -> None:
+        """Called once per optimizer step (delayed scaling advances its amax histories)."""
+
+    def state(self) -> dict:
+        """JSON-serializable state for a checkpoint (the delayed-scaling histories)."""
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        if state:
+            raise ValueError("full precision has no numerics state to load")
 
 
 FULL_PRECISION = Numerics()
+
+
+class PolicyNumerics(Numerics):
+    """The hooks of a ``normlab.precision.PrecisionPolicy`` (a preset name or a policy).
+
+    ``rng`` is required when a role rounds stochastically. The ``accumulate`` role must be
+    float32 (the model's matrix multiplies accumulate in float32; ``precision.matmul`` emulates
+    lower accumulators op by op), and ``communication`` does not apply to one process.
+    """
+
+    def __init__(self, policy, *, rng: np.random.Generator | None = None):
+        from ..precision import PrecisionPolicy, get_policy
+
+        self.policy = get_policy(policy) if isinstance(policy, str) else policy
+        if not isinstance(self.policy, PrecisionPolicy):
+            raise TypeError(f"policy must be a PrecisionPolicy or a preset name; got {policy!r}")
+        if self.policy.accumulate.rounds:
+            raise ValueError(f"policy {self.policy.name!r}: the model accumulates its matrix "
+                             f"multiplies in float32; an accumulate format of "
+                             f"{self.policy.accumulate} is emulated by normlab.precision.matmul only")
+        roles = ("params", "compute", "activations", "gradients")
+        self.roles = {r: getattr(self.policy, r) for r in roles}
+        if rng is None and any(p.rounding == "stochastic" for p in self.roles.values()):
+            raise TypeError(f"policy {self.policy.name!r} rounds stochastically: pass rng=")
+        self.rng = rng
+        self.states: dict[str, Any] = {}  # "site/key/role" -> DelayedScalingState
+
+    def bind(self, site: str) -> "Numerics":
+        return _Site(self, site)
+
+    def apply(self, role: str, x: np.ndarray, site: str, key: str) -> np.ndarray:
+        """``x`` in ``role``'s precision, float32; the identity for a role that does not round."""
+        p = self.roles[role]
+        if not p.rounds:
+            return x
+        state = None
+        if p.scaling is not None and p.scaling.kind == "delayed":
+            name = f"{site}/{key}/{role}"
+            state = self.states.get(name)
+            if state is None:
+                state = self.states[name] = p.new_state()
+        return p.apply(x, rng=self.rng, state=state).astype(x.dtype, copy=False)
+
+    def end_step(self) -> None:
+        for state in self.states.values():
+            state.update()
+
+    def state(self) -> dict:
+        return {name: {"scale": float(s.scale), "amax_history": s.amax_history.tolist()}
+                for name, s in self.states.items()}
+
+    def load_state(self, state: dict) -> None:
+        for name, saved in state.items():
+            role = name.rsplit("/", 1)[-1]
+            if role not in self.roles or self.roles[role].scaling is None:
+                raise ValueError(f"numerics state {name!r} does not belong to policy "
+                                 f"{self.policy.name!r}")
+            s = self.states[name] = self.roles[role].new_state()
+            s.scale = float(saved["scale"])
+            s.amax_history = np.asarray(saved["amax_history"], np.float32)
+
+
+class _Site(Numerics):
+    """A module's view of a PolicyNumerics: the hooks, with the module's name in every key."""
+
+    def __init__(self, owner: PolicyNumerics, site: str):
+        self.owner, self.site = owner, site
+
+    def bind(self, site: str) -> Numerics:
+        return self.owner.bind(site)
+
+    def param(self, w, key="param"):
+        return self.owner.apply("params", w, self.site, key)
+
+    def weight(self, w, key="weight"):
+        return self.owner.apply("compute", self.param(w, key), self.site, key)
+
+    def input(self, x, key="input"):
+        return self.owner.apply("compute", x, self.site, key)
+
+    def output(self, y, key="output"):
+        return self.owner.apply("activations", y, self.site, key)
+
+    def stream(self, x, key="stream"):
+        return self.owner.apply("activations", x, self.site, key)
+
+    def grad(self, g, key="grad"):
+        return self.owner.apply("gradients", g, self.site, key)

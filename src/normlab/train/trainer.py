@@ -129,11 +129,12 @@ class Trainer:
             model_cfg = dataclasses.replace(config.model, vocab_size=source.vocab_size)
             config = dataclasses.replace(config, model=model_cfg)
         self.config, self.source = config, source
-        init_seq, data_seq, dropout_seq = np.random.SeedSequence(config.seed).spawn(3)
+        init_seq, data_seq, dropout_seq, round_seq = np.random.SeedSequence(config.seed).spawn(4)
         self.data_rng = np.random.default_rng(data_seq)
         self.model = GPT(config.model, rng=np.random.default_rng(init_seq),
                          dropout_rng=np.random.default_rng(dropout_seq))
-        self.precision = TrainingPrecision.from_name(config.precision)
+        self.precision = TrainingPrecision.from_name(config.precision,
+                                                     rng=np.random.default_rng(round_seq))
         self.model.set_numerics(self.precision.numerics)
         self.params = self.model.parameters()
         self.grads = self.model.gradients()
@@ -198,9 +199,14 @@ class Trainer:
 
         model.zero_grad()
         scale = 1.0 if scaler is None else float(scaler.scale)
-        model.backward(scale)
+        if scaler is None:
+            model.backward(scale)
+        else:  # an overflow is expected now and then: detected below, the step skipped
+            with np.errstate(over="ignore", invalid="ignore"):
+                model.backward(scale)
+        self.precision.numerics.end_step()  # delayed scaling: this step's amax enters the history
         if scale != 1.0:
-            inv = 1.0 / scale
+            inv = np.float32(1.0 / scale)  # torch.amp.GradScaler's unscale_: float32(1 / S)
             for g in self.grads.values():
                 g *= inv
         grad_sq = {name: float(np.vdot(g, g)) for name, g in self.grads.items()}
