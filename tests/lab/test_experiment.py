@@ -75,7 +75,7 @@ def test_unknown_experiment():
 def test_registry_names_match_modules():
     for name in E.registry():
         m = E.load(name)
-        assert m.NAME == name
+        assert m.NAME == name and m.TITLE and m.CITATION
         assert m.__name__.rsplit(".", 1)[1] == name.replace("-", "_")
         assert {"tiny", "quick", "full"} <= set(m.SIZES)
         cfg = m.Config()

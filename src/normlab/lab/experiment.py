@@ -186,10 +186,17 @@ def configure(module, size: str = "quick", seed: int | None = None, **overrides:
 
 
 def cache_key(module, config) -> str:
-    """A hash of the configuration and the experiment's source: an edit re-runs it."""
+    """A hash of the configuration, the experiment's source and the lab's shared set-ups
+    (``experiments/_*.py``): editing either re-runs it. (After changing normlab's core, rerun
+    with ``--no-cache``.)"""
+    from .. import __version__
+
     h = hashlib.sha256()
     h.update(json.dumps(jsonable(dataclasses.asdict(config)), sort_keys=True).encode())
     h.update(inspect.getsource(module).encode())
+    h.update(__version__.encode())
+    for helper in sorted(Path(__file__).with_name("experiments").glob("_*.py")):
+        h.update(helper.read_bytes())
     return h.hexdigest()[:16]
 
 
