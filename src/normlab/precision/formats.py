@@ -193,7 +193,9 @@ class FloatFormat:
         """The NumPy/ml_dtypes storage dtype (float32 for tfloat32's 32-bit container), or None."""
         for name, fmt in FORMATS.items():
             if fmt == self:  # equality compares the bits, not the name
-                return np.dtype(np.float32 if name == "tfloat32" else getattr(ml_dtypes, name, name))
+                if name == "tfloat32":
+                    return np.dtype(np.float32)
+                return np.dtype(getattr(ml_dtypes, name, name))
         return None
 
     def values(self) -> np.ndarray:
