@@ -9,6 +9,13 @@ serial / executor (ideal: the number of workers). Everything is single-threaded 
 numba thread per process, as the pool's workers are), so the serial baseline is one core's work.
 The pool pays for starting its workers (Python, NumPy, numba's cached kernels) in every sweep;
 Ray keeps its workers between sweeps, and its start-up (``ray.init``) is timed apart.
+
+Two more columns say what the machine gave: "cores used" is the runs' CPU seconds over the
+sweep's wall time, and each repeat also measures the *ceiling*: the throughput of the same fixed
+CPU-bound loop on N processes at once against one (N x t1 / tN). On idle cores the ceiling is N;
+on a machine shared with other work, and with Linux's per-session fair share (autogroup), it can
+be near 1, and no executor can beat it. The speed-up over the ceiling is the executor's
+efficiency.
 """
 
 from __future__ import annotations
@@ -43,6 +50,25 @@ def points(n: int, steps: int):
                         for lr in lrs])
 
 
+def _spin(n: int) -> int:
+    """A fixed amount of single-threaded CPU work."""
+    x = 0
+    for i in range(n):
+        x ^= i * i
+    return x
+
+
+def ceiling(pool, workers: int, n: int) -> float:
+    """Throughput of ``workers`` copies of a CPU-bound loop at once, against one copy alone."""
+    t0 = time.perf_counter()
+    pool.submit(_spin, n).result()
+    t1 = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for f in [pool.submit(_spin, n) for _ in range(workers)]:
+        f.result()
+    return workers * t1 / (time.perf_counter() - t0)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--points", type=int, default=8)
@@ -66,26 +92,43 @@ def main() -> int:
         executors[f"ray ({a.workers} CPUs)"] = RayExecutor()
         env["ray"] = ray.__version__
 
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    spinners = ProcessPoolExecutor(a.workers, mp_context=multiprocessing.get_context("spawn"))
+    for f in [spinners.submit(_spin, 1) for _ in range(a.workers)]:  # started before timing
+        f.result()
     times: dict[str, list[float]] = {k: [] for k in executors}
+    cores: dict[str, list[float]] = {k: [] for k in executors}
+    ceilings: list[float] = []
     with tempfile.TemporaryDirectory(prefix="normlab-sweep-bench-") as root:
         for r in range(a.repeats):
+            ceilings.append(ceiling(spinners, a.workers, 4_000_000))
+            print(f"  repeat {r + 1}: ceiling            {ceilings[-1]:7.2f}x", file=sys.stderr)
             for name, ex in executors.items():
                 out = os.path.join(root, f"{r}-{len(times[name])}-{name.split()[0]}")
                 t0 = time.perf_counter()
                 records = run_sweep(pts, out, executor=ex)
                 times[name].append(time.perf_counter() - t0)
+                cores[name].append(sum(rec.cpu_s for rec in records) / times[name][-1])
                 assert all(rec.finished and not rec.reused for rec in records), name
                 print(f"  repeat {r + 1}: {name:<18} {times[name][-1]:7.2f} s", file=sys.stderr)
+    spinners.shutdown()
     if not a.no_ray:
         ray.shutdown()
 
     serial = float(np.median(times["serial"]))
     print(f"\n{a.points}-point sweep, {a.steps} steps per point (2 layers, d_model 32, batch 8 x 32 "
           f"tokens), median of {a.repeats} (round-robin)")
-    print(f"{'executor':<20} {'median s':>9} {'first s':>8} {'speed-up vs serial':>19}")
+    ceil = float(np.median(ceilings))
+    print(f"{'executor':<20} {'median s':>9} {'first s':>8} {'speed-up vs serial':>19} "
+          f"{'of the ceiling':>15} {'cores used':>11}")
     for name, ts in times.items():
         med = float(np.median(ts))
-        print(f"{name:<20} {med:9.2f} {ts[0]:8.2f} {serial / med:18.2f}x")
+        print(f"{name:<20} {med:9.2f} {ts[0]:8.2f} {serial / med:18.2f}x {serial / med / ceil:14.0%} "
+              f"{float(np.median(cores[name])):11.2f}")
+    print(f"ceiling ({a.workers} spinning processes against 1, same run): {ceil:.2f}x "
+          f"(repeats: {', '.join(f'{c:.2f}' for c in ceilings)}); ideal {a.workers}x on idle cores")
     print(f"serial per point: {serial / a.points:.2f} s")
     if not a.no_ray:
         print(f"ray.init (local, {a.workers} CPUs): {ray_init:.2f} s, not in the sweeps' times")

@@ -50,6 +50,7 @@ def _on_sigterm(signum, frame):
 
 def main(args: argparse.Namespace) -> int:
     import signal
+    import threading
 
     from . import (RayExecutor, SpecError, SweepSpec, load_spec, plot_summary, print_summary,
                    read_sweep, run_sweep, summarize)
@@ -108,7 +109,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"normlab sweep: {len(points)} points from {args.spec} on {executor.describe()}; "
           f"store {out}", file=sys.stderr)
 
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         if args.quiet:
             records = run_sweep(points, out, executor=executor)
@@ -126,7 +128,8 @@ def main(args: argparse.Namespace) -> int:
               f"(run the same command to resume)", file=sys.stderr)
         return 143 if isinstance(exc, _Terminated) else 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
     from collections import Counter
 

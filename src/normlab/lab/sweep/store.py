@@ -7,7 +7,7 @@ Layout::
                   metrics.json    per-step records and evaluations (history, evals)
                   result.json     the final figures: final_val_loss, entropy_floor, loss_at_init, ...
                   status.json     done | diverged | failed, with the reason (and the traceback of a
-                                  failure), wall time, attempt, host; written LAST
+                                  failure), wall and CPU time, attempt, host; written LAST
     OUT/events.jsonl              one line per dispatch and per outcome (an append-only journal)
 
 Every file is written to a temporary file in the same directory, flushed to disk, and renamed
@@ -53,6 +53,7 @@ class RunRecord:
     path: Path | None = None  # the run's directory
     reused: bool = False  # True when read from the store, False when run by this call
     varied: dict[str, Any] = field(default_factory=dict)  # the spec's varied fields -> values
+    cpu_s: float | None = None  # CPU seconds of the run's worker (below wall_s: it waited for a core)
 
     @property
     def finished(self) -> bool:
@@ -98,7 +99,8 @@ class RunStore:
                         varied=dict(point.varied))
         if not isinstance(status, dict) or status.get("status") not in (DONE, DIVERGED, FAILED):
             return rec
-        rec.status, rec.reason, rec.wall_s = status["status"], status.get("reason"), status.get("wall_s")
+        rec.status, rec.reason = status["status"], status.get("reason")
+        rec.wall_s, rec.cpu_s = status.get("wall_s"), status.get("cpu_s")
         if rec.finished:
             rec.result = _read_json(d / "result.json")
             if rec.result is None:  # cannot happen with status written last; be safe
@@ -157,12 +159,14 @@ class RunStore:
             result["loss_at_init"] = first  # the first step's training NLL: the loss at init
             _write(d / "metrics.json", metrics)
             _write(d / "result.json", result)
-        meta = {k: payload.get(k) for k in ("status", "reason", "traceback", "wall_s", "host", "pid")}
+        meta = {k: payload.get(k)
+                for k in ("status", "reason", "traceback", "wall_s", "cpu_s", "host", "pid")}
         meta.update(attempt=attempt, finished_at=_now(), normlab=_version())
         _write(d / "status.json", {k: v for k, v in meta.items() if v is not None or k == "reason"})
         self._log(status, point.id, attempt=attempt, wall_s=payload.get("wall_s"))
         return RunRecord(point.id, point.config.to_dict(), status, payload.get("reason"), result,
-                         payload.get("wall_s"), d, reused=False, varied=dict(point.varied))
+                         payload.get("wall_s"), d, reused=False, varied=dict(point.varied),
+                         cpu_s=payload.get("cpu_s"))
 
 
 def _write(path: Path, payload: Any) -> None:

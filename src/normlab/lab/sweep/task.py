@@ -24,12 +24,12 @@ THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 def run_point(config: dict[str, Any]) -> dict[str, Any]:
     """Train the run ``config`` (``TrainConfig.to_dict()``) describes; never raises.
 
-    Returns ``{"status": "done" | "diverged" | "failed", "reason", "result", "wall_s", "host",
-    "pid"}``: ``result`` is ``TrainResult.to_dict()`` (done and diverged runs), ``reason`` why
+    Returns ``{"status": "done" | "diverged" | "failed", "reason", "result", "wall_s", "cpu_s",
+    "host", "pid"}``: ``result`` is ``TrainResult.to_dict()`` (done and diverged runs), ``reason`` why
     training stopped early (diverged) or the exception (failed, with ``traceback``). A run that
     diverges is a result, not a failure.
     """
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
     try:
         from ...train import TrainConfig, train
@@ -40,6 +40,7 @@ def run_point(config: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a failure is recorded, and retried by the next sweep
         out.update(failure(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     out["wall_s"] = time.perf_counter() - t0
+    out["cpu_s"] = time.process_time() - c0  # below wall_s when the worker waits for a core
     return out
 
 
