@@ -399,6 +399,13 @@ def test_round_to_bfloat16_and_cast():
         ok = stored.view(np.uint16) == every.astype(ml_dtypes.bfloat16).view(np.uint16)
     nan = np.isnan(every)
     assert (ok | nan).all() and np.isnan(stored[nan].astype(np.float32)).all()
+    r = np.random.default_rng(13).standard_normal((3, 70000)).astype(np.float32) * 1e38
+    for kw in (dict(rounding="stochastic", rng=np.random.default_rng(3)),
+               dict(rounding="toward_zero"), dict(overflow="saturate"), dict(subnormals=False)):
+        want = quantize(r, "bfloat16", **{**kw, "rng": np.random.default_rng(3)}
+                        if "rng" in kw else kw)
+        _assert_same(cast(r, "bfloat16", **kw).astype(np.float32), want, r, f"cast {kw}")
+    assert cast(r.astype(np.float64), "bfloat16").dtype == _dtype("bfloat16")
     nan4 = cast(np.array([np.nan], np.float32), "float4_e2m1fn")
     assert nan4.view(np.uint8)[0] in (0x0, 0x8)  # ml_dtypes' "NaN": a zero
     with pytest.raises(ValueError, match="no NumPy/ml_dtypes storage dtype"):

@@ -26,7 +26,6 @@ The work is done on blocks of 128K elements so that the temporaries stay in cach
 
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -311,6 +310,13 @@ def quantize(
         float32 array of x's shape (float64 for float64 input) holding values of ``fmt``. NaN
         stays NaN, also for formats without NaN (``cast`` then follows ml_dtypes).
     """
+    return _quantize(x, fmt, rounding, overflow, subnormals, rng, high16=False)
+
+
+def _quantize(x: Any, fmt: Any, rounding: str, overflow: str | None, subnormals: bool,
+              rng: np.random.Generator | None, high16: bool) -> Array:
+    """quantize's body; ``high16`` returns the high 16 bits of each float32 result as uint16
+    (bfloat16 codes, for ``cast``), without a full-size float32 intermediate."""
     x = ck.float_array(x, "x")
     fmt = get_format(fmt)
     rounding = _check_rounding(rounding)
@@ -326,6 +332,8 @@ def quantize(
     with np.errstate(invalid="ignore"):  # (signalling NaNs)
         xc = np.ascontiguousarray(x, dtype=ftype)
     plan = _plan(fmt, ftype)
+    if high16 and (ftype is not np.float32 or plan is None):
+        raise ValueError("high16 needs float32 results")  # internal: cast checks it first
     if plan is None:  # float32 input, format reaching below float32's normal range: E8M0
         with np.errstate(invalid="ignore"):
             x64 = xc.astype(np.float64)
@@ -334,7 +342,7 @@ def quantize(
         return y.astype(np.float32)
     flush = not (subnormals and fmt.subnormals)
     if plan.d == 0 and not plan.variable:  # float32 to float32: nothing to round
-        if overflow is None and not flush:
+        if overflow is None and not flush and not high16:
             return xc.copy()
         rounding = "toward_zero"
     ovf = _overflow_bits(plan, fmt, rounding, overflow)
@@ -342,16 +350,22 @@ def quantize(
     fast = (not plan.variable and fmt.has_inf and fmt.emax == 127 and fmt.signed
             and not flush and overflow is None and rounding not in ("up", "down"))
     bits = xc.reshape(-1).view(plan.uint)
-    out = np.empty_like(bits)
     scratch = None if fast else _Scratch(min(bits.size, _BLOCK), plan.uint)
+    # high16: keep only the high 16 bits of each result (a bfloat16 code), block by block
+    out = np.empty(bits.shape, np.uint16 if high16 else plan.uint)
+    tmp = np.empty(min(bits.size, _BLOCK), plan.uint) if high16 else None
     for i in range(0, bits.size, _BLOCK):
-        block, dest = bits[i:i + _BLOCK], out[i:i + _BLOCK]
+        block = bits[i:i + _BLOCK]
+        dest = tmp[:block.size] if high16 else out[i:i + _BLOCK]
         r = _random_bits(rng, block.size, plan.uint) if rounding == "stochastic" else None
         if fast:
             _round_same_range(block, dest, plan, rounding, r)
         else:
             _round_block(block, dest, plan, fmt, rounding, ovf, flush, r, scratch)
-    return out.view(ftype).reshape(x.shape)
+        if high16:
+            dest >>= plan.uint(16)
+            np.copyto(out[i:i + _BLOCK], dest, casting="unsafe")
+    return out.reshape(x.shape) if high16 else out.view(ftype).reshape(x.shape)
 
 
 def round_to_bfloat16(x: Any) -> Array:
@@ -360,12 +374,14 @@ def round_to_bfloat16(x: Any) -> Array:
     return quantize(x, "bfloat16")
 
 
-def cast(x: Any, fmt: Any, **kwargs: Any) -> Array:
-    """``quantize(x, fmt, **kwargs)`` stored in the format's NumPy/ml_dtypes dtype.
+def cast(x: Any, fmt: Any, *, rounding: str = "nearest_even", overflow: str | None = None,
+         subnormals: bool = True, rng: np.random.Generator | None = None) -> Array:
+    """``quantize(x, fmt, ...)`` stored in the format's NumPy/ml_dtypes dtype.
 
     The values are rounded once by ``quantize`` (so float64 input is not rounded twice, and
-    ``overflow="saturate"`` is available); the store is then exact. NaN in a format without NaN
-    (float6_*, float4_*) becomes ml_dtypes' -0. tfloat32 is stored in float32.
+    ``overflow="saturate"`` is available); the store is then exact: for bfloat16 it keeps the
+    high half of each float32 result, for the other formats it is ml_dtypes' cast. NaN in a
+    format without NaN (float6_*, float4_*) becomes ml_dtypes' -0. tfloat32 is stored in float32.
 
     Raises ValueError for a format without a storage dtype (custom formats: use ``quantize``).
     """
@@ -374,11 +390,9 @@ def cast(x: Any, fmt: Any, **kwargs: Any) -> Array:
     if dtype is None:
         raise ValueError(f"fmt: {fmt_.name} has no NumPy/ml_dtypes storage dtype; quantize() "
                          f"returns its values in float32")
-    q = quantize(x, fmt_, **kwargs)
-    if dtype == np.dtype(ml_dtypes.bfloat16) and q.dtype == np.float32:
-        # the bfloat16 code is the high half of the float32 bits: a strided copy, exact
-        halves = q.reshape(-1).view(np.uint16).reshape(-1, 2)
-        high = halves[:, 1 if sys.byteorder == "little" else 0]
-        return np.ascontiguousarray(high).view(dtype).reshape(q.shape)
+    x = ck.float_array(x, "x")
+    if dtype == np.dtype(ml_dtypes.bfloat16) and x.dtype != np.float64:
+        return _quantize(x, fmt_, rounding, overflow, subnormals, rng, high16=True).view(dtype)
+    q = _quantize(x, fmt_, rounding, overflow, subnormals, rng, high16=False)
     with np.errstate(invalid="ignore"):
         return q.astype(dtype)
