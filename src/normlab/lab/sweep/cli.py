@@ -145,7 +145,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _varied(varied: dict) -> str:
-    return " ".join(f"{k.removeprefix('model.')}={v}" for k, v in varied.items())
+    from .spec import short_name
+
+    return " ".join(f"{short_name(k)}={v}" for k, v in varied.items())
 
 
 def _dry_run(points, records, out: Path) -> int:

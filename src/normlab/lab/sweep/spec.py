@@ -94,6 +94,11 @@ FIELDS: dict[str, _Field] = _fields()
 _KIND_TEXT = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
+def short_name(name: str) -> str:
+    """A field's name for labels: ``model.placement`` -> ``placement``."""
+    return name[len("model."):] if name.startswith("model.") else name
+
+
 def _unknown(name: str, where: str) -> SpecError:
     close = difflib.get_close_matches(name, list(FIELDS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -423,4 +428,4 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 
 __all__ = ["DISTRIBUTIONS", "FIELDS", "Distribution", "Point", "RandomSearch", "SpecError",
-           "SweepSpec", "load_spec", "make_points", "parse_spec", "run_id"]
+           "SweepSpec", "load_spec", "make_points", "parse_spec", "run_id", "short_name"]

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .spec import FIELDS
+from .spec import FIELDS, short_name
 from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord
 
 
@@ -106,10 +106,6 @@ def _json_safe(obj):
     return obj
 
 
-def _label(name: str) -> str:
-    return name[len("model."):] if name.startswith("model.") else name
-
-
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
@@ -130,7 +126,7 @@ def summarize(records: Iterable[RunRecord], *, x: str = "lr",
              and len({repr(r.value(n)) for r in records}) > 1]
     groups: dict[str, dict[float, list[RunRecord]]] = {}
     for r in records:
-        variant = ", ".join(f"{_label(n)}={r.value(n)}" for n in names) or "all"
+        variant = ", ".join(f"{short_name(n)}={r.value(n)}" for n in names) or "all"
         groups.setdefault(variant, {}).setdefault(r.value(x), []).append(r)
 
     cells, sens = [], []
@@ -189,7 +185,7 @@ def tables(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str]]]
     sens = [[t.variant, ", ".join(f"{v:g}" for v in t.xs) or "-", _f(t.loss_at_init),
              _f(t.best_loss), "-" if t.best_x is None else f"{t.best_x:g}", _f(t.value)]
             for t in sorted(s.sensitivity, key=lambda t: (math.isnan(t.value), t.value))]
-    x = _label(s.x)
+    x = short_name(s.x)
     return [
         (f"final validation loss by variant and {x} (nats/token; a diverged run counts as the loss "
          f"at init)", ["variant", x, "runs", "done", "diverged", "failed", "pending", "final loss",
@@ -260,7 +256,7 @@ def plot_summary(summary: SweepSummary, out_dir: str | Path) -> list[str]:
     if floors:
         ax.axhline(min(floors), color="#000000", ls=":", lw=0.9, label="entropy floor")
     ax.set_xscale("log")
-    style(ax, "final loss vs learning rate (x: a seed diverged)", _label(s.x),
+    style(ax, "final loss vs learning rate (x: a seed diverged)", short_name(s.x),
           "final validation loss (nats/token)")
     files = [save(fig, out_dir, "final_loss_vs_lr.png")]
 
