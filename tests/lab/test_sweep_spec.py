@@ -64,6 +64,8 @@ def test_random_search_is_seeded_within_bounds_and_crossed_with_the_grid(tmp_pat
     assert [p.id for p in points_of(tmp_path, body, name="again.toml")] == [p.id for p in pts]
     other = points_of(tmp_path, body.replace("seed = 3", "seed = 4"), name="other.toml")
     assert [p.config.lr for p in other[:6]] != [p.config.lr for p in pts[:6]]
+    ints = points_of(tmp_path, "[random]\nsamples = 3\nlr = { int_uniform = [1, 2] }\n", name="i.toml")
+    assert all(isinstance(p.config.lr, float) for p in ints)  # a float field stays a float
     logs = [math.log10(p.config.lr) for p in points_of(
         tmp_path, body.replace("samples = 6", "samples = 200"), name="many.toml")]
     assert min(logs) < -3.4 and max(logs) > -1.6  # spread over the decades, not uniform in lr

@@ -293,7 +293,8 @@ class SweepSpec:
         """Every point, checked; duplicates (equal configs) appear once."""
         names = list(self.grid)
         cells = list(itertools.product(*self.grid.values())) if names else [()]
-        draws = self.random.draws() if self.random else [{}]
+        draws = ([{k: _coerce(k, v, f"{self.source}: random.{k}") for k, v in d.items()}
+                  for d in self.random.draws()] if self.random else [{}])  # int draws of floats
         seeds = self.seeds if self.seeds is not None else (None,)
         out = []
         for cell in cells:
@@ -389,8 +390,6 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> SweepSpec:
             where = f"{source}: random.{name}"
             if name in grid:
                 raise SpecError(f"{where}: {name} is also in [grid]; keep one", field=name)
-            if name == "seed" and (seeds is not None or "seed" in grid):
-                raise SpecError(f"{where}: the seed is swept twice; keep one", field="seed")
             d = _distribution(name, spec, where)
             for v in d.values:  # the choices, or both bounds, on the base config
                 _checked({**base, name: _coerce(name, v, where)}, where, name)
