@@ -25,6 +25,10 @@ Compilation: every kernel is compiled on its first call for each combination of 
 package, or ``NUMBA_CACHE_DIR``); a later process loads the machine code (milliseconds).
 ``warm_up()`` compiles (or loads) the common float32 specializations ahead of time.
 
+Threads: problems of 4M elements and more are split across numba's threads (``NUMBA_NUM_THREADS``,
+``numba.set_num_threads``); smaller ones run on the calling thread (``_common.PARALLEL_MIN``).
+Idle OpenMP workers sleep rather than spin (``OMP_WAIT_POLICY=PASSIVE`` unless set).
+
 numba is imported only when a kernel is first used: ``import normlab`` and ``import
 normlab.kernels`` stay light.
 """

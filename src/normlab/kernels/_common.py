@@ -16,7 +16,16 @@ wherever a reduction is involved.
 
 from __future__ import annotations
 
-import numba
+import os
+
+# Idle OpenMP workers sleep instead of spinning (unless the user chose otherwise). On a shared
+# machine with more runnable processes than cores, spinning workers take the cores that the
+# working threads need: measured on 2 loaded cores, a 512K-element kernel took 12 ms with the
+# default spin-wait and 0.9 ms with PASSIVE. Read once, when numba's OpenMP pool starts; results
+# do not depend on it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numba  # noqa: E402
 import numpy as np
 from numba import njit
 
@@ -32,10 +41,13 @@ REDUCE = {"reassoc", "nsz"}
 ROW_BLOCK = 32
 
 
-# Below this many elements a kernel runs on the calling thread alone: waking the thread pool
-# costs more than the work, and on a shared, loaded machine a woken thread may wait a whole time
-# slice for a core (measured: 1024 x 128 LayerNorm, 0.2 ms on one thread, 15 ms on two).
-PARALLEL_MIN = 1 << 18
+# Below this many elements (16 MB of float32) a kernel runs on the calling thread alone: the data
+# sits in the caches and one core finishes in a few ms, while waking the thread pool costs more,
+# and on a shared, loaded machine a woken thread may wait a whole time slice for a core.
+# Measured on the 2 loaded cores (LayerNorm forward+backward, one thread / two): 1024 x 128 0.2 ms
+# / 15 ms; 4096 x 512 2.1 ms / 6.1 ms; 8192 x 768 16 ms / 18 ms; 8192 x 4096 143 ms / 143 ms (on
+# an idle machine two threads read memory faster than one).
+PARALLEL_MIN = 1 << 22
 
 
 def nchunks(rows: int, work: int | None = None) -> int:
