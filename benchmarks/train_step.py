@@ -6,12 +6,14 @@ against the same architecture in PyTorch CPU eager, timed side by side in one pr
 
 The model: pre-LN with RMSNorm, learned positions, GELU (tanh), untied head, no biases, float32.
 PyTorch runs as people write it in eager mode: nn.Linear, F.rms_norm, F.scaled_dot_product_attention
-(is_causal), F.cross_entropy, torch.optim.AdamW. Both use the same thread count (--threads sets
-OpenBLAS's and torch's). Prints the median step times and normlab / torch (lower is better for
+(is_causal), F.cross_entropy, torch.optim.AdamW. Both use the same thread count (--threads, by
+default the number of cores: OpenBLAS, numba and torch). Prints the median step times and normlab / torch (lower is better for
 normlab), and each framework's peak memory, measured in a fresh process per framework (Linux): the
 peak resident set (VmHWM, reset after the imports) minus the resident set after the imports
-(parameters, gradients, optimizer state, activations and temporaries; both BLAS libraries are
-warmed up before the baseline), plus NumPy's traced peak (tracemalloc) within one normlab step.
+(parameters, gradients, optimizer state, activations and temporaries; the BLAS libraries, and
+what each framework loads once per process, are loaded by a tiny model's step before the
+baseline), plus NumPy's traced peak (tracemalloc)
+within one normlab step above what stays between steps.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ def parse() -> argparse.Namespace:
 
 
 ARGS = parse()
-if ARGS.threads is not None:  # before NumPy loads OpenBLAS
-    os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+THREADS = ARGS.threads or os.cpu_count() or 1
+for var in ("OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ[var] = str(THREADS)  # before NumPy, numba and torch start their pools
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -48,8 +51,7 @@ import torch.nn.functional as F  # noqa: E402
 from normlab.models import GPT, GPTConfig  # noqa: E402
 from normlab.train import AdamW  # noqa: E402
 
-if ARGS.threads is not None:
-    torch.set_num_threads(ARGS.threads)
+torch.set_num_threads(THREADS)
 
 
 def config(a) -> GPTConfig:
@@ -165,10 +167,16 @@ def memory_child(which: str, a) -> None:
 
     small = np.ones((64, 64), np.float32)
     _ = small @ small, torch.from_numpy(small) @ torch.from_numpy(small)  # the BLAS arenas
+    # one step of a tiny model first: what each library loads once per process (numba and its
+    # compiled kernels; torch's autograd and optimizer machinery) stays out of the figure
+    tiny = argparse.Namespace(**{**vars(a), "layers": 1, "width": 16, "heads": 2, "seq": 4,
+                                 "batch": 2})
+    (normlab_setup(tiny)[0] if which == "normlab" else torch_setup(tiny))()
     with open("/proc/self/clear_refs", "w") as f:  # reset the peak to the current resident set
         f.write("5")
     base = status_kib("VmRSS")
     step = normlab_setup(a)[0] if which == "normlab" else torch_setup(a)
+    torch.set_num_threads(THREADS)
     for _ in range(3):
         step()
     traced = None
@@ -193,10 +201,12 @@ def main() -> None:
 
     normlab_step, model = normlab_setup(a)
     torch_step = torch_setup(a, model)
+    normlab_step()  # the first call starts numba's pool (OpenMP), which may reset torch's
+    torch.set_num_threads(THREADS)
     t = measure({"normlab": normlab_step, "torch": torch_step}, repeats=a.repeats, warmup=3)
     cfg = model.config
-    env = environment()
-    env["numpy BLAS threads"] = os.environ.get("OPENBLAS_NUM_THREADS", env["cpus"])
+    env = environment()  # read after the timing: the thread counts in force during it
+    env["numpy BLAS threads"] = os.environ["OPENBLAS_NUM_THREADS"]
     print(f"train step (forward + backward + AdamW): {cfg.n_layers} layers, d_model {cfg.d_model}, "
           f"{cfg.n_heads} heads, T {a.seq}, B {a.batch}, V {cfg.vocab_size}, float32, pre-LN "
           f"RMSNorm, {model.num_parameters():,} parameters; median of {a.repeats}, round-robin")
@@ -209,8 +219,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--memory-child", which, "--layers", str(a.layers),
                "--width", str(a.width), "--heads", str(a.heads), "--seq", str(a.seq),
                "--batch", str(a.batch), "--vocab", str(a.vocab)]
-        if a.threads is not None:
-            cmd += ["--threads", str(a.threads)]
+        cmd += ["--threads", str(THREADS)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         mem[which] = json.loads(out.strip().splitlines()[-1])
     print(f"\npeak memory above the post-import baseline (fresh process each): normlab "

@@ -140,15 +140,16 @@ def attention_forward(
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)
         rope_caches = (rq, rk)
+    mask = causal_mask(T, ct)  # (T, T) -inf above the diagonal
     s = q @ k.swapaxes(-1, -2)  # (B, H, T, T)
     s *= ct.type(scale)
-    keep = np.tri(T, dtype=bool)  # (T, T) key j <= query i
-    max_logit = float(np.max(s, where=keep, initial=-np.inf))
+    s += mask
+    max_logit = float(s.max())  # over the kept positions: the masked ones are -inf
     tanh = None
     if softcap is not None:
-        tanh = np.tanh(s / ct.type(softcap))
+        tanh = np.tanh(s / ct.type(softcap))  # -1 where masked
         s = ct.type(softcap) * tanh
-    s += causal_mask(T, ct)  # -inf above the diagonal
+        s += mask  # the mask after the cap, as Gemma 2
     p, sm_cache = softmax_forward(s, axis=-1)  # (B, H, T, T)
     p_used, drop = p, None
     if training and p_drop > 0.0:
