@@ -138,3 +138,16 @@ def test_bad_precision_configs_are_refused(tmp_path):
     with pytest.raises(ValueError, match="needs model.dtype float32"):
         dataclasses.replace(RUN, precision="amp_bf16",
                             model=dataclasses.replace(MODEL, dtype="float64"))
+
+
+def test_inline_json_policy_is_the_file_policy(tmp_path):
+    # a policy given as its JSON object travels inside the config (sweep workers need no file):
+    # amp_fp16 with the loss scaler off trains as the same policy read from a file
+    no_scaling = get_policy("amp_fp16").replace(name="fp16_no_scaling", loss_scaling=None)
+    (tmp_path / "p.json").write_text(no_scaling.to_json())
+    inline = Trainer(dataclasses.replace(RUN, precision=no_scaling.to_json(indent=None))).run()
+    from_file = Trainer(dataclasses.replace(RUN, precision=str(tmp_path / "p.json"))).run()
+    assert inline.history == from_file.history
+    assert "loss_scale" not in inline.history[0] and inline.stopped is None
+    with pytest.raises(ValueError, match="inline JSON policy"):
+        dataclasses.replace(RUN, precision='{"name": "x"}')

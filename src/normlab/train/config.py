@@ -47,7 +47,7 @@ class TrainConfig:
     momentum: float = 0.9  # SGD's momentum
     grad_clip: float | None = 1.0  # clip the global gradient norm to this; None: no clipping
     # ---- numerics
-    precision: str = "fp32"  # policy: fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8, or a .json file
+    precision: str = "fp32"  # policy: fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8, a .json file, or a JSON object
     # ---- evaluation and stopping
     eval_interval: int = 100  # evaluate on the validation batches every this many steps
     eval_batches: int = 8  # fixed validation batches (of batch_size sequences)

@@ -27,8 +27,15 @@ PRECISIONS = tuple(PRESETS)
 
 
 def load_policy(name: str) -> PrecisionPolicy:
-    """A preset by name, or a policy from a JSON file (a name ending in .json: the format of
-    ``PrecisionPolicy.to_json``); a clear ValueError otherwise."""
+    """A preset by name, a policy from a JSON file (a name ending in .json: the format of
+    ``PrecisionPolicy.to_json``), or the policy's JSON object itself (a string starting with
+    ``{``: it travels inside the config, to sweep workers on other machines too); a clear
+    ValueError otherwise."""
+    if isinstance(name, str) and name.lstrip().startswith("{"):
+        try:
+            return PrecisionPolicy.from_json(name)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"precision (an inline JSON policy): {exc}") from None
     if isinstance(name, str) and name.endswith(".json"):
         path = Path(name)
         try:
@@ -38,8 +45,8 @@ def load_policy(name: str) -> PrecisionPolicy:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"precision file {name!r}: {exc}") from None
     if name not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS} or a policy file ending in "
-                         f".json; got {name!r}")
+        raise ValueError(f"precision must be one of {PRECISIONS}, a policy file ending in "
+                         f".json, or a JSON policy object; got {name!r}")
     return get_policy(name)
 
 
