@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from normlab.train import SGD, AdamW, learning_rate
+from normlab.train.optim import clip_grad_norm
 from normlab.train.schedules import check_schedule
 
 
@@ -105,3 +106,19 @@ def test_schedules():
 def test_bad_schedules(args, message):
     with pytest.raises(ValueError, match=message):
         check_schedule(*args)
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 100.0])
+def test_clipping_matches_torch(max_norm):
+    rng = np.random.default_rng(4)
+    grads = {"a": rng.normal(size=(3, 4)), "b": rng.normal(size=5)}
+    tensors = [torch.tensor(g.copy(), requires_grad=True) for g in grads.values()]
+    for t, g in zip(tensors, grads.values()):
+        t.grad = torch.tensor(g.copy())
+    total = float(np.sqrt(sum(np.sum(g * g) for g in grads.values())))
+    torch_total = torch.nn.utils.clip_grad_norm_(tensors, max_norm)
+    assert float(torch_total) == pytest.approx(total, rel=1e-14)
+    coef = clip_grad_norm(grads, max_norm, total)
+    assert (coef < 1.0) == (max_norm < total)
+    for t, g in zip(tensors, grads.values()):
+        np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-14)

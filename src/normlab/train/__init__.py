@@ -4,7 +4,7 @@ policies, metrics and checkpoints."""
 from .checkpoint import CheckpointError
 from .config import DATA, OPTIMIZERS, TrainConfig, default_model
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
-from .optim import SGD, AdamW
+from .optim import SGD, AdamW, clip_grad_norm
 from .precision import PRECISIONS, TrainingPrecision
 from .schedules import SCHEDULES, learning_rate
 from .trainer import Trainer, TrainResult, make_source, train
@@ -25,6 +25,7 @@ __all__ = [
     "TrainResult",
     "Trainer",
     "TrainingPrecision",
+    "clip_grad_norm",
     "default_model",
     "learning_rate",
     "make_source",

@@ -31,6 +31,18 @@ from .._checks import compute_dtype
 Round = Callable[[np.ndarray], np.ndarray] | None
 
 
+def clip_grad_norm(grads: dict[str, np.ndarray], max_norm: float, total_norm: float) -> float:
+    """Scale every gradient in place so that their global norm is at most ``max_norm``, as
+    ``torch.nn.utils.clip_grad_norm_``: by max_norm / (total_norm + 1e-6) when that is below 1.
+    ``total_norm`` is the global norm sqrt(sum of squares) already measured; returns the factor."""
+    coef = max_norm / (total_norm + 1e-6)
+    if coef < 1.0:
+        for g in grads.values():
+            g *= g.dtype.type(coef)
+        return coef
+    return 1.0
+
+
 def _default_decay(params: dict[str, np.ndarray]) -> set[str]:
     return {k for k, p in params.items() if p.ndim >= 2}
 

@@ -37,7 +37,7 @@ from ..models import GPT
 from . import checkpoint as ckpt
 from .config import TrainConfig
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
-from .optim import SGD, AdamW
+from .optim import SGD, AdamW, clip_grad_norm
 from .precision import TrainingPrecision
 from .schedules import learning_rate
 
@@ -224,10 +224,8 @@ class Trainer:
             self.skipped += 1
             scaler.update(True)
             return record
-        if cfg.grad_clip is not None and grad_norm > cfg.grad_clip:
-            coef = cfg.grad_clip / (grad_norm + 1e-6)  # torch.nn.utils.clip_grad_norm_
-            for g in self.grads.values():
-                g *= coef
+        if cfg.grad_clip is not None:
+            record["clip_factor"] = clip_grad_norm(self.grads, cfg.grad_clip, grad_norm)
         update_sq = self.optimizer.step(self.grads, record["lr"])
         if scaler is not None:
             scaler.update(False)
