@@ -27,11 +27,12 @@ FLOAT16 = np.dtype(np.float16)
 NATIVE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), FLOAT16, BFLOAT16)
 
 # float16 bits -> float32 value, for every one of the 65536 patterns (NumPy's own conversion).
-F16_TABLE = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+F16_TABLE = (np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+             .astype(np.float32))
 
 
 def native(dtype) -> bool:
-    """Whether the kernels take this dtype directly (else the caller falls back to the reference)."""
+    """Whether the kernels read this dtype directly (else the caller runs the reference)."""
     return np.dtype(dtype) in NATIVE_DTYPES
 
 

@@ -31,7 +31,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 @njit(cache=True, inline="always")
 def _keep(seed, counter, threshold):
-    """SplitMix64 output number ``counter`` (0-based) of stream ``seed``: top 32 bits >= threshold."""
+    """SplitMix64 output ``counter`` (0-based) of stream ``seed``: top 32 bits >= threshold."""
     z = seed + (counter + np.uint64(1)) * _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
@@ -212,7 +212,8 @@ def add_norm_backward(dout, cache: AddNormCache):
     seed, thr, scale = (key.seed, key.threshold, key.scale) if key is not None else (0, 0, 1.0)
     rows_stat = np.ascontiguousarray(rstd).reshape(rows)
     mean_k = rows_stat if mean is None else np.ascontiguousarray(mean).reshape(rows)
-    launch(_add_norm_bwd, norm_in.size, nk, fn, fmt_of(round_to) if round_to is not None else NATIVE, dyk, fdy, drk,
+    round_x = fmt_of(round_to) if round_to is not None else NATIVE
+    launch(_add_norm_bwd, norm_in.size, nk, fn, round_x, dyk, fdy, drk,
                   dres is not None, fdr, w, mean_k, rows_stat, norm == "rms", key is not None,
                   np.uint64(seed), np.uint64(thr), ct.type(scale),
                   kernel_view(dx.reshape(rows, C))[0], fmt_of(x_dt),

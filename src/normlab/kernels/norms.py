@@ -245,8 +245,9 @@ def layer_norm_backward(dout, cache: LayerNormCache):
     dxk, _ = kernel_view(dx.reshape(rows, C))
     n = nchunks(rows, x.size)
     part_g, part_b = np.zeros((n, C)), np.zeros((n, C))
-    launch(_layer_norm_bwd, x.size, xk, dyk, np.ones(C, ct) if g is None else g, np.ascontiguousarray(mean).reshape(rows),
-                    np.ascontiguousarray(rstd).reshape(rows), dxk, part_g, part_b, fx, fdy, F16_TABLE, n)
+    launch(_layer_norm_bwd, x.size, xk, dyk, np.ones(C, ct) if g is None else g,
+           np.ascontiguousarray(mean).reshape(rows), np.ascontiguousarray(rstd).reshape(rows),
+           dxk, part_g, part_b, fx, fdy, F16_TABLE, n)
     dgamma = None if g is None else part_g.sum(axis=0).astype(ck.compute_dtype(gamma_dt))
     dbeta = part_b.sum(axis=0).astype(ck.compute_dtype(beta_dt)) if has_beta else None
     return dx, dgamma, dbeta
@@ -294,5 +295,6 @@ def rms_norm_backward(dout, cache: RMSNormCache):
     dxk, _ = kernel_view(dx.reshape(rows, C))
     n = nchunks(rows, x.size)
     part_w = np.zeros((n, C))
-    launch(_rms_norm_bwd, x.size, xk, dyk, scale, np.ascontiguousarray(rstd).reshape(rows), k, dxk, part_w, fx, fdy, F16_TABLE, n)
+    launch(_rms_norm_bwd, x.size, xk, dyk, scale, np.ascontiguousarray(rstd).reshape(rows), k,
+           dxk, part_w, fx, fdy, F16_TABLE, n)
     return dx, part_w.sum(axis=0).astype(ck.compute_dtype(weight_dt))

@@ -149,9 +149,9 @@ def quantize(x, fmt, *, rounding: str = "nearest_even", overflow: str | None = N
         r = np.empty(0, plan.uint)
     u = np.uint64
     W = 8 * np.dtype(plan.uint).itemsize
-    launch(_quantize, bits.size, bits, r, out, W, plan.P, plan.d, plan.variable, plan.emin_b, plan.cap,
-              u(plan.sign), u(plan.implicit), u(plan.inf), u(plan.qnan), u(plan.max_bits),
-              u(plan.min_normal_bits), u(plan.tiny_bits), u(plan.half_tiny_bits),
-              float(plan.q_scale), bool(fmt.zero), bool(fmt.signed), _MODES[rounding],
-              u(ovf[0]), u(ovf[1]), u(ovf[2]), flush)
+    launch(_quantize, bits.size, bits, r, out, W, plan.P, plan.d, plan.variable, plan.emin_b,
+           plan.cap, u(plan.sign), u(plan.implicit), u(plan.inf), u(plan.qnan),
+           u(plan.max_bits), u(plan.min_normal_bits), u(plan.tiny_bits), u(plan.half_tiny_bits),
+           float(plan.q_scale), bool(fmt.zero), bool(fmt.signed), _MODES[rounding],
+           u(ovf[0]), u(ovf[1]), u(ovf[2]), flush)
     return out.view(ftype).reshape(x.shape)

@@ -156,8 +156,9 @@ def _forward(x, causal, softcap):
     y = p if x.dtype == ct else np.empty(x.shape, x.dtype)
     tanh = np.empty(x.shape if softcap else (0, C), ct)
     T = x.shape[-2] if causal else 1
-    launch(_softmax_fwd, x.size, xk, p.reshape(rows, C), kernel_view(y.reshape(rows, C))[0], y is not p, T, causal,
-                 ct.type(softcap or 0.0), tanh.reshape(-1, C), fx, F16_TABLE, nchunks(rows, x.size))
+    launch(_softmax_fwd, x.size, xk, p.reshape(rows, C), kernel_view(y.reshape(rows, C))[0],
+           y is not p, T, causal, ct.type(softcap or 0.0), tanh.reshape(-1, C), fx, F16_TABLE,
+           nchunks(rows, x.size))
     return p, y, (tanh if softcap else None)
 
 
@@ -307,7 +308,8 @@ def cross_entropy_forward(logits, targets, *, softcap: float | None = None, z_lo
     label_smoothing = ck.probability(label_smoothing, "label_smoothing")
     keep = targets_ != ignore_index
     if not keep.any():
-        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss to take")
+        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss "
+                         f"to take")
     if not native(logits.dtype):
         return _ref_losses.cross_entropy_forward(logits, targets, softcap=softcap, z_loss=z_loss,
                                                  label_smoothing=label_smoothing,
@@ -350,9 +352,9 @@ def cross_entropy_backward(dout, cache: CrossEntropyCache):
     dl = np.empty(shape, dtype) if keep is None else np.zeros(shape, dtype)
     dk, fx = kernel_view(dl.reshape(-1, V))
     # the reference's constants, rounded to the compute dtype as it rounds them
-    launch(_ce_bwd, p.size, p, np.asarray(y, np.int64), idx, log_z, ct.type(1.0 - eps), ct.type(eps / V),
-            ct.type(2.0 * c), ct.type(float(dout) / N), tanh is not None,
-            tanh if tanh is not None else np.empty((0, V), ct), dk, fx, nchunks(N, p.size))
+    launch(_ce_bwd, p.size, p, np.asarray(y, np.int64), idx, log_z, ct.type(1.0 - eps),
+           ct.type(eps / V), ct.type(2.0 * c), ct.type(float(dout) / N), tanh is not None,
+           tanh if tanh is not None else np.empty((0, V), ct), dk, fx, nchunks(N, p.size))
     return dl, None
 
 
