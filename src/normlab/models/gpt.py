@@ -154,9 +154,9 @@ class GPT(Module):
         if cfg.positions == "learned":
             self.wpe.backward(dx.sum(axis=0))  # (T, C): the table is shared by the batch
         self.wte.backward(dx)
-        self._release()
+        self.release()
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """Drop every saved activation once the backward has used it (as autograd frees its
         graph): between steps only parameters, gradients and optimizer state stay in memory."""
         for m in self.modules():

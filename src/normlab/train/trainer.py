@@ -242,6 +242,7 @@ class Trainer:
             n = int(np.count_nonzero(y >= 0))
             total += self.model.forward(x, y).nll * n
             count += n
+        self.model.release()
         self.model.train()
         return total / count
 
