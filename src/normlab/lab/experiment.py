@@ -18,6 +18,8 @@ is computed from the checks by one stated rule, :data:`VERDICT_RULE`; no experim
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import importlib
@@ -25,10 +27,11 @@ import inspect
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 import numpy as np
 
@@ -157,6 +160,53 @@ def null_progress(done: float, total: float, note: str = "") -> None:
     """A progress callback that does nothing (the default for ``run``)."""
 
 
+# ---- how training experiments run their sweeps ----------------------------------------------
+EXECUTORS = ("pool", "pool:N", "serial", "ray:auto", "ray:local", "ray:HOST:PORT")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How an experiment's training runs are executed. Never part of its result or cache key:
+    every run is seeded, and each executor gives the same numbers."""
+
+    executor: str = "pool"  # where sweeps run: pool (a worker per core), pool:N, serial, ray:ADDRESS
+    store: Path | None = None  # root of the experiment's sweep stores (finished runs are reused
+    #                            by a rerun); None: a temporary directory, removed afterwards
+
+    def __post_init__(self) -> None:
+        check_executor(self.executor)
+
+
+def check_executor(spec: Any) -> str:
+    """Refuse an executor name that is not one of :data:`EXECUTORS` (with N >= 1)."""
+    ok = isinstance(spec, str) and (
+        spec in ("pool", "serial")
+        or (spec.startswith("pool:") and spec[5:].isdigit() and int(spec[5:]) >= 1)
+        or (spec.startswith("ray:") and len(spec) > 4))
+    if not ok:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}; got {spec!r}")
+    return spec
+
+
+_OPTIONS: contextvars.ContextVar[RunOptions] = contextvars.ContextVar(
+    "normlab_run_options", default=RunOptions())
+
+
+def run_options() -> RunOptions:
+    """The options of the experiment running now (the defaults outside :func:`run_experiment`)."""
+    return _OPTIONS.get()
+
+
+@contextlib.contextmanager
+def using(options: RunOptions) -> Iterator[RunOptions]:
+    """Run the experiments called inside the block with ``options``."""
+    token = _OPTIONS.set(options)
+    try:
+        yield options
+    finally:
+        _OPTIONS.reset(token)
+
+
 # ---- the registry ----------------------------------------------------------------------------
 def registry() -> dict[str, str]:
     """CLI name -> module path, in the report's order."""
@@ -234,12 +284,17 @@ def run_experiment(
     progress: Progress = null_progress,
     use_cache: bool = True,
     plots: bool = True,
+    executor: str = "pool",
 ) -> Outcome:
     """Run one experiment (or reuse its cached result) and write ``result.json`` and figures.
 
     With ``out_dir``, the files go to ``out_dir/<name>/``; a finished result there with the same
     configuration and source is reused, so an interrupted report resumes where it stopped.
+    ``executor`` (see :class:`RunOptions`) runs a training experiment's sweep; its store is
+    ``out_dir/<name>/sweep/<cache key>/``, so an interrupted experiment keeps its finished runs
+    (stores of other configurations, and with ``use_cache=False`` this one, are removed first).
     """
+    check_executor(executor)
     module = load(name)
     config = configure(module, size, seed)
     key = cache_key(module, config)
@@ -251,8 +306,16 @@ def run_experiment(
                 cached.figures = list(module.plot(cached, exp_dir))
                 _write_json_atomic(exp_dir / RESULT_FILE, cached.to_json())
             return Outcome(cached, True, exp_dir)
+    store = None
+    if exp_dir is not None:
+        store = exp_dir / "sweep" / key
+        if store.parent.is_dir():  # stale stores: other configurations, or no cache wanted
+            for old in store.parent.iterdir():
+                if old.is_dir() and (old != store or not use_cache):
+                    shutil.rmtree(old)
     t0 = time.perf_counter()
-    result = module.run(config, progress)
+    with using(RunOptions(executor, store)):
+        result = module.run(config, progress)
     result.wall_s = time.perf_counter() - t0
     result.data = jsonable(result.data)  # the same types fresh or read back from the cache
     result.config = jsonable(dataclasses.asdict(config))

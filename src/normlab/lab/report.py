@@ -179,8 +179,10 @@ def write_report(
     seed: int | None = None,
     use_cache: bool = True,
     show_progress: bool = True,
+    executor: str = "pool",
 ) -> tuple[Path, list[tuple[str, Result | None, Path | None, str]], float]:
-    """Run (or reuse) each experiment, then write ``out_dir/report.html``.
+    """Run (or reuse) each experiment, then write ``out_dir/report.html``. ``executor`` runs the
+    training experiments' sweeps (``RunOptions.executor``: pool, pool:N, serial, ray:ADDRESS).
 
     Returns the page's path, the entries and this invocation's wall time in seconds.
     """
@@ -200,7 +202,7 @@ def write_report(
         cb = rep.start(name)
         try:
             o = run_experiment(name, size=size, seed=seed, out_dir=out, progress=cb,
-                               use_cache=use_cache)
+                               use_cache=use_cache, executor=executor)
         except KeyboardInterrupt:
             raise
         except Exception:  # the page reports it; the other experiments still run
@@ -265,11 +267,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
     p.add_argument("--no-cache", action="store_true",
                    help="recompute every experiment instead of reusing finished results")
+    from .run import add_executor_arguments
+
+    add_executor_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
+    from .run import executor_of
+
     path, entries, elapsed = write_report(args.out, size=args.size, names=args.only,
-                                          seed=args.seed, use_cache=not args.no_cache)
+                                          seed=args.seed, use_cache=not args.no_cache,
+                                          executor=executor_of(args))
     print()
     for name, r, _, err in entries:
         verdict = r.verdict if r is not None else "did not finish"
@@ -280,4 +288,4 @@ def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main(argparse.Namespace(out=DEFAULT_OUT, size="quick", only=None, seed=None,
-                                     no_cache=False)))
+                                     no_cache=False, workers=None, ray=None)))

@@ -22,6 +22,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="random seed (default: the config's)")
     p.add_argument("--cache", action="store_true",
                    help="reuse a finished result in OUT/NAME/ with the same configuration")
+    add_executor_arguments(p)
+
+
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """``--workers`` / ``--ray``: where the training experiments run their sweeps (as in
+    ``normlab sweep``); the numbers do not depend on it."""
+    p.add_argument("--workers", type=int, metavar="N", default=None,
+                   help="processes of the training experiments' sweep pool (default: one per core)")
+    p.add_argument("--ray", metavar="auto|ADDRESS|local", default=None,
+                   help="run the training experiments' sweeps as Ray tasks: 'auto' joins the "
+                   "running cluster, ADDRESS (HOST:PORT) that one, 'local' starts a private "
+                   "instance; needs normlab[ray]")
+
+
+def executor_of(args: argparse.Namespace) -> str:
+    """The executor name (``RunOptions.executor``) that ``--workers`` and ``--ray`` ask for."""
+    if args.workers is not None and args.workers < 1:
+        raise SystemExit(f"--workers must be >= 1; got {args.workers}")
+    if args.ray is not None:
+        if args.workers is not None:
+            raise SystemExit("--workers sizes the local pool; on Ray the cluster's CPUs do")
+        return f"ray:{args.ray}"
+    return "pool" if args.workers is None else f"pool:{args.workers}"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -36,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     with reporter(1, "run") as rep:
         cb = rep.start(args.name)
         o = run_experiment(args.name, size=args.size, seed=args.seed, out_dir=args.out,
-                           progress=cb, use_cache=args.cache)
+                           progress=cb, use_cache=args.cache, executor=executor_of(args))
         rep.finish(args.name, o.result.verdict)
     r = o.result
     print(f"\n{r.title}: {r.verdict}\n  claim:     {r.claim}\n  published: {r.published}\n"

@@ -1,0 +1,192 @@
+"""Shared set-up of the lab's training experiments: a grid of variants x learning rates x seeds
+built as ``TrainConfig``s, run through the sweep API (``normlab.lab.sweep.run_sweep``) on the
+executor the run options name, and each run's summary numbers and per-step curves read back.
+
+    runs = run_grid(base, {"baseline": {}, "qk-norm": {"model.qk_norm": "layernorm"}},
+                    lrs=[1e-3, 1e-2, 1e-1], seeds=[0], progress=progress,
+                    series={"max_logit_0": lambda rec: rec["max_attn_logit"][0]})
+    final_losses(runs, "qk-norm")            # {lr: mean final validation loss over seeds}
+    sensitivity(runs, "qk-norm")             # Wortsman et al.'s LR sensitivity of that variant
+
+Where the runs go (a process pool by default, ``pool:N``, ``serial``, or Ray with
+``ray:ADDRESS``) and where the sweep's store lives come from
+``normlab.lab.experiment.run_options()``, set by ``normlab run`` / ``normlab report`` (``--workers``,
+``--ray``): they change where the runs execute, never the numbers, since every run is seeded. With
+a store (``normlab run`` and ``report`` put it under the experiment's output folder) an
+interrupted experiment keeps its finished runs; without one the sweep runs in a temporary
+directory that is removed afterwards. Either way the experiment's ``run`` returns plain data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ...train import TrainConfig
+from ..experiment import null_progress, run_options
+
+Series = Mapping[str, Callable[[dict], float]]  # name -> value from one step's history record
+MAX_POINTS = 200  # per-step curves are kept at about this many steps (the last step always)
+
+
+@dataclass
+class Run:
+    """One finished (or failed) training run of a grid, as plain data."""
+
+    variant: str  # the variant's name
+    lr: float  # peak learning rate
+    seed: int  # training seed
+    status: str  # done, diverged or failed
+    reason: str | None  # why a run stopped early (diverged) or failed
+    final_val_loss: float | None  # validation NLL at the end (None: not finite or not reached)
+    loss_at_init: float | None  # the first step's training NLL
+    entropy_floor: float | None  # the data's best achievable loss, where known
+    steps_done: int  # optimizer steps run (skipped ones included)
+    skipped_steps: int  # steps the loss scaler skipped
+    steps: list[int] = field(default_factory=list)  # the steps the curves are sampled at
+    curves: dict[str, list[float | None]] = field(default_factory=dict)  # series name -> values
+    evals: list[dict] = field(default_factory=list)  # {"step", "val_loss"}
+    cpu_s: float = 0.0  # CPU seconds of the run's worker (not part of the numbers compared)
+
+
+def make_config(base: TrainConfig, overrides: Mapping[str, Any]) -> TrainConfig:
+    """``base`` with fields replaced: TrainConfig fields by name, model fields as ``model.x``."""
+    model = {k[len("model."):]: v for k, v in overrides.items() if k.startswith("model.")}
+    top = {k: v for k, v in overrides.items() if not k.startswith("model.")}
+    if model:
+        top["model"] = dataclasses.replace(base.model, **model)
+    return dataclasses.replace(base, **top)
+
+
+def executor_for(spec: str, runs: int):
+    """The sweep executor an executor name asks for (see ``RunOptions``): ``pool`` (one worker
+    per core, at most one per run), ``pool:N``, ``serial``, ``ray:auto|local|HOST:PORT``."""
+    from ..sweep import ProcessPool, RayExecutor, SerialExecutor, default_workers
+
+    if spec == "serial":
+        return SerialExecutor()
+    if spec.startswith("ray:"):
+        return RayExecutor(spec[len("ray:"):])
+    workers = int(spec[len("pool:"):]) if spec.startswith("pool:") else default_workers()
+    return ProcessPool(max(1, min(workers, runs)))
+
+
+def _sample(n: int, points: int = MAX_POINTS) -> list[int]:
+    """About ``points`` indices in [0, n), evenly spaced, the first and last included."""
+    if n <= points:
+        return list(range(n))
+    step = math.ceil(n / points)
+    idx = list(range(0, n, step))
+    return idx if idx[-1] == n - 1 else idx + [n - 1]
+
+
+def _value(fn: Callable[[dict], float], rec: dict) -> float | None:
+    try:
+        v = fn(rec)
+    except (KeyError, IndexError, TypeError):  # a skipped or stopping step lacks some metrics
+        return None
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], *,
+             lrs: Sequence[float] | None = None, seeds: Sequence[int] = (0,),
+             series: Series | None = None, progress=null_progress,
+             name: str = "grid") -> list[Run]:
+    """Train every variant at every learning rate and seed through ``run_sweep``.
+
+    ``variants``: name -> overrides of ``base`` (see :func:`make_config`); ``lrs``: the peak
+    learning rates (None: the base's, or the variant's own ``lr`` override); ``series``: per-step
+    values to keep, sampled at about ``MAX_POINTS`` steps. ``name`` names the sweep's store under
+    the run options' store root. Returns one :class:`Run` per (variant, lr, seed), in that order.
+    """
+    opts = run_options()
+    jobs: list[tuple[str, float, int, TrainConfig]] = []
+    for vname, over in variants.items():
+        for lr in (lrs if lrs is not None else [over.get("lr", base.lr)]):
+            for seed in seeds:
+                cfg = make_config(base, {**over, "lr": float(lr), "seed": int(seed)})
+                jobs.append((vname, float(lr), int(seed), cfg))
+    from ..sweep import as_points, run_sweep
+
+    points = as_points([c for *_, c in jobs])
+    executor = executor_for(opts.executor, len(points))
+    with tempfile.TemporaryDirectory(prefix="normlab-sweep-") as tmp:
+        store = Path(tmp) if opts.store is None else Path(opts.store) / name
+        records = {r.id: r for r in run_sweep(points, store, executor=executor,
+                                              progress=progress)}
+        from ..sweep import run_id
+
+        return [_read(records[run_id(cfg)], vname, lr, seed, series or {})
+                for vname, lr, seed, cfg in jobs]
+
+
+def _read(rec, variant: str, lr: float, seed: int, series: Series) -> Run:
+    res = rec.result or {}
+    run = Run(variant, lr, seed, rec.status, rec.reason, _num(res.get("final_val_loss")),
+              _num(res.get("loss_at_init")), _num(res.get("entropy_floor")),
+              int(res.get("steps_done") or 0), int(res.get("skipped_steps") or 0),
+              cpu_s=float(rec.cpu_s or 0.0))
+    if rec.finished:
+        metrics = rec.metrics()
+        history = metrics["history"]
+        idx = _sample(len(history))
+        run.steps = [history[i]["step"] for i in idx]
+        run.curves = {k: [_value(fn, history[i]) for i in idx] for k, fn in series.items()}
+        run.evals = metrics["evals"]
+    return run
+
+
+# ---- summaries -------------------------------------------------------------------------------
+def loss_at_init(runs: Sequence[Run], variant: str) -> float:
+    """The variant's loss at initialization: the mean first-step NLL of its finished runs."""
+    vals = [r.loss_at_init for r in runs if r.variant == variant and r.loss_at_init is not None]
+    if not vals:
+        raise ValueError(f"variant {variant!r} has no finished run")
+    return sum(vals) / len(vals)
+
+
+def final_losses(runs: Sequence[Run], variant: str, *, clip: bool = True) -> dict[float, float]:
+    """lr -> the variant's final validation loss, mean over seeds. A run that diverged or failed,
+    or whose loss is not finite, counts as the loss at init; with ``clip`` every loss is
+    min(loss, loss at init), as in the LR sensitivity (and ``normlab sweep --summary``)."""
+    loss0 = loss_at_init(runs, variant)
+    by_lr: dict[float, list[float]] = {}
+    for r in runs:
+        if r.variant != variant:
+            continue
+        v = r.final_val_loss if r.status == "done" and r.final_val_loss is not None else loss0
+        by_lr.setdefault(r.lr, []).append(min(v, loss0) if clip else v)
+    return {lr: sum(v) / len(v) for lr, v in sorted(by_lr.items())}
+
+
+def sensitivity(runs: Sequence[Run], variant: str) -> float:
+    """Wortsman et al.'s LR sensitivity of a variant over all its learning rates: the mean of
+    min(loss, loss at init) minus the best loss (``normlab.lab.sweep.lr_sensitivity``)."""
+    from ..sweep import lr_sensitivity
+
+    losses = final_losses(runs, variant)
+    return lr_sensitivity(list(losses), list(losses.values()), loss_at_init(runs, variant))
+
+
+def cpu_seconds(runs: Sequence[Run]) -> float:
+    """CPU seconds of all the runs' workers together."""
+    return sum(r.cpu_s for r in runs)
+
+
+def as_data(runs: Sequence[Run]) -> list[dict]:
+    """The runs as JSON-able dicts (for ``Result.data``), without the CPU times (which vary
+    from run to run: the data stays a pure function of the config)."""
+    out = []
+    for r in runs:
+        d = dataclasses.asdict(r)
+        d.pop("cpu_s")
+        out.append(d)
+    return out
