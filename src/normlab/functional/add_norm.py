@@ -165,7 +165,8 @@ def add_norm_forward(
 
     Returns:
         (y, residual_out): y (..., C) in x's dtype, residual_out (..., C) in the stream's dtype;
-        and the cache for ``add_norm_backward``.
+        and the cache for ``add_norm_backward``. The cache keeps residual_out itself (it is the
+        norm's input): do not modify it in place before the backward.
     """
     args = check_add_norm(x, residual, weight, bias, eps, norm, p_drop, training, rng, round_sum,
                           residual_in_fp32, offset)
