@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 # shared with other work, a multi-threaded BLAS or numba parallel region waits for descheduled
 # workers and runs up to 10-100x slower. These commands default to one thread (set
 # OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / NUMBA_NUM_THREADS to override).
-_ONE_THREAD = ("run", "report")
+_ONE_THREAD = ("run", "report", "train")
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
