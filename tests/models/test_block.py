@@ -102,11 +102,20 @@ def test_which_norms_exist(placement):
     ({"positions": "rope", "d_model": 18, "n_heads": 2}, "RoPE needs an even head width"),
     ({"dtype": "float16"}, "dtype must be one of"),
     ({"norm_eps": 0.0}, "norm_eps must be a finite number > 0"),
+    ({"dyt_alpha": 0.0}, "dyt_alpha must be a finite number > 0"),
     ({"d_ff": 0}, "d_ff must be an integer >= 1"),
 ])
 def test_config_refuses_inconsistent_values(kw, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(CFG, **kw)
+
+
+def test_dyt_alpha_sets_every_dyt_initial_alpha():
+    cfg = dataclasses.replace(CFG, norm="dyt", dyt_alpha=0.2)
+    model = GPT(cfg, rng=np.random.default_rng(0))
+    alphas = [v for k, v in model.parameters().items() if k.endswith("alpha")]
+    assert len(alphas) == 2 * cfg.n_layers + 1  # attention, MLP, final
+    assert all(float(a) == pytest.approx(0.2) for a in alphas)
 
 
 def test_config_round_trips_through_a_dict():

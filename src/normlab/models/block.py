@@ -35,14 +35,16 @@ def deepnorm_beta(n_layers: int) -> float:
     return (8.0 * n_layers) ** -0.25
 
 
-def make_norm(kind: str, C: int, *, eps: float, bias: bool, dtype) -> Module:
-    """A norm module over the last axis: LayerNorm, RMSNorm, DyT, or the identity for 'none'."""
+def make_norm(kind: str, C: int, *, eps: float, bias: bool, dtype,
+              dyt_alpha: float = 0.5) -> Module:
+    """A norm module over the last axis: LayerNorm, RMSNorm, DyT (initial alpha ``dyt_alpha``),
+    or the identity for 'none'."""
     if kind == "layernorm":
         return LayerNorm(C, eps, bias=bias, dtype=dtype)
     if kind == "rmsnorm":
         return RMSNorm(C, eps, dtype=dtype)
     if kind == "dyt":
-        return DyT(C, dtype=dtype)
+        return DyT(C, dyt_alpha, dtype=dtype)
     if kind == "none":
         return Identity()
     raise ValueError(f"norm must be one of layernorm, rmsnorm, dyt, none; got {kind!r}")
@@ -60,11 +62,13 @@ class Residual(Module):
     numerics: Numerics = FULL_PRECISION
 
     def __init__(self, branch: Module, placement: str, norm: str, C: int, *, n_layers: int,
-                 eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype):
+                 eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype,
+                 dyt_alpha: float = 0.5):
         super().__init__()
         self.placement = placement
         self.branch = branch
-        make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype)  # noqa: E731
+        make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype,  # noqa: E731
+                                 dyt_alpha=dyt_alpha)
         self.norm = make() if placement in ("post", "pre", "sandwich", "deepnorm") else Identity()
         self.norm_out = make() if placement == "sandwich" else Identity()
         self.drop = Dropout(p_drop, rng=rng) if p_drop > 0 else Identity()
@@ -138,7 +142,7 @@ class Block(Module):
         mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=cfg.bias,
                   std=cfg.init_std * beta, proj_std=out_std, dtype=dtype)
         common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
-                      rng=dropout_rng, dtype=dtype)
+                      rng=dropout_rng, dtype=dtype, dyt_alpha=cfg.dyt_alpha)
         self.attn = Residual(attn, cfg.placement, cfg.norm, C, **common)
         self.mlp = Residual(mlp, cfg.placement, cfg.norm, C, **common)
 

@@ -32,6 +32,7 @@ class GPTConfig:
     placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
+    dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
     qk_norm: str = "none"  # per-head norm of q and k before the dot product: none, rmsnorm, layernorm
     attn_softcap: float | None = None  # cap in cap * tanh(s / cap) on attention logits (Gemma 2: 50)
     final_softcap: float | None = None  # the same on the output logits (Gemma 2: 30)
@@ -65,6 +66,7 @@ class GPTConfig:
             if getattr(self, name) is not None:
                 _real(getattr(self, name), name, "> 0", lambda v: v > 0)
         _real(self.norm_eps, "norm_eps", "> 0", lambda v: v > 0)
+        _real(self.dyt_alpha, "dyt_alpha", "> 0", lambda v: v > 0)
         _real(self.rope_base, "rope_base", "> 1", lambda v: v > 1)
         _real(self.init_std, "init_std", "> 0", lambda v: v > 0)
         _real(self.z_loss, "z_loss", ">= 0", lambda v: v >= 0)

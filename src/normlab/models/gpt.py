@@ -74,7 +74,8 @@ class GPT(Module):
             rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype)
         self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope)
                        for _ in range(cfg.n_layers)]
-        self.norm_f = (make_norm(cfg.norm, C, eps=cfg.norm_eps, bias=cfg.bias, dtype=dtype)
+        self.norm_f = (make_norm(cfg.norm, C, eps=cfg.norm_eps, bias=cfg.bias, dtype=dtype,
+                                 dyt_alpha=cfg.dyt_alpha)
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=cfg.init_std, dtype=dtype)
