@@ -7,7 +7,8 @@ against the same architecture in PyTorch CPU eager, timed side by side in one pr
 The model: pre-LN with RMSNorm, learned positions, GELU (tanh), untied head, no biases, float32.
 PyTorch runs as people write it in eager mode: nn.Linear, F.rms_norm, F.scaled_dot_product_attention
 (is_causal), F.cross_entropy, torch.optim.AdamW. Both use the same thread count (--threads, by
-default the number of cores: OpenBLAS, numba and torch). Prints the median step times and normlab / torch (lower is better for
+default the number of cores: OpenBLAS, numba and torch) and, as ``normlab train`` sets it, a
+malloc that keeps freed memory for reuse (``--glibc-malloc-defaults`` to leave it alone). Prints the median step times and normlab / torch (lower is better for
 normlab), and each framework's peak memory, measured in a fresh process per framework (Linux): the
 peak resident set (VmHWM, reset after the imports) minus the resident set after the imports
 (parameters, gradients, optimizer state, activations and temporaries; the BLAS libraries, and
@@ -35,6 +36,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--threads", type=int, default=None, help="threads for both (default: cores)")
     p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--glibc-malloc-defaults", action="store_true",
+                   help="leave malloc as it is (default: keep freed memory, as normlab train does)")
     p.add_argument("--memory-child", choices=("normlab", "torch"), help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -52,6 +55,12 @@ from normlab.models import GPT, GPTConfig  # noqa: E402
 from normlab.train import AdamW  # noqa: E402
 
 torch.set_num_threads(THREADS)
+if not ARGS.glibc_malloc_defaults:  # the same process-wide setting for both frameworks
+    from normlab.lab.train import keep_freed_memory
+
+    KEEP_FREED = keep_freed_memory()
+else:
+    KEEP_FREED = False
 
 
 def config(a) -> GPTConfig:
@@ -207,6 +216,7 @@ def main() -> None:
     cfg = model.config
     env = environment()  # read after the timing: the thread counts in force during it
     env["numpy BLAS threads"] = os.environ["OPENBLAS_NUM_THREADS"]
+    env["malloc keeps freed memory"] = str(KEEP_FREED)
     print(f"train step (forward + backward + AdamW): {cfg.n_layers} layers, d_model {cfg.d_model}, "
           f"{cfg.n_heads} heads, T {a.seq}, B {a.batch}, V {cfg.vocab_size}, float32, pre-LN "
           f"RMSNorm, {model.num_parameters():,} parameters; median of {a.repeats}, round-robin")
@@ -219,7 +229,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--memory-child", which, "--layers", str(a.layers),
                "--width", str(a.width), "--heads", str(a.heads), "--seq", str(a.seq),
                "--batch", str(a.batch), "--vocab", str(a.vocab)]
-        cmd += ["--threads", str(THREADS)]
+        cmd += ["--threads", str(THREADS)] + ["--glibc-malloc-defaults"] * (not KEEP_FREED)
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         mem[which] = json.loads(out.strip().splitlines()[-1])
     print(f"\npeak memory above the post-import baseline (fresh process each): normlab "
