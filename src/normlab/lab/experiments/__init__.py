@@ -14,4 +14,7 @@ EXPERIMENTS: dict[str, str] = {
     "invariances-and-cost": "normlab.lab.experiments.invariances_and_cost",
     "precision-basics": "normlab.lab.experiments.precision_basics",
     "dropout": "normlab.lab.experiments.dropout",
+    "attention-logit-growth": "normlab.lab.experiments.attention_logit_growth",
+    "output-logit-divergence": "normlab.lab.experiments.output_logit_divergence",
+    "precision-recipes": "normlab.lab.experiments.precision_recipes",
 }

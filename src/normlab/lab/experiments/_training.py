@@ -49,6 +49,7 @@ class Run:
     skipped_steps: int  # steps the loss scaler skipped
     steps: list[int] = field(default_factory=list)  # the steps the curves are sampled at
     curves: dict[str, list[float | None]] = field(default_factory=dict)  # series name -> values
+    peaks: dict[str, float | None] = field(default_factory=dict)  # series name -> max over ALL steps
     evals: list[dict] = field(default_factory=list)  # {"step", "val_loss"}
     cpu_s: float = 0.0  # CPU seconds of the run's worker (not part of the numbers compared)
 
@@ -140,6 +141,9 @@ def _read(rec, variant: str, lr: float, seed: int, series: Series) -> Run:
         idx = _sample(len(history))
         run.steps = [history[i]["step"] for i in idx]
         run.curves = {k: [_value(fn, history[i]) for i in idx] for k, fn in series.items()}
+        for k, fn in series.items():
+            vals = [v for v in (_value(fn, rec) for rec in history) if v is not None]
+            run.peaks[k] = max(vals) if vals else None
         run.evals = metrics["evals"]
     return run
 
