@@ -70,7 +70,6 @@ class CausalSelfAttention(Module):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         B, T, C = dout.shape
         H, D = self.n_heads, self.head_dim
-        n = self.numerics
         dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
         dq, dk, dv, dq_norm, dk_norm = attention_backward(dy, self._last_cache())
         if self.qk_norm != "none":
