@@ -19,6 +19,12 @@ Saved activations are the rounded values (a Linear saves its rounded input), so 
 what a low-precision forward would have kept. Norms, softmax and the loss compute in float32 on
 the rounded values, as autocast's float32 list does.
 
+MX block scaling (the ``mxfp8`` preset) groups 32 values along each tensor's last axis. For the
+forward ``x W^T`` and for dY in ``dx = dY W`` that is the contraction axis, as the MX recipe
+requires. The backward reuses the forward's row-wise rounded x and W, where a GPU recipe
+re-quantizes them column-wise for ``dx = dY W`` and ``dW = dY^T x``: an approximation of the
+backward only, which keeps one rounded copy per tensor.
+
 ``Numerics`` is full precision (every hook the identity); ``PolicyNumerics`` rounds as a policy
 says. ``bind(site)`` gives each module its own view (its own scale histories); ``end_step()``
 advances the delayed-scaling histories once per optimizer step.
