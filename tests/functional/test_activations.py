@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from _torch_ref import check_vjp
+from _parity import GEMM, check_against_torch
 
 from normlab.functional import (
     gelu_backward,
@@ -30,8 +30,9 @@ def test_gelu_gradcheck(approximate):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_matches_torch(approximate, dtype):
     rng = np.random.default_rng(2)
-    check_vjp(lambda x: gelu_forward(x, approximate), gelu_backward,
-              lambda x: TF.gelu(x, approximate=approximate), {"x": _x(rng, (64, 33))}, dtype, rng)
+    check_against_torch(lambda x: gelu_forward(x, approximate), gelu_backward,
+                        lambda x: TF.gelu(x, approximate=approximate), {"x": _x(rng, (64, 33))},
+                        dtype, rng, **GEMM)
 
 
 def test_relu_gradcheck_and_torch():
@@ -40,7 +41,8 @@ def test_relu_gradcheck_and_torch():
     x[np.abs(x) < 1e-3] = 0.5  # keep finite differences away from the kink
     assert gradcheck(relu_forward, relu_backward, {"x": x}, rng=rng).passed
     for dtype in (np.float64, np.float32):
-        check_vjp(relu_forward, relu_backward, lambda x: TF.relu(x), {"x": _x(rng, (8, 9))}, dtype, rng)
+        check_against_torch(relu_forward, relu_backward, lambda x: TF.relu(x),
+                            {"x": _x(rng, (8, 9))}, dtype, rng, **GEMM)
 
 
 def test_relu_gradient_at_zero_is_zero():
@@ -53,8 +55,8 @@ def test_swiglu_gradcheck_and_torch():
     d = {"a": _x(rng), "b": _x(rng)}
     assert gradcheck(swiglu_forward, swiglu_backward, d, rng=rng).passed
     for dtype in (np.float64, np.float32):
-        check_vjp(swiglu_forward, swiglu_backward, lambda a, b: TF.silu(a) * b,
-                  {"a": _x(rng, (16, 40)), "b": _x(rng, (16, 40))}, dtype, rng)
+        check_against_torch(swiglu_forward, swiglu_backward, lambda a, b: TF.silu(a) * b,
+                  {"a": _x(rng, (16, 40)), "b": _x(rng, (16, 40))}, dtype, rng, **GEMM)
 
 
 def test_swiglu_sigmoid_does_not_overflow():

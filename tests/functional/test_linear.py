@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 import torch.nn.functional as TF
-from _torch_ref import check_vjp
+from _parity import GEMM, check_against_torch
 
 from normlab.functional import linear_backward, linear_forward
 from normlab.testing import gradcheck
@@ -27,8 +27,8 @@ def test_gradcheck(bias, lead):
 @pytest.mark.parametrize("bias", [True, False])
 def test_matches_torch(dtype, bias):
     rng = np.random.default_rng(2)
-    check_vjp(linear_forward, linear_backward, TF.linear, _inputs(rng, (3, 7), 32, 24, bias),
-              dtype, rng)
+    check_against_torch(linear_forward, linear_backward, TF.linear,
+                        _inputs(rng, (3, 7), 32, 24, bias), dtype, rng, **GEMM)
 
 
 def test_no_bias_gradient_is_none_and_dtypes_follow_the_contract():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from _torch_ref import check_vjp
+from _parity import GEMM, check_against_torch
 
 from normlab.functional import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward
 from normlab.testing import gradcheck
@@ -57,7 +57,8 @@ def test_matches_torch(opts, ignore, dtype):
     logits, targets = _case(rng, (4, 16), 50, ignore)
     fwd = lambda x: cross_entropy_forward(x, targets, **opts)  # noqa: E731
     bwd = lambda dout, c: cross_entropy_backward(dout, c)[0]  # noqa: E731
-    check_vjp(fwd, bwd, partial(torch_loss, targets=targets, **opts), {"logits": logits}, dtype, rng)
+    check_against_torch(fwd, bwd, partial(torch_loss, targets=targets, **opts), {"logits": logits},
+                        dtype, rng, **GEMM)
 
 
 def test_diagnostics_and_known_values():
