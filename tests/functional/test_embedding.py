@@ -25,7 +25,7 @@ def test_matches_torch(dtype):
     fwd = lambda w: embedding_forward(ids, w)  # noqa: E731
     bwd = lambda dout, c: embedding_backward(dout, c)[1]  # noqa: E731
     check_against_torch(fwd, bwd, lambda weight: TF.embedding(torch.from_numpy(ids), weight),
-              {"weight": rng.normal(size=(50, 16))}, dtype, rng, **GEMM)
+                        {"weight": rng.normal(size=(50, 16))}, dtype, rng, **GEMM)
 
 
 def test_unused_rows_get_zero_gradient_and_empty_ids_work():

@@ -18,7 +18,7 @@ def test_gradcheck(axis):
 def test_matches_torch(dtype):
     rng = np.random.default_rng(2)
     check_against_torch(softmax_forward, softmax_backward, lambda x: torch.softmax(x, -1),
-              {"x": rng.normal(0, 5, size=(16, 50))}, dtype, rng, **GEMM)
+                        {"x": rng.normal(0, 5, size=(16, 50))}, dtype, rng, **GEMM)
 
 
 def test_sums_to_one_masks_and_large_logits():
