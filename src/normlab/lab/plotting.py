@@ -18,6 +18,8 @@ COLORS = {
     "admin": "#9467bd",
     "sandwich": "#8c564b",
     "none": "#7f7f7f",
+    "rezero": "#ff7f0e",
+    "dyt": "#9467bd",
     "batchnorm": "#d62728",
     "batchnorm (masked)": "#ff9896",
     "layernorm": "#1f77b4",
@@ -59,6 +61,20 @@ def mark_zero_floor(ax, floor: float = ZERO_FLOOR) -> None:
     ax.axhline(floor, color="#999999", lw=0.8, ls=":")
     ax.annotate("exactly 0", (0.01, floor), xycoords=("axes fraction", "data"),
                 xytext=(2, 3), textcoords="offset points", fontsize=7, color="#666666")
+
+
+def moving_average(values, window: int = 9) -> np.ndarray:
+    """A trailing mean over ``window`` points for noisy per-step curves; None and non-finite
+    values are skipped (NaN where a window has none)."""
+    v = np.array([np.nan if x is None else float(x) for x in values])
+    ok = np.isfinite(v)
+    csum = np.concatenate([[0.0], np.cumsum(np.where(ok, v, 0.0))])
+    cnt = np.concatenate([[0], np.cumsum(ok)])
+    lo = np.maximum(np.arange(len(v)) + 1 - window, 0)
+    hi = np.arange(len(v)) + 1
+    n = cnt[hi] - cnt[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (csum[hi] - csum[lo]) / np.maximum(n, 1), np.nan)
 
 
 def style(ax, title: str, xlabel: str, ylabel: str, *, legend: bool = True) -> None:
