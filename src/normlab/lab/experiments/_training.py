@@ -10,11 +10,12 @@ executor the run options name, and each run's summary numbers and per-step curve
 
 Where the runs go (a process pool by default, ``pool:N``, ``serial``, or Ray with
 ``ray:ADDRESS``) and where the sweep's store lives come from
-``normlab.lab.experiment.run_options()``, set by ``normlab run`` / ``normlab report`` (``--workers``,
-``--ray``): they change where the runs execute, never the numbers, since every run is seeded. With
-a store (``normlab run`` and ``report`` put it under the experiment's output folder) an
-interrupted experiment keeps its finished runs; without one the sweep runs in a temporary
-directory that is removed afterwards. Either way the experiment's ``run`` returns plain data.
+``normlab.lab.experiment.run_options()``, set by ``normlab run`` / ``normlab report``
+(``--workers``, ``--ray``): they change where the runs execute, never the numbers, since every
+run is seeded. With a store (``normlab run`` and ``report`` put it under the experiment's output
+folder) an interrupted experiment keeps its finished runs; without one the sweep runs in a
+temporary directory that is removed afterwards. Either way the experiment's ``run`` returns plain
+data.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Run:
     skipped_steps: int  # steps the loss scaler skipped
     steps: list[int] = field(default_factory=list)  # the steps the curves are sampled at
     curves: dict[str, list[float | None]] = field(default_factory=dict)  # series name -> values
-    peaks: dict[str, float | None] = field(default_factory=dict)  # series name -> max over ALL steps
+    peaks: dict[str, float | None] = field(default_factory=dict)  # series -> max over all steps
     evals: list[dict] = field(default_factory=list)  # {"step", "val_loss"}
     cpu_s: float = 0.0  # CPU seconds of the run's worker (not part of the numbers compared)
 
@@ -178,6 +179,15 @@ def sensitivity(runs: Sequence[Run], variant: str) -> float:
 
     losses = final_losses(runs, variant)
     return lr_sensitivity(list(losses), list(losses.values()), loss_at_init(runs, variant))
+
+
+def require_finished(runs: Sequence[Run]) -> None:
+    """Raise when a run failed (an exception or a lost worker: the machinery, not a result; a
+    rerun retries it, reusing the finished runs from the store)."""
+    failed = [r for r in runs if r.status == "failed"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} training run(s) failed; first: {failed[0].variant} "
+                           f"lr {failed[0].lr:g} seed {failed[0].seed}: {failed[0].reason}")
 
 
 def cpu_seconds(runs: Sequence[Run]) -> float:

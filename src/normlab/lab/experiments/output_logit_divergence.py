@@ -99,6 +99,7 @@ def run(config: Config, progress=null_progress) -> Result:
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     runs = T.run_grid(_base(cfg), _variants(cfg), lrs=cfg.lrs, seeds=seeds, series=SERIES,
                       progress=progress, name="arms")
+    T.require_finished(runs)
     per: dict[str, dict] = {}
     for arm in ARMS:
         rs = [r for r in runs if r.variant == arm]
@@ -128,9 +129,10 @@ def run(config: Config, progress=null_progress) -> Result:
     checks = [
         Check(f"with z-loss {cfg.z_loss:g}, log Z stays near 0",
               "log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
-              f"{lr_text}: final |log Z| {fmt(z_fix)} with z-loss (at init {fmt(log_z0 or math.nan)}"
-              f", about ln V)", "|log Z| < 1 at the end (mean of the last 5% of "
-              "the sampled steps)", z_fix < 1, "Wortsman et al. 2023 [V]; papers.md section 7 D"),
+              f"{lr_text}: final |log Z| {fmt(z_fix)} with z-loss (at init "
+              f"{fmt(log_z0 or math.nan)}, about ln V)",
+              "|log Z| < 1 at the end (mean of the last 5% of the sampled steps)", z_fix < 1,
+              "Wortsman et al. 2023 [V]; papers.md section 7 D"),
         Check("without weight decay or z-loss, log Z drifts far from 0",
               "the output logits drift very negative late in training without weight decay (2.4M "
               "model, LR 0.1); papers.md D: |log Z| >= 10 x the z-loss arm's",
