@@ -224,7 +224,8 @@ def run(config: Config, progress=null_progress) -> Result:
         "The max attention logit is the raw q.k / sqrt(D) before any cap (the trainer's "
         "max_attn_logit), measured on the training batch of each step.",
         "The full size sweeps d = 32 and 64 with 4 blocks, T = 64, 1500 steps, the grid "
-        "extended to 1.0 and 2 seeds (48 runs per seed pair; run it on a cluster with --ray).",
+        "extended to 1.0 and 2 seeds: 96 runs, over an hour of CPU time (--ray sends them to a "
+        "cluster).",
     ]
     if worse:
         notes.append("QK-norm trains worse than the baseline by more than 0.1 nats at "

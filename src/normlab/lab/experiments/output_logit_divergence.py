@@ -184,7 +184,7 @@ def run(config: Config, progress=null_progress) -> Result:
         "z-loss of 1e-4 barely acts on log Z of about 5 (its gradient is 2e-4 log Z per token).",
         "QK-norm is on in every arm, as in papers.md's reproduction D, so that the attention "
         "logits (the other instability) stay bounded.",
-        "The full size trains 6000 steps at T=64 with two seeds and adds LR 0.03.",
+        "The full size trains 6000 steps at T=64 with two seeds and adds LR 0.03 (24 runs).",
     ]
     measured = (f"{lr_text}: final log Z no fix {fmt(at('no fix', 'log_z'))}, z-loss "
                 f"{fmt(at('z-loss', 'log_z'))}, soft-cap {fmt(at('soft-cap', 'log_z'))}, weight "

@@ -219,16 +219,16 @@ def run(config: Config, progress=null_progress) -> Result:
         "gradient size are the published setting.",
         f"Tolerance {tol:g} nats from papers.md reproduction G; all runs share the seed, the "
         "initialization and the batches, so a gap is a paired difference.",
-        "The full size trains d=64, L=4, T=64 for 3000 steps with two seeds.",
+        "The full size trains d=64, L=4, T=64 for 3000 steps with two seeds (20 runs).",
     ]
     swing = _swing(runs, "amp_bf16", "amp_fp16", "fp16, no loss scaling")
     if swing is not None:
         notes.insert(3, f"Even paired, the gap wanders during training: the mixed-precision "
                         f"recipes' validation loss differs from fp32's by up to {swing:.3f} nats "
-                        f"at some evaluation (the second plot). A final gap within a few "
-                        f"hundredths of the tolerance (pure_bf16: {gap['pure_bf16']:+.4f}) is "
-                        f"inside that swing; the applied update RMS (ratio {fmt(upd_ratio)}) "
-                        f"shows the lost updates directly.")
+                        f"at some evaluation (the second plot), so a final gap near the "
+                        f"tolerance (pure_bf16: {gap['pure_bf16']:+.4f}) is within that swing; "
+                        f"the applied update RMS (ratio {fmt(upd_ratio)} to amp_bf16's) shows "
+                        f"the lost updates directly.")
     measured = (f"gap to fp32 (nats): amp_bf16 {g('amp_bf16')}, amp_fp16 {g('amp_fp16')} "
                 f"({skipped} skipped), fp16 unscaled {g('fp16, no loss scaling')}, pure_bf16 "
                 f"{g('pure_bf16')}, fp8_hybrid {g('fp8_hybrid')}, mxfp8 {g('mxfp8')}; small "
