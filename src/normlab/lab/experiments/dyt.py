@@ -310,6 +310,9 @@ def plot(result: Result, out_dir) -> list[str]:
     b.axhline(d["mean"]["layernorm"], color=COLORS["layernorm"], ls="--", lw=0.9,
               label="LayerNorm (mean)")
     b.set_xscale("log")
+    b.set_xticks(d["alphas"])
+    b.set_xticklabels([f"{x:g}" for x in d["alphas"]])
+    b.minorticks_off()
     style(b, "DyT: final loss vs alpha0", "alpha0", "final validation loss")
     for key, col in (("first", "#aaaaaa"), ("deepest", COLORS["layernorm"])):
         s = d["scatter"].get(key)

@@ -246,7 +246,6 @@ def plot(result: Result, out_dir) -> list[str]:
             v = _variant(p, Lmax, warm)
             a.plot(lrs, d["loss"][v], ls, marker="o", ms=4, color=COLORS[p], label=v)
     a.axhline(d["floor"], color="k", ls=":", lw=0.9, label="entropy floor")
-    a.set_xscale("log")
     style(a, f"final loss vs lr, L={Lmax} (dashed: no warmup)", "peak learning rate",
           "final validation loss (nats/token)")
     a.legend(fontsize=6)
@@ -256,7 +255,11 @@ def plot(result: Result, out_dir) -> list[str]:
             b.plot(lrs, d["gaps"][p][str(L)], marker=markers.get(L, "o"), ms=4, color=COLORS[p], alpha=0.4 + 0.6 * L / Lmax,
                    label=f"{p} L={L}")
     b.axhline(0, color="#999999", lw=0.8)
-    b.set_xscale("log")
+    for ax in (a, b):
+        ax.set_xscale("log")
+        ax.set_xticks(lrs)
+        ax.set_xticklabels([f"{x:g}" for x in lrs])
+        ax.minorticks_off()
     style(b, "warmup gap = loss(no warmup) - loss(warmup)", "peak learning rate", "gap (nats)")
     b.legend(fontsize=6)
     for v, cv in d["curves"].items():

@@ -1,0 +1,141 @@
+"""The training experiments warmup, dyt and norm-placement-depth at their tiny size (seconds, in
+this process): the Result, the verdict rule, and the direction of the effects that are robust at
+that size; the S-curve fit on known curves; the run options that pick a sweep's executor and
+store."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from normlab.lab import experiment as E
+from normlab.lab.experiments import dyt, norm_placement_depth, warmup
+from normlab.lab.run import executor_of
+
+NAMES = ("warmup", "dyt", "norm-placement-depth")
+_CACHE = {}
+
+
+def tiny(name):
+    if name not in _CACHE:
+        module = E.load(name)
+        with E.using(E.RunOptions("serial")):
+            result = module.run(E.configure(module, "tiny", seed=0))
+        _CACHE[name] = result
+    return _CACHE[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_result_and_verdict(name, tmp_path):
+    r = tiny(name)
+    assert r.name == name
+    counted = [c.passed for c in r.checks if c.passed is not None]
+    assert len(counted) >= 3 and any(c.passed is None for c in r.checks)
+    assert r.verdict == E.verdict_of(r.checks)
+    assert r.verdict == (E.REPRODUCED if all(counted) else
+                         E.PARTLY if any(counted) else E.NOT_REPRODUCED)
+    assert any("Knobs" in n or "knobs" in n for n in r.notes)  # the knobs tried are recorded
+    assert any("full size" in n for n in r.notes)  # and what the full size changes
+    json.dumps(E.jsonable(r.data), allow_nan=False)
+    files = E.load(name).plot(r, tmp_path)
+    assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
+
+
+def test_warmup_numbers():
+    d = tiny("warmup").data
+    V = 16
+    for v, losses in d["loss"].items():  # every run learned something, none beyond ln V
+        assert all(d["floor"] < x < np.log(V) + 0.5 for x in losses), v
+    top = max(d["depths"])
+    assert d["lr_star"] == max(d["lrs"])
+    g = d["gaps"]["post"][str(top)]
+    assert g[-1] > 0.1 and g[-1] > g[0]  # Post-LN: warmup helps at the high lr, not the low
+    no_warm = {p: d["loss"][f"{p} L={top} no warmup"][-1] for p in warmup.PLACEMENTS}
+    assert no_warm["deepnorm"] < no_warm["post"] - 0.1  # DeepNorm trains without warmup
+
+
+def test_norm_placement_depth_numbers():
+    d = tiny("norm-placement-depth").data
+    assert set(d["loss"]) == set(norm_placement_depth.PLACEMENTS)
+    for p, losses in d["loss"].items():
+        assert len(losses) == len(d["depths"])
+        assert all(d["floor"] < x < d["ln_v"] for x in losses), p  # trained, above the floor
+    assert set(d["curves"]) == set(norm_placement_depth.PLACEMENTS)
+
+
+def test_dyt_numbers():
+    d = tiny("dyt").data
+    assert set(d["losses"]) == set(dyt.NORMS)
+    assert all(len(v) == 2 for v in d["losses"].values())  # two seeds at the tiny size
+    assert len(d["fits"]) == 2 * 2 + 1  # two blocks x (attention, MLP) + the final norm
+    for f in d["fits"]:  # the tanh family contains the line (b -> 0): never a worse fit
+        assert f["r2_tanh"] >= f["r2_linear"] - 1e-6 and 0 < f["r2_linear"] <= 1
+        assert 0 <= f["linear_fraction"] <= 1
+
+
+def test_s_curve_fit_tells_tanh_from_a_line():
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.0, 2.0, 5000)
+    s = dyt.fit_tanh_vs_linear(x, np.tanh(x))
+    assert s["r2_tanh"] > 0.999 and s["gain"] > 0.05 and s["b"] == pytest.approx(1.0, rel=0.05)
+    line = dyt.fit_tanh_vs_linear(x, 3.0 * x + rng.normal(0.0, 0.1, x.size))
+    assert abs(line["gain"]) < 1e-3 and line["c"] == pytest.approx(3.0, rel=1e-2)
+
+
+def test_layernorm_s_curve_per_token():
+    """LayerNorm is linear per token; tokens with a larger spread get a smaller slope, so the
+    cloud over tokens bends: the tanh fit wins over all tokens, not within one."""
+    rng = np.random.default_rng(1)
+    h = rng.normal(0, 1, (400, 32)) * rng.lognormal(0, 1, (400, 1))  # (tokens, C)
+    y = (h - h.mean(-1, keepdims=True)) / h.std(-1, keepdims=True)
+    assert dyt.fit_tanh_vs_linear(h, y)["gain"] > 0.01
+    assert abs(dyt.fit_tanh_vs_linear(h[0], y[0])["gain"]) < 1e-3
+
+
+# ---- run options ------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", ["pool", "pool:3", "serial", "ray:auto", "ray:local",
+                                  "ray:10.0.0.1:6379"])
+def test_executor_names_accepted(spec):
+    assert E.RunOptions(spec).executor == spec
+
+
+@pytest.mark.parametrize("spec", ["", "pool:0", "pool:x", "gpu", "ray:", None, 2])
+def test_executor_names_refused(spec):
+    with pytest.raises(ValueError, match="executor must be one of"):
+        E.RunOptions(spec)
+
+
+def test_executor_flags():
+    ns = lambda **kw: argparse.Namespace(**{"workers": None, "ray": None, **kw})  # noqa: E731
+    assert executor_of(ns()) == "pool"
+    assert executor_of(ns(workers=3)) == "pool:3"
+    assert executor_of(ns(ray="auto")) == "ray:auto"
+    with pytest.raises(SystemExit):
+        executor_of(ns(workers=0))
+    with pytest.raises(SystemExit):
+        executor_of(ns(workers=2, ray="auto"))
+
+
+def test_options_reach_the_experiment_and_the_store_is_kept(tmp_path, monkeypatch):
+    seen = []
+    module = E.load("norm-placement-depth")
+    real = module.run
+
+    def spy(config, progress=E.null_progress):
+        seen.append(E.run_options())
+        return real(config, progress)
+
+    monkeypatch.setattr(module, "run", spy)
+    o = E.run_experiment("norm-placement-depth", size="tiny", out_dir=tmp_path,
+                         executor="serial", plots=False)
+    store = tmp_path / "norm-placement-depth" / "sweep" / o.result.cache_key
+    assert seen[-1] == E.RunOptions("serial", store)
+    runs = list((store / "placement-depth" / "runs").iterdir())
+    assert len(runs) == len(norm_placement_depth.PLACEMENTS) * 2  # tiny: two depths
+    stale = store.parent / "0123456789abcdef"
+    stale.mkdir()
+    E.run_experiment("norm-placement-depth", size="tiny", out_dir=tmp_path, executor="serial",
+                     plots=False, use_cache=False)  # recomputed: every store removed first
+    assert not stale.exists() and store.is_dir()
+    assert E.run_options() == E.RunOptions()  # outside run_experiment: the defaults again
