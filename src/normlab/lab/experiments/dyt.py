@@ -22,7 +22,7 @@ import numpy as np
 from ...models import GPTConfig
 from ...train import TrainConfig, Trainer
 from ..experiment import Check, Result, fmt, null_progress
-from ._training import make_config, run_grid
+from ._training import make_config, require_finished, run_grid
 
 NAME = "dyt"
 TITLE = "DyT vs LayerNorm and RMSNorm: parity, alpha0, the S-curve (Zhu et al. 2025)"
@@ -168,9 +168,7 @@ def run(config: Config, progress=null_progress) -> Result:
     sweep = run_grid(base, {_alpha_name(a): {"model.norm": "dyt", "model.dyt_alpha": float(a)}
                             for a in other}, lrs=[cfg.lr], seeds=seeds[:1],
                      progress=prog(len(NORMS) * len(seeds)), name="dyt-alpha") if other else []
-    failed = [r for r in parity + sweep if r.status == "failed"]
-    if failed:
-        raise RuntimeError(f"{len(failed)} training run(s) failed: {failed[0].reason}")
+    require_finished(parity + sweep)
 
     def final(r) -> float:
         v = r.final_val_loss if r.status == "done" and r.final_val_loss is not None else None
@@ -179,7 +177,8 @@ def run(config: Config, progress=null_progress) -> Result:
     losses = {n: [final(r) for r in parity if r.variant == n] for n in NORMS}
     alpha_loss = {a: final(next(r for r in sweep if r.variant == _alpha_name(a))) for a in other}
     if 0.5 in cfg.alphas:
-        alpha_loss[0.5] = final(next(r for r in parity if r.variant == "dyt" and r.seed == seeds[0]))
+        alpha_loss[0.5] = final(next(r for r in parity
+                                     if r.variant == "dyt" and r.seed == seeds[0]))
     alphas = sorted(alpha_loss)
 
     progress(total - 1, total, "S-curve: training the LayerNorm model in-process")

@@ -17,7 +17,7 @@ import numpy as np
 from ...models import GPTConfig
 from ...train import TrainConfig
 from ..experiment import Check, Result, fmt, null_progress
-from ._training import final_losses, run_grid
+from ._training import final_losses, require_finished, run_grid
 
 NAME = "norm-placement-depth"
 TITLE = "Norm placement vs depth: post, pre, sandwich, DeepNorm, ReZero, none"
@@ -25,7 +25,7 @@ CITATION = ("Liu et al. 2020 (Admin), Table 1; Xiong et al. 2020; Wang et al. 20
             "Bachlechner et al. 2020 (ReZero); Kim et al. 2025 (Peri-LN)")
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none")
-TOL = 0.1  # nats: "within 0.1 of Pre-LN" / "worse by more than 0.1" (papers.md's unit of a clear gap)
+TOL = 0.1  # nats: "within 0.1 of Pre-LN" / "worse by more than 0.1" (papers.md's clear gap)
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Config:
     seq_len: int = 16  # T: tokens per sequence
     batch_size: int = 16  # B: sequences per step
     vocab: int = 16  # V: symbols of the Markov source
-    markov_order: int = 1  # k: the source's order (1: the floor is reachable in a few hundred steps)
+    markov_order: int = 1  # k: the source's order (1: a run that trains reaches the floor)
     init_std: float | None = None  # weight and embedding init std; None: d^-1/2 (Xavier-like)
     beta2: float = 0.98  # Adam's beta2 (the translation papers' (0.9, 0.98))
     seed: int = 0  # first training seed (the Markov source's "language" is fixed)
@@ -79,9 +79,7 @@ def run(config: Config, progress=null_progress) -> Result:
     runs = run_grid(base, variants, lrs=[cfg.lr], seeds=[cfg.seed + i for i in range(cfg.seeds)],
                     series={"nll": lambda rec: rec["nll"]}, progress=progress,
                     name="placement-depth")
-    failed = [r for r in runs if r.status == "failed"]
-    if failed:
-        raise RuntimeError(f"{len(failed)} training run(s) failed: {failed[0].reason}")
+    require_finished(runs)
     floor = next(r.entropy_floor for r in runs if r.entropy_floor is not None)
     loss = {p: [final_losses(runs, _variant(p, L))[cfg.lr] for L in depths] for p in PLACEMENTS}
     init = {p: [float(np.mean([r.loss_at_init for r in runs if r.variant == _variant(p, L)]))
@@ -94,7 +92,8 @@ def run(config: Config, progress=null_progress) -> Result:
 
     def trains_everywhere(p: str) -> tuple[bool, str]:
         worst = max(loss[p])
-        return worst - pre_best < TOL, (f"worst over L = {fmt(worst)} (at L={depths[loss[p].index(worst)]}); "
+        at_L = depths[loss[p].index(worst)]
+        return worst - pre_best < TOL, (f"worst over L = {fmt(worst)} (at L={at_L}); "
                                         f"Pre-LN's best {fmt(pre_best)}")
 
     pre_ok, pre_txt = trains_everywhere("pre")

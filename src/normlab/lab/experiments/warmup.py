@@ -22,7 +22,7 @@ import numpy as np
 from ...models import GPTConfig
 from ...train import TrainConfig
 from ..experiment import Check, Result, fmt, null_progress
-from ._training import final_losses, run_grid
+from ._training import final_losses, require_finished, run_grid
 
 NAME = "warmup"
 TITLE = "Warmup: Post-LN needs it, Pre-LN does not (Xiong et al. 2020)"
@@ -47,7 +47,7 @@ class Config:
     seq_len: int = 16  # T: tokens per sequence
     batch_size: int = 16  # B: sequences per step
     vocab: int = 16  # V: symbols of the Markov source
-    markov_order: int = 1  # k: the source's order (1: the floor is reachable in a few hundred steps)
+    markov_order: int = 1  # k: the source's order (1: a run that trains reaches the floor)
     init_std: float | None = None  # weight and embedding init std; None: d^-1/2 (Xavier-like, the
     #                                papers' init); GPT-2's 0.02 hides the effect (see notes)
     beta2: float = 0.98  # Adam's beta2 (Xiong et al.'s (0.9, 0.98))
@@ -92,9 +92,7 @@ def run(config: Config, progress=null_progress) -> Result:
     runs = run_grid(_base(cfg), variants, lrs=cfg.lrs,
                     seeds=[cfg.seed + i for i in range(cfg.seeds)],
                     series={"nll": lambda rec: rec["nll"]}, progress=progress, name="warmup")
-    failed = [r for r in runs if r.status == "failed"]
-    if failed:
-        raise RuntimeError(f"{len(failed)} training run(s) failed: {failed[0].reason}")
+    require_finished(runs)
     floor = next(r.entropy_floor for r in runs if r.entropy_floor is not None)
     lrs = sorted(cfg.lrs)
     depths = sorted(cfg.depths)
@@ -252,8 +250,8 @@ def plot(result: Result, out_dir) -> list[str]:
     markers = dict(zip(depths, "os^D"))
     for p in PLACEMENTS:
         for L in depths:
-            b.plot(lrs, d["gaps"][p][str(L)], marker=markers.get(L, "o"), ms=4, color=COLORS[p], alpha=0.4 + 0.6 * L / Lmax,
-                   label=f"{p} L={L}")
+            b.plot(lrs, d["gaps"][p][str(L)], marker=markers.get(L, "o"), ms=4, color=COLORS[p],
+                   alpha=0.4 + 0.6 * L / Lmax, label=f"{p} L={L}")
     b.axhline(0, color="#999999", lw=0.8)
     for ax in (a, b):
         ax.set_xscale("log")
