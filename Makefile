@@ -25,7 +25,7 @@ test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed
-	$(BIN)/python benchmarks/norms.py
+	$(BIN)/normlab bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

@@ -180,7 +180,8 @@ class Trainer:
         model, scaler = self.model, self.precision.scaler
         x, y = self.source.train_batch(cfg.batch_size, cfg.model.seq_len, self.data_rng)
         model.train()
-        parts = model.forward(x, y)
+        with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is detected just below
+            parts = model.forward(x, y)
         record = {"step": self.step, "lr": learning_rate(self.step, schedule=cfg.schedule, lr=cfg.lr,
                                                          warmup=cfg.warmup, total=cfg.steps,
                                                          min_lr=cfg.min_lr),
