@@ -1,41 +1,13 @@
-import math
 from functools import partial
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as TF
 from _parity import GEMM, check_against_torch
 
 from normlab.functional import attention_backward, attention_forward, rope_tables
-from normlab.testing import gradcheck
+from normlab.testing import gradcheck, oracles
 
 SHAPE = (2, 2, 5, 4)  # (B, H, T, D)
-
-
-def torch_attention(q, k, v, q_norm_weight=None, k_norm_weight=None, *, qk_norm="none",
-                    eps=1e-6, rope=None, softcap=None):
-    """The same attention written with torch ops (the oracle)."""
-    D = q.shape[-1]
-    if qk_norm == "rmsnorm":
-        q, k = TF.rms_norm(q, (D,), q_norm_weight, eps), TF.rms_norm(k, (D,), k_norm_weight, eps)
-    elif qk_norm == "layernorm":
-        q = TF.layer_norm(q, (D,), q_norm_weight, None, eps)
-        k = TF.layer_norm(k, (D,), k_norm_weight, None, eps)
-    if rope is not None:
-        cos, sin = (torch.from_numpy(t).to(q.dtype) for t in rope)
-
-        def rotate(x):
-            x1, x2 = x[..., : D // 2], x[..., D // 2 :]
-            return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
-
-        q, k = rotate(q), rotate(k)
-    s = q @ k.transpose(-1, -2) / math.sqrt(D)
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
-    T = q.shape[-2]
-    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
 
 
 def _inputs(rng, shape=SHAPE, qk_norm="none"):
@@ -52,7 +24,7 @@ def _ops(qk_norm, softcap, use_rope, T=SHAPE[2], D=SHAPE[3]):
     fwd = partial(attention_forward, **opts)
     n_in = 5 if qk_norm != "none" else 3
     bwd = lambda dout, c: attention_backward(dout, c)[:n_in]  # noqa: E731
-    ref = partial(torch_attention, **opts)
+    ref = partial(oracles.attention, **opts)
     return fwd, bwd, ref
 
 

@@ -8,7 +8,9 @@ from normlab.lab.cli import main
 def test_every_op_passes_and_the_table_names_them(capsys):
     assert main(["check"]) == 0
     out = capsys.readouterr().out
-    for op in ["layer_norm", "rms_norm", "batch_norm(train, mask)", "dyt", "dropout"]:
+    for op in ["layer_norm", "rms_norm", "batch_norm(train, mask)", "dyt", "dropout", "linear",
+               "embedding", "gelu(erf)", "swiglu", "softmax", "attention(qk-norm, rope, cap)",
+               "cross_entropy(cap, z, smooth)"]:
         assert op in out
     assert "FAIL" not in out and "bfloat16" in out
 

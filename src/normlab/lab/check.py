@@ -33,6 +33,8 @@ class OpCheck:
     backward: Callable[[np.ndarray, Any], tuple]  # -> gradients in the order of inputs
     torch: Callable[..., Any] | None = None  # torch(**tensors) -> out tensor, or None
     out_mask: Callable[[dict], np.ndarray] | None = None  # outputs that carry gradient
+    min_ulps: float = 0.0  # low formats: an error this many epsilons passes (matrix products,
+    #                        whose sums torch orders differently)
 
 
 def _norm_inputs(rng, shape=(3, 5, 16), params=("gamma", "beta")):
@@ -51,6 +53,9 @@ def _bn_inputs(rng, masked=False):
 
 
 _MASK = np.random.default_rng(7).random((4, 6)) > 0.35
+_IDS = np.random.default_rng(8).integers(0, 11, size=(3, 5))  # token ids into an (11, 16) table
+_TARGETS = np.random.default_rng(9).integers(0, 13, size=(3, 5))  # class ids for (3, 5, 13) logits
+_ROPE = Fn.rope_tables(6, 8)  # (cos, sin) for T = 6, D = 8
 
 
 def _bn(training, mask=None):
@@ -73,6 +78,7 @@ def _torch_ops():
     except ImportError:
         return None
     import torch
+    from torch.nn.functional import linear as F_linear
 
     def bn(training, mask=None):
         def f(x, gamma, beta, running_mean, running_var):
@@ -95,12 +101,37 @@ def _torch_ops():
         "batch_norm(train, mask)": bn(True, _MASK),
         "batch_norm(eval)": bn(False),
         "dyt": O.dyt,
+        "linear": F_linear,
+        "embedding": partial(O.embedding, ids=_IDS),
+        "gelu(tanh)": partial(O.gelu, approximate="tanh"),
+        "gelu(erf)": O.gelu,
+        "relu": torch.relu,
+        "swiglu": O.swiglu,
+        "softmax": lambda x: torch.softmax(x, -1),
+        "attention": O.attention,
+        "attention(qk-norm, rope, cap)": partial(O.attention, qk_norm="rmsnorm", rope=_ROPE,
+                                                 softcap=2.0),
+        "cross_entropy": partial(O.cross_entropy, targets=_TARGETS),
+        "cross_entropy(cap, z, smooth)": partial(O.cross_entropy, targets=_TARGETS, softcap=3.0,
+                                                 z_loss=1e-2, label_smoothing=0.1),
     }
 
 
 def _dropout_forward(x):
     # A fresh generator per call: every finite-difference evaluation sees the same mask.
     return Fn.dropout_forward(x, 0.3, training=True, rng=np.random.default_rng(1))
+
+
+def _heads(rng, qk_norm=False):
+    d = {n: rng.normal(0.0, 1.5, size=(2, 2, 6, 8)) for n in ("q", "k", "v")}  # (B, H, T, D)
+    if qk_norm:
+        d["q_norm_weight"], d["k_norm_weight"] = rng.normal(1.0, 0.5, size=(2, 8))
+    return d
+
+
+def _first(n, backward):
+    """A backward returning only the gradients of the first ``n`` inputs (the op has more)."""
+    return lambda dout, cache: tuple(backward(dout, cache))[:n]
 
 
 def op_checks() -> list[OpCheck]:
@@ -124,6 +155,37 @@ def op_checks() -> list[OpCheck]:
                 Fn.dyt_forward, Fn.dyt_backward),
         OpCheck("dropout(p=0.3)", lambda rng: {"x": rng.normal(size=(3, 5, 16))},
                 _dropout_forward, Fn.dropout_backward),
+        OpCheck("linear", lambda rng: {"x": rng.normal(size=(3, 5, 16)),
+                                       "weight": rng.normal(size=(12, 16)) / 4,
+                                       "bias": rng.normal(size=12)},
+                Fn.linear_forward, Fn.linear_backward, min_ulps=64),
+        OpCheck("embedding", lambda rng: {"weight": rng.normal(size=(11, 16))},
+                partial(Fn.embedding_forward, _IDS),
+                lambda dout, cache: Fn.embedding_backward(dout, cache)[1:], min_ulps=64),
+        OpCheck("gelu(tanh)", lambda rng: {"x": rng.normal(0, 2, size=(3, 5, 16))},
+                partial(Fn.gelu_forward, approximate="tanh"), Fn.gelu_backward, min_ulps=64),
+        OpCheck("gelu(erf)", lambda rng: {"x": rng.normal(0, 2, size=(3, 5, 16))},
+                Fn.gelu_forward, Fn.gelu_backward, min_ulps=64),
+        OpCheck("relu", lambda rng: {"x": rng.normal(0, 2, size=(3, 5, 16))},
+                Fn.relu_forward, Fn.relu_backward),
+        OpCheck("swiglu", lambda rng: {"a": rng.normal(0, 2, size=(3, 5, 16)),
+                                       "b": rng.normal(size=(3, 5, 16))},
+                Fn.swiglu_forward, Fn.swiglu_backward, min_ulps=64),
+        OpCheck("softmax", lambda rng: {"x": rng.normal(0, 3, size=(3, 5, 16))},
+                Fn.softmax_forward, Fn.softmax_backward, min_ulps=64),
+        OpCheck("attention", _heads, Fn.attention_forward, _first(3, Fn.attention_backward),
+                min_ulps=64),
+        OpCheck("attention(qk-norm, rope, cap)", partial(_heads, qk_norm=True),
+                partial(Fn.attention_forward, qk_norm="rmsnorm", rope=_ROPE, softcap=2.0),
+                _first(5, Fn.attention_backward), min_ulps=64),
+        OpCheck("cross_entropy", lambda rng: {"logits": rng.normal(0, 3, size=(3, 5, 13))},
+                partial(Fn.cross_entropy_forward, targets=_TARGETS),
+                _first(1, Fn.cross_entropy_backward), min_ulps=64),
+        OpCheck("cross_entropy(cap, z, smooth)",
+                lambda rng: {"logits": rng.normal(0, 3, size=(3, 5, 13))},
+                partial(Fn.cross_entropy_forward, targets=_TARGETS, softcap=3.0, z_loss=1e-2,
+                        label_smoothing=0.1),
+                _first(1, Fn.cross_entropy_backward), min_ulps=64),
     ]
 
 
@@ -156,7 +218,8 @@ def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
     if op.out_mask is not None:
         dout64 = dout64 * op.out_mask(base)
     dout = dout64.astype(dtype)
-    grads = dict(zip(inputs, op.backward(dout, cache)))
+    grads = op.backward(dout, cache)
+    grads = dict(zip(inputs, grads if isinstance(grads, tuple) else (grads,)))
     eps = format_eps(dtype)
     if dtype_name == "float64":
         fwd = op.forward
@@ -181,8 +244,10 @@ def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
     if dtype_name == "float64":
         row.ok &= row.fwd <= 1e-12 and row.bwd <= 1e-10
     else:
-        slack = 8 * eps
-        row.ok &= row.fwd <= 2 * row.fwd_torch + slack and row.bwd <= 2 * row.bwd_torch + slack
+        def within(ours, theirs):
+            return ours <= max(2 * theirs + 8 * eps, op.min_ulps * eps)
+
+        row.ok &= within(row.fwd, row.fwd_torch) and within(row.bwd, row.bwd_torch)
     return row
 
 
@@ -204,12 +269,12 @@ def format_table(rows: list[Row]) -> str:
     def f(v):
         return "-" if v is None else f"{v:.1e}"
 
-    head = (f"{'op':<24} {'dtype':<9} {'fwd err':>8} {'torch':>8} {'bwd err':>8} {'torch':>8} "
+    head = (f"{'op':<30} {'dtype':<9} {'fwd err':>8} {'torch':>8} {'bwd err':>8} {'torch':>8} "
             f"{'vs FD':>8}  result")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r.op:<24} {r.dtype:<9} {f(r.fwd):>8} {f(r.fwd_torch):>8} {f(r.bwd):>8} "
+            f"{r.op:<30} {r.dtype:<9} {f(r.fwd):>8} {f(r.fwd_torch):>8} {f(r.bwd):>8} "
             f"{f(r.bwd_torch):>8} {f(r.fd):>8}  {'pass' if r.ok else 'FAIL'} {r.note}"
         )
     return "\n".join(lines)

@@ -84,3 +84,54 @@ def batch_norm(x, gamma, beta, running_mean=None, running_var=None, *, training,
     x2 = x.reshape(-1, C)
     out = F.batch_norm(x2, running_mean, running_var, gamma, beta, training, momentum, eps)
     return out.reshape(x.shape)
+
+
+def attention(q, k, v, q_norm_weight=None, k_norm_weight=None, *, qk_norm="none", eps=1e-6,
+              rope=None, softcap=None):
+    """Causal attention on (B, H, T, D) heads written with torch ops: optional per-head QK-norm
+    (before RoPE), RoPE from normlab's ``rope_tables`` (cos, sin), soft-cap, then the mask."""
+    D = q.shape[-1]
+    if qk_norm == "rmsnorm":
+        q, k = F.rms_norm(q, (D,), q_norm_weight, eps), F.rms_norm(k, (D,), k_norm_weight, eps)
+    elif qk_norm == "layernorm":
+        q = F.layer_norm(q, (D,), q_norm_weight, None, eps)
+        k = F.layer_norm(k, (D,), k_norm_weight, None, eps)
+    if rope is not None:
+        cos, sin = (torch.from_numpy(np.asarray(t)).to(q.dtype) for t in rope)
+
+        def rotate(x):
+            x1, x2 = x[..., : D // 2], x[..., D // 2 :]
+            return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+        q, k = rotate(q), rotate(k)
+    s = q @ k.transpose(-1, -2) / math.sqrt(D)
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    T = q.shape[-2]
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def cross_entropy(logits, *, targets, softcap=None, z_loss=0.0, label_smoothing=0.0,
+                  ignore_index=-100):
+    """Mean cross-entropy of (..., V) logits with torch's ``F.cross_entropy``, after an optional
+    final soft-cap, plus the z-loss ``z_loss * mean(logsumexp^2)`` over the scored positions."""
+    V = logits.shape[-1]
+    z = logits if softcap is None else softcap * torch.tanh(logits / softcap)
+    t = torch.from_numpy(np.asarray(targets)).reshape(-1)
+    flat = z.reshape(-1, V)
+    loss = F.cross_entropy(flat, t, label_smoothing=label_smoothing, ignore_index=ignore_index)
+    keep = t != ignore_index
+    return loss + z_loss * torch.logsumexp(flat[keep], dim=-1).square().mean()
+
+
+def embedding(weight, *, ids):
+    return F.embedding(torch.from_numpy(np.asarray(ids)), weight)
+
+
+def gelu(x, approximate="none"):
+    return F.gelu(x, approximate=approximate)
+
+
+def swiglu(a, b):
+    return F.silu(a) * b
