@@ -4,6 +4,7 @@ On N float32 values (default 32M, standard normal), the median of several repeat
 
 * normlab ``quantize(x, fmt)`` (float32 values on the format's grid, nearest-even);
 * ml_dtypes ``x.astype(fmt).astype(np.float32)``: the same result, the reference;
+* the numba kernel ``normlab.kernels.quantize`` (bit-identical to ``quantize``);
 * ml_dtypes ``x.astype(fmt)``: the store alone, and normlab ``cast(x, fmt)`` (quantize + store);
 * stochastic rounding, which ml_dtypes does not have: against nearest-even, and the NumPy
   generator's own cost for the random bits it needs;
@@ -27,6 +28,7 @@ import ml_dtypes
 import numpy as np
 
 import normlab
+from normlab import kernels
 from normlab.precision import cast, quantize
 
 
@@ -82,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         ours = _median_ms(lambda: quantize(x, name), args.repeats)
         ref = _median_ms(lambda: x.astype(dt).astype(np.float32), args.repeats)
         row(name, "quantize (nearest_even)", ours, ref, f"{lib} astype(fmt).astype(float32)")
+        kernels.quantize(x[:8], name)  # compile, or load from the cache
+        kern = _median_ms(lambda: kernels.quantize(x, name), args.repeats)
+        row(name, "kernels.quantize (nearest_even)", kern, ref,
+            f"{lib} astype(fmt).astype(float32)")
         ours_c = _median_ms(lambda: cast(x, name), args.repeats)
         ref_c = _median_ms(lambda: x.astype(dt), args.repeats)
         row(name, "cast (quantize + store)", ours_c, ref_c, f"{lib} astype(fmt)")
@@ -90,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             sr = _median_ms(lambda: quantize(x, name, rounding="stochastic", rng=rng),
                             args.repeats)
             row(name, "quantize (stochastic)", sr, ours, "normlab quantize (nearest_even)")
+            kernels.quantize(x[:8], name, rounding="stochastic", rng=rng)
+            ksr = _median_ms(lambda: kernels.quantize(x, name, rounding="stochastic", rng=rng),
+                             args.repeats)
+            row(name, "kernels.quantize (stochastic)", ksr, sr, "normlab quantize (stochastic)")
     rng = np.random.default_rng(2)
     bits = _median_ms(lambda: rng.integers(0, np.iinfo(np.uint64).max, size=(n + 1) // 2,
                                            dtype=np.uint64, endpoint=True), args.repeats)
