@@ -105,3 +105,27 @@ def test_bad_input():
         attention_forward(**d, p_drop=0.1, training=True)
     with pytest.raises(ValueError, match="q must have shape"):
         attention_forward(d["q"][0], d["k"][0], d["v"][0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("softcap", [None, 2.0])
+def test_bidirectional_matches_torch_and_finite_differences(dtype, softcap):
+    rng = np.random.default_rng(4)
+    fwd = partial(attention_forward, softcap=softcap, causal=False)
+    bwd = lambda dout, c: attention_backward(dout, c)[:3]  # noqa: E731
+    assert gradcheck(fwd, bwd, _inputs(rng), rng=rng).passed
+    check_against_torch(fwd, bwd, partial(oracles.attention, softcap=softcap, causal=False),
+                        _inputs(rng, (2, 3, 16, 8)), dtype, rng, **GEMM)
+
+
+def test_bidirectional_sees_the_future():
+    rng = np.random.default_rng(5)
+    d = _inputs(rng)
+    y0, _ = attention_forward(**d, causal=False)
+    d["v"][:, :, -1] += 1.0  # change the last position's value
+    y1, _ = attention_forward(**d, causal=False)
+    assert np.all(np.abs(y1 - y0)[:, :, 0] > 0)  # the first position sees it
+    y2, _ = attention_forward(**d)
+    d["v"][:, :, -1] -= 2.0
+    y3, _ = attention_forward(**d)
+    assert np.array_equal(y2[:, :, :-1], y3[:, :, :-1])  # causal: it does not

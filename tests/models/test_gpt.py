@@ -25,6 +25,7 @@ EXTRAS = {
     "relu+bias": {"activation": "relu", "bias": True},
     "gelu-exact": {"activation": "gelu"},
     "zloss+smoothing": {"z_loss": 0.3, "label_smoothing": 0.2},
+    "bidirectional": {"causal": False, "attn_softcap": 2.0},
     "all": {"positions": "rope", "tie_embeddings": True, "activation": "swiglu", "bias": True,
             "qk_norm": "rmsnorm", "attn_softcap": 2.0, "final_softcap": 3.0, "z_loss": 0.1,
             "placement": "sandwich", "norm": "rmsnorm"},

@@ -53,7 +53,8 @@ def _attention(cfg: GPTConfig, x, p: dict, prefix: str):
     s = q @ k.transpose(-1, -2) / math.sqrt(D)
     if cfg.attn_softcap is not None:
         s = cfg.attn_softcap * torch.tanh(s / cfg.attn_softcap)
-    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    if cfg.causal:
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     y = torch.softmax(s, dim=-1) @ v  # (B, H, T, D)
     return _linear(y.transpose(1, 2).reshape(B, T, C), p, prefix + "proj.")
 

@@ -1,4 +1,5 @@
-"""Causal multi-head scaled dot-product attention on heads already split: q, k, v (B, H, T, D).
+"""Multi-head scaled dot-product attention on heads already split: q, k, v (B, H, T, D); causal
+by default (a language model), bidirectional with ``causal=False`` (an encoder).
 
     q, k  <- QKnorm(q), QKnorm(k)       optional: RMSNorm or LayerNorm over D, per head, one gain
                                         (D,) shared by the heads (Henry et al. 2020; Dehghani et
@@ -6,7 +7,8 @@
     q, k  <- RoPE(q), RoPE(k)           optional, after the norm (as Qwen3 and Gemma 3)
     s     =  q k^T / sqrt(D)            (B, H, T, T) logits
     s     <- cap * tanh(s / cap)        optional soft-cap on the scaled logits (Gemma 2: cap = 50)
-    s     <- s + M                      M = -inf above the diagonal (the causal mask, after the cap)
+    s     <- s + M                      M = -inf above the diagonal (the causal mask, after the cap;
+                                        none with causal=False)
     p     =  softmax(s)                 over the keys
     p     <- dropout(p)                 optional, in training
     out   =  p v                        (B, H, T, D)
@@ -94,8 +96,9 @@ def attention_forward(
     p_drop: float = 0.0,
     training: bool = False,
     rng: np.random.Generator | None = None,
+    causal: bool = True,
 ) -> tuple[Array, AttentionCache]:
-    """Causal scaled dot-product attention with optional QK-norm, RoPE, soft-cap and dropout.
+    """Scaled dot-product attention with optional QK-norm, RoPE, soft-cap and dropout.
 
     Args:
         q, k, v: (B, H, T, D) float arrays (views are fine).
@@ -107,6 +110,7 @@ def attention_forward(
         p_drop: dropout probability on the attention probabilities, in [0, 1).
         training: dropout is applied only in training.
         rng: a numpy Generator; required for dropout in training.
+        causal: position t sees positions <= t only; False: every position sees every other.
 
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
@@ -125,6 +129,7 @@ def attention_forward(
     softcap = None if softcap is None else ck.positive(softcap, "softcap")
     p_drop = ck.probability(p_drop, "p_drop")
     training = ck.flag(training, "training")
+    causal = ck.flag(causal, "causal")
     if training and p_drop > 0.0:
         ck.generator(rng)
     dtypes = (q.dtype, k.dtype, v.dtype)
@@ -140,16 +145,18 @@ def attention_forward(
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)
         rope_caches = (rq, rk)
-    mask = causal_mask(T, ct)  # (T, T) -inf above the diagonal
+    mask = causal_mask(T, ct) if causal else None  # (T, T) -inf above the diagonal
     s = q @ k.swapaxes(-1, -2)  # (B, H, T, T)
     s *= ct.type(scale)
-    s += mask
+    if mask is not None:
+        s += mask
     max_logit = float(s.max())  # over the kept positions: the masked ones are -inf
     tanh = None
     if softcap is not None:
         tanh = np.tanh(s / ct.type(softcap))  # -1 where masked
         s = ct.type(softcap) * tanh
-        s += mask  # the mask after the cap, as Gemma 2
+        if mask is not None:
+            s += mask  # the mask after the cap, as Gemma 2
     p, sm_cache = softmax_forward(s, axis=-1)  # (B, H, T, T)
     p_used, drop = p, None
     if training and p_drop > 0.0:

@@ -135,7 +135,7 @@ class Block(Module):
         attn = CausalSelfAttention(
             C, cfg.n_heads, rng=rng, dropout_rng=dropout_rng, qk_norm=cfg.qk_norm, qk_norm_eps=cfg.norm_eps,
             softcap=cfg.attn_softcap, p_drop=cfg.attn_dropout, rope=rope, bias=cfg.bias,
-            std=cfg.init_std, proj_std=out_std, dtype=dtype,
+            std=cfg.init_std, proj_std=out_std, causal=cfg.causal, dtype=dtype,
         )
         if deep:
             attn.qkv.params["weight"][2 * C :] *= dtype.type(beta)  # the value rows

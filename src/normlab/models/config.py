@@ -33,6 +33,8 @@ class GPTConfig:
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
+    causal: bool = True  # causal attention (a language model); False: every position sees every
+    #                      other (an encoder, as in Xiong et al.'s analysis; an LM then sees its targets)
     qk_norm: str = "none"  # per-head norm of q and k before the dot product: none, rmsnorm, layernorm
     attn_softcap: float | None = None  # cap in cap * tanh(s / cap) on attention logits (Gemma 2: 50)
     final_softcap: float | None = None  # the same on the output logits (Gemma 2: 30)
@@ -72,7 +74,7 @@ class GPTConfig:
         _real(self.z_loss, "z_loss", ">= 0", lambda v: v >= 0)
         for name in ("label_smoothing", "dropout", "attn_dropout"):
             _real(getattr(self, name), name, "in [0, 1)", lambda v: 0 <= v < 1)
-        for name in ("tie_embeddings", "bias"):
+        for name in ("tie_embeddings", "bias", "causal"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"config: {name} must be True or False; got {getattr(self, name)!r}")
         if self.positions == "rope" and self.head_dim % 2:

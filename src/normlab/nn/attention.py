@@ -1,4 +1,4 @@
-"""Causal multi-head self-attention as a module: fused QKV projection, the attention op
+"""Multi-head self-attention (causal by default) as a module: fused QKV projection, the attention op
 (optional QK-norm, RoPE, soft-cap, dropout on the probabilities) and the output projection."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ class CausalSelfAttention(Module):
     Parameters: ``qkv.weight`` (3C, C) with the rows of q, k and v stacked in that order,
     ``proj.weight`` (C, C), and with QK-norm the gains ``q_norm`` and ``k_norm`` (D,), shared by
     the heads. ``rope`` is a pair of (T_max, D/2) tables or None. ``rng`` draws the initial
-    weights, ``dropout_rng`` (default: rng) the dropout masks. After a forward, ``max_logit``
-    holds the largest raw attention logit.
+    weights, ``dropout_rng`` (default: rng) the dropout masks. ``causal=False`` lets every
+    position see every other (an encoder). After a forward, ``max_logit`` holds the largest raw
+    attention logit.
     """
 
     numerics: Numerics = FULL_PRECISION
@@ -29,7 +30,8 @@ class CausalSelfAttention(Module):
                  dropout_rng: np.random.Generator | None = None, qk_norm: str = "none",
                  qk_norm_eps: float = 1e-6, softcap: float | None = None, p_drop: float = 0.0,
                  rope: tuple[np.ndarray, np.ndarray] | None = None, bias: bool = False,
-                 std: float = 0.02, proj_std: float | None = None, dtype=np.float32):
+                 std: float = 0.02, proj_std: float | None = None, causal: bool = True,
+                 dtype=np.float32):
         super().__init__()
         if isinstance(n_heads, bool) or not isinstance(n_heads, (int, np.integer)) or n_heads < 1:
             raise ValueError(f"n_heads must be an integer >= 1; got {n_heads!r}")
@@ -43,6 +45,7 @@ class CausalSelfAttention(Module):
         self.p_drop = ck.probability(p_drop, "p_drop")
         self.rng = ck.generator(rng if dropout_rng is None else dropout_rng)  # for dropout
         self.rope = rope
+        self.causal = ck.flag(causal, "causal")
         self.qkv = Linear(C, 3 * C, bias=bias, rng=rng, std=std, dtype=dtype)
         self.proj = Linear(C, C, bias=bias, rng=rng, std=std if proj_std is None else proj_std,
                            dtype=dtype)
@@ -61,7 +64,7 @@ class CausalSelfAttention(Module):
         y, self._cache = attention_forward(
             q, k, v, self.params.get("q_norm"), self.params.get("k_norm"), qk_norm=self.qk_norm,
             qk_norm_eps=self.qk_norm_eps, rope=rope, softcap=self.softcap, p_drop=self.p_drop,
-            training=self.training, rng=self.rng,
+            training=self.training, rng=self.rng, causal=self.causal,
         )  # (B, H, T, D)
         self.max_logit = self._cache.max_logit
         y = n.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, C)  # (B, T, C)

@@ -87,9 +87,9 @@ def batch_norm(x, gamma, beta, running_mean=None, running_var=None, *, training,
 
 
 def attention(q, k, v, q_norm_weight=None, k_norm_weight=None, *, qk_norm="none", eps=1e-6,
-              rope=None, softcap=None):
-    """Causal attention on (B, H, T, D) heads written with torch ops: optional per-head QK-norm
-    (before RoPE), RoPE from normlab's ``rope_tables`` (cos, sin), soft-cap, then the mask."""
+              rope=None, softcap=None, causal=True):
+    """Attention on (B, H, T, D) heads written with torch ops: optional per-head QK-norm (before
+    RoPE), RoPE from normlab's ``rope_tables`` (cos, sin), soft-cap, then the causal mask."""
     D = q.shape[-1]
     if qk_norm == "rmsnorm":
         q, k = F.rms_norm(q, (D,), q_norm_weight, eps), F.rms_norm(k, (D,), k_norm_weight, eps)
@@ -107,8 +107,9 @@ def attention(q, k, v, q_norm_weight=None, k_norm_weight=None, *, qk_norm="none"
     s = q @ k.transpose(-1, -2) / math.sqrt(D)
     if softcap is not None:
         s = softcap * torch.tanh(s / softcap)
-    T = q.shape[-2]
-    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    if causal:
+        T = q.shape[-2]
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     return torch.softmax(s, dim=-1) @ v
 
 

@@ -49,12 +49,13 @@ def gaussian_inputs_(model: GPT, rng: np.random.Generator) -> GPT:
 def xiong_model(placement: str, n_layers: int, *, d: int, vocab: int, seq_len: int,
                 seed: int, norm: str = "layernorm", dtype: str = "float64") -> GPT:
     """Xiong et al.'s simplified Transformer (Sec. 3.1) built from normlab's GPT: one head,
-    W^Q = W^K = 0 (uniform attention over the causal prefix), a ReLU FFN d -> d, Xavier weights,
+    W^Q = W^K = 0 (uniform attention over every position: bidirectional, as the paper's encoder-
+    decoder model and its analysis), a ReLU FFN d -> d, Xavier weights,
     no biases, LayerNorm with gamma = 1, beta = 0, Gaussian inputs. DeepNorm keeps its gain
     beta = (8L)^(-1/4) on the value, output and FFN weights."""
     cfg = GPTConfig(vocab_size=vocab, seq_len=seq_len, n_layers=n_layers, d_model=d, n_heads=1,
                     d_ff=d, activation="relu", placement=placement, norm=norm, bias=False,
-                    init_std=d**-0.5, dtype=dtype)
+                    init_std=d**-0.5, causal=False, dtype=dtype)
     rng = np.random.default_rng(seed)
     model = GPT(cfg, rng=rng)
     beta = deepnorm_beta(n_layers) if placement == "deepnorm" else 1.0

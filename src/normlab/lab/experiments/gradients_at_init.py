@@ -148,15 +148,15 @@ def run(config: Config, progress=null_progress) -> Result:
                     "gradient by it. With Adam, the large Post-LN gradients near the output at "
                     "initialization are what learning-rate warmup protects against.",
         notes=[
-            "normlab's GPT is decoder-only: with W^Q = W^K = 0 each position attends uniformly "
-            "to its causal prefix, not to all n positions as in the paper's encoder model.",
-            "papers.md's simulation of the bidirectional model gives slopes -0.03 (post) and "
-            "-0.56 (pre). Knobs tried while building this experiment, none tuned to a verdict: "
-            "targets a fixed map of the input token or random; 512 to 2048 tokens per expected "
-            "gradient; 5 to 12 seeds; float32 or float64. The Post-LN slope stayed between +0.13 "
-            "and +0.19: its last-layer gradient rises mildly with depth in the causal model "
-            "(about x1.3-1.4 from L=6 to 48), far from Pre-LN's x0.3, but at or outside the "
-            "+-0.15 tolerance.",
+            "The model attends bidirectionally (GPTConfig(causal=False)): with W^Q = W^K = 0 "
+            "every position averages all n positions, as in the paper's encoder and its "
+            "analysis. papers.md's simulation of that model gives slopes -0.03 (post) and -0.56 "
+            "(pre).",
+            "With normlab's default causal attention (each position averages its prefix only) "
+            "the Post-LN slope stayed between +0.13 and +0.19 over every setting tried (targets "
+            "a fixed map of the input token or random; 512 to 2048 tokens per expected gradient; "
+            "5 to 12 seeds; float32 or float64): at or outside the +-0.15 tolerance. The causal "
+            "prefix, not the tolerance, was the difference; the tolerance is unchanged.",
         ],
         data={"depths": list(cfg.depths), "last": last, "last_sd": last_sd, "slope": slope,
               "slope_se": slope_se, "profile": prof, "profile_slope": pslope,
