@@ -85,8 +85,14 @@ class PolicyNumerics(Numerics):
     lower accumulators op by op), and ``communication`` does not apply to one process.
     """
 
-    def __init__(self, policy, *, rng: np.random.Generator | None = None):
+    def __init__(self, policy, *, rng: np.random.Generator | None = None, impl: str = "kernel"):
+        from .. import kernels
         from ..precision import PrecisionPolicy, get_policy
+
+        # The element rounding: normlab.kernels.quantize (the default, where numba imports) or
+        # normlab.precision.quantize; the two return the same bits, stochastic rounding included.
+        kernels.check_impl(impl)
+        self.quantizer = kernels.quantize if impl == "kernel" and kernels.available() else None
 
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
         if not isinstance(self.policy, PrecisionPolicy):
@@ -116,7 +122,8 @@ class PolicyNumerics(Numerics):
             state = self.states.get(name)
             if state is None:
                 state = self.states[name] = p.new_state()
-        return p.apply(x, rng=self.rng, state=state).astype(x.dtype, copy=False)
+        return p.apply(x, rng=self.rng, state=state, quantizer=self.quantizer).astype(
+            x.dtype, copy=False)
 
     def end_step(self) -> None:
         for state in self.states.values():

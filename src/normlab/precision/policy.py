@@ -33,7 +33,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -138,7 +138,8 @@ class Precision:
         return None
 
     def apply(self, x: Any, *, rng: np.random.Generator | None = None,
-              state: DelayedScalingState | None = None, axis: int | None = None) -> Array:
+              state: DelayedScalingState | None = None, axis: int | None = None,
+              quantizer: Callable | None = None) -> Array:
         """x represented in this precision (values on the format's grid, dequantized when
         scaled), float32 (float64 for float64 input), x's shape.
 
@@ -146,22 +147,26 @@ class Precision:
             rng: for stochastic rounding.
             state: the tensor's ``new_state()``, required under delayed scaling.
             axis: the MX block axis (default: the recipe's).
+            quantizer: a function with ``quantize``'s signature and results, used for the
+                element rounding of unscaled, per-tensor and delayed scaling (default:
+                ``normlab.precision.quantize``; ``normlab.kernels.quantize`` is the same,
+                faster).
         """
         s = self.scaling
         if s is None:
-            return quantize(x, self.format, rounding=self.rounding, overflow=self.overflow,
-                            rng=rng)
+            return (quantizer or quantize)(x, self.format, rounding=self.rounding,
+                                           overflow=self.overflow, rng=rng)
         overflow = "saturate" if self.overflow is None else self.overflow
         if isinstance(s, TensorScaling):
             scale = tensor_scale(amax(x), self.format, margin=s.margin,
                                  power_of_two=s.power_of_two)
             return scaled_qdq(x, self.format, scale, rounding=self.rounding, overflow=overflow,
-                              rng=rng)
+                              rng=rng, quantizer=quantizer)
         if isinstance(s, DelayedScaling):
             if not isinstance(state, DelayedScalingState):
                 raise TypeError("this precision uses delayed scaling: pass state= (from "
                                 "precision.new_state(), one per tensor, updated every step)")
-            return state.qdq(x, rounding=self.rounding, rng=rng)
+            return state.qdq(x, rounding=self.rounding, rng=rng, quantizer=quantizer)
         return s.qdq(x, self.format, rounding=self.rounding, rng=rng, axis=axis)
 
     def to_value(self) -> Any:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -74,15 +74,16 @@ def tensor_scale(amax_value: float, fmt: Any, *, margin: int = 0, power_of_two: 
 
 def scaled_qdq(x: Any, fmt: Any, scale: float, *, rounding: str = "nearest_even",
                overflow: str | None = "saturate",
-               rng: np.random.Generator | None = None) -> Array:
+               rng: np.random.Generator | None = None, quantizer: Callable | None = None) -> Array:
     """quantize(x * s, fmt, overflow=overflow) * float32(1 / s), the multiplications in float32
     (float64 for float64 input) as on hardware; scaled casts saturate by default, as TE's.
+    ``quantizer`` replaces ``quantize`` (a function with its signature and results).
     Returns x's shape, float32 or float64."""
     x = ck.float_array(x, "x")
     s = ck.positive(scale, "scale")
     ct = ck.compute_dtype(x.dtype)
     xs = x.astype(ct, copy=False) * ct.type(s)
-    q = quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng)
+    q = (quantizer or quantize)(xs, fmt, rounding=rounding, overflow=overflow, rng=rng)
     q *= ct.type(np.float32(1.0) / np.float32(s)) if ct == np.float32 else ct.type(1.0 / s)
     return q
 
@@ -196,10 +197,10 @@ class DelayedScalingState:
         self.amax_history = np.zeros(recipe.amax_history_len, dtype=np.float32)
 
     def qdq(self, x: Any, *, rounding: str = "nearest_even",
-            rng: np.random.Generator | None = None) -> Array:
+            rng: np.random.Generator | None = None, quantizer: Callable | None = None) -> Array:
         """Quantize-dequantize x with the current scale and record amax(x) in slot 0 (the
         maximum over the calls of this step, e.g. over gradient-accumulation micro-batches)."""
-        y = scaled_qdq(x, self.fmt, self.scale, rounding=rounding, rng=rng)
+        y = scaled_qdq(x, self.fmt, self.scale, rounding=rounding, rng=rng, quantizer=quantizer)
         a = np.float32(amax(x))
         self.amax_history[0] = np.nan if np.isnan(a) else max(self.amax_history[0], a)
         return y
