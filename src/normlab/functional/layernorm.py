@@ -31,6 +31,16 @@ class LayerNormCache(NamedTuple):
     param_dtypes: tuple  # dtypes of gamma and beta as given (None where absent)
 
 
+def check_args(x, gamma, beta, eps):
+    """The forward's arguments checked (shared with the kernel): ``(x, gamma, beta, eps)``."""
+    x = ck.float_array(x, "x")
+    ck.at_least_nd(x, "x", 1)
+    C = x.shape[-1]
+    gamma = ck.param(gamma, "gamma", C, allow_none=True)
+    beta = ck.param(beta, "beta", C, allow_none=True)
+    return x, gamma, beta, ck.positive(eps, "eps")
+
+
 def layer_norm_forward(
     x: Array, gamma: Array | None, beta: Array | None, eps: float = 1e-5
 ) -> tuple[Array, LayerNormCache]:
@@ -45,12 +55,7 @@ def layer_norm_forward(
     Returns:
         out: (..., C) in x's dtype; cache for ``layer_norm_backward``.
     """
-    x = ck.float_array(x, "x")
-    ck.at_least_nd(x, "x", 1)
-    C = x.shape[-1]
-    gamma = ck.param(gamma, "gamma", C, allow_none=True)
-    beta = ck.param(beta, "beta", C, allow_none=True)
-    eps = ck.positive(eps, "eps")
+    x, gamma, beta, eps = check_args(x, gamma, beta, eps)
     ct = ck.compute_dtype(x.dtype)
 
     xc = x.astype(ct, copy=False)  # (..., C)

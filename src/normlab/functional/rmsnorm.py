@@ -43,6 +43,21 @@ def partial_width(C: int, partial: float | None) -> int:
     return max(1, min(C, math.ceil(float(partial) * C - 1e-9)))
 
 
+def check_args(x, weight, eps, partial, offset):
+    """The forward's arguments checked (shared with the kernel): ``(x, weight, eps, k)`` with k
+    the number of features the RMS is estimated from."""
+    x = ck.float_array(x, "x")
+    ck.at_least_nd(x, "x", 1)
+    C = x.shape[-1]
+    weight = ck.param(weight, "weight", C)
+    eps = ck.positive(eps, "eps")
+    k = partial_width(C, partial)
+    if isinstance(offset, bool) or not isinstance(offset, (int, float, np.floating)) \
+            or not np.isfinite(offset):
+        raise ValueError(f"offset must be a finite number; got {offset!r}")
+    return x, weight, eps, k
+
+
 def rms_norm_forward(
     x: Array,
     weight: Array,
@@ -63,14 +78,7 @@ def rms_norm_forward(
     Returns:
         out: (..., C) in x's dtype; cache for ``rms_norm_backward``.
     """
-    x = ck.float_array(x, "x")
-    ck.at_least_nd(x, "x", 1)
-    C = x.shape[-1]
-    weight = ck.param(weight, "weight", C)
-    eps = ck.positive(eps, "eps")
-    k = partial_width(C, partial)
-    if not np.isfinite(offset):
-        raise ValueError(f"offset must be a finite number; got {offset!r}")
+    x, weight, eps, k = check_args(x, weight, eps, partial, offset)
     ct = ck.compute_dtype(x.dtype)
 
     xc = x.astype(ct, copy=False)  # (..., C)

@@ -29,7 +29,7 @@ from .. import _checks as ck
 from ..functional import layernorm as _ref_ln
 from ..functional import rmsnorm as _ref_rms
 from ..functional.layernorm import LayerNormCache
-from ..functional.rmsnorm import RMSNormCache, partial_width
+from ..functional.rmsnorm import RMSNormCache
 from ._common import (REDUCE, ROW_BLOCK, chunk_bounds, flush, launch, nchunks, row_centered_sumsq,
                       row_sum, row_sumsq, rows_of)
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
@@ -205,12 +205,8 @@ def grad_view(dout: np.ndarray, ct: np.dtype) -> tuple[np.ndarray, int]:
 def layer_norm_forward(x, gamma, beta, eps: float = 1e-5):
     """LayerNorm over the last axis; see ``normlab.functional.layer_norm_forward`` (same
     arguments, result and cache)."""
-    x = ck.float_array(x, "x")
-    ck.at_least_nd(x, "x", 1)
+    x, gamma, beta, eps = _ref_ln.check_args(x, gamma, beta, eps)
     C = x.shape[-1]
-    gamma = ck.param(gamma, "gamma", C, allow_none=True)
-    beta = ck.param(beta, "beta", C, allow_none=True)
-    eps = ck.positive(eps, "eps")
     if not native(x.dtype) or x.size == 0:
         return _ref_ln.layer_norm_forward(x, gamma, beta, eps)
     ct = ck.compute_dtype(x.dtype)
@@ -257,14 +253,8 @@ def rms_norm_forward(x, weight, eps: float = 1e-8, *, partial: float | None = No
                      offset: float = 0.0):
     """RMSNorm over the last axis; see ``normlab.functional.rms_norm_forward`` (same arguments,
     result and cache)."""
-    x = ck.float_array(x, "x")
-    ck.at_least_nd(x, "x", 1)
+    x, weight, eps, k = _ref_rms.check_args(x, weight, eps, partial, offset)
     C = x.shape[-1]
-    weight = ck.param(weight, "weight", C)
-    eps = ck.positive(eps, "eps")
-    k = partial_width(C, partial)
-    if not np.isfinite(offset):
-        raise ValueError(f"offset must be a finite number; got {offset!r}")
     if not native(x.dtype) or x.size == 0:
         return _ref_rms.rms_norm_forward(x, weight, eps, partial=partial, offset=offset)
     ct = ck.compute_dtype(x.dtype)
