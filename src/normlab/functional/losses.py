@@ -46,6 +46,23 @@ class CrossEntropyCache(NamedTuple):
     nll: float  # mean negative log-likelihood over the kept rows (no smoothing, no z-loss)
 
 
+def check_args(logits, targets, softcap, z_loss, label_smoothing, ignore_index):
+    """The forward's arguments checked (shared with the kernel): ``(logits, targets, softcap,
+    label_smoothing, keep)`` with ``keep`` the mask of the targets that carry loss."""
+    logits = ck.float_array(logits, "logits")
+    ck.at_least_nd(logits, "logits", 1)
+    targets = token_ids(targets, "targets", logits.shape[-1], ignore_index=ignore_index)
+    ck.same_shape(targets, "targets", logits.shape[:-1], "the leading shape of logits")
+    softcap = None if softcap is None else ck.positive(softcap, "softcap")
+    if isinstance(z_loss, bool) or not np.isfinite(z_loss) or z_loss < 0:
+        raise ValueError(f"z_loss must be a finite number >= 0; got {z_loss!r}")
+    label_smoothing = ck.probability(label_smoothing, "label_smoothing")
+    keep = targets != ignore_index
+    if not keep.any():
+        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss to take")
+    return logits, targets, softcap, label_smoothing, keep
+
+
 def cross_entropy_forward(
     logits: Array,
     targets: Array,
@@ -69,18 +86,9 @@ def cross_entropy_forward(
         loss: a 0-d array in the compute dtype (float64 for float64 logits, else float32);
         cache for ``cross_entropy_backward`` (``cache.nll``, ``cache.log_z``: diagnostics).
     """
-    logits = ck.float_array(logits, "logits")
-    ck.at_least_nd(logits, "logits", 1)
+    logits, targets, softcap, label_smoothing, keep = check_args(
+        logits, targets, softcap, z_loss, label_smoothing, ignore_index)
     V = logits.shape[-1]
-    targets = token_ids(targets, "targets", V, ignore_index=ignore_index)
-    ck.same_shape(targets, "targets", logits.shape[:-1], "the leading shape of logits")
-    softcap = None if softcap is None else ck.positive(softcap, "softcap")
-    if isinstance(z_loss, bool) or not np.isfinite(z_loss) or z_loss < 0:
-        raise ValueError(f"z_loss must be a finite number >= 0; got {z_loss!r}")
-    label_smoothing = ck.probability(label_smoothing, "label_smoothing")
-    keep = targets != ignore_index
-    if not keep.any():
-        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss to take")
     ct = ck.compute_dtype(logits.dtype)
 
     all_kept = bool(keep.all())

@@ -26,7 +26,6 @@ from numba import njit, prange
 from .. import _checks as ck
 from ..functional import losses as _ref_losses
 from ..functional import softmax as _ref_softmax
-from ..functional.embedding import token_ids
 from ..functional.losses import IGNORE_INDEX, CrossEntropyCache
 from ..functional.softmax import SoftmaxCache
 from ._common import REDUCE, chunk_bounds, launch, nchunks, rows_of
@@ -297,19 +296,9 @@ def cross_entropy_forward(logits, targets, *, softcap: float | None = None, z_lo
                           label_smoothing: float = 0.0, ignore_index: int = IGNORE_INDEX):
     """Mean cross-entropy from logits; as ``normlab.functional.cross_entropy_forward`` (same
     arguments, loss and cache)."""
-    logits = ck.float_array(logits, "logits")
-    ck.at_least_nd(logits, "logits", 1)
+    logits, targets_, softcap, label_smoothing, keep = _ref_losses.check_args(
+        logits, targets, softcap, z_loss, label_smoothing, ignore_index)
     V = logits.shape[-1]
-    targets_ = token_ids(targets, "targets", V, ignore_index=ignore_index)
-    ck.same_shape(targets_, "targets", logits.shape[:-1], "the leading shape of logits")
-    softcap = None if softcap is None else ck.positive(softcap, "softcap")
-    if isinstance(z_loss, bool) or not np.isfinite(z_loss) or z_loss < 0:
-        raise ValueError(f"z_loss must be a finite number >= 0; got {z_loss!r}")
-    label_smoothing = ck.probability(label_smoothing, "label_smoothing")
-    keep = targets_ != ignore_index
-    if not keep.any():
-        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss "
-                         f"to take")
     if not native(logits.dtype):
         return _ref_losses.cross_entropy_forward(logits, targets, softcap=softcap, z_loss=z_loss,
                                                  label_smoothing=label_smoothing,
