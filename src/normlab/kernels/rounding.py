@@ -18,9 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .. import _checks as ck
 from ..precision import rounding as _ref
-from ..precision.formats import get_format
 from ._common import launch
 
 _BLOCK = 1 << 16  # elements per work item
@@ -195,21 +193,9 @@ def quantize(x, fmt, *, rounding: str = "nearest_even", overflow: str | None = N
              subnormals: bool = True, rng: np.random.Generator | None = None):
     """Round every value of ``x`` once to the grid of ``fmt``; as
     ``normlab.precision.quantize`` (same arguments, bit-identical result)."""
-    x = ck.float_array(x, "x")
-    fmt = get_format(fmt)
-    rounding = _ref._check_rounding(rounding)
-    overflow = _ref._check_overflow(overflow, fmt)
-    subnormals = ck.flag(subnormals, "subnormals")
-    if rounding == "stochastic":
-        if rng is None:
-            raise TypeError("stochastic rounding needs rng (a numpy.random.Generator)")
-        ck.generator(rng)
-    elif rng is not None:
-        ck.generator(rng)
-    ftype = np.float64 if x.dtype == np.float64 else np.float32
-    with np.errstate(invalid="ignore"):
-        xc = np.ascontiguousarray(x, dtype=ftype)
-    plan = _ref._plan(fmt, ftype)
+    x, xc, fmt, rounding, overflow, subnormals, plan = _ref._prepare(x, fmt, rounding, overflow,
+                                                                     subnormals, rng)
+    ftype = xc.dtype.type
     if plan is None:  # float32 input, a format below float32's normal range: via float64
         with np.errstate(invalid="ignore"):
             x64 = xc.astype(np.float64)

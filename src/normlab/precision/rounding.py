@@ -313,25 +313,33 @@ def quantize(
     return _quantize(x, fmt, rounding, overflow, subnormals, rng, high16=False)
 
 
-def _quantize(x: Any, fmt: Any, rounding: str, overflow: str | None, subnormals: bool,
-              rng: np.random.Generator | None, high16: bool) -> Array:
-    """quantize's body; ``high16`` returns the high 16 bits of each float32 result as uint16
-    (bfloat16 codes, for ``cast``), without a full-size float32 intermediate."""
+def _prepare(x: Any, fmt: Any, rounding: Any, overflow: Any, subnormals: Any,
+             rng: Any) -> tuple:
+    """quantize's argument checks and input view, shared with ``normlab.kernels.quantize``:
+    ``(x, xc, fmt, rounding, overflow, subnormals, plan)`` with ``xc`` x as contiguous float32
+    (float64 for float64 input) and ``plan`` its rounding plan (None: go through float64)."""
     x = ck.float_array(x, "x")
     fmt = get_format(fmt)
     rounding = _check_rounding(rounding)
     overflow = _check_overflow(overflow, fmt)
     subnormals = ck.flag(subnormals, "subnormals")
-    if rounding == "stochastic":
-        if rng is None:
-            raise TypeError("stochastic rounding needs rng (a numpy.random.Generator)")
-        ck.generator(rng)
-    elif rng is not None:
+    if rounding == "stochastic" and rng is None:
+        raise TypeError("stochastic rounding needs rng (a numpy.random.Generator)")
+    if rng is not None:
         ck.generator(rng)
     ftype = np.float64 if x.dtype == np.float64 else np.float32
     with np.errstate(invalid="ignore"):  # (signalling NaNs)
         xc = np.ascontiguousarray(x, dtype=ftype)
-    plan = _plan(fmt, ftype)
+    return x, xc, fmt, rounding, overflow, subnormals, _plan(fmt, ftype)
+
+
+def _quantize(x: Any, fmt: Any, rounding: str, overflow: str | None, subnormals: bool,
+              rng: np.random.Generator | None, high16: bool) -> Array:
+    """quantize's body; ``high16`` returns the high 16 bits of each float32 result as uint16
+    (bfloat16 codes, for ``cast``), without a full-size float32 intermediate."""
+    x, xc, fmt, rounding, overflow, subnormals, plan = _prepare(x, fmt, rounding, overflow,
+                                                                subnormals, rng)
+    ftype = xc.dtype.type
     if high16 and (ftype is not np.float32 or plan is None):
         raise ValueError("high16 needs float32 results")  # internal: cast checks it first
     if plan is None:  # float32 input, format reaching below float32's normal range: E8M0
