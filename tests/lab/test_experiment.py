@@ -8,18 +8,6 @@ import pytest
 
 import _fake_experiment as fake
 from normlab.lab import experiment as E
-from normlab.lab import experiments
-
-
-@pytest.fixture
-def with_fake(monkeypatch):
-    reg = dict(experiments.EXPERIMENTS)
-    reg["fake"] = "_fake_experiment"
-    monkeypatch.setattr(experiments, "EXPERIMENTS", reg)
-    fake.CALLS["n"] = 0
-    fake.INTERRUPT["on"] = False
-    yield fake
-    fake.INTERRUPT["on"] = False
 
 
 def _check(passed):

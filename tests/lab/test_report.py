@@ -13,17 +13,6 @@ from normlab.lab.report import write_report
 REAL = ["dropout", "batchnorm-vs-layernorm"]  # two cheap real ones
 
 
-@pytest.fixture
-def with_fake(monkeypatch):
-    reg = dict(experiments.EXPERIMENTS)
-    reg["fake"] = "_fake_experiment"
-    monkeypatch.setattr(experiments, "EXPERIMENTS", reg)
-    fake.CALLS["n"] = 0
-    fake.INTERRUPT["on"] = False
-    yield fake
-    fake.INTERRUPT["on"] = False
-
-
 def _parse(page: str) -> ET.Element:
     assert page.startswith("<!DOCTYPE html>")
     return ET.fromstring(page[len("<!DOCTYPE html>"):])  # raises on unbalanced tags

@@ -328,3 +328,16 @@ def run_experiment(
         _write_json_atomic(exp_dir / RESULT_FILE, result.to_json())
     return Outcome(result, False, exp_dir)
 
+
+
+def add_size_arguments(p) -> None:
+    """``--quick`` (the default) / ``--full`` / ``--tiny``, stored as ``args.size``: the size
+    flags of ``normlab run`` and ``normlab report``."""
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="size", action="store_const", const="quick",
+                      help="the quick sizes (default: minutes on a laptop)")
+    size.add_argument("--full", dest="size", action="store_const", const="full",
+                      help="the full sizes (closer to the papers' settings; much longer)")
+    size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
+                      help="the tiny sizes (seconds; a smoke test, numbers are noisy)")
+    p.set_defaults(size="quick")

@@ -30,6 +30,7 @@ from .experiment import (
     REPRODUCED,
     VERDICT_RULE,
     Result,
+    add_size_arguments,
     registry,
     run_experiment,
 )
@@ -255,14 +256,7 @@ def write_report(
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT}/)")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="size", action="store_const", const="quick",
-                      help="the quick sizes (default: minutes on a laptop)")
-    size.add_argument("--full", dest="size", action="store_const", const="full",
-                      help="the full sizes (closer to the papers' settings; much longer)")
-    size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
-                      help="the tiny sizes (seconds; a smoke test, numbers are noisy)")
-    p.set_defaults(size="quick")
+    add_size_arguments(p)
     p.add_argument("--seed", type=int, default=None, help="seed for every experiment")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
     p.add_argument("--no-cache", action="store_true",

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from .experiment import add_size_arguments
+
 DEFAULT_OUT = "runs"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="the experiment (see `normlab list`)")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="size", action="store_const", const="quick",
-                      help="the quick size (default)")
-    size.add_argument("--full", dest="size", action="store_const", const="full",
-                      help="the full size (closer to the papers; longer)")
-    size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
-                      help="the tiny size (seconds; a smoke test, numbers are noisy)")
-    p.set_defaults(size="quick")
+    add_size_arguments(p)
     p.add_argument("--out", default=DEFAULT_OUT,
                    help=f"output folder; files go to OUT/NAME/ (default {DEFAULT_OUT}/)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: the config's)")
