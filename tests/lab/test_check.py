@@ -36,3 +36,15 @@ def test_importing_normlab_does_not_import_the_lab():
             "if m in sys.modules]; print(bad)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_usage_error_is_one_line_and_exit_2(monkeypatch, capsys):
+    from normlab.lab import cli
+
+    def bad(args):
+        raise cli.UsageError("--rows must be an integer >= 1; got -1")
+
+    monkeypatch.setattr("normlab.lab.listing.main", bad)
+    assert cli.main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err == "normlab list: error: --rows must be an integer >= 1; got -1\n"

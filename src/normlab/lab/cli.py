@@ -43,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
 # workers and runs up to 10-100x slower. These commands default to one thread (set
 # OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / NUMBA_NUM_THREADS to override).
 _ONE_THREAD = ("run", "report", "train")
+
+
+class UsageError(ValueError):
+    """Bad command-line input, found before any work starts: printed as the one line
+    ``normlab COMMAND: error: MESSAGE`` (the message names the flag and what it accepts), exit
+    status 2, no traceback. Commands raise it from their argument checks."""
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
@@ -56,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return int(importlib.import_module(args._module).main(args) or 0)
+    try:
+        return int(importlib.import_module(args._module).main(args) or 0)
+    except UsageError as exc:
+        print(f"normlab {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
