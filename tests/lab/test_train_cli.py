@@ -28,11 +28,11 @@ def test_train_writes_json_and_ends_with_the_floor_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--heads", "3"], "n_heads (3) must divide d_model (16)"),
+    (["--heads", "3"], "--n-heads (3) must divide d_model (16)"),
     (["--placement", "middle"], "placement must be one of"),
     (["--norm", "groupnorm"], "norm must be one of"),
     (["--precision", "fp7"], "precision must be one of"),
-    (["--lr", "0"], "lr must be a finite number > 0"),
+    (["--lr", "0"], "--lr must be a finite number > 0"),
     (["--steps", "0"], "steps must be an integer >= 1"),
 ])
 def test_inconsistent_flags_are_refused_before_work(tmp_path, capsys, flags, message):
@@ -44,7 +44,7 @@ def test_inconsistent_flags_are_refused_before_work(tmp_path, capsys, flags, mes
 
 def test_unwritable_json_is_refused_before_work(tmp_path, capsys):
     assert main(["train", *TINY, "--json", str(tmp_path / "no" / "run.json")]) == 2
-    assert "directory does not exist" in capsys.readouterr().err
+    assert "--json: folder" in capsys.readouterr().err
 
 
 def test_checkpoint_and_resume(tmp_path, capsys):

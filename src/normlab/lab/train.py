@@ -8,6 +8,17 @@ tokens per second; ``--json PATH`` writes the config, the per-step metrics and t
 (``final_val_loss`` and ``entropy_floor`` at the top level); the last line printed is the
 validation loss against the entropy floor. Exit status: 0 when every step ran, 1 when the run
 stopped early (divergence), 2 for bad input.
+
+Every argument is checked before the model is built, and a refusal is one line naming the flag
+(exit status 2): an output (``--json``, ``--checkpoint``) must be a new file or a regular file in
+an existing folder, and no output may name an input (``--data-path``, ``--resume``, a
+``--precision`` policy file) or the other output; ``--data-path`` must be a regular text file of
+bounded size (``--data-path`` alone implies ``--data file``; with another ``--data`` it is refused,
+and so is ``--vocab-size`` where the corpus sets the vocabulary); the run's memory estimate
+(``normlab.train.budget``) must fit the machine. An existing ``--checkpoint`` file is replaced only
+by the run it holds (``--resume`` of the same file) or with ``--overwrite``, and a run that stops
+early never writes its checkpoint: the file keeps the last state that can be resumed. A
+``--resume`` of a run that already did its ``--steps`` says so and writes nothing.
 """
 
 from __future__ import annotations
@@ -79,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="checkpoint interval in steps (needs --checkpoint)")
     out.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH; flags given "
                      "must match it (only --steps may change)")
+    out.add_argument("--overwrite", action="store_true", help="let a fresh run replace an existing "
+                     "--checkpoint file (by default only a resume of that file does)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -113,32 +126,149 @@ def keep_freed_memory() -> bool:
         return False
 
 
-def main(args: argparse.Namespace) -> int:
-    import json
+def flag(field: str) -> str:
+    """The flag of a config field: ``model.n_layers`` -> ``--n-layers``, ``lr`` -> ``--lr``."""
+    return "--" + field.removeprefix("model.").replace("_", "-")
+
+
+def _config_error(exc: Exception) -> str:
+    """A config's message with its field written as the flag (``config: lr must ...`` ->
+    ``--lr must ...``)."""
+    from ..models import GPTConfig
+    from ..train.config import TrainConfig
+
+    text = str(exc).removeprefix("config: ")
+    names = {f.name for f in dataclasses.fields(TrainConfig)} | {f.name for f in dataclasses.fields(GPTConfig)}
+    head = re.match(r"(\w+)", text)
+    if head and head.group(1) in names:
+        return flag(head.group(1)) + text[len(head.group(1)):]
+    return text
+
+
+def _check_data_flags(args: argparse.Namespace) -> None:
+    """``--data-path`` alone means ``--data file`` (said on stderr); with another ``--data`` it
+    is refused, and so is ``--vocab-size`` where a corpus sets the vocabulary."""
+    from .cli import UsageError
+
+    if args.data_path is not None:
+        if args.data is None:
+            args.data = "file"
+            print("normlab train: --data-path implies --data file", file=sys.stderr)
+        elif args.data != "file":
+            raise UsageError(f"--data-path is read only with --data file; got --data {args.data} "
+                             f"(drop --data-path, or give --data file)")
+    if args.data in ("pydoc", "file") and getattr(args, "model.vocab_size") is not None:
+        raise UsageError(f"--vocab-size: with --data {args.data} the corpus sets the vocabulary "
+                         f"(its distinct characters); drop --vocab-size")
+
+
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file (False for a JSON object or a name too long)."""
     from pathlib import Path
 
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_paths(args: argparse.Namespace, cfg) -> None:
+    """Outputs writable and distinct from every input; an existing checkpoint replaced only by
+    its own run or with --overwrite."""
+    from pathlib import Path
+
+    from .._files import check_distinct, check_output_path
+    from .cli import UsageError
+
+    outputs = {"--json": args.json, "--checkpoint": args.checkpoint}
+    try:
+        for name, path in outputs.items():
+            if path is not None:
+                check_output_path(path, what=name)
+        inputs = {"--data-path": cfg.data_path if cfg.data == "file" else None,
+                  "--precision": cfg.precision if _is_file(cfg.precision) else None}
+        check_distinct(outputs, inputs)
+        check_distinct({"--json": args.json}, {"--resume": args.resume})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.checkpoint is not None and Path(args.checkpoint).exists() and not args.overwrite:
+        same = args.resume is not None and Path(args.resume).resolve() == Path(args.checkpoint).resolve()
+        if not same:
+            raise UsageError(f"--checkpoint {args.checkpoint}: the file exists (another run's "
+                             f"checkpoint, or another file); --resume {args.checkpoint} continues "
+                             f"that run, --overwrite replaces it")
+
+
+def _build(args: argparse.Namespace):
+    """The checked config and the trainer (a fresh one, or the one saved in --resume); a
+    UsageError naming the flag for anything that cannot run. Returns (trainer, None) or (None,
+    message) when a resume has nothing to do."""
+    from .._files import check_input_file
     from ..train import CheckpointError, Trainer
     from ..train import checkpoint as ckpt
+    from ..train.budget import MemoryBudgetError, check_memory
     from ..train.config import TrainConfig
-    from .progress import reporter
+    from ..train.data import MAX_TEXT_BYTES
+    from ..train.trainer import same_run
+    from .cli import UsageError
 
     if args.checkpoint_every is not None and (args.checkpoint is None or args.checkpoint_every < 1):
-        print("normlab train: --checkpoint-every needs --checkpoint PATH and N >= 1", file=sys.stderr)
-        return 2
-    for flag, path in (("--json", args.json), ("--checkpoint", args.checkpoint)):
-        if path is not None and not Path(path).resolve().parent.is_dir():
-            print(f"normlab train: {flag} {path}: its directory does not exist", file=sys.stderr)
-            return 2
+        raise UsageError("--checkpoint-every needs --checkpoint PATH and N >= 1")
+    _check_data_flags(args)
+    saved, step = None, 0
+    if args.resume is not None:
+        try:
+            _, meta = ckpt.load(args.resume)
+            step = ckpt.check_run(meta, args.resume)
+            saved = TrainConfig.from_dict(meta["config"])
+        except CheckpointError as exc:
+            raise UsageError(f"--resume: {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"--resume: checkpoint {args.resume!r}: its config is not valid "
+                             f"({exc})") from None
+    try:
+        cfg = config_from_args(args, saved)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(_config_error(exc)) from None
+    if cfg.data == "file":
+        try:
+            check_input_file(cfg.data_path, what="--data-path", max_bytes=MAX_TEXT_BYTES)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    _check_paths(args, cfg)
+    if saved is not None:
+        try:
+            cfg = same_run(saved, cfg, args.resume)
+        except CheckpointError as exc:
+            raise UsageError(f"--resume: {exc}") from None
+    if saved is not None and step >= cfg.steps:
+        if step > cfg.steps:
+            raise UsageError(f"--steps {cfg.steps}: the run in {args.resume} is at step {step} "
+                             f"already; give --steps above {step} to train on")
+        return None, (f"normlab train: nothing to do: the run in {args.resume} finished its "
+                      f"{step} steps; give --steps above {step} to train on")
+    try:
+        check_memory(cfg, flag=flag)
+    except MemoryBudgetError as exc:
+        raise UsageError(str(exc)) from None
     try:
         if args.resume is not None:
-            arrays, meta = ckpt.load(args.resume)  # refuse a bad file before anything else
-            saved = TrainConfig.from_dict(meta["config"])
-            trainer = Trainer.resume(args.resume, config_from_args(args, saved))
-        else:
-            trainer = Trainer(config_from_args(args))
-    except (CheckpointError, ValueError, TypeError, KeyError) as exc:
-        print(f"normlab train: {exc}", file=sys.stderr)
-        return 2
+            return Trainer.resume(args.resume, cfg), None
+        return Trainer(cfg), None
+    except CheckpointError as exc:
+        raise UsageError(f"--resume: {exc}") from None
+    except (TypeError, ValueError) as exc:  # e.g. a corpus shorter than --seq-len
+        raise UsageError(_config_error(exc)) from None
+
+
+def main(args: argparse.Namespace) -> int:
+    from .._files import dumps_json, atomic_write
+    from .progress import reporter
+
+    trainer, nothing = _build(args)
+    if trainer is None:
+        print(nothing, file=sys.stderr)
+        return 0
     keep_freed_memory()
     cfg = trainer.config
     m = cfg.model
@@ -154,7 +284,9 @@ def main(args: argparse.Namespace) -> int:
             result = trainer.run(progress=rep.start("train"), **run)
             rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
     if args.json is not None:
-        text = json.dumps(result.to_dict(), allow_nan=False, indent=1)
-        ckpt.atomic_write(args.json, lambda f: f.write(text), binary=False)
+        atomic_write(args.json, dumps_json(result.to_dict(), indent=1) + "\n", what="--json")
+    if result.stopped is not None and args.checkpoint is not None:
+        print(f"normlab train: the run stopped early; {args.checkpoint} was not written (it keeps "
+              f"what it held)", file=sys.stderr)
     print(result.summary())
     return 0 if result.stopped is None else 1

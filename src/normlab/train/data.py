@@ -23,7 +23,10 @@ from typing import Protocol
 
 import numpy as np
 
+from .._files import check_input_file
 from ..functional import IGNORE_INDEX
+
+MAX_TEXT_BYTES = 256 * 2**20  # the largest text file a TextSource reads (its ids take 8x in memory)
 
 Batch = tuple[np.ndarray, np.ndarray]  # (x, y), each (B, T) integers
 
@@ -67,9 +70,10 @@ class MarkovSource:
                 raise ValueError(f"markov {what} must be an integer >= 1; got {value!r}")
         if vocab_size < 2:
             raise ValueError(f"markov vocab_size must be >= 2; got {vocab_size}")
-        if vocab_size**order > 2**20:
-            raise ValueError(f"markov vocab_size^order = {vocab_size**order} contexts is too many "
-                             f"(at most 2^20)")
+        if order * math.log2(vocab_size) > 20:  # compared in logs: never a huge integer
+            size = f"{float(vocab_size) ** order:.3g}" if order * math.log2(vocab_size) < 1000 else "too many"
+            raise ValueError(f"markov vocab_size^order = {vocab_size}^{order} = {size} contexts is too "
+                             f"many (at most 2^20)")
         if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
             raise ValueError(f"markov alpha must be a finite number > 0; got {alpha!r}")
         self.vocab_size, self.order, self.alpha, self.seed = int(vocab_size), int(order), float(alpha), seed
@@ -213,12 +217,13 @@ class TextSource:
         return cls("\n\n".join(topics[k] for k in sorted(topics)), name="pydoc")
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "TextSource":
+    def from_file(cls, path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> "TextSource":
+        """The UTF-8 text file at ``path``: an existing regular file of at most ``max_bytes``
+        (a directory, FIFO or device, whose reading might never end, is refused unread)."""
+        source = check_input_file(path, what="data file", max_bytes=max_bytes)
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ValueError(f"data file {str(path)!r} does not exist") from None
+            text = source.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"data file {str(path)!r} is not UTF-8 text: {exc}") from None
         return cls(text, name=f"file:{path.name}")

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..models import GPT
 from . import checkpoint as ckpt
+from .budget import check_memory
 from .config import TrainConfig
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
 from .optim import SGD, AdamW, clip_grad_norm
@@ -124,6 +125,7 @@ class Trainer:
     def __init__(self, config: TrainConfig):
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
+        check_memory(config)  # refuse what cannot fit before allocating anything
         source = make_source(config)
         if source.vocab_size != config.model.vocab_size:  # text: the corpus sets the vocabulary
             model_cfg = dataclasses.replace(config.model, vocab_size=source.vocab_size)
@@ -251,7 +253,11 @@ class Trainer:
     def run(self, until: int | None = None, *, progress: Progress | None = None,
             checkpoint: str | Path | None = None, checkpoint_every: int | None = None) -> TrainResult:
         """Train up to step ``until`` (default: ``config.steps``) or until the run stops; save
-        ``checkpoint`` every ``checkpoint_every`` steps and at the end when a path is given."""
+        ``checkpoint`` every ``checkpoint_every`` steps and at the end when a path is given.
+
+        Only a run that can be resumed is saved: once the run has stopped (a non-finite or
+        exploding loss), ``checkpoint`` is never written again, so the last good state (or the
+        file that was there before) stays."""
         cfg = self.config
         end = cfg.steps if until is None else min(int(until), cfg.steps)
         tokens = cfg.batch_size * cfg.model.seq_len
@@ -266,11 +272,12 @@ class Trainer:
             if progress is not None:
                 rate = self.step_tokens_per_s(tokens)
                 progress(self.step, cfg.steps, f"loss {record['loss']:.4f}  {rate:,.0f} tok/s")
-            if checkpoint is not None and checkpoint_every and self.step % checkpoint_every == 0:
+            if (checkpoint is not None and checkpoint_every and self.step % checkpoint_every == 0
+                    and self.stopped is None):
                 self.save(checkpoint)
         if self.stopped is not None and (not self.evals or self.evals[-1]["step"] != self.step):
             self.evals.append({"step": self.step, "val_loss": self.evaluate()})
-        if checkpoint is not None:
+        if checkpoint is not None and self.stopped is None:
             self.save(checkpoint)
         return self.result()
 
@@ -293,7 +300,11 @@ class Trainer:
 
     # ---- checkpoints -----------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        """Write the whole state of the run to ``path`` (.npz, atomically)."""
+        """Write the whole state of the run to ``path`` (.npz, atomically); a run that stopped
+        (diverged) cannot be resumed and is refused with a ``CheckpointError``."""
+        if self.stopped is not None:
+            raise ckpt.CheckpointError(f"the run stopped ({self.stopped}); it is not saved to "
+                                       f"{str(path)!r}, which keeps what it held")
         arrays = {f"param/{k}": v for k, v in self.params.items()}
         arrays.update({f"opt/{k}": v for k, v in self.optimizer.state_dict().items()})
         meta = {
@@ -309,28 +320,32 @@ class Trainer:
     @classmethod
     def resume(cls, path: str | Path, config: TrainConfig | None = None) -> "Trainer":
         """The run saved at ``path``. With ``config``, it must describe the same run (only
-        ``steps`` may differ, to train longer); a mismatch is refused with the fields named."""
+        ``steps`` may differ, to train longer, but not below the saved step); a mismatch is
+        refused with the fields named. The arrays and metadata are validated first
+        (``checkpoint.load``, ``checkpoint.check_run``), then their shapes and dtypes against the
+        config's model."""
         arrays, meta = ckpt.load(path)
+        step = ckpt.check_run(meta, path)
+        if meta["stopped"] is not None:
+            raise ckpt.CheckpointError(f"checkpoint {str(path)!r} holds a run that stopped early "
+                                       f"({meta['stopped']}); it cannot be resumed")
         try:
             saved = TrainConfig.from_dict(meta["config"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: its config is not valid ({exc})") from None
         if config is not None:
-            if not isinstance(config, TrainConfig):
-                raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
-            if saved.data in ("pydoc", "file"):  # the corpus set the saved run's vocabulary
-                config = dataclasses.replace(config, model=dataclasses.replace(
-                    config.model, vocab_size=saved.model.vocab_size))
-            diff = _config_diff(saved, config)
-            diff = [d for d in diff if d != "steps"]
-            if diff:
-                raise ckpt.CheckpointError(
-                    f"checkpoint {str(path)!r} was written by a different run: {', '.join(diff)} differ"
-                )
-            saved = dataclasses.replace(saved, steps=config.steps)
+            saved = same_run(saved, config, path)
+        if step > saved.steps:
+            raise ckpt.CheckpointError(f"checkpoint {str(path)!r} is at step {step}, beyond steps = "
+                                       f"{saved.steps}; give steps > {step} to train on")
         trainer = cls(saved)
         params = {k[len("param/"):]: v for k, v in arrays.items() if k.startswith("param/")}
         opt = {k[len("opt/"):]: v for k, v in arrays.items() if k.startswith("opt/")}
+        for name, p in trainer.params.items():
+            v = params.get(name)
+            if v is not None and (v.dtype != p.dtype or v.shape != p.shape):
+                raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: param/{name} is {v.dtype} "
+                                           f"{v.shape}; the config's model has {p.dtype} {p.shape}")
         try:
             trainer.model.load_parameters(params)
             trainer.optimizer.load_state_dict(opt)
@@ -344,6 +359,22 @@ class Trainer:
         except (KeyError, TypeError, ValueError) as exc:
             raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not match its config: {exc}") from None
         return trainer
+
+
+def same_run(saved: TrainConfig, config: TrainConfig, path: str | Path = "<checkpoint>") -> TrainConfig:
+    """``saved`` with ``config``'s steps, after checking that ``config`` describes the same run
+    (every field but ``steps``; the vocabulary of a corpus is the saved one); a
+    ``CheckpointError`` naming the fields that differ otherwise."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
+    if saved.data in ("pydoc", "file"):  # the corpus set the saved run's vocabulary
+        config = dataclasses.replace(config, model=dataclasses.replace(
+            config.model, vocab_size=saved.model.vocab_size))
+    diff = [d for d in _config_diff(saved, config) if d != "steps"]
+    if diff:
+        raise ckpt.CheckpointError(
+            f"checkpoint {str(path)!r} was written by a different run: {', '.join(diff)} differ")
+    return dataclasses.replace(saved, steps=config.steps)
 
 
 def _config_diff(a: TrainConfig, b: TrainConfig) -> list[str]:
