@@ -85,3 +85,118 @@ def test_keep_freed_memory_stops_page_faults_on_reused_temporaries():
     for _ in range(20):
         step()
     assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 500
+
+
+# ---- nothing lost: outputs, inputs, existing checkpoints ------------------------------------
+WILD = ["--optimizer", "sgd", "--lr", "500", "--momentum", "0", "--grad-clip", "none",
+        "--warmup", "0", "--schedule", "constant", "--weight-decay", "0"]
+
+
+def test_a_diverging_run_never_replaces_a_good_checkpoint(tmp_path, capsys):
+    ck = tmp_path / "good.npz"
+    assert main(["train", *TINY, "--checkpoint", str(ck)]) == 0
+    good = ck.read_bytes()
+    assert main(["train", *TINY, *WILD, "--steps", "30", "--checkpoint", str(ck)]) == 2
+    assert "--checkpoint" in capsys.readouterr().err and ck.read_bytes() == good
+    code = main(["train", *TINY, *WILD, "--steps", "30", "--checkpoint", str(ck), "--overwrite"])
+    assert code == 1
+    assert "was not written" in capsys.readouterr().err
+    assert ck.read_bytes() == good  # the run stopped: the file keeps what it held
+
+
+def test_a_fresh_run_replaces_an_existing_checkpoint_only_with_overwrite(tmp_path, capsys):
+    ck = tmp_path / "run.npz"
+    assert main(["train", *TINY, "--checkpoint", str(ck)]) == 0
+    before = ck.read_bytes()
+    capsys.readouterr()
+    assert main(["train", *TINY, "--seed", "3", "--checkpoint", str(ck)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("normlab train: error: --checkpoint") and "--overwrite" in err
+    assert ck.read_bytes() == before
+    assert main(["train", *TINY, "--resume", str(ck), "--steps", "8", "--checkpoint", str(ck)]) == 0
+    assert ck.read_bytes() != before  # its own run continues it
+    assert main(["train", *TINY, "--seed", "3", "--checkpoint", str(ck), "--overwrite"]) == 0
+
+
+@pytest.mark.parametrize("make_flags", [
+    lambda d: ["--json", str(d / "run.npz"), "--checkpoint", str(d / "run.npz")],
+    lambda d: ["--data-path", str(d / "corpus.txt"), "--json", str(d / "corpus.txt")],
+    lambda d: ["--data-path", str(d / "corpus.txt"), "--checkpoint", str(d / "link.txt")],
+])
+def test_an_output_naming_an_input_or_the_other_output_is_refused(tmp_path, capsys, make_flags):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 20)
+    (tmp_path / "link.txt").symlink_to(corpus)
+    before = corpus.read_bytes()
+    capsys.readouterr()
+    assert main(["train", *TINY, *make_flags(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "name the same file" in err and err.count("\n") == 1
+    assert corpus.read_bytes() == before and not (tmp_path / "run.npz").exists()
+
+
+def test_json_of_a_resume_may_not_name_the_checkpoint(tmp_path, capsys):
+    ck = tmp_path / "run.npz"
+    assert main(["train", *TINY, "--checkpoint", str(ck)]) == 0
+    before = ck.read_bytes()
+    assert main(["train", *TINY, "--resume", str(ck), "--steps", "8", "--json", str(ck)]) == 2
+    assert "--json and --resume name the same file" in capsys.readouterr().err
+    assert ck.read_bytes() == before
+
+
+@pytest.mark.parametrize("flag", ["--json", "--checkpoint", "--data-path"])
+def test_a_directory_or_fifo_is_refused_before_training(tmp_path, capsys, flag):
+    extra = ["--data", "file"] if flag == "--data-path" else []
+    assert main(["train", *TINY, *extra, flag, str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag}: " in err and "is a directory" in err and "validation loss" not in err
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    assert main(["train", *TINY, *extra, flag, str(tmp_path / "fifo")]) == 2  # never blocks
+    assert "is a FIFO" in capsys.readouterr().err
+
+
+def test_data_flags_that_would_be_ignored_are_refused_or_implied(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 20)
+    assert main(["train", *TINY, "--data", "markov", "--data-path", str(corpus)]) == 2
+    assert "--data-path is read only with --data file" in capsys.readouterr().err
+    assert main(["train", *TINY, "--data", "pydoc", "--vocab-size", "30"]) == 2
+    assert "--vocab-size: with --data pydoc the corpus sets the vocabulary" in capsys.readouterr().err
+    out = tmp_path / "r.json"
+    assert main(["train", *TINY, "--data-path", str(corpus), "--json", str(out)]) == 0
+    assert "--data-path implies --data file" in capsys.readouterr().err
+    assert json.loads(out.read_text())["config"]["data"] == "file"
+
+
+def test_resume_semantics(tmp_path, capsys):
+    ck = tmp_path / "run.npz"
+    assert main(["train", *TINY, "--checkpoint", str(ck)]) == 0
+    before = ck.read_bytes()
+    capsys.readouterr()
+    assert main(["train", *TINY, "--resume", str(ck), "--checkpoint", str(ck)]) == 0
+    err = capsys.readouterr().err
+    assert "nothing to do: the run in" in err and "finished its 6 steps" in err
+    assert main(["train", *TINY, "--resume", str(ck), "--steps", "4"]) == 2
+    assert "--steps 4: the run in" in capsys.readouterr().err
+    assert ck.read_bytes() == before
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.zeros(3))
+    assert main(["train", *TINY, "--resume", str(tmp_path / "x.npy")]) == 2
+    assert "--resume: checkpoint" in capsys.readouterr().err
+    assert main(["train", *TINY, "--resume", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag,value", [("--n-layers", "1000000000"), ("--d-model", "1000000000"),
+                                        ("--seq-len", "1000000000"), ("--batch-size", "1000000000"),
+                                        ("--eval-batches", "1000000000"), ("--markov-order", "1000000000")])
+def test_sizes_that_cannot_fit_are_refused_with_the_flag_named(tmp_path, capsys, flag, value):
+    args = ["train", *TINY, flag, value]
+    if flag == "--d-model":
+        args += ["--heads", "1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"normlab train: error: {flag} {value}: ") and err.count("\n") == 1

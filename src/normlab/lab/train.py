@@ -152,8 +152,8 @@ def _check_data_flags(args: argparse.Namespace) -> None:
 
     if args.data_path is not None:
         if args.data is None:
-            args.data = "file"
-            print("normlab train: --data-path implies --data file", file=sys.stderr)
+            args.data = "file"  # said once every check has passed (a refusal stays one line)
+            args.data_implied = True
         elif args.data != "file":
             raise UsageError(f"--data-path is read only with --data file; got --data {args.data} "
                              f"(drop --data-path, or give --data file)")
@@ -266,6 +266,8 @@ def main(args: argparse.Namespace) -> int:
     from .progress import reporter
 
     trainer, nothing = _build(args)
+    if getattr(args, "data_implied", False):
+        print("normlab train: --data-path implies --data file", file=sys.stderr)
     if trainer is None:
         print(nothing, file=sys.stderr)
         return 0
