@@ -61,6 +61,8 @@ class TrainConfig:
             raise ValueError(f"config: data must be one of {DATA}; got {self.data!r}")
         if self.data == "file" and not self.data_path:
             raise ValueError("config: data='file' needs data_path (a UTF-8 text file)")
+        if self.data != "file" and self.data_path is not None:
+            raise ValueError(f"config: data_path is read only with data='file'; got data={self.data!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"config: optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
         for name in ("markov_order", "batch_size", "eval_interval", "eval_batches"):

@@ -6,6 +6,13 @@ one is refused with the field named (exit status 2). The store is ``--out`` (def
 ``sweeps/<spec name>``): one directory per run, written atomically, so the same command after a
 crash or a kill resumes: finished runs are kept, failed and unfinished ones run again.
 
+A spec is bounded (at most ``--max-points`` points, 1000 by default; ``--dry-run`` counts them
+whatever their number), its ``data_path`` checked before anything runs, every point's memory
+estimate checked against the machine, and the store checked writable: each refusal is one line
+(exit status 2). A run whose directory cannot be written is reported as failed and the sweep goes
+on; a finished run whose result is damaged is run again (its files kept aside), and ``--summary``
+reads only results that validate, naming the others.
+
 Exit status: 0 when every point finished (diverged runs are results), 1 when some failed, 2 for
 bad input, 130 / 143 when interrupted by Ctrl-C / SIGTERM (finished runs are kept).
 """
@@ -36,7 +43,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr-range", nargs=2, type=float, metavar=("A", "B"), default=None,
                    help="the learning rates the LR sensitivity averages over (default: all)")
     p.add_argument("--dry-run", action="store_true",
-                   help="run nothing: list the points, their ids and what the store holds")
+                   help="run nothing: count the points, and list them with their ids and what the "
+                   "store holds")
+    p.add_argument("--max-points", type=int, metavar="N", default=None,
+                   help="the most points a spec may have (default: 1000); a bigger grid or random "
+                   "search is refused unless this lifts the cap")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -52,33 +63,46 @@ def main(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from ...train.budget import MemoryBudgetError
     from . import (RayExecutor, SpecError, SweepSpec, load_spec, plot_summary, print_summary,
                    read_sweep, run_sweep, summarize)
     from .executors import ProcessPool, RayUnavailable, default_workers, import_ray
-    from .runner import note
-    from .store import FAILED
+    from .runner import check_points_fit, note
+    from .spec import MAX_POINTS
+    from .store import FAILED, StoreError
 
     def refuse(message: str) -> int:
         print(f"normlab sweep: {message}", file=sys.stderr)
         return 2
 
+    if args.max_points is not None and args.max_points < 1:
+        return refuse(f"--max-points must be an integer >= 1; got {args.max_points}")
+    if args.workers is not None and args.workers < 1:
+        return refuse(f"--workers must be >= 1; got {args.workers}")
+    if args.ray is not None and args.workers is not None and args.ray != "local":
+        return refuse("--workers sizes the local pool (or --ray local); on a Ray cluster its CPUs do")
+    cap = args.max_points or MAX_POINTS
     try:
-        spec: SweepSpec = load_spec(args.spec)
+        spec: SweepSpec = load_spec(args.spec, max_points=None if args.dry_run else cap)
+        if args.dry_run and spec.size > cap:
+            print(f"{spec.size:,} points (grid x random.samples x seeds), more than the cap of "
+                  f"{cap:,}: listing and running them needs --max-points {spec.size}")
+            return 0
         points = spec.points()
     except SpecError as exc:
         return refuse(str(exc))
     out = Path(args.out) if args.out else Path(DEFAULT_ROOT) / Path(args.spec).stem
     if out.exists() and not out.is_dir():
         return refuse(f"--out {out}: exists and is not a directory")
-    if args.workers is not None and args.workers < 1:
-        return refuse(f"--workers must be >= 1; got {args.workers}")
-    if args.ray is not None and args.workers is not None and args.ray != "local":
-        return refuse("--workers sizes the local pool (or --ray local); on a Ray cluster its CPUs do")
 
     if args.dry_run:
         return _dry_run(points, read_sweep(points, out), out)
     if args.summary:
         records = read_sweep(points, out)
+        for r in records:
+            if r.damaged:
+                print(f"normlab sweep: run {r.id}: {r.damaged}; not used (counted as pending; the "
+                      f"next sweep runs it again)", file=sys.stderr)
         try:
             summary = summarize(records, lr_range=tuple(args.lr_range) if args.lr_range else None)
         except ValueError as exc:
@@ -87,16 +111,27 @@ def main(args: argparse.Namespace) -> int:
         if not any(r.finished for r in records):
             print(f"no finished runs in {out} yet; nothing to plot")
             return 0
-        import json
+        from ..._files import write_json
 
-        from ...train.checkpoint import atomic_write
-
-        files = plot_summary(summary, out / SUMMARY_DIR)
-        text = json.dumps(summary.to_dict(), indent=1, allow_nan=False)
-        atomic_write(out / SUMMARY_DIR / "summary.json", lambda f: f.write(text), binary=False)
+        try:
+            files = plot_summary(summary, out / SUMMARY_DIR)
+            write_json(out / SUMMARY_DIR / "summary.json", summary.to_dict(), what="summary", indent=1)
+        except OSError as exc:
+            return refuse(f"--out {out}: cannot write the summary: {exc.strerror or exc}")
+        except ValueError as exc:
+            return refuse(f"--out {out}: {exc}")
         print(f"wrote {', '.join(str(out / SUMMARY_DIR / f) for f in files)} and summary.json")
         return 0
 
+    todo = [p for p, r in zip(points, read_sweep(points, out)) if not r.finished]
+    try:
+        check_points_fit(todo)
+        if todo:
+            from .store import RunStore
+
+            RunStore(out).check_writable()
+    except (MemoryBudgetError, StoreError) as exc:
+        return refuse(str(exc))
     if args.ray is not None:
         try:
             import_ray()
@@ -104,8 +139,7 @@ def main(args: argparse.Namespace) -> int:
             return refuse(f"--ray {args.ray}: {exc}")
         executor = RayExecutor("local" if args.ray == "local" else args.ray, num_cpus=args.workers)
     else:
-        todo = sum(1 for r in read_sweep(points, out) if not r.finished)
-        executor = ProcessPool(args.workers or max(1, min(default_workers(), todo)))
+        executor = ProcessPool(args.workers or max(1, min(default_workers(), len(todo))))
     print(f"normlab sweep: {len(points)} points from {args.spec} on {executor.describe()}; "
           f"store {out}", file=sys.stderr)
 
@@ -122,6 +156,9 @@ def main(args: argparse.Namespace) -> int:
                 rep.finish("points", f"{len(records)} points")
     except RayUnavailable as exc:  # nothing ran: Ray is reached before the first point starts
         return refuse(f"--ray {args.ray}: {exc}")
+    except StoreError as exc:  # the store became unwritable as a whole: finished runs are kept
+        print(f"normlab sweep: {exc}; stopped (finished runs are kept)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         kept = sum(1 for r in read_sweep(points, out) if r.finished)
         print(f"normlab sweep: interrupted; {kept} of {len(points)} points are finished in {out} "

@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Iterator
 from ...train.config import TrainConfig
 from .executors import ProcessPool, default_workers
 from .spec import Point, SweepSpec, load_spec, make_points
-from .store import DIVERGED, DONE, FAILED, RunRecord, RunStore
+from .store import DIVERGED, DONE, FAILED, RunRecord, RunStore, StoreError
 from .task import run_point
 
 Progress = Callable[[float, float, str], None]  # (done, total, note), as the lab's progress bars
@@ -45,6 +45,12 @@ def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Poi
     as it arrives, so an interrupted sweep (any exception, Ctrl-C, SIGTERM turned into one)
     keeps every run that finished; the executor's workers are stopped on the way out.
 
+    Before anything runs, every point to run is checked against the machine's memory
+    (``normlab.train.budget.check_memory``: a ``MemoryBudgetError`` naming the point and the
+    field) and the store must be writable (a ``StoreError``). A run whose directory cannot be
+    written (a file in its place, a folder made read-only) is recorded as failed, with the reason,
+    and the sweep goes on with the other points.
+
     ``progress(done, total, note)`` is called at the start and after each run. Returns one
     :class:`RunRecord` per point, in the points' order.
     """
@@ -52,6 +58,9 @@ def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Poi
     store = RunStore(store_dir)
     records = {p.id: store.read(p) for p in pts}
     todo = [p for p in pts if not records[p.id].finished]
+    check_points_fit(todo)
+    if todo:
+        store.check_writable()
     counts = Counter({"reused": len(pts) - len(todo)})
     for r in records.values():
         if r.finished:
@@ -69,17 +78,44 @@ def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Poi
         executor = ProcessPool(min(default_workers(), len(todo)))
     attempts: dict[str, int] = {}
 
+    def unwritable(p: Point, exc: StoreError) -> None:
+        records[p.id] = RunRecord(p.id, p.config.to_dict(), FAILED, f"StoreError: {exc}",
+                                  path=store.run_dir(p.id), reused=False, varied=dict(p.varied))
+        counts[FAILED] += 1
+        report()
+
     def items() -> Iterator[tuple[Point, dict]]:
         for p in todo:  # read lazily by the executor: prepared when dispatched
-            attempts[p.id] = store.prepare(p)
+            try:
+                attempts[p.id] = store.prepare(p)
+            except StoreError as exc:
+                unwritable(p, exc)
+                continue
             yield p, p.config.to_dict()
 
     with contextlib.closing(executor.imap(run_point, items())) as outcomes:
         for p, payload in outcomes:
-            records[p.id] = store.write(p, payload, attempts[p.id])
+            try:
+                records[p.id] = store.write(p, payload, attempts[p.id])
+            except StoreError as exc:
+                unwritable(p, exc)
+                continue
             counts[payload["status"]] += 1
             report()
     return [records[p.id] for p in pts]
+
+
+def check_points_fit(points: Iterable[Point]) -> None:
+    """Refuse, before anything runs, a point whose memory estimate exceeds the machine's memory:
+    a ``MemoryBudgetError`` naming the point's varied values and the field to lower."""
+    from ...train.budget import MemoryBudgetError, check_memory
+
+    for p in points:
+        try:
+            check_memory(p.config)
+        except MemoryBudgetError as exc:
+            where = ", ".join(f"{k}={v!r}" for k, v in p.varied.items()) or "the base config"
+            raise MemoryBudgetError(f"point {p.id} ({where}): {exc}", field=exc.field) from None
 
 
 def read_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Point],
@@ -89,4 +125,4 @@ def read_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Po
     return [store.read(p) for p in as_points(points)]
 
 
-__all__ = ["as_points", "read_sweep", "run_sweep"]
+__all__ = ["as_points", "check_points_fit", "read_sweep", "run_sweep"]

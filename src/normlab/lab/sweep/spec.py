@@ -32,6 +32,13 @@ Every value is checked for its type (by the dataclass field's annotation) and th
 config alone, then every point. A bad spec raises :class:`SpecError`, whose message starts with
 where the value stands (``grid.model.n_heads[1]``) and whose ``field`` names the field.
 
+A spec is bounded before anything is listed: the number of points (grid cells x random draws x
+seeds, counted without listing them, :attr:`SweepSpec.size`) may be at most ``max_points``
+(:data:`MAX_POINTS` unless the caller lifts it; ``normlab sweep --max-points``), and a
+``data_path`` must name an existing regular text file (of at most the trainer's size cap), checked
+once per distinct path. The spec file itself must be a regular file of at most
+:data:`MAX_SPEC_BYTES` (a FIFO or device is refused unread).
+
 A point's identity is a stable hash of its full config dict (:func:`run_id`): rerunning the same
 spec maps every point to the same store directory, and editing a spec leaves the points that did
 not change where they were.
@@ -57,6 +64,8 @@ SPEC_KEYS = ("seeds", "base", "grid", "random")
 RANDOM_KEYS = ("samples", "seed")  # the search's own keys in [random]; the rest are fields
 DISTRIBUTIONS = ("choice", "uniform", "log_uniform", "int_uniform")
 ID_LENGTH = 16  # hex digits of sha256 kept in a run id
+MAX_POINTS = 1000  # points a spec may have unless the caller lifts the cap
+MAX_SPEC_BYTES = 2**20  # a spec file's size cap
 
 
 class SpecError(ValueError):
@@ -289,6 +298,13 @@ class SweepSpec:
     seeds: tuple[int, ...] | None  # None: every point keeps base's seed
     source: str = "<spec>"  # the file it came from
 
+    @property
+    def size(self) -> int:
+        """How many points the spec lists before duplicates are dropped (computed, not listed)."""
+        n = math.prod(len(v) for v in self.grid.values())
+        n *= self.random.samples if self.random else 1
+        return n * (len(self.seeds) if self.seeds is not None else 1)
+
     def points(self) -> list[Point]:
         """Every point, checked; duplicates (equal configs) appear once."""
         names = list(self.grid)
@@ -309,8 +325,30 @@ class SweepSpec:
         return _unique(out)
 
 
-def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> SweepSpec:
-    """A checked :class:`SweepSpec` from a parsed TOML document (a dict), or a SpecError."""
+def _check_data_paths(base: Mapping[str, Any], grid: Mapping[str, tuple],
+                      random: RandomSearch | None, source: str) -> None:
+    """Every ``data_path`` the spec names must be an existing regular text file (of bounded
+    size): checked once each, before any point is listed or dispatched."""
+    from ..._files import check_input_file
+    from ...train.data import MAX_TEXT_BYTES
+
+    paths = {base.get("data_path")} | set(grid.get("data_path", ()))
+    if random is not None and "data_path" in random.fields:
+        paths |= set(random.fields["data_path"].values)
+    for path in sorted(p for p in paths if p is not None):
+        try:
+            check_input_file(path, what="data_path", max_bytes=MAX_TEXT_BYTES)
+        except ValueError as exc:
+            raise SpecError(f"{source}: {exc}", field="data_path") from None
+
+
+def parse_spec(data: Mapping[str, Any], source: str = "<spec>", *,
+               max_points: int | None = MAX_POINTS) -> SweepSpec:
+    """A checked :class:`SweepSpec` from a parsed TOML document (a dict), or a SpecError.
+    ``max_points``: the most points the spec may have (None: no cap)."""
+    if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, int)
+                                   or max_points < 1):
+        raise ValueError(f"max_points must be an integer >= 1 or None; got {max_points!r}")
     if not isinstance(data, Mapping):
         raise SpecError(f"{source}: a spec is a TOML table; got {type(data).__name__}")
     for key in data:
@@ -399,22 +437,36 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> SweepSpec:
     if not grid and random is None and seeds is None:
         raise SpecError(f"{source}: nothing to sweep; give a [grid], a [random] search or seeds",
                         field="grid")
-    return SweepSpec(base, grid, random, seeds, source)
+    spec = SweepSpec(base, grid, random, seeds, source)
+    if max_points is not None and spec.size > max_points:
+        raise SpecError(f"{source}: the spec has {spec.size:,} points (grid x random.samples x "
+                        f"seeds), more than the cap of {max_points:,}; lift the cap to run them "
+                        f"(normlab sweep --max-points {spec.size})", field="random.samples"
+                        if random is not None and random.samples > max_points else "grid")
+    _check_data_paths(base, grid, random, source)
+    return spec
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Read and check the TOML spec at ``path`` (see the module's docstring), or a SpecError."""
+def load_spec(path: str | Path, *, max_points: int | None = MAX_POINTS) -> SweepSpec:
+    """Read and check the TOML spec at ``path`` (see the module's docstring), or a SpecError.
+    ``max_points`` as in :func:`parse_spec`."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: the backport (a dependency there)
         import tomli as tomllib
+    from ..._files import check_input_file
+
     path = Path(path)
+    if not path.exists():
+        raise SpecError(f"{path}: no such file", field=None)
+    if path.is_dir():
+        raise SpecError(f"{path}: is a directory, not a spec file", field=None)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file", field=None) from None
-    except IsADirectoryError:
-        raise SpecError(f"{path}: is a directory, not a spec file", field=None) from None
+        source = check_input_file(path, what="spec", max_bytes=MAX_SPEC_BYTES)
+    except ValueError as exc:
+        raise SpecError(str(exc), field=None) from None
+    try:
+        text = source.read_bytes().decode("utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})", field=None) from None
     except UnicodeDecodeError as exc:
@@ -423,8 +475,8 @@ def load_spec(path: str | Path) -> SweepSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML ({exc})") from None
-    return parse_spec(data, str(path))
+    return parse_spec(data, str(path), max_points=max_points)
 
 
-__all__ = ["DISTRIBUTIONS", "FIELDS", "Distribution", "Point", "RandomSearch", "SpecError",
+__all__ = ["DISTRIBUTIONS", "FIELDS", "MAX_POINTS", "MAX_SPEC_BYTES", "Distribution", "Point", "RandomSearch", "SpecError",
            "SweepSpec", "load_spec", "make_points", "parse_spec", "run_id", "short_name"]

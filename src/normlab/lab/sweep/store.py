@@ -17,6 +17,17 @@ written after the others, a finished run has all its files. A directory without 
 (killed mid-run, or ``failed``) is run again on the next sweep: its leftovers and any temporary
 file of a killed writer are removed first. Finished runs are never written again.
 
+What is read back is checked: a finished run whose ``result.json`` is missing or does not match
+its schema (:func:`check_result`: the figures are numbers or null, the step count an integer,
+``stopped`` as the status says) is never trusted and never a dead end: it reads as pending, with
+the damage in ``RunRecord.damaged``, and the next sweep moves its files aside into
+``runs/<id>/damaged-<n>/`` (kept for inspection) and runs it again.
+
+A store that cannot be written (a read-only folder, a file where a folder belongs) raises a
+:class:`StoreError` naming the path: :meth:`RunStore.check_writable` before a sweep starts, and
+:meth:`RunStore.prepare` / :meth:`RunStore.write` for one run (the sweep records that point as
+failed and goes on with the others).
+
 Two sweeps running on the same store at once do not corrupt it: each file is replaced whole, and
 both write the same deterministic run, so the files of a run come from one writer or the other
 (the wall times may differ). They may both run a point that neither had finished, wasting the
@@ -27,17 +38,49 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...train.checkpoint import atomic_write
+from ..._files import read_json, write_json
 from .spec import Point
 
 DONE, DIVERGED, FAILED, PENDING = "done", "diverged", "failed", "pending"
 FINISHED = (DONE, DIVERGED)  # results; a failed run is retried
 RUN_FILES = ("config.json", "metrics.json", "result.json", "status.json")
+# result.json's schema: key -> what it holds (null where the run has no such figure)
+RESULT_NUMBERS = ("final_val_loss", "final_train_loss", "entropy_floor", "loss_at_init")
+RESULT_COUNTS = ("steps_done", "skipped_steps")
+
+
+class StoreError(ValueError):
+    """A store (or one run's directory in it) that cannot be read or written, and why."""
+
+
+def check_result(result: Any, status: str = DONE) -> None:
+    """Refuse, naming the key, a ``result.json`` document that does not match its schema: a JSON
+    object whose figures (:data:`RESULT_NUMBERS`) are finite numbers or null, whose counts
+    (:data:`RESULT_COUNTS`) are integers >= 0, and whose ``stopped`` is null for a done run and a
+    string for a diverged one."""
+    if not isinstance(result, dict):
+        raise ValueError(f"result.json must be a JSON object; got {type(result).__name__}")
+    for key in RESULT_NUMBERS:
+        if key not in result:
+            raise ValueError(f"result.json lacks {key!r}")
+        v = result[key]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            raise ValueError(f"result.json: {key} must be a finite number or null; got {v!r}")
+    for key in RESULT_COUNTS:
+        v = result.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"result.json: {key} must be an integer >= 0; got {v!r}")
+    stopped = result.get("stopped", ...)
+    if status == DONE and stopped is not None:
+        raise ValueError(f"result.json: stopped must be null for a done run; got {stopped!r}")
+    if status == DIVERGED and not isinstance(stopped, str):
+        raise ValueError(f"result.json: stopped must say why a diverged run stopped; got {stopped!r}")
 
 
 @dataclass
@@ -54,6 +97,7 @@ class RunRecord:
     reused: bool = False  # True when read from the store, False when run by this call
     varied: dict[str, Any] = field(default_factory=dict)  # the spec's varied fields -> values
     cpu_s: float | None = None  # CPU seconds of the run's worker (below wall_s: it waited for a core)
+    damaged: str | None = None  # why a finished run's files were not trusted (it reads as pending)
 
     @property
     def finished(self) -> bool:
@@ -69,12 +113,17 @@ class RunRecord:
         """``{"history": [...], "evals": [...]}`` from metrics.json (read on demand)."""
         if self.path is None or not self.finished:
             raise ValueError(f"run {self.id} has no metrics (status {self.status})")
-        return json.loads((self.path / "metrics.json").read_text())
+        data = read_json(self.path / "metrics.json", what=f"run {self.id}: metrics.json")
+        if not (isinstance(data, dict) and isinstance(data.get("history"), list)
+                and isinstance(data.get("evals"), list)):
+            raise ValueError(f"run {self.id}: metrics.json must hold the lists history and evals")
+        return data
 
 
 def _read_json(path: Path) -> Any:
+    """The JSON document at ``path``, or None when it is missing, unreadable or damaged."""
     try:
-        return json.loads(path.read_text())
+        return read_json(path)
     except (OSError, ValueError):
         return None
 
@@ -85,7 +134,26 @@ class RunStore:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
-            raise ValueError(f"store {str(self.root)!r} exists and is not a directory")
+            raise StoreError(f"store {str(self.root)!r} exists and is not a directory")
+
+    def check_writable(self) -> None:
+        """A :class:`StoreError` naming the path when the store cannot be written: a read-only
+        folder, or a file where one of its folders belongs. Creates nothing (run it before a sweep
+        starts)."""
+        runs = self.root / "runs"
+        for folder in (runs, self.root):
+            if folder.exists() and not folder.is_dir():
+                raise StoreError(f"store {str(self.root)!r}: {str(folder)!r} is a file; expected a folder")
+        for folder in (self.root, runs):
+            if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
+                raise StoreError(f"store {str(self.root)!r}: {str(folder)!r} is not writable")
+        existing = self.root
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise StoreError(f"store {str(self.root)!r} cannot be created: {str(existing)!r} is a file")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise StoreError(f"store {str(self.root)!r}: {str(existing)!r} is not writable")
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
@@ -103,8 +171,11 @@ class RunStore:
         rec.wall_s, rec.cpu_s = status.get("wall_s"), status.get("cpu_s")
         if rec.finished:
             rec.result = _read_json(d / "result.json")
-            if rec.result is None:  # cannot happen with status written last; be safe
-                rec.status = PENDING
+            try:
+                check_result(rec.result, rec.status)
+            except ValueError as exc:  # never trusted: pending, and re-queued by the next sweep
+                rec.damaged = str(exc) if rec.result is not None else "result.json is missing or not JSON"
+                rec.status, rec.result, rec.reason = PENDING, None, None
         return rec
 
     def events(self) -> list[dict[str, Any]]:
@@ -129,23 +200,61 @@ class RunStore:
     def prepare(self, point: Point) -> int:
         """Make the point's directory ready to run it: remove what an unfinished earlier attempt
         left (its files, temporary files of a killed writer), write config.json. Returns the
-        attempt number (1 for the first). Refuses to touch a finished run."""
+        attempt number (1 for the first). Refuses to touch a finished run whose result validates;
+        one whose result does not has its files moved aside into ``damaged-<n>/`` first. A
+        directory that cannot be written raises a :class:`StoreError`."""
         d = self.run_dir(point.id)
-        d.mkdir(parents=True, exist_ok=True)
-        old = _read_json(d / "status.json")
-        if isinstance(old, dict) and old.get("status") in FINISHED:
-            raise RuntimeError(f"run {point.id} is finished; it is never rewritten")
-        attempt = (old.get("attempt", 0) if isinstance(old, dict) else 0) + 1
-        for p in d.iterdir():
-            if p.name.endswith(".tmp") or p.name in RUN_FILES[1:]:
-                p.unlink(missing_ok=True)
-        _write(d / "config.json", point.config.to_dict())
-        self._log("start", point.id, attempt=attempt)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            if not d.is_dir():
+                raise FileExistsError
+            old = _read_json(d / "status.json")
+            if isinstance(old, dict) and old.get("status") in FINISHED:
+                if self.read(point).finished:
+                    raise RuntimeError(f"run {point.id} is finished; it is never rewritten")
+                self._set_aside(d)
+            attempt = (old.get("attempt", 0) if isinstance(old, dict) else 0)
+            attempt = (attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0) + 1
+            for p in d.iterdir():
+                if p.name.endswith(".tmp") or p.name in RUN_FILES[1:]:
+                    p.unlink(missing_ok=True)
+            _write(d / "config.json", point.config.to_dict())
+            self._log("start", point.id, attempt=attempt)
+        except FileExistsError:
+            raise StoreError(f"run {point.id}: {str(d)!r} is not a folder (a file is in its place); "
+                             f"move it away to run this point") from None
+        except OSError as exc:
+            raise StoreError(f"run {point.id}: cannot write {str(d)!r}: {exc.strerror or exc}") from None
         return attempt
+
+    def _set_aside(self, d: Path) -> Path:
+        """Move a damaged finished run's files into a new ``damaged-<n>/`` folder beside them."""
+        n = 1
+        while (d / f"damaged-{n}").exists():
+            n += 1
+        aside = d / f"damaged-{n}"
+        aside.mkdir()
+        for name in RUN_FILES:
+            if (d / name).exists():
+                os.replace(d / name, aside / name)
+        self._log("damaged", d.name, kept=str(aside))
+        return aside
 
     def write(self, point: Point, payload: dict[str, Any], attempt: int = 1) -> RunRecord:
         """Store a task's outcome (see ``task.run_point``): metrics and result first, then the
-        status, all atomically. Returns the record."""
+        status, all atomically. Returns the record; a :class:`StoreError` when the run's
+        directory cannot be written (nothing half-written stays: status.json comes last)."""
+        try:
+            return self._write_outcome(point, payload, attempt)
+        except OSError as exc:
+            raise StoreError(f"run {point.id}: cannot write its outcome to "
+                             f"{str(self.run_dir(point.id))!r}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"run {point.id}: cannot write its outcome: {exc}") from None
+
+    def _write_outcome(self, point: Point, payload: dict[str, Any], attempt: int) -> RunRecord:
         d = self.run_dir(point.id)
         status = payload["status"]
         if status not in (DONE, DIVERGED, FAILED):
@@ -170,8 +279,7 @@ class RunStore:
 
 
 def _write(path: Path, payload: Any) -> None:
-    text = json.dumps(payload, indent=1, allow_nan=False)
-    atomic_write(path, lambda f: f.write(text), binary=False)
+    write_json(path, payload, what=f"store file {path.name}", indent=1)
 
 
 def _now() -> str:
@@ -184,4 +292,5 @@ def _version() -> str:
     return __version__
 
 
-__all__ = ["DIVERGED", "DONE", "FAILED", "FINISHED", "PENDING", "RunRecord", "RunStore"]
+__all__ = ["DIVERGED", "DONE", "FAILED", "FINISHED", "PENDING", "RunRecord", "RunStore", "StoreError",
+           "check_result"]
