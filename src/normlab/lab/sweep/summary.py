@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .spec import FIELDS, short_name
-from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord
+from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord, check_result
 
 
 def lr_sensitivity(lrs: Sequence[float], losses: Sequence[float | None], loss_at_init: float,
@@ -114,8 +114,16 @@ def summarize(records: Iterable[RunRecord], *, x: str = "lr",
               lr_range: tuple[float, float] | None = None) -> SweepSummary:
     """Group the runs by variant and ``x`` (default the learning rate), average over seeds, and
     compute each variant's LR sensitivity over ``lr_range`` (default: all its learning rates).
-    Failed and pending runs are counted but carry no loss."""
+    Failed and pending runs are counted but carry no loss. A finished run's result is validated
+    against its schema (``store.check_result``): a damaged one is a ValueError naming the run
+    (``RunStore.read`` already reads such a run as pending)."""
     records = list(records)
+    for r in records:
+        if r.finished:
+            try:
+                check_result(r.result, r.status)
+            except ValueError as exc:
+                raise ValueError(f"run {r.id}: {exc}") from None
     if x not in FIELDS:
         raise ValueError(f"x must be a config field such as 'lr'; got {x!r}")
     if not records:
