@@ -156,3 +156,11 @@ def reduce_rows(a: Array) -> Array:
 def out_cast(a: Array, dtype: np.dtype) -> Array:
     """Round ``a`` once to ``dtype`` (no copy when it already has it)."""
     return a.astype(dtype, copy=False)
+
+
+def cache(value: Any, kind: type, op: str) -> None:
+    """Refuse a backward's cache that is not the ``kind`` NamedTuple that ``op``'s forward returns
+    (the cache of another op would fail later with an unpacking error that names nothing)."""
+    if not isinstance(value, kind):
+        raise TypeError(f"cache must be the {kind.__name__} that {op}_forward returns; "
+                        f"got {type(value).__name__}")

@@ -59,29 +59,33 @@ def gelu_forward(x: Array, approximate: str = "none") -> tuple[Array, GeluCache]
     approximate = _approximate(approximate)
     ct = ck.compute_dtype(x.dtype)
     xc = x.astype(ct, copy=False)
+    v = xc.reshape(-1)  # (N,) a view: in-place NumPy needs arrays, and a 0-d one gives scalars
     if approximate == "tanh":
-        s = xc * xc  # in place from here on: u = sqrt(2/pi) (x + 0.044715 x^3)
+        s = v * v  # in place from here on: u = sqrt(2/pi) (x + 0.044715 x^3)
         s *= ct.type(_GELU_CUBIC * _SQRT_2_OVER_PI)
         s += ct.type(_SQRT_2_OVER_PI)
-        s *= xc
+        s *= v
         np.tanh(s, out=s)  # t = tanh(u)
         out = s + ct.type(1)
-        out *= xc
+        out *= v
         out *= ct.type(0.5)
     else:
-        erf = _ERF(xc.astype(np.float64) * _SQRT_HALF).astype(np.float64)  # math.erf per value
+        erf = _ERF(v.astype(np.float64) * _SQRT_HALF).astype(np.float64)  # math.erf per value
         s = (0.5 * (1.0 + erf)).astype(ct, copy=False)  # Phi(x)
-        out = xc * s
+        out = v * s
+    out, s = out.reshape(x.shape), s.reshape(x.shape)
     return ck.out_cast(out, x.dtype), GeluCache(xc, s, approximate, x.dtype)
 
 
 def gelu_backward(dout: Array, cache: GeluCache) -> Array:
     """Gradient of GELU: ``dx`` (one input), in x's dtype."""
+    ck.cache(cache, GeluCache, "gelu")
     x, s, approximate, dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
     ct = x.dtype
-    dy = dout.astype(ct, copy=False)
+    dy = dout.astype(ct, copy=False).reshape(-1)  # (N,) views, as in the forward
+    x, s = x.reshape(-1), s.reshape(-1)
     if approximate == "tanh":
         local = x * x  # in place from here on
         local *= ct.type(3 * _GELU_CUBIC * _SQRT_2_OVER_PI)
@@ -99,7 +103,7 @@ def gelu_backward(dout: Array, cache: GeluCache) -> Array:
         local *= x
         local += s
     local *= dy
-    return ck.out_cast(local, dtype)
+    return ck.out_cast(local.reshape(dout.shape), dtype)
 
 
 class ReluCache(NamedTuple):
@@ -125,6 +129,7 @@ def relu_forward(x: Array) -> tuple[Array, ReluCache]:
 
 def relu_backward(dout: Array, cache: ReluCache) -> Array:
     """Gradient of ReLU: ``dx`` (one input), in x's dtype."""
+    ck.cache(cache, ReluCache, "relu")
     positive, dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", positive.shape, "the shape of the forward's output")
@@ -168,6 +173,7 @@ def swiglu_forward(a: Array, b: Array) -> tuple[Array, SwiGLUCache]:
 
 def swiglu_backward(dout: Array, cache: SwiGLUCache) -> tuple[Array, Array]:
     """Gradients of SwiGLU: ``(da, db)`` in a's dtype."""
+    ck.cache(cache, SwiGLUCache, "swiglu")
     a, b, s, dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", a.shape, "the shape of the forward's output")

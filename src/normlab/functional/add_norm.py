@@ -213,6 +213,7 @@ def add_norm_backward(dout, cache: AddNormCache):
     ``dout`` is ``(dy, dresidual_out)``; dresidual_out may be None (the stream is not used
     downstream). dresidual is None when the forward had no residual, dbias without a bias.
     """
+    ck.cache(cache, AddNormCache, "add_norm")
     dy, dres = _split_dout(dout)
     (norm_in, round_to, mean, rstd, g, has_bias, norm, key, x_dt, res_dt, (w_dt, b_dt)) = cache
     ck.same_shape(dy, "dy", norm_in.shape, "the shape of the forward's output")

@@ -172,6 +172,7 @@ def attention_backward(
 ) -> tuple[Array, Array, Array, Array | None, Array | None]:
     """Gradients of attention: ``(dq, dk, dv, dq_norm_weight, dk_norm_weight)`` (the weight
     gradients None without QK-norm); dq, dk, dv in the inputs' dtypes."""
+    ck.cache(cache, AttentionCache, "attention")
     c = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", c.v.shape, "the shape of the forward's output")

@@ -93,6 +93,8 @@ def batch_norm_forward(
     x = ck.float_array(x, "x")
     ck.at_least_nd(x, "x", 2)
     C = x.shape[-1]
+    if C == 0:
+        raise ValueError(f"x must have at least one channel (its last axis, C); got shape {x.shape}")
     gamma = ck.param(gamma, "gamma", C)
     beta = ck.param(beta, "beta", C)
     running_mean = _running(running_mean, "running_mean", C)
@@ -106,7 +108,10 @@ def batch_norm_forward(
             raise TypeError(f"momentum must be a number in [0, 1] or None; got {momentum!r}")
         if not 0.0 <= float(momentum) <= 1.0:
             raise ValueError(f"momentum must be in [0, 1] (the weight of the new batch); got {momentum!r}")
-    if isinstance(num_batches_tracked, bool) or int(num_batches_tracked) != num_batches_tracked or num_batches_tracked < 0:
+    if isinstance(num_batches_tracked, bool) or not isinstance(num_batches_tracked, (int, np.integer, float, np.floating)):
+        raise TypeError(f"num_batches_tracked must be an integer >= 0; got {num_batches_tracked!r} "
+                        f"({type(num_batches_tracked).__name__})")
+    if not np.isfinite(num_batches_tracked) or int(num_batches_tracked) != num_batches_tracked or num_batches_tracked < 0:
         raise ValueError(f"num_batches_tracked must be an integer >= 0; got {num_batches_tracked!r}")
     mask = _check_mask(mask, x)
     ct = ck.compute_dtype(x.dtype)
@@ -147,6 +152,7 @@ def batch_norm_forward(
 
 def batch_norm_backward(dout: Array, cache: BatchNormCache) -> tuple[Array, Array, Array]:
     """Gradients of BatchNorm: ``(dx, dgamma, dbeta)``; padded positions get dx = 0."""
+    ck.cache(cache, BatchNormCache, "batch_norm")
     x, g, mean, rstd, mask, training, (gamma_dt, beta_dt) = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")

@@ -21,6 +21,7 @@ class DropoutCache(NamedTuple):
     keep: Array | None  # x.shape bool, None when the op was the identity
     scale: float  # 1 / (1 - p_drop)
     dtype: np.dtype  # x's dtype
+    shape: tuple[int, ...] = ()  # x.shape, which dout must have (also when keep is None)
 
 
 def dropout_forward(
@@ -45,21 +46,22 @@ def dropout_forward(
     if rng is not None:
         ck.generator(rng)
     if not training or p_drop == 0.0:
-        return x.copy(), DropoutCache(None, 1.0, x.dtype)
+        return x.copy(), DropoutCache(None, 1.0, x.dtype, x.shape)
     ct = ck.compute_dtype(x.dtype)
     keep = rng.random(x.shape) >= p_drop  # x.shape bool
     scale = 1.0 / (1.0 - p_drop)
     out = np.where(keep, x.astype(ct, copy=False) * ct.type(scale), ct.type(0))
-    return ck.out_cast(out, x.dtype), DropoutCache(keep, scale, x.dtype)
+    return ck.out_cast(out, x.dtype), DropoutCache(keep, scale, x.dtype, x.shape)
 
 
 def dropout_backward(dout: Array, cache: DropoutCache) -> Array:
     """Gradient of dropout: ``dx`` (a single array: dropout has one input)."""
-    keep, scale, dtype = cache
+    ck.cache(cache, DropoutCache, "dropout")
+    keep, scale, dtype, shape = cache
     dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", shape, "the shape of the forward's output")
     if keep is None:
         return dout.astype(dtype, copy=True)
-    ck.same_shape(dout, "dout", keep.shape, "the shape of the forward's output")
     ct = ck.compute_dtype(dout.dtype)
     dx = np.where(keep, dout.astype(ct, copy=False) * ct.type(scale), ct.type(0))
     return ck.out_cast(dx, dtype)

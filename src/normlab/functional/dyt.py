@@ -56,6 +56,7 @@ def dyt_forward(x: Array, alpha: Array, gamma: Array, beta: Array) -> tuple[Arra
 
 def dyt_backward(dout: Array, cache: DyTCache) -> tuple[Array, Array, Array, Array]:
     """Gradients of DyT: ``(dx, dalpha, dgamma, dbeta)``, dalpha with alpha's shape."""
+    ck.cache(cache, DyTCache, "dyt")
     x, a, g, ((alpha_shape, alpha_dt), gamma_dt, beta_dt) = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")

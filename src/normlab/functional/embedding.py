@@ -61,6 +61,7 @@ def embedding_forward(ids: Array, weight: Array) -> tuple[Array, EmbeddingCache]
 
 def embedding_backward(dout: Array, cache: EmbeddingCache) -> tuple[None, Array]:
     """Gradients of the lookup: ``(None, dweight)`` (ids have no gradient); dweight (V, C)."""
+    ck.cache(cache, EmbeddingCache, "embedding")
     ids, (V, C), grad_dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", (*ids.shape, C), "the shape of the forward's output")

@@ -76,6 +76,7 @@ def layer_norm_forward(
 def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array | None, Array | None]:
     """Gradients of LayerNorm: ``(dx, dgamma, dbeta)``; dx in x's dtype, parameter gradients in
     at least float32 (None for an absent parameter)."""
+    ck.cache(cache, LayerNormCache, "layer_norm")
     x, g, has_beta, mean, rstd, (gamma_dt, beta_dt) = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")

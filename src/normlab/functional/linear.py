@@ -74,6 +74,7 @@ def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[
 def linear_backward(dout: Array, cache: LinearCache) -> tuple[Array, Array, Array | None]:
     """Gradients of the linear layer: ``(dx, dweight, dbias)``; dx in x's dtype, parameter
     gradients in at least float32 (dbias None without a bias)."""
+    ck.cache(cache, LinearCache, "linear")
     x2, w, x_shape, x_dtype, has_bias, (weight_dt, bias_dt) = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", (*x_shape[:-1], w.shape[0]), "the shape of the forward's output")

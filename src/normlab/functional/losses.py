@@ -121,6 +121,7 @@ def cross_entropy_forward(
 def cross_entropy_backward(dout, cache: CrossEntropyCache) -> tuple[Array, None]:
     """Gradients of the mean cross-entropy: ``(dlogits, None)`` (targets have none); ``dout`` is
     the scalar upstream gradient (1.0 for the loss itself; a loss scale under loss scaling)."""
+    ck.cache(cache, CrossEntropyCache, "cross_entropy")
     p, y, keep, log_z, tanh, eps, c, shape, dtype = cache[:9]
     dout = np.asarray(dout, dtype=np.float64)
     if dout.size != 1:

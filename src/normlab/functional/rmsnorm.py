@@ -92,6 +92,7 @@ def rms_norm_forward(
 
 def rms_norm_backward(dout: Array, cache: RMSNormCache) -> tuple[Array, Array]:
     """Gradients of RMSNorm: ``(dx, dweight)``; dx in x's dtype, dweight in at least float32."""
+    ck.cache(cache, RMSNormCache, "rms_norm")
     x, scale, rstd, k, weight_dt = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")

@@ -64,6 +64,7 @@ def rope_forward(x: Array, cos: Array, sin: Array) -> tuple[Array, RopeCache]:
 
 def rope_backward(dout: Array, cache: RopeCache) -> tuple[Array, None, None]:
     """Gradient of RoPE: ``(dx, None, None)`` (the tables are constants)."""
+    ck.cache(cache, RopeCache, "rope")
     c, s, dtype = cache
     dout = ck.float_array(dout, "dout")
     half = c.shape[-1]

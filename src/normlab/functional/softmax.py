@@ -46,6 +46,8 @@ def softmax_forward(x: Array, axis: int = -1) -> tuple[Array, SoftmaxCache]:
     axis = _axis(axis, x.ndim)
     ct = ck.compute_dtype(x.dtype)
     p = x.astype(ct, copy=True)
+    if p.shape[axis] == 0:  # nothing to normalize: the empty result, as PyTorch
+        return ck.out_cast(p, x.dtype), SoftmaxCache(p, axis, x.dtype)
     p -= p.max(axis=axis, keepdims=True)
     np.exp(p, out=p)
     p /= p.sum(axis=axis, keepdims=True)
@@ -54,6 +56,7 @@ def softmax_forward(x: Array, axis: int = -1) -> tuple[Array, SoftmaxCache]:
 
 def softmax_backward(dout: Array, cache: SoftmaxCache) -> Array:
     """Gradient of softmax: ``dx`` (one input), in x's dtype."""
+    ck.cache(cache, SoftmaxCache, "softmax")
     p, axis, dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", p.shape, "the shape of the forward's output")

@@ -100,6 +100,7 @@ def gelu_forward(x, approximate: str = "none"):
 
 def gelu_backward(dout, cache: GeluCache):
     """Gradient of GELU; as ``normlab.functional.gelu_backward``."""
+    ck.cache(cache, GeluCache, "gelu")
     x, s, approximate, dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")

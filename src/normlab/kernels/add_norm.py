@@ -191,6 +191,7 @@ def add_norm_forward(x, residual, weight, bias=None, eps: float = 1e-5, *, norm:
 def add_norm_backward(dout, cache: AddNormCache):
     """Gradients ``(dx, dresidual, dweight, dbias)`` of the fused add + norm; as
     ``normlab.functional.add_norm.add_norm_backward``."""
+    ck.cache(cache, AddNormCache, "add_norm")
     dy, dres = _ref._split_dout(dout)
     (norm_in, round_to, mean, rstd, w, has_bias, norm, key, x_dt, res_dt, (w_dt, b_dt)) = cache
     ck.same_shape(dy, "dy", norm_in.shape, "the shape of the forward's output")

@@ -227,6 +227,7 @@ def layer_norm_forward(x, gamma, beta, eps: float = 1e-5):
 
 def layer_norm_backward(dout, cache: LayerNormCache):
     """Gradients of LayerNorm: ``(dx, dgamma, dbeta)``, as ``functional.layer_norm_backward``."""
+    ck.cache(cache, LayerNormCache, "layer_norm")
     x, g, has_beta, mean, rstd, (gamma_dt, beta_dt) = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
@@ -271,6 +272,7 @@ def rms_norm_forward(x, weight, eps: float = 1e-8, *, partial: float | None = No
 
 def rms_norm_backward(dout, cache: RMSNormCache):
     """Gradients of RMSNorm: ``(dx, dweight)``, as ``functional.rms_norm_backward``."""
+    ck.cache(cache, RMSNormCache, "rms_norm")
     x, scale, rstd, k, weight_dt = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")

@@ -138,6 +138,7 @@ def softmax_forward(x, axis: int = -1):
 
 def softmax_backward(dout, cache: SoftmaxCache):
     """Gradient of softmax; as ``normlab.functional.softmax_backward``."""
+    ck.cache(cache, SoftmaxCache, "softmax")
     p, axis, dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", p.shape, "the shape of the forward's output")
@@ -204,6 +205,7 @@ def capped_softmax_forward(s, *, softcap: float | None = None, causal: bool = Fa
 
 def capped_softmax_backward(dout, cache: CappedSoftmaxCache):
     """Gradient of ``capped_softmax_forward`` with respect to s."""
+    ck.cache(cache, CappedSoftmaxCache, "capped_softmax")
     p, tanh, dtype = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", p.shape, "the shape of the forward's output")
@@ -230,6 +232,7 @@ def capped_softmax_reference(s, *, softcap=None, causal=False):
 
 
 def capped_softmax_reference_backward(dout, cache: CappedSoftmaxCache):
+    ck.cache(cache, CappedSoftmaxCache, "capped_softmax")
     p, tanh, dtype = cache
     ds = _ref_softmax.softmax_backward(dout, SoftmaxCache(p, p.ndim - 1, p.dtype))
     if tanh is not None:
@@ -329,6 +332,7 @@ def cross_entropy_forward(logits, targets, *, softcap: float | None = None, z_lo
 
 def cross_entropy_backward(dout, cache: CrossEntropyCache):
     """Gradients ``(dlogits, None)``; as ``normlab.functional.cross_entropy_backward``."""
+    ck.cache(cache, CrossEntropyCache, "cross_entropy")
     p, y, keep, log_z, tanh, eps, c, shape, dtype = cache[:9]
     dout = np.asarray(dout, dtype=np.float64)
     if dout.size != 1:
