@@ -241,10 +241,11 @@ class Trainer:
         """Mean validation NLL (nats per scored token) over the fixed validation batches."""
         self.model.eval()
         total, count = 0.0, 0
-        for x, y in self.val:
-            n = int(np.count_nonzero(y >= 0))
-            total += self.model.forward(x, y).nll * n
-            count += n
+        with np.errstate(over="ignore", invalid="ignore"):  # a run that stopped may be non-finite
+            for x, y in self.val:
+                n = int(np.count_nonzero(y >= 0))
+                total += self.model.forward(x, y).nll * n
+                count += n
         self.model.release()
         self.model.train()
         return total / count
