@@ -145,3 +145,25 @@ def test_sweep_fields(tmp_path_factory, cheap, capsys, monkeypatch, field, value
         assert field.removeprefix("model.") in message or "TOML" in message, message
     else:
         assert code == 0, out.out + out.err
+
+
+PY_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**80, 2**80),
+                      st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+                      st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+                      st.just(object()), st.just(b"x"), st.just(1j))
+
+
+@settings(max_examples=300, deadline=None)
+@given(field=st.sampled_from(FIELD_NAMES), value=PY_VALUES)
+def test_config_fields_refuse_with_a_value_or_type_error_naming_them(field, value):
+    base = TrainConfig(model=GPTConfig(vocab_size=16, seq_len=8, n_layers=1, d_model=16, n_heads=2))
+    try:
+        if field.startswith("model."):
+            cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, **{field[6:]: value}))
+        else:
+            cfg = dataclasses.replace(base, **{field: value})
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        assert field.removeprefix("model.") in message or "data_path" in message, message
+        return
+    budget.estimate(cfg)  # whatever is accepted can be sized
