@@ -37,7 +37,10 @@ def load_policy(name: str) -> PrecisionPolicy:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"precision (an inline JSON policy): {exc}") from None
     if isinstance(name, str) and name.endswith(".json"):
-        path = Path(name)
+        from .._files import MAX_TEXT_BYTES, check_input_file
+
+        # a regular file of bounded size: a FIFO or device is refused unread
+        path = check_input_file(Path(name), what="precision file", max_bytes=MAX_TEXT_BYTES)
         try:
             return PrecisionPolicy.from_json(path.read_text(encoding="utf-8"))
         except OSError as exc:
