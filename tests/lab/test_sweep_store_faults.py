@@ -196,3 +196,12 @@ def test_an_unwritable_store_is_named_even_as_root(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(store_mod.os, "access", lambda path, mode: False)
     with pytest.raises(StoreError, match="is not writable"):
         RunStore(out).check_writable()
+
+
+def test_a_journal_that_is_not_a_regular_file_is_refused_never_opened(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "events.jsonl")  # opening it to append would block
+    with pytest.raises(StoreError, match="events.jsonl' is not a regular file"):
+        run_sweep([tiny()], out, executor=SerialExecutor())
+    assert RunStore(out).events() == []

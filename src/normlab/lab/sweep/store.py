@@ -144,6 +144,9 @@ class RunStore:
         for folder in (runs, self.root):
             if folder.exists() and not folder.is_dir():
                 raise StoreError(f"store {str(self.root)!r}: {str(folder)!r} is a file; expected a folder")
+        journal = self.root / "events.jsonl"
+        if journal.exists() and not journal.is_file():
+            raise StoreError(f"store {str(self.root)!r}: {str(journal)!r} is not a regular file")
         for folder in (self.root, runs):
             if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
                 raise StoreError(f"store {str(self.root)!r}: {str(folder)!r} is not writable")
@@ -181,10 +184,10 @@ class RunStore:
     def events(self) -> list[dict[str, Any]]:
         """The journal's lines (dispatches and outcomes), oldest first."""
         path = self.root / "events.jsonl"
-        if not path.is_file():
+        if not path.is_file():  # missing, or not a regular file (a FIFO is never opened)
             return []
         out = []
-        for line in path.read_text().splitlines():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 out.append(json.loads(line))
             except ValueError:  # a line cut by a kill mid-append
@@ -194,7 +197,10 @@ class RunStore:
     # ---- writing -----------------------------------------------------------------------------
     def _log(self, event: str, run_id: str, **extra: Any) -> None:
         line = json.dumps({"time": _now(), "event": event, "id": run_id, "pid": os.getpid(), **extra})
-        with open(self.root / "events.jsonl", "a", encoding="utf-8") as f:
+        path = self.root / "events.jsonl"
+        if path.exists() and not path.is_file():  # a FIFO or device: opening it could block
+            raise StoreError(f"store {str(self.root)!r}: {str(path)!r} is not a regular file")
+        with open(path, "a", encoding="utf-8") as f:
             f.write(line + "\n")  # one write of one short line: O_APPEND keeps lines whole
 
     def prepare(self, point: Point) -> int:
