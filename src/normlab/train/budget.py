@@ -10,7 +10,8 @@ The estimate adds up, in bytes (w = 4 for float32 models, 8 for float64; P param
     evaluation                 16 E B T (the fixed validation batches, int64 x and y)
     data                       Markov: 3 * 8 V^(k+1) (transition table, its CDF, one temporary);
                                a text file: 9 bytes per byte of text (int64 ids and the text)
-    history                    steps * (1 KB + 128 L) (one Python record per step)
+    history                    4 steps (1 KB + 128 L) (one Python record per step, and its
+                               copies while the result is turned into JSON)
 
 and, for a precision policy other than fp32, one more copy of the parameters and the activations
 counted twice (the policy's rounded copies).
@@ -126,7 +127,7 @@ def estimate(config: TrainConfig, *, text_bytes: int | None = None) -> Estimate:
     if config.precision != "fp32":  # rounded copies of the weights and of what the layers cache
         params, activations = params + w * P, 2 * activations
     return Estimate(params, opt, activations, 16 * config.eval_batches * B * T,
-                    data if math.isfinite(data) else math.inf, config.steps * (1024 + 128 * L))
+                    data if math.isfinite(data) else math.inf, 4 * config.steps * (1024 + 128 * L))
 
 
 def available_memory() -> int | None:

@@ -59,19 +59,27 @@ class StoreError(ValueError):
     """A store (or one run's directory in it) that cannot be read or written, and why."""
 
 
-def check_result(result: Any, status: str = DONE) -> None:
+def check_result(result: Any, status: str = DONE, *, complete: bool = True) -> None:
     """Refuse, naming the key, a ``result.json`` document that does not match its schema: a JSON
     object whose figures (:data:`RESULT_NUMBERS`) are finite numbers or null, whose counts
     (:data:`RESULT_COUNTS`) are integers >= 0, and whose ``stopped`` is null for a done run and a
-    string for a diverged one."""
+    string for a diverged one. ``complete=False`` (a result built in Python rather than read from
+    a store) checks only that the figures it has are numbers (non-finite allowed) or null."""
     if not isinstance(result, dict):
         raise ValueError(f"result.json must be a JSON object; got {type(result).__name__}")
     for key in RESULT_NUMBERS:
         if key not in result:
-            raise ValueError(f"result.json lacks {key!r}")
+            if complete:
+                raise ValueError(f"result.json lacks {key!r}")
+            continue
         v = result[key]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-            raise ValueError(f"result.json: {key} must be a finite number or null; got {v!r}")
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (complete and not math.isfinite(v)):
+            what = "a finite number" if complete else "a number"
+            raise ValueError(f"result.json: {key} must be {what} or null; got {v!r}")
+    if not complete:
+        return
     for key in RESULT_COUNTS:
         v = result.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:

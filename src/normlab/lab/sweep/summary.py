@@ -115,13 +115,13 @@ def summarize(records: Iterable[RunRecord], *, x: str = "lr",
     """Group the runs by variant and ``x`` (default the learning rate), average over seeds, and
     compute each variant's LR sensitivity over ``lr_range`` (default: all its learning rates).
     Failed and pending runs are counted but carry no loss. A finished run's result is validated
-    against its schema (``store.check_result``): a damaged one is a ValueError naming the run
-    (``RunStore.read`` already reads such a run as pending)."""
+    (``store.check_result``, its figures numbers or null): a damaged one is a ValueError naming
+    the run (``RunStore.read`` checks the whole schema, and reads such a run as pending)."""
     records = list(records)
     for r in records:
         if r.finished:
             try:
-                check_result(r.result, r.status)
+                check_result(r.result, r.status, complete=False)
             except ValueError as exc:
                 raise ValueError(f"run {r.id}: {exc}") from None
     if x not in FIELDS:
