@@ -52,10 +52,18 @@ class UsageError(ValueError):
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
+def _numba_threads_started() -> bool:
+    """Whether this process already launched numba's thread pool (its size is then fixed)."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    return bool(getattr(parallel, "_is_initialized", False))
+
+
 def main(argv: list[str] | None = None) -> int:
     first = (sys.argv[1:] if argv is None else argv)[:1]
     if first and first[0] in _ONE_THREAD:  # before NumPy and numba start their threads
         for var in _THREAD_VARS:
+            if var == "NUMBA_NUM_THREADS" and _numba_threads_started():
+                continue  # numba refuses a new count once its pool runs (main called in-process)
             os.environ.setdefault(var, "1")
     parser = build_parser()
     args = parser.parse_args(argv)
