@@ -211,9 +211,11 @@ for p in (0.1, 0.5):
           f"(x^2 p/(1-p) = {1.5**2 * p / (1 - p):.4f})")
     assert abs(y.mean() - 1.5) < 4 * se
     # the sample variance's relative s.e. is sqrt((kurtosis - 1) / n); a kept/dropped value is a
-    # scaled Bernoulli(1 - p), kurtosis 3 + (1 - 6 p (1 - p)) / (p (1 - p))
+    # scaled Bernoulli(1 - p), kurtosis 3 + (1 - 6 p (1 - p)) / (p (1 - p)); that vanishes at
+    # p = 1/2, where the error is second order: 1 / sqrt(n) bounds it
     kurt = 3 + (1 - 6 * p * (1 - p)) / (p * (1 - p))
-    assert abs(y.var() / (1.5**2 * p / (1 - p)) - 1) < 4 * np.sqrt((kurt - 1) / x1.size)
+    rel_se = max(np.sqrt((kurt - 1) / x1.size), 1 / np.sqrt(x1.size))
+    assert abs(y.var() / (1.5**2 * p / (1 - p)) - 1) < 4 * rel_se
 y_eval, _ = dropout_forward(x1, 0.5, training=False)
 assert np.array_equal(y_eval, x1)  # inference: the identity, no randomness
 
