@@ -74,7 +74,7 @@ assert np.array_equal(bf16_vals, np.array([1e5, 1e30], np.float32).astype(ml_dty
 # %% [markdown]
 # A picture of the two failure modes: the relative error of rounding a value to each format,
 # across magnitudes. float16 is accurate to 2^-11 in a window of about 10 decades and useless
-# outside it (zero below, infinity above); bfloat16 is 16 times coarser, 2^-8, everywhere
+# outside it (zero below, infinity above); bfloat16 is 8 times coarser, 2^-8, everywhere
 # float32 is defined.
 
 # %%
