@@ -113,6 +113,11 @@ for S in (1.0, 2.0**16):
 assert float(loss_scaled_gradient(g, 1.0)) == 0.0
 assert abs(float(loss_scaled_gradient(g, 2.0**16)) / 1e-8 - 1) <= 2.0**-11  # half an fp16 ulp
 
+# bfloat16 needs no scale for this (the "In practice" paragraph): float32's range, 8 bits kept
+g_bf16 = float(round_to_bfloat16(g))
+print(f"the same gradient stored in bfloat16, unscaled: {g_bf16:.6g}")
+assert abs(g_bf16 / 1e-8 - 1) <= 2.0**-8
+
 # %% [markdown]
 # The scale has a window: too small and small gradients flush to zero, too large and large ones
 # overflow. For gradients spread log-uniformly over 1e-12 .. 1e2, the fraction lost at each
