@@ -72,6 +72,14 @@ def test_there_is_a_notebook_per_section():
     assert len(NAMES) >= 12, NAMES
 
 
+def test_readme_table_lists_every_notebook():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Learn with the chapters", 1)[1].split("\n## ", 1)[0]
+    listed = sorted(line.split("`")[1] + ".ipynb" for line in section.splitlines()
+                    if line.startswith("| `"))
+    assert listed == NAMES
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_outputs_are_stripped(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
