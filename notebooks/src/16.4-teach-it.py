@@ -102,9 +102,9 @@ for l in range(3):
     ax.annotate("", xy=(3 * l + 2.6, -0.15), xytext=(3 * l + 0.4, -0.15),
                 arrowprops=dict(arrowstyle="->", color="tab:orange", connectionstyle="arc3,rad=0.5"))
     ax.text(3 * l + 1.5, -0.95, f"$F_{l}$: $w_{l}$ = {w[l]}", ha="center", color="tab:orange", fontsize=8)
-ax.text(4.5, 0.75, "gradient flows right-to-left along both; the blue path alone carries 1",
-        ha="center", fontsize=9)
-ax.set_xlim(-0.8, 9.8); ax.set_ylim(-1.2, 1.0); ax.axis("off")
+ax.text(4.5, 0.75, "forward along both paths; the gradient flows back along both, and the blue "
+        "path alone carries 1", ha="center", fontsize=9)
+ax.set_xlim(-0.8, 9.8); ax.set_ylim(-1.2, 1.0); ax.set_aspect("equal"); ax.axis("off")
 plt.show()
 
 # %% [markdown]
