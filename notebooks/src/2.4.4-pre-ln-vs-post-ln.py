@@ -69,6 +69,8 @@ for p in ("post", "pre"):
 axes[0].loglog(Ls, data["last"]["pre"][0] * np.sqrt(Ls[0] / Ls), ":", c="grey", label="1/sqrt(L)")
 axes[0].set(xlabel="depth L", ylabel="||E dL/dW2|| of the last block",
             title="last layer vs depth (Fig. 3c, d)")
+axes[0].set_xticks(Ls, [str(L) for L in Ls], minor=False)
+axes[0].set_xticks([], minor=True)
 axes[0].legend(fontsize=8)
 layers = np.arange(1, cfg.profile_depth + 1)
 for p in ("post", "pre"):
