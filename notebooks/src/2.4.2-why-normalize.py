@@ -53,15 +53,14 @@ C = 64
 aligned = stream_norms(np.tile(np.eye(C)[0], (10, 1)))
 orthogonal = stream_norms(np.eye(C)[:10])
 rand = np.random.default_rng(0).normal(size=(200, 10, C))
-rand /= np.linalg.norm(rand, axis=-1, keepdims=True)
-random_dirs = np.mean([stream_norms(r)[-1] for r in rand])
+rand /= np.linalg.norm(rand, axis=-1, keepdims=True)  # 200 draws of 10 random unit directions
+sq = np.array([stream_norms(r)[-1] ** 2 for r in rand])  # ||x_10||^2 per draw
 print(f"aligned: {aligned[-1]:g}   orthogonal: {orthogonal[-1]:.4f} (2 sqrt 10 = {2 * 10**0.5:.4f})"
-      f"   random directions (mean of 200): {random_dirs:.3f}")
+      f"   random directions: sqrt(mean ||x_10||^2) = {np.sqrt(sq.mean()):.3f}")
 assert aligned[-1] == 20.0  # the quiz: 10 x 2
 assert abs(orthogonal[-1] - 2 * np.sqrt(10)) < 1e-12
-# random unit vectors in C = 64 dimensions are nearly orthogonal: E||sum||^2 = 40 exactly
-se = np.std([stream_norms(r)[-1] for r in rand[:50]]) / np.sqrt(200)
-assert abs(random_dirs - 2 * np.sqrt(10)) < 4 * se + 0.05
+# random unit vectors: the cross terms have mean 0, so E||x_10||^2 = 10 x 2^2 = 40 exactly
+assert abs(sq.mean() - 40) < 4 * sq.std() / np.sqrt(sq.size)
 
 # %% [markdown]
 # ## A real stack at initialization
