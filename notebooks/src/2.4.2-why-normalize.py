@@ -95,7 +95,9 @@ none, pre = prof["none"], prof["pre"]
 assert np.all(np.diff(none) > 0) and none[-1] > 100 * none[0]  # geometric: x100 in 12 blocks
 assert np.all((pre >= 1 + l / 2) & (pre <= 1 + 1.5 * l))  # linear, inside Lemma 2's bounds
 post5, post5_sd = np.asarray(result.data["post5"]), np.asarray(result.data["post5_sd"])
-assert np.all(np.abs(post5 - 1.5) < 4 * post5_sd / np.sqrt(cfg.seeds) + 0.05)  # 1.5 d
+# 1.5 d within 4 standard errors of the seed mean, plus the 0.05 spread of the expectation itself in
+# the project's simulation of the simplified model (papers.md: 1.50 +- 0.05)
+assert np.all(np.abs(post5 - 1.5) < 4 * post5_sd / np.sqrt(cfg.seeds) + 0.05)
 assert np.allclose(np.sqrt(prof["post"]), 1.0, atol=1e-3)  # the stream after LayerNorm: RMS 1
 
 # %% [markdown]
