@@ -25,7 +25,8 @@ from normlab.train import TrainConfig, Trainer, make_source
 # The setting is the lab's `warmup` experiment at a notebook size (its quick size runs 300 steps
 # at depths 6 and 12 and three learning rates): Xavier-like initialization (std d^-1/2, the
 # papers' init; GPT-2's 0.02 hides the effect), Adam with β = (0.9, 0.98) as Xiong et al., no
-# weight decay, no gradient clipping, cosine decay, warmup over the first 20% of the steps.
+# weight decay, no gradient clipping, cosine decay, warmup over the first 20% of the steps; here
+# with Xiong et al.'s ReLU feed-forward of width 2d.
 
 # %%
 STEPS, LR, DEPTH, WIDTH = 100, 1e-2, 12, 32
@@ -33,7 +34,7 @@ STEPS, LR, DEPTH, WIDTH = 100, 1e-2, 12, 32
 
 def run(placement, warmup):
     model = GPTConfig(vocab_size=16, seq_len=16, n_layers=DEPTH, d_model=WIDTH, n_heads=4,
-                      placement=placement, init_std=WIDTH**-0.5)
+                      d_ff=2 * WIDTH, activation="relu", placement=placement, init_std=WIDTH**-0.5)
     config = TrainConfig(model=model, data="markov", markov_order=1, steps=STEPS, batch_size=8,
                          lr=LR, warmup=int(0.2 * STEPS) if warmup else 0, schedule="cosine",
                          beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=STEPS,
