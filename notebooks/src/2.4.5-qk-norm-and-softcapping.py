@@ -129,11 +129,11 @@ print(f"over n = {n} keys the largest weight can be 1 - (n-1) e^-100 = 1 - {(n -
 #
 # The chapter says QK-norm is "used in models like Gemma 2". Gemma 2 uses **soft-capping**
 # (attention logits capped at 50, final logits at 30; Gemma Team 2024, arXiv:2408.00118) and no
-# QK-norm. QK-norm arrived in **Gemma 3**, which normalizes q and k per head with RMSNorm and
-# dropped attention soft-capping (its final-logit cap stays). The transformers implementations
-# (v5.17) show the same split: `Gemma2Attention` has `attn_logit_softcapping` and no `q_norm`;
-# `Gemma3Attention` has `q_norm` and `k_norm`, and its config's `attn_logit_softcapping` defaults
-# to None. The chapter's source list pairs Henry et al. (2020, QK-norm with L2 normalization and
+# QK-norm. QK-norm arrived in **Gemma 3**, which normalizes q and k per head with RMSNorm in
+# place of attention soft-capping. The transformers implementations (v5.17) show the same split:
+# `Gemma2Attention` has `attn_logit_softcapping` (its config defaults: 50 for attention, 30 for
+# the final logits) and no `q_norm`; `Gemma3Attention` has `q_norm` and `k_norm`, and
+# `Gemma3Config` defaults both soft-caps to None. The chapter's source list pairs Henry et al. (2020, QK-norm with L2 normalization and
 # a learned scale) with the Gemma 2 report; ViT-22B (Dehghani et al. 2023) is the large model
 # that used LayerNorm on q and k. normlab offers `qk_norm="rmsnorm"` (Gemma 3, Qwen3) and
 # `"layernorm"` (ViT-22B, Wortsman et al.) and `attn_softcap` / `final_softcap` (Gemma 2); the
