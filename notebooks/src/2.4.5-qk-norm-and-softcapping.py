@@ -5,7 +5,8 @@
 #
 # A different failure: the attention logits $q\cdot k/\sqrt{D}$ themselves grow until the softmax
 # is one-hot, even while the residual stream is well behaved (Dehghani et al. 2023 saw it
-# diverge ViT-22B; Wortsman et al. 2023 reproduce it in small models at high learning rates).
+# diverge their ViT at 8B parameters on the way to ViT-22B; Wortsman et al. 2023 reproduce it in
+# small models at high learning rates).
 # QK-norm normalizes q and k before the product, which bounds it; soft-capping passes the logits
 # through $c\tanh(s/c)$, which bounds them smoothly.
 
