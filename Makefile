@@ -1,18 +1,20 @@
 # Two commands set everything up on a fresh machine with only Python:
 #   make demo   the main job (creates .venv, installs normlab, runs it)
-#   make test   the whole test suite (creates .venv, installs normlab with the test oracles and Ray)
+#   make test   the whole test suite (creates .venv, installs normlab with the test oracles, Ray
+#               and the notebook tooling; the companion notebooks are executed too)
+#   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test check bench clean
+.PHONY: demo test check bench notebooks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[lab,test,ray]'
+	$(BIN)/python -m pip install -e '.[lab,test,ray,notebooks]'
 	touch $@
 
 demo: $(VENV)/.installed
@@ -27,5 +29,9 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/normlab bench
 
+notebooks: $(VENV)/.installed
+	$(BIN)/python -m nbconvert --to html --execute --ExecutePreprocessor.timeout=300 \
+		--output-dir notebooks-html notebooks/*.ipynb
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis notebooks-html
