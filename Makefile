@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine with only Python:
 #   make demo   the main job (creates .venv, installs normlab, runs it)
-#   make test   the whole test suite (creates .venv, installs normlab with the test oracles and Ray)
+#   make test   the whole test suite (creates .venv, installs normlab with the test oracles, Ray
+#               and the checkpoint readers)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -12,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[lab,test,ray]'
+	$(BIN)/python -m pip install -e '.[lab,test,ray,hf]'
 	touch $@
 
 demo: $(VENV)/.installed

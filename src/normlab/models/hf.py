@@ -643,8 +643,11 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
     if max_shard_bytes is not None and (isinstance(max_shard_bytes, bool)
                                         or not isinstance(max_shard_bytes, int) or max_shard_bytes < 1):
         raise ValueError(f"max_shard_bytes must be an integer >= 1 or None; got {max_shard_bytes!r}")
-    from safetensors.numpy import save_file
-
+    try:
+        from safetensors.numpy import save_file
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise ImportError("save_hf writes with the safetensors library: "
+                          "pip install 'normlab[hf]'") from e
     import ml_dtypes
 
     config = model.config
