@@ -306,3 +306,22 @@ def test_save_hf_refuses_configs_no_family_expresses(kw, message, tmp_path):
 def test_hf_config_round_trips_every_family(name):
     cfg = config_from_hf(_family(name)[0].to_dict())
     assert config_from_hf(hf_config(cfg)) == cfg
+
+
+def test_mapped_parameters_never_write_the_file_and_save_back_in_place(tmp_path):
+    path = _save("gemma2", tmp_path)
+    before = (path / "model.safetensors").read_bytes()
+    model = load_hf(path)
+    assert "wte.weight" in model.mapped_parameters  # float32, one tensor, not stacked
+    copied = load_hf(path, mmap_weights=False)
+    assert copied.mapped_parameters == ()
+    wte = model.parameters()["wte.weight"]
+    wte += 1.0  # training writes into private memory
+    assert (path / "model.safetensors").read_bytes() == before
+    np.testing.assert_array_equal(wte, copied.parameters()["wte.weight"] + 1.0)
+    save_hf(model, path)  # over the file the model is mapped from
+    again = load_hf(path)
+    np.testing.assert_array_equal(again.parameters()["wte.weight"], wte)
+    for k, v in copied.parameters().items():
+        if k != "wte.weight":
+            np.testing.assert_array_equal(again.parameters()[k], v, err_msg=k)

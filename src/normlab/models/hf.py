@@ -18,9 +18,11 @@ up) are separate tensors that normlab stacks in one projection, and GPT-2's ``Co
 weights transposed (in, out). ``_layout`` lists, for every normlab parameter, the checkpoint
 tensors it is made of; loading and saving read that one list in the two directions.
 
-Reading: the tensors are memory-mapped and copied straight into the model's parameters (float16
-and bfloat16 converted on the copy, bfloat16 through ml_dtypes), one tensor at a time, each
-mapped range released after its copy, so the peak memory is the parameters plus about one tensor.
+Reading: the files are memory-mapped (private, copy-on-write). A parameter stored as normlab
+holds it (same dtype, one tensor, not transposed) stays a view of the map, read from disk when
+first used; the others are copied into the model's parameters (float16 and bfloat16 converted on
+the copy, bfloat16 through ml_dtypes), one tensor at a time, each mapped range released after its
+copy, so the peak memory is the copied parameters plus about one tensor.
 The header is read here rather than by ``safetensors.safe_open``, whose NumPy side neither knows
 bfloat16 nor lets a mapped range go; writing uses the ``safetensors`` library.
 
@@ -542,14 +544,15 @@ def checkpoint_files(path: str | os.PathLike) -> tuple[dict, list[Path]]:
 
 
 class _MappedFiles:
-    """Read-only memory maps of the weight files; ``view`` gives a tensor without a copy and
-    ``release`` hands its pages back to the OS once it has been copied."""
+    """Private (copy-on-write) memory maps of the weight files: ``view`` is a tensor without a
+    copy, writable without touching the file; ``release`` hands the pages of a tensor that has
+    been copied elsewhere back to the OS (only while no view of the file has been written)."""
 
     def __init__(self, files: list[Path]):
         self.maps: dict[Path, mmap.mmap] = {}
         for f in files:
             with open(f, "rb") as fh:
-                self.maps[f] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                self.maps[f] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
 
     def view(self, t: _Tensor) -> np.ndarray:
         count = int(np.prod(t.shape, dtype=np.int64))
@@ -559,32 +562,50 @@ class _MappedFiles:
         if hasattr(mmap, "MADV_DONTNEED"):
             page = mmap.PAGESIZE
             start = t.start // page * page
-            length = t.stop - start
-            if length > 0:
-                self.maps[t.file].madvise(mmap.MADV_DONTNEED, start, length)
+            if t.stop > start:
+                self.maps[t.file].madvise(mmap.MADV_DONTNEED, start, t.stop - start)
 
-    def close(self) -> None:
-        for m in self.maps.values():
-            m.close()
+
+class _Unset(np.ndarray):
+    """A stand-in for random initial values that are about to be overwritten: scaling keeps it,
+    ``astype`` gives ``np.zeros`` (whose pages the OS provides only once written)."""
+
+    __array_ufunc__ = None  # arithmetic falls to the reflected methods below
+
+    def __rmul__(self, other):
+        return self
+
+    __mul__ = __rmul__
+
+    def astype(self, dtype, *args, **kwargs):  # noqa: D102
+        return np.zeros(self.shape, dtype)
 
 
 class _NoDraw(np.random.Generator):
-    """A generator whose normal draws are zeros: builds a model whose parameters are about to be
-    overwritten without spending time on random initial values."""
+    """A generator whose normal draws are ``_Unset``: builds a model whose parameters are about
+    to be loaded without spending time or memory on random initial values."""
 
     def standard_normal(self, size=None, dtype=np.float64, out=None):  # noqa: D102
-        return np.zeros(size, np.float32)
+        return np.broadcast_to(np.float32(0), size).view(_Unset)
 
 
-def load_hf(path: str | os.PathLike, *, dtype: str = "float32") -> GPT:
+def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bool = True) -> GPT:
     """The ``GPT`` of a transformers checkpoint directory (``config.json`` and
     ``model.safetensors``, or shards with ``model.safetensors.index.json``) of one of
     ``FAMILIES``; weights stored in float32, float16 or bfloat16 come in as ``dtype`` ("float32"
-    or "float64"). The model is in eval mode (dropout off), as ``from_pretrained`` leaves it."""
+    or "float64"). The model is in eval mode (dropout off), as ``from_pretrained`` leaves it.
+
+    With ``mmap_weights`` (the default) a parameter stored exactly as normlab holds it (same
+    dtype, not stacked, not transposed) is a private memory map of the file: read from disk when
+    first used, written (by training) into private memory, never into the file. The others, and
+    all of them with ``mmap_weights=False``, are copied into memory.
+    """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}")
     if dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be 'float32' or 'float64'; got {dtype!r}")
+    if not isinstance(mmap_weights, bool):
+        raise TypeError(f"mmap_weights must be True or False; got {mmap_weights!r}")
     hf, files = checkpoint_files(path)
     config = config_from_hf(hf, dtype)
     family = hf["model_type"]
@@ -603,29 +624,40 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32") -> GPT:
         raise ValueError(f"{family}: tensors {extra[:5]} are not supported (no parameter of the "
                          f"config takes them)")
     model = GPT(config, rng=_NoDraw(np.random.PCG64(0)))
-    params = model.parameters()
+    owners = {name: (m, name.rsplit(".", 1)[-1]) for name, m in _owners(model)}
     maps = _MappedFiles(files)
-    try:
-        for e in layout:
-            p = params[e.ours]
-            dst = p.T if e.transpose else p
-            r0 = 0
-            for part, rows in zip(e.parts, e.rows or (None,)):
-                t = stored[lookup[part]]
-                want = dst.shape if rows is None else (rows, *dst.shape[1:])
-                if t.shape != want:
-                    raise ValueError(f"{family}: tensor {lookup[part]} has shape {t.shape}; the "
-                                     f"config needs {want}")
-                if rows is None:
-                    dst[...] = maps.view(t)
-                else:
-                    dst[r0:r0 + rows] = maps.view(t)
-                    r0 += rows
-                maps.release(t)
-    finally:
-        maps.close()
+    mapped = []
+    for e in layout:
+        module, key = owners[e.ours]
+        p = module.params[key]
+        ts = [stored[lookup[part]] for part in e.parts]
+        want = [p.shape[::-1] if e.transpose else p.shape] if not e.rows else \
+            [(rows, *p.shape[1:]) for rows in e.rows]
+        for part, t, w in zip(e.parts, ts, want):
+            if t.shape != tuple(w):
+                raise ValueError(f"{family}: tensor {lookup[part]} has shape {t.shape}; the "
+                                 f"config needs {tuple(w)}")
+        if mmap_weights and len(ts) == 1 and not e.transpose and ts[0].dtype == p.dtype:
+            module.params[key] = maps.view(ts[0])  # (shape of p) backed by the file
+            mapped.append(e.ours)
+            continue
+        dst = p.T if e.transpose else p
+        r0 = 0
+        for t in ts:
+            rows = t.shape[0]
+            dst[r0:r0 + rows] = maps.view(t)  # converts float16 / bfloat16
+            r0 += rows
+            maps.release(t)
     model.eval()
+    model.mapped_parameters = tuple(mapped)
     return model
+
+
+def _owners(model: GPT):
+    """(dotted parameter name, the module that holds it) for every parameter."""
+    for prefix, m in model.named_modules():
+        for key in m.params:
+            yield (f"{prefix}.{key}" if prefix else key), m
 
 
 def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
@@ -659,20 +691,30 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
                for k, v in to_hf_tensors(model.parameters(), config, family).items()}
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
-    (root / CONFIG_FILE).write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n")
     meta = {"format": "pt"}
     shards = list(_shards(tensors, max_shard_bytes))
+
+    def write(name: str, shard: dict) -> None:
+        # a new file renamed over the old one: a model memory-mapped from the old file (saved
+        # back where it was loaded from) keeps reading the old file
+        tmp = root / f".{name}.tmp"
+        save_file(shard, tmp, metadata=meta)
+        os.replace(tmp, root / name)
+
     if len(shards) == 1:
-        save_file(shards[0], root / WEIGHTS_FILE, metadata=meta)
-        return root
-    weight_map, total = {}, 0
-    for i, shard in enumerate(shards):
-        name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file(shard, root / name, metadata=meta)
-        weight_map.update({k: name for k in shard})
-        total += sum(v.nbytes for v in shard.values())
-    (root / INDEX_FILE).write_text(json.dumps(
-        {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+        write(WEIGHTS_FILE, shards[0])
+        (root / INDEX_FILE).unlink(missing_ok=True)
+    else:
+        weight_map, total = {}, 0
+        for i, shard in enumerate(shards):
+            name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+            write(name, shard)
+            weight_map.update({k: name for k in shard})
+            total += sum(v.nbytes for v in shard.values())
+        (root / WEIGHTS_FILE).unlink(missing_ok=True)
+        (root / INDEX_FILE).write_text(json.dumps(
+            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+    (root / CONFIG_FILE).write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n")
     return root
 
 
