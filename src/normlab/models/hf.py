@@ -626,7 +626,7 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
     model = GPT(config, rng=_NoDraw(np.random.PCG64(0)))
     owners = {name: (m, name.rsplit(".", 1)[-1]) for name, m in _owners(model)}
     maps = _MappedFiles(files)
-    mapped = []
+    mapped, copies = [], []
     for e in layout:
         module, key = owners[e.ours]
         p = module.params[key]
@@ -640,17 +640,36 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
         if mmap_weights and len(ts) == 1 and not e.transpose and ts[0].dtype == p.dtype:
             module.params[key] = maps.view(ts[0])  # (shape of p) backed by the file
             mapped.append(e.ours)
-            continue
-        dst = p.T if e.transpose else p
+        else:
+            copies.append((p, ts, e.transpose))
+
+    def copy(job) -> None:
+        p, ts, transpose = job
         r0 = 0
         for t in ts:
-            rows = t.shape[0]
-            dst[r0:r0 + rows] = maps.view(t)  # converts float16 / bfloat16
-            r0 += rows
+            _copy(p[r0:r0 + t.shape[-1 if transpose else 0]], maps.view(t), transpose)
+            r0 += t.shape[-1 if transpose else 0]
             maps.release(t)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # NumPy copies drop the GIL
+        list(pool.map(copy, sorted(copies, key=lambda j: -j[0].size)))
     model.eval()
     model.mapped_parameters = tuple(mapped)
     return model
+
+
+def _copy(dst: np.ndarray, src: np.ndarray, transpose: bool, tile: int = 64) -> None:
+    """``dst[...] = src`` (``src.T`` with ``transpose``), converting the dtype; a transposed copy
+    goes tile by tile so that both sides stay in cache."""
+    if not transpose:
+        dst[...] = src
+        return
+    R, C = src.shape  # dst is (C, R)
+    for i in range(0, R, tile):
+        for j in range(0, C, tile):
+            dst[j:j + tile, i:i + tile] = src[i:i + tile, j:j + tile].T
 
 
 def _owners(model: GPT):
