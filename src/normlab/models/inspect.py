@@ -54,21 +54,25 @@ def _window(fmt) -> dict:
 
 
 def _fractions(a: np.ndarray, nonzero: int, fmt, scale) -> dict:
-    """Fractions of the ``nonzero`` non-zero magnitudes ``a`` (float64 or float32) that, times
-    ``scale`` (a scalar, or per element broadcastable), overflow, flush or land subnormal."""
+    """Fractions of the ``nonzero`` non-zero magnitudes ``a`` that, times ``scale`` (a scalar,
+    or per element broadcastable) and rounded to nearest (ties to even), overflow (past the
+    largest finite value), flush (to zero) or stay subnormal (fewer significant bits)."""
     f = get_format(fmt)
-    beyond = f.max_finite + 2.0 ** (f.emax - f.mantissa_bits - 1)  # round-to-nearest leaves here
-    half_tiny = f.min_subnormal / 2  # at or below: rounds to zero (ties to even 0)
+    # the rounding boundaries, as normlab.precision.error_stats draws them: round to nearest
+    # leaves the format from max + ulp(max)/2 on (at the tie itself only when max is odd),
+    # a tie at half the smallest subnormal goes to 0, one at min_normal - ulp/2 up to min_normal
+    beyond = f.max_finite + 2.0 ** (f.emax - f.mantissa_bits - 1)
+    tie_stays = f.inf_nan == "fn" and f.mantissa_bits > 0  # an even max keeps its tie
+    half_tiny = f.min_subnormal / 2
+    top_sub = f.min_normal - f.min_subnormal / 2 if f.subnormals else half_tiny
     if np.isscalar(scale):
         s = float(scale)
-        over = np.count_nonzero(a >= beyond / s)
-        flush = np.count_nonzero((a <= half_tiny / s) & (a > 0))
-        sub = np.count_nonzero((a < f.min_normal / s) & (a > half_tiny / s))
+        v, lim = a, (beyond / s, half_tiny / s, top_sub / s)
     else:
-        over = np.count_nonzero(a * scale >= beyond)
-        scaled = a * scale
-        flush = np.count_nonzero((scaled <= half_tiny) & (a > 0))
-        sub = np.count_nonzero((scaled < f.min_normal) & (scaled > half_tiny))
+        v, lim = a * scale, (beyond, half_tiny, top_sub)
+    over = np.count_nonzero(v > lim[0] if tie_stays else v >= lim[0])
+    flush = np.count_nonzero((v <= lim[1]) & (a > 0))
+    sub = np.count_nonzero((v < lim[2]) & (v > lim[1]))
     n = max(nonzero, 1)
     return {"overflow": over / n, "flush": flush / n, "subnormal": sub / n}
 
