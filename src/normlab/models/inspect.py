@@ -87,7 +87,8 @@ def tensor_stats(x: np.ndarray, *, delayed_amax: float | None = None) -> dict:
         a = np.where(finite, a, 0.0).astype(np.float32)
     nonzero = int(np.count_nonzero(a))
     amax = float(a.max(initial=0.0))
-    rms = float(np.sqrt(np.dot(a, a, out=None) / max(a.size, 1))) if a.size else 0.0
+    u = a / np.float32(amax) if amax > 0 else a  # in [0, 1]: the sum of squares cannot overflow
+    rms = amax * float(np.sqrt(np.dot(u, u) / max(a.size, 1))) if amax > 0 else 0.0
     _, e = np.frexp(a[a > 0])  # a = m 2^e, m in [0.5, 1): floor(log2 a) = e - 1
     counts = np.bincount(np.clip(e - 1, HIST_LO, HIST_HI - 1) - HIST_LO, minlength=HIST_HI - HIST_LO)
     out: dict[str, Any] = {
