@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from numba import njit
+
 from ..functional.attention import causal_mask
 from ..nn.numerics import FULL_PRECISION, Numerics
 from ..precision import PRESETS, DelayedScaling, get_format, mx_scale
@@ -53,77 +55,183 @@ def _window(fmt) -> dict:
             "max": float(np.log2(f.max_finite))}
 
 
-def _fractions(a: np.ndarray, nonzero: int, fmt, scale) -> dict:
-    """Fractions of the ``nonzero`` non-zero magnitudes ``a`` that, times ``scale`` (a scalar,
-    or per element broadcastable) and rounded to nearest (ties to even), overflow (past the
-    largest finite value), flush (to zero) or stay subnormal (fewer significant bits)."""
+_SHIFT = 13  # a bucket keeps 10 mantissa bits of |x|: 2^18 buckets, each 2^-10 wide relative
+_BUCKETS = 1 << (31 - _SHIFT)
+
+
+@njit(cache=True)
+def _count_buckets(bits, shift, counts):  # pragma: no cover - compiled
+    """counts[key] += 1 for each non-zero value; key = (bits >> _SHIFT) - shift[i] (row i of
+    ``bits`` shares a shift: 0 for plain counting, k * 2^10 for v = |x| / 2^k)."""
+    n, block = bits.shape
+    top = counts.size - 1
+    for i in range(n):
+        s = shift[i]
+        for j in range(block):
+            b = bits[i, j]
+            if b != 0:
+                counts[min(max((b >> _SHIFT) - s, 0), top)] += 1
+
+
+@njit(cache=True)
+def _gather_buckets(bits, shift, table):  # pragma: no cover - compiled
+    """(positions, keys) of the non-zero values whose bucket ``table`` marks."""
+    n, block = bits.shape
+    top = table.size - 1
+    m = 0
+    for i in range(n):
+        for j in range(block):
+            b = bits[i, j]
+            if b != 0 and table[min(max((b >> _SHIFT) - shift[i], 0), top)]:
+                m += 1
+    pos = np.empty(m, np.int64)
+    keys = np.empty(m, np.int64)
+    m = 0
+    for i in range(n):
+        for j in range(block):
+            b = bits[i, j]
+            if b != 0:
+                key = min(max((b >> _SHIFT) - shift[i], 0), top)
+                if table[key]:
+                    pos[m] = i * block + j
+                    keys[m] = key
+                    m += 1
+    return pos, keys
+
+
+class _Magnitudes:
+    """The non-zero finite magnitudes of a tensor (optionally divided by a power of two per
+    block), counted by bucket of their float32 bit pattern (monotonic in the value), so that
+    "how many exceed t" is a sum over buckets plus exact comparisons on the few values in the
+    buckets next to t: the fractions are exact, and the tensor is read twice whatever the number
+    of thresholds (numba kernels: one pass to count, one to gather)."""
+
+    def __init__(self, bits: np.ndarray, shift: np.ndarray,
+                 exact: Callable[[np.ndarray], np.ndarray]):
+        self.bits, self.shift = bits, shift  # (n, block) uint32 |x| bits; (n,) int64 key shift
+        self.counts = np.zeros(_BUCKETS, np.int64)
+        _count_buckets(bits, shift, self.counts)
+        self.above = np.concatenate([np.cumsum(self.counts[::-1])[::-1], [0]])  # >= bucket k
+        self.exact = exact  # positions -> the exact (float64) values, for boundary buckets
+        self.sub_keys = self.sub_vals = None
+
+    def prepare(self, thresholds: list[float]) -> None:
+        """Gather, once, the values in the buckets around every threshold."""
+        table = np.zeros(_BUCKETS, np.bool_)
+        for t in thresholds:
+            k = _key(t)
+            table[max(k - 1, 0):k + 2] = True
+        pos, self.sub_keys = _gather_buckets(self.bits, self.shift, table)
+        self.sub_vals = self.exact(pos)
+
+    def count_above(self, t: float, strict: bool = True) -> int:
+        """How many values exceed ``t`` (``>`` or, not strict, ``>=``); zeros never do."""
+        if t < 0:
+            t = 0.0
+        k = _key(t)
+        if k - 1 >= _BUCKETS:
+            return 0
+        near = (self.sub_keys >= k - 1) & (self.sub_keys <= k + 1)
+        v = self.sub_vals[near]
+        return int(self.above[min(k + 2, _BUCKETS)]) + int(np.count_nonzero(v > t if strict else v >= t))
+
+
+def _key(t: float) -> int:
+    """The bucket of a non-negative value (float32's largest finite beyond: past the last)."""
+    f = np.float32(min(t, float(np.finfo(np.float32).max)))
+    return int(np.array(f).view(np.uint32) >> _SHIFT) + (1 if t > float(np.finfo(np.float32).max) else 0)
+
+
+def _thresholds(fmt) -> tuple[float, float, float, bool]:
+    """(beyond, half_tiny, top_sub, tie_stays): round to nearest (ties to even) leaves the format
+    from max + ulp(max)/2 on (at the tie itself only when max is odd), sends |v| <= half the
+    smallest subnormal to 0 and |v| >= min_normal - ulp/2 up to the normal range (the boundaries
+    of ``normlab.precision.error_stats``)."""
     f = get_format(fmt)
-    # the rounding boundaries, as normlab.precision.error_stats draws them: round to nearest
-    # leaves the format from max + ulp(max)/2 on (at the tie itself only when max is odd),
-    # a tie at half the smallest subnormal goes to 0, one at min_normal - ulp/2 up to min_normal
     beyond = f.max_finite + 2.0 ** (f.emax - f.mantissa_bits - 1)
-    tie_stays = f.inf_nan == "fn" and f.mantissa_bits > 0  # an even max keeps its tie
     half_tiny = f.min_subnormal / 2
     top_sub = f.min_normal - f.min_subnormal / 2 if f.subnormals else half_tiny
-    if np.isscalar(scale):
-        s = float(scale)
-        v, lim = a, (beyond / s, half_tiny / s, top_sub / s)
-    else:
-        v, lim = a * scale, (beyond, half_tiny, top_sub)
-    over = np.count_nonzero(v > lim[0] if tie_stays else v >= lim[0])
-    flush = np.count_nonzero((v <= lim[1]) & (a > 0))
-    sub = np.count_nonzero((v < lim[2]) & (v > lim[1]))
+    return beyond, half_tiny, top_sub, f.inf_nan == "fn" and f.mantissa_bits > 0
+
+
+def _fractions(m: _Magnitudes, nonzero: int, fmt, scale: float) -> dict:
+    """Fractions of the ``nonzero`` values of ``m`` that, times ``scale`` and rounded to
+    ``fmt``, overflow (past the largest finite value), flush (to zero) or stay subnormal."""
+    beyond, half_tiny, top_sub, tie_stays = _thresholds(fmt)
+    over = m.count_above(beyond / scale, strict=tie_stays)
+    not_flushed = m.count_above(half_tiny / scale)
+    normal = m.count_above(top_sub / scale, strict=False)
     n = max(nonzero, 1)
-    return {"overflow": over / n, "flush": flush / n, "subnormal": sub / n}
+    return {"overflow": over / n, "flush": (nonzero - not_flushed) / n,
+            "subnormal": (not_flushed - normal) / n}
 
 
 def tensor_stats(x: np.ndarray, *, delayed_amax: float | None = None) -> dict:
     """amax, RMS, the log2 |x| histogram and the headroom of ``x`` in every format and scaling
-    (``FORMAT_SCALINGS``); ``delayed_amax`` is the previous step's amax (None: this one's)."""
+    (``FORMAT_SCALINGS``); ``delayed_amax`` is the previous step's amax (None: this one's).
+    Non-finite values are counted apart and left out of the rest."""
     x = np.asarray(x)
-    a = np.abs(x.astype(np.float32, copy=False)).reshape(-1)  # (N,)
-    finite = np.isfinite(a)
-    if not finite.all():
-        a = np.where(finite, a, 0.0).astype(np.float32)
-    nonzero = int(np.count_nonzero(a))
-    amax = float(a.max(initial=0.0))
-    u = a / np.float32(amax) if amax > 0 else a  # in [0, 1]: the sum of squares cannot overflow
+    shape = x.shape
+    a = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)  # (N,)
+    bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)  # (N,) |x| as bits, a new array
+    bad = bits >= np.uint32(0x7F800000)
+    nonfinite = int(np.count_nonzero(bad))
+    if nonfinite:
+        bits[bad] = 0
+    mag = bits.view(np.float32)  # (N,) |x|, non-finite as 0
+    nonzero = int(np.count_nonzero(bits))
+    amax = float(mag.max(initial=0.0))
+    u = mag / np.float32(amax) if amax > 0 else mag  # in [0, 1]: the sum of squares cannot overflow
     rms = amax * float(np.sqrt(np.dot(u, u) / max(a.size, 1))) if amax > 0 else 0.0
-    _, e = np.frexp(a[a > 0])  # a = m 2^e, m in [0.5, 1): floor(log2 a) = e - 1
-    counts = np.bincount(np.clip(e - 1, HIST_LO, HIST_HI - 1) - HIST_LO, minlength=HIST_HI - HIST_LO)
+    size = a.size
+    del u, a
+    m = _Magnitudes(bits.reshape(-1, 1), np.zeros(bits.size, np.int64),
+                    lambda pos: mag[pos].astype(np.float64))
+    exponents = m.counts.reshape(256, -1).sum(axis=1)  # by float32 exponent field
+    e = np.arange(256) - 127  # floor(log2 |x|) of each exponent field (0: subnormals, below)
+    counts = np.bincount(np.clip(e, HIST_LO, HIST_HI - 1) - HIST_LO, weights=exponents,
+                         minlength=HIST_HI - HIST_LO).astype(np.int64)
     out: dict[str, Any] = {
-        "shape": list(x.shape), "size": int(a.size), "amax": amax, "rms": rms,
-        "nonfinite": int(np.count_nonzero(~finite)), "zeros": int(a.size - nonzero),
+        "shape": list(shape), "size": int(size), "amax": amax, "rms": rms,
+        "nonfinite": nonfinite, "zeros": int(size - nonzero - nonfinite),
         "hist": {"lo": HIST_LO, "counts": counts.tolist()}, "formats": {},
     }
     delayed = amax if delayed_amax is None else delayed_amax
-    mx = {}
+    scales = {}
     for key, fmt, scaling in FORMAT_SCALINGS:
         fmax = get_format(fmt).max_finite
-        if scaling == "none":
-            s: Any = 1.0
-        elif scaling in ("tensor", "delayed"):
-            ref = amax if scaling == "tensor" else delayed
-            s = fmax / ref if ref > 0 else 1.0
-        else:
-            if fmt not in mx:
-                mx[fmt] = _mx_inverse_scales(np.abs(x.astype(np.float32, copy=False)), fmt)
-            blocks, inv = mx[fmt]
-            out["formats"][key] = _fractions(blocks, nonzero, fmt, inv)
-            continue
-        out["formats"][key] = _fractions(a, nonzero, fmt, s)
+        ref = {"none": None, "tensor": amax, "delayed": delayed, "mx": None}[scaling]
+        scales[key] = 1.0 if ref is None or ref <= 0 else fmax / ref
+    plain = [(k, f) for k, f, sc in FORMAT_SCALINGS if sc != "mx"]
+    m.prepare([t / scales[k] for k, f in plain for t in _thresholds(f)[:3]])
+    for key, fmt in plain:
+        out["formats"][key] = _fractions(m, nonzero, fmt, scales[key])
+    del m
+    for key, fmt, scaling in FORMAT_SCALINGS:
+        if scaling == "mx":
+            out["formats"][key] = _mx_fractions(bits, mag, shape, nonzero, fmt)
     return out
 
 
-def _mx_inverse_scales(a: np.ndarray, fmt) -> tuple[np.ndarray, np.ndarray]:
-    """(|x| as (n_blocks, 32) zero-padded blocks along the last axis, 1 / X per block (n, 1))."""
-    flat = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
-    pad = (-flat.shape[-1]) % MX_BLOCK
+def _mx_fractions(bits: np.ndarray, mag: np.ndarray, shape: tuple, nonzero: int, fmt) -> dict:
+    """The fractions under MX block scaling: blocks of 32 along the last axis share
+    X = 2^k, k = floor(log2 amax_block) - emax (OCP MX v1.0); v = |x| / X."""
+    last = shape[-1] if len(shape) else 1
+    rows = bits.reshape(-1, last)
+    pad = (-last) % MX_BLOCK
     if pad:
-        flat = np.concatenate([flat, np.zeros((flat.shape[0], pad), flat.dtype)], axis=1)
-    blocks = np.where(np.isfinite(flat), flat, 0).reshape(-1, MX_BLOCK)  # (n, 32)
-    X = mx_scale(blocks.max(axis=1), fmt, "floor")  # (n,)
-    return blocks, (1.0 / X)[:, None]
+        rows = np.concatenate([rows, np.zeros((rows.shape[0], pad), rows.dtype)], axis=1)
+    blocks = rows.reshape(-1, MX_BLOCK)  # (n, 32) bit patterns, zero padded
+    block_max = blocks.max(axis=1).view(np.float32)  # (n,) monotonic bits: the amax
+    k = np.log2(mx_scale(block_max, fmt, "floor")).astype(np.int64)  # (n,) X = 2^k
+    shift = np.ldexp(1.0, -k)  # (n,) 1 / X
+
+    def exact(pos: np.ndarray) -> np.ndarray:
+        return blocks.reshape(-1)[pos].view(np.float32).astype(np.float64) * shift[pos // MX_BLOCK]
+
+    m = _Magnitudes(blocks, k << (23 - _SHIFT), exact)  # keys of v = |x| / X
+    m.prepare(list(_thresholds(fmt)[:3]))
+    return _fractions(m, nonzero, fmt, 1.0)
 
 
 # ---- recording every tensor that passes a precision hook ------------------------------------
