@@ -43,7 +43,8 @@ def rope_frequencies(D: int, base: float = 10000.0, scaling: str = "none", *, fa
         return theta / ck.positive(factor, "factor")
     if scaling == "llama3":
         factor = ck.positive(factor, "factor")
-        low, high = ck.positive(low_freq_factor, "low_freq_factor"), ck.positive(high_freq_factor, "high_freq_factor")
+        low = ck.positive(low_freq_factor, "low_freq_factor")
+        high = ck.positive(high_freq_factor, "high_freq_factor")
         if high <= low:
             raise ValueError(f"high_freq_factor ({high}) must exceed low_freq_factor ({low})")
         wavelen = 2 * np.pi / theta

@@ -307,8 +307,9 @@ def inspect_model(model: GPT, tokens: np.ndarray, *, seq_len: int | None = None,
     """Measure ``model`` on ``tokens`` (1-D token ids): the last window of ``seq_len`` + 1 tokens
     (default: the model's seq_len, at most 256) is measured, a preceding window (when the tokens
     hold one) supplies delayed scaling's previous amax. ``policies``: preset names (default:
-    every preset of ``normlab.precision.PRESETS`` but fp32, the reference). ``progress(step, fraction)`` is called along
-    the way. Returns the dict described in the module docstring."""
+    every preset of ``normlab.precision.PRESETS`` but fp32, the reference).
+    ``progress(step, fraction)`` is called along the way. Returns the dict described in the
+    module docstring."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a normlab GPT; got {type(model).__name__}")
     tokens = np.asarray(tokens)
