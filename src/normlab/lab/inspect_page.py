@@ -125,13 +125,13 @@ def render(result: dict, title: str) -> str:
     parts.append("<h2>Layers</h2>" + _layer_svg(result["layers"]))
     rows = []
     for L in result["layers"]:
-        gains = "; ".join(f"{k} {g['mean']:.3g}&plusmn;{g['std']:.2g} [{g['min']:.3g}, {g['max']:.3g}]"
+        gains = "; ".join(f"{k} {g['mean']:.3g}±{g['std']:.2g} [{g['min']:.3g}, {g['max']:.3g}]"
                           for k, g in L["norms"].items()) or "-"
         heads = lambda v: " ".join(f"{x:.3g}" for x in v)  # noqa: E731
         ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
         rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
                      gains, heads(L["max_logit"]), heads(L["entropy"])])
-    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS", "norm gains mean&plusmn;std "
+    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS", "norm gains mean±std "
                          "[min, max]", "max attention logit per head", "attention entropy per head (nats)"],
                         rows))
 
