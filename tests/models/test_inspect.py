@@ -16,6 +16,16 @@ from normlab.models.inspect import FORMAT_SCALINGS, HIST_LO, inspect_model, tens
 from normlab.nn.numerics import FULL_PRECISION, PolicyNumerics
 from normlab.precision import get_format, mx_quantize, mx_dequantize, quantize
 
+@pytest.fixture(autouse=True)
+def _numba_threads_as_started(monkeypatch):
+    """numba re-reads NUMBA_NUM_THREADS when it compiles and refuses a value that differs from
+    the running pool's; commands run in-process by other tests (``normlab train``) may have set
+    it to 1 after the pool started. The inspect kernels compile on first use: keep them happy."""
+    import numba
+
+    monkeypatch.setenv("NUMBA_NUM_THREADS", str(numba.config.NUMBA_NUM_THREADS))
+
+
 CFG = GPTConfig(vocab_size=23, seq_len=12, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2,
                 norm="rmsnorm", positions="rope", activation="swiglu", d_ff=24,
                 sliding_window=5, window_layers=(0,))
