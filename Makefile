@@ -1,7 +1,8 @@
 # Two commands set everything up on a fresh machine with only Python:
 #   make demo   the main job (creates .venv, installs normlab, runs it)
 #   make test   the whole test suite (creates .venv, installs normlab with the test oracles, Ray
-#               and the notebook tooling; the companion notebooks are executed too)
+#               the checkpoint readers and the notebook tooling; the companion notebooks are
+#               executed too)
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[lab,test,ray,notebooks]'
+	$(BIN)/python -m pip install -e '.[lab,test,ray,hf,notebooks]'
 	touch $@
 
 demo: $(VENV)/.installed

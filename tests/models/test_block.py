@@ -78,9 +78,9 @@ def test_which_norms_exist(placement):
                 rng=np.random.default_rng(0))
     names = model.parameters()
     has = lambda s: any(s in n for n in names)  # noqa: E731
-    assert has("attn.norm.weight") == (placement in ("post", "pre", "sandwich", "deepnorm"))
+    assert has("attn.norm.weight") == (placement in ("post", "pre", "sandwich", "deepnorm", "branch"))
     assert has("attn.norm_out.weight") == (placement == "sandwich")
-    assert ("norm_f.weight" in names) == (placement in ("pre", "sandwich", "rezero", "none"))
+    assert ("norm_f.weight" in names) == (placement in ("pre", "sandwich", "rezero", "none", "branch"))
     assert has("resweight") == (placement == "rezero")
     assert not any("norm" in n for n in GPT(dataclasses.replace(CFG, placement=placement,
                                                                 norm="none"),
@@ -104,6 +104,19 @@ def test_which_norms_exist(placement):
     ({"norm_eps": 0.0}, "norm_eps must be a finite number > 0"),
     ({"dyt_alpha": 0.0}, "dyt_alpha must be a finite number > 0"),
     ({"d_ff": 0}, "d_ff must be an integer >= 1"),
+    ({"n_kv_heads": 3, "n_heads": 4}, r"n_kv_heads \(3\) must divide n_heads \(4\)"),
+    ({"d_head": 0}, "d_head must be an integer >= 1"),
+    ({"attn_scale": 0.0}, "attn_scale must be a finite number > 0"),
+    ({"sliding_window": 0}, "sliding_window must be an integer >= 1"),
+    ({"window_layers": (0,)}, "sliding_window is None"),
+    ({"sliding_window": 4, "window_layers": (3,)}, r"window_layers must be a tuple of layer indices"),
+    ({"sliding_window": 4, "causal": False}, "sliding_window needs causal attention"),
+    ({"qk_norm_scope": "model"}, "qk_norm_scope must be one of"),
+    ({"norm_offset": 1.0}, "norm_offset applies to the RMSNorm gain"),
+    ({"embed_scale": 0.0}, "embed_scale must be a finite number > 0"),
+    ({"rope_scaling": "yarn"}, "rope_scaling must be one of"),
+    ({"rope_factor": 0.5}, "rope_factor must be a finite number >= 1"),
+    ({"rope_high_freq_factor": 0.5}, "rope_high_freq_factor must be a finite number > rope_low"),
 ])
 def test_config_refuses_inconsistent_values(kw, message):
     with pytest.raises(ValueError, match=message):
@@ -121,6 +134,9 @@ def test_dyt_alpha_sets_every_dyt_initial_alpha():
 def test_config_round_trips_through_a_dict():
     cfg = dataclasses.replace(CFG, attn_softcap=50.0, qk_norm="rmsnorm")
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
+    windowed = dataclasses.replace(CFG, sliding_window=3, window_layers=(0, 2), n_kv_heads=1)
+    as_json = {**windowed.to_dict(), "window_layers": [0, 2]}  # JSON has lists, not tuples
+    assert GPTConfig.from_dict(as_json) == windowed
     with pytest.raises(ValueError, match="unknown model fields"):
         GPTConfig.from_dict({**cfg.to_dict(), "depth": 3})
 

@@ -13,12 +13,12 @@ import torch.nn.functional as F
 from normlab.models import GPTConfig, deepnorm_alpha
 
 
-def _norm(kind: str, x, p: dict, prefix: str, eps: float):
+def _norm(kind: str, x, p: dict, prefix: str, eps: float, offset: float = 0.0):
     C = x.shape[-1]
     if kind == "layernorm":
         return F.layer_norm(x, (C,), p[prefix + "gamma"], p.get(prefix + "beta"), eps)
     if kind == "rmsnorm":
-        return F.rms_norm(x, (C,), p[prefix + "weight"], eps)
+        return F.rms_norm(x, (C,), None, eps) * (offset + p[prefix + "weight"])
     if kind == "dyt":
         return p[prefix + "gamma"] * torch.tanh(p[prefix + "alpha"] * x) + p[prefix + "beta"]
     return x
@@ -28,42 +28,79 @@ def _linear(x, p: dict, prefix: str):
     return F.linear(x, p[prefix + "weight"], p.get(prefix + "bias"))
 
 
-def _rope(x, T: int, base: float):
+def _inv_freq(cfg: GPTConfig, D: int):
+    """RoPE's frequencies with the config's scaling, written after Meta's Llama 3.1 reference."""
+    inv_freq = cfg.rope_base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    if cfg.rope_scaling == "linear":
+        return inv_freq / cfg.rope_factor
+    if cfg.rope_scaling == "llama3":
+        low_wavelen = cfg.rope_original_max / cfg.rope_low_freq_factor
+        high_wavelen = cfg.rope_original_max / cfg.rope_high_freq_factor
+        out = []
+        for f in inv_freq.tolist():
+            wavelen = 2 * math.pi / f
+            if wavelen < high_wavelen:
+                out.append(f)
+            elif wavelen > low_wavelen:
+                out.append(f / cfg.rope_factor)
+            else:
+                smooth = (cfg.rope_original_max / wavelen - cfg.rope_low_freq_factor) / (
+                    cfg.rope_high_freq_factor - cfg.rope_low_freq_factor)
+                out.append((1 - smooth) * f / cfg.rope_factor + smooth * f)
+        return torch.tensor(out, dtype=torch.float64)
+    return inv_freq
+
+
+def _rope(x, T: int, inv_freq):
     D = x.shape[-1]
-    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
     angle = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq
     cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
     x1, x2 = x[..., : D // 2], x[..., D // 2 :]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def _attention(cfg: GPTConfig, x, p: dict, prefix: str):
+def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
     B, T, C = x.shape
-    H, D = cfg.n_heads, cfg.head_dim
-    qkv = _linear(x, p, prefix + "qkv.").view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv[0], qkv[1], qkv[2]  # (B, H, T, D)
-    if cfg.qk_norm == "rmsnorm":
+    H, K, D = cfg.n_heads, cfg.kv_heads, cfg.head_dim
+    q, k, v = _linear(x, p, prefix + "qkv.").split([H * D, K * D, K * D], dim=-1)
+    if cfg.qk_norm != "none" and cfg.qk_norm_scope == "all":
+        q = _norm(cfg.qk_norm, q, {"weight": p[prefix + "q_norm"], "gamma": p[prefix + "q_norm"]}, "", cfg.norm_eps)
+        k = _norm(cfg.qk_norm, k, {"weight": p[prefix + "k_norm"], "gamma": p[prefix + "k_norm"]}, "", cfg.norm_eps)
+    q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    k, v = (a.view(B, T, K, D).transpose(1, 2).repeat_interleave(H // K, dim=1) for a in (k, v))
+    per_head = cfg.qk_norm if cfg.qk_norm_scope == "head" else "none"
+    if per_head == "rmsnorm":
         q = F.rms_norm(q, (D,), p[prefix + "q_norm"], cfg.norm_eps)
         k = F.rms_norm(k, (D,), p[prefix + "k_norm"], cfg.norm_eps)
-    elif cfg.qk_norm == "layernorm":
+    elif per_head == "layernorm":
         q = F.layer_norm(q, (D,), p[prefix + "q_norm"], None, cfg.norm_eps)
         k = F.layer_norm(k, (D,), p[prefix + "k_norm"], None, cfg.norm_eps)
     if cfg.positions == "rope":
-        q, k = _rope(q, T, cfg.rope_base), _rope(k, T, cfg.rope_base)
-    s = q @ k.transpose(-1, -2) / math.sqrt(D)
+        inv_freq = _inv_freq(cfg, D)
+        q, k = _rope(q, T, inv_freq), _rope(k, T, inv_freq)
+    scale = 1 / math.sqrt(D) if cfg.attn_scale is None else cfg.attn_scale
+    s = q @ k.transpose(-1, -2) * scale
     if cfg.attn_softcap is not None:
         s = cfg.attn_softcap * torch.tanh(s / cfg.attn_softcap)
     if cfg.causal:
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        t = torch.arange(T)
+        hidden = t[None, :] > t[:, None]  # keys after the query
+        W = cfg.window(layer)
+        if W is not None:
+            hidden |= t[None, :] <= t[:, None] - W  # keys W or more steps back
+        s = s.masked_fill(hidden, float("-inf"))
     y = torch.softmax(s, dim=-1) @ v  # (B, H, T, D)
-    return _linear(y.transpose(1, 2).reshape(B, T, C), p, prefix + "proj.")
+    return _linear(y.transpose(1, 2).reshape(B, T, H * D), p, prefix + "proj.")
 
 
-def _mlp(cfg: GPTConfig, x, p: dict, prefix: str):
+def _mlp(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
     h = _linear(x, p, prefix + "fc.")
     if cfg.activation == "swiglu":
         gate, up = h.chunk(2, dim=-1)
         h = F.silu(gate) * up
+    elif cfg.activation == "geglu":
+        gate, up = h.chunk(2, dim=-1)
+        h = F.gelu(gate, approximate="tanh") * up
     elif cfg.activation == "relu":
         h = F.relu(h)
     else:
@@ -71,12 +108,12 @@ def _mlp(cfg: GPTConfig, x, p: dict, prefix: str):
     return _linear(h, p, prefix + "proj.")
 
 
-def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch):
+def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch, layer: int):
     def N(v, which="norm."):
-        return _norm(cfg.norm, v, p, prefix + which, cfg.norm_eps)
+        return _norm(cfg.norm, v, p, prefix + which, cfg.norm_eps, cfg.norm_offset)
 
     def Fn(v):
-        return branch(cfg, v, p, prefix + "branch.")
+        return branch(cfg, v, p, prefix + "branch.", layer)
 
     placement = cfg.placement
     if placement == "post":
@@ -89,6 +126,8 @@ def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch):
         return N(deepnorm_alpha(cfg.n_layers) * x + Fn(x))
     if placement == "rezero":
         return x + p[prefix + "resweight"] * Fn(x)
+    if placement == "branch":
+        return x + N(Fn(x))
     return x + Fn(x)
 
 
@@ -96,14 +135,14 @@ def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarra
     """``(logits before the final cap, loss)`` of the model with parameters ``p`` (name -> tensor)."""
     idx_t = torch.from_numpy(idx)
     T = idx.shape[1]
-    x = F.embedding(idx_t, p["wte.weight"])
+    x = F.embedding(idx_t, p["wte.weight"]) * cfg.embed_scale
     if cfg.positions == "learned":
         x = x + p["wpe.weight"][:T]
     for layer in range(cfg.n_layers):
-        x = _residual(cfg, x, p, f"blocks.{layer}.attn.", _attention)
-        x = _residual(cfg, x, p, f"blocks.{layer}.mlp.", _mlp)
+        x = _residual(cfg, x, p, f"blocks.{layer}.attn.", _attention, layer)
+        x = _residual(cfg, x, p, f"blocks.{layer}.mlp.", _mlp, layer)
     if cfg.final_norm:
-        x = _norm(cfg.norm, x, p, "norm_f.", cfg.norm_eps)
+        x = _norm(cfg.norm, x, p, "norm_f.", cfg.norm_eps, cfg.norm_offset)
     head = p["wte.weight"] if cfg.tie_embeddings else p["head.weight"]
     logits = x @ head.T
     z = logits if cfg.final_softcap is None else cfg.final_softcap * torch.tanh(logits / cfg.final_softcap)

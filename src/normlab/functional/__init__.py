@@ -25,7 +25,7 @@ from .layernorm import LayerNormCache, layer_norm_backward, layer_norm_forward
 from .linear import LinearCache, linear_backward, linear_forward
 from .losses import IGNORE_INDEX, CrossEntropyCache, cross_entropy_backward, cross_entropy_forward
 from .rmsnorm import RMSNormCache, rms_norm_backward, rms_norm_forward
-from .rope import RopeCache, rope_backward, rope_forward, rope_tables
+from .rope import RopeCache, rope_backward, rope_forward, rope_frequencies, rope_tables
 from .softmax import SoftmaxCache, softmax_backward, softmax_forward
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "rms_norm_forward",
     "rope_backward",
     "rope_forward",
+    "rope_frequencies",
     "rope_tables",
     "softmax_backward",
     "softmax_forward",

@@ -1,14 +1,18 @@
-"""Multi-head scaled dot-product attention on heads already split: q, k, v (B, H, T, D); causal
-by default (a language model), bidirectional with ``causal=False`` (an encoder).
+"""Multi-head scaled dot-product attention on heads already split: q (B, H, T, D), k and v
+(B, Hkv, T, D); causal by default (a language model), bidirectional with ``causal=False`` (an
+encoder). Hkv < H is grouped-query attention (Ainslie et al. 2023): query head h reads key/value
+head h // (H / Hkv); Hkv = H is multi-head attention.
 
     q, k  <- QKnorm(q), QKnorm(k)       optional: RMSNorm or LayerNorm over D, per head, one gain
                                         (D,) shared by the heads (Henry et al. 2020; Dehghani et
                                         al. 2023; Qwen3 / Gemma 3 keep the 1/sqrt(D) scale)
     q, k  <- RoPE(q), RoPE(k)           optional, after the norm (as Qwen3 and Gemma 3)
-    s     =  q k^T / sqrt(D)            (B, H, T, T) logits
+    s     =  scale q k^T                (B, H, T, T) logits; scale = 1 / sqrt(D) unless given
+                                        (Gemma 2: 1 / sqrt(query_pre_attn_scalar))
     s     <- cap * tanh(s / cap)        optional soft-cap on the scaled logits (Gemma 2: cap = 50)
     s     <- s + M                      M = -inf above the diagonal (the causal mask, after the cap;
-                                        none with causal=False)
+                                        none with causal=False); with a sliding window W also
+                                        -inf where the key is W or more steps back (Mistral)
     p     =  softmax(s)                 over the keys
     p     <- dropout(p)                 optional, in training
     out   =  p v                        (B, H, T, D)
@@ -18,7 +22,7 @@ Backward, the same lines read upwards:
     dp = dout v^T        dv = p^T dout          (p after dropout)
     ds = softmax_backward(dropout_backward(dp))
     ds <- ds * (1 - tanh^2)                     with the cap
-    dq = ds k / sqrt(D)  dk = ds^T q / sqrt(D)
+    dq = scale ds k      dk = scale ds^T q          (dk, dv summed over each query group)
     then RoPE's and the norm's backward on dq and dk.
 
 The cache also holds the largest raw logit ``max_logit`` (before the cap, over the positions the
@@ -48,25 +52,35 @@ class AttentionCache(NamedTuple):
     (in the softmax cache), the tanh of the soft-cap and the caches of the optional steps."""
 
     q: Array  # (B, H, T, D) compute dtype, after QK-norm and RoPE
-    k: Array  # (B, H, T, D) compute dtype, after QK-norm and RoPE
-    v: Array  # (B, H, T, D) compute dtype
+    k: Array  # (B, Hkv, T, D) compute dtype, after QK-norm and RoPE
+    v: Array  # (B, Hkv, T, D) compute dtype
     softmax: SoftmaxCache  # holds p (B, H, T, T)
     p_used: Array  # (B, H, T, T) p after dropout (p itself without dropout)
     dropout: DropoutCache | None  # None when there was no dropout
     tanh: Array | None  # (B, H, T, T) tanh(s / cap), None without a cap
     softcap: float | None
-    scale: float  # 1 / sqrt(D)
+    scale: float  # the factor on q.k: 1 / sqrt(D) by default
     q_norm: Any  # the norm cache of q (RMSNormCache or LayerNormCache), None without QK-norm
     k_norm: Any  # the norm cache of k
     qk_norm: str  # "none", "rmsnorm" or "layernorm"
     rope: tuple[RopeCache, RopeCache] | None  # caches of q's and k's rotation, None without RoPE
     dtypes: tuple  # (q, k, v) dtypes as given
-    max_logit: float  # the largest raw logit q.k / sqrt(D) over the unmasked positions
+    max_logit: float  # the largest raw logit scale q.k over the unmasked positions
 
 
-def causal_mask(T: int, dtype) -> Array:
-    """(T, T) additive mask: 0 on and below the diagonal, -inf above it."""
-    return np.triu(np.full((T, T), -np.inf, dtype), k=1)
+def causal_mask(T: int, dtype, window: int | None = None) -> Array:
+    """(T, T) additive mask: 0 on and below the diagonal, -inf above it; with a sliding
+    ``window`` W also -inf where the key is W or more positions behind the query."""
+    mask = np.triu(np.full((T, T), -np.inf, dtype), k=1)
+    if window is not None and window < T:
+        mask += np.tril(np.full((T, T), -np.inf, dtype), k=-window)
+    return mask
+
+
+def _grouped(a: Array, groups: int) -> Array:
+    """(B, H, T, X) -> (B, Hkv, G, T, X), G = H / Hkv query heads per key/value head (a view)."""
+    B, H, T, X = a.shape
+    return a.reshape(B, H // groups, groups, T, X)
 
 
 def _norm_forward(kind: str, x: Array, weight: Array, eps: float):
@@ -97,11 +111,15 @@ def attention_forward(
     training: bool = False,
     rng: np.random.Generator | None = None,
     causal: bool = True,
+    scale: float | None = None,
+    window: int | None = None,
 ) -> tuple[Array, AttentionCache]:
-    """Scaled dot-product attention with optional QK-norm, RoPE, soft-cap and dropout.
+    """Scaled dot-product attention with optional QK-norm, RoPE, soft-cap, dropout, grouped
+    key/value heads and a sliding window.
 
     Args:
-        q, k, v: (B, H, T, D) float arrays (views are fine).
+        q: (B, H, T, D) float array (views are fine).
+        k, v: (B, Hkv, T, D) with Hkv dividing H (Hkv = H: multi-head attention).
         q_norm_weight, k_norm_weight: (D,) gains of the QK-norm; required with ``qk_norm``.
         qk_norm: "none", "rmsnorm" or "layernorm" (gain only, no bias: ViT-22B).
         qk_norm_eps: > 0, the norm's eps.
@@ -111,6 +129,8 @@ def attention_forward(
         training: dropout is applied only in training.
         rng: a numpy Generator; required for dropout in training.
         causal: position t sees positions <= t only; False: every position sees every other.
+        scale: > 0, the factor on q.k; None for 1 / sqrt(D).
+        window: W >= 1, position t sees positions t - W + 1 .. t (causal only); None for all.
 
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
@@ -118,11 +138,13 @@ def attention_forward(
     q, k, v = (ck.float_array(a, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
     if q.ndim != 4:
         raise ValueError(f"q must have shape (B, H, T, D); got {q.shape}")
-    ck.same_shape(k, "k", q.shape, "the shape of q")
-    ck.same_shape(v, "v", q.shape, "the shape of q")
+    B, H, T, D = q.shape
+    if k.ndim != 4 or k.shape[0] != B or k.shape[2:] != (T, D) or H % max(k.shape[1], 1):
+        raise ValueError(f"k must have shape (B, Hkv, T, D) = ({B}, Hkv, {T}, {D}) with Hkv "
+                         f"dividing H = {H}; got {k.shape}")
+    ck.same_shape(v, "v", k.shape, "the shape of k")
     if qk_norm not in QK_NORMS:
         raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
-    B, H, T, D = q.shape
     if qk_norm != "none":
         ck.param(q_norm_weight, "q_norm_weight", D)
         ck.param(k_norm_weight, "k_norm_weight", D)
@@ -130,11 +152,17 @@ def attention_forward(
     p_drop = ck.probability(p_drop, "p_drop")
     training = ck.flag(training, "training")
     causal = ck.flag(causal, "causal")
+    scale = 1.0 / math.sqrt(D) if scale is None else ck.positive(scale, "scale")
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise ValueError(f"window must be an integer >= 1 or None; got {window!r}")
+        if not causal:
+            raise ValueError("window (a sliding window) needs causal=True")
     if training and p_drop > 0.0:
         ck.generator(rng)
     dtypes = (q.dtype, k.dtype, v.dtype)
     ct = ck.compute_dtype(q.dtype)
-    scale = 1.0 / math.sqrt(D)
+    G = H // k.shape[1]  # query heads per key/value head
 
     q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
     q_norm = k_norm = rope_caches = None
@@ -145,8 +173,8 @@ def attention_forward(
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)
         rope_caches = (rq, rk)
-    mask = causal_mask(T, ct) if causal else None  # (T, T) -inf above the diagonal
-    s = q @ k.swapaxes(-1, -2)  # (B, H, T, T)
+    mask = causal_mask(T, ct, window) if causal else None  # (T, T) -inf above the diagonal
+    s = (_grouped(q, G) @ k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)  # (B, H, T, T)
     s *= ct.type(scale)
     if mask is not None:
         s += mask
@@ -161,7 +189,7 @@ def attention_forward(
     p_used, drop = p, None
     if training and p_drop > 0.0:
         p_used, drop = dropout_forward(p, p_drop, training=True, rng=rng)
-    out = p_used @ v  # (B, H, T, D)
+    out = (_grouped(p_used, G) @ v[:, :, None]).reshape(B, H, T, D)  # (B, H, T, D)
     cache = AttentionCache(q, k, v, sm_cache, p_used, drop, tanh, softcap, scale, q_norm, k_norm,
                            qk_norm, rope_caches, dtypes, max_logit)
     return ck.out_cast(out, dtypes[0]), cache
@@ -175,19 +203,22 @@ def attention_backward(
     ck.cache(cache, AttentionCache, "attention")
     c = cache
     dout = ck.float_array(dout, "dout")
-    ck.same_shape(dout, "dout", c.v.shape, "the shape of the forward's output")
+    ck.same_shape(dout, "dout", c.q.shape, "the shape of the forward's output")
     ct = c.v.dtype
+    G = c.q.shape[1] // c.k.shape[1]  # query heads per key/value head
     dy = dout.astype(ct, copy=False)  # (B, H, T, D)
-    dv = c.p_used.swapaxes(-1, -2) @ dy  # (B, H, T, D)
-    dp = dy @ c.v.swapaxes(-1, -2)  # (B, H, T, T)
+    dyg = _grouped(dy, G)  # (B, Hkv, G, T, D)
+    dv = (_grouped(c.p_used, G).swapaxes(-1, -2) @ dyg).sum(axis=2)  # (B, Hkv, T, D)
+    dp = (dyg @ c.v[:, :, None].swapaxes(-1, -2)).reshape(c.p_used.shape)  # (B, H, T, T)
     if c.dropout is not None:
         dp = dropout_backward(dp, c.dropout)
     ds = softmax_backward(dp, c.softmax)  # (B, H, T, T), zero where masked
     if c.tanh is not None:
         ds *= 1.0 - c.tanh * c.tanh
     ds *= ct.type(c.scale)
-    dq = ds @ c.k  # (B, H, T, D)
-    dk = ds.swapaxes(-1, -2) @ c.q  # (B, H, T, D)
+    dsg = _grouped(ds, G)  # (B, Hkv, G, T, T)
+    dq = (dsg @ c.k[:, :, None]).reshape(c.q.shape)  # (B, H, T, D)
+    dk = (dsg.swapaxes(-1, -2) @ _grouped(c.q, G)).sum(axis=2)  # (B, Hkv, T, D)
     if c.rope is not None:
         dq = rope_backward(dq, c.rope[0])[0]
         dk = rope_backward(dk, c.rope[1])[0]

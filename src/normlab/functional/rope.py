@@ -5,6 +5,14 @@ HF LLaMA: feature i of the first half and feature i of the second half form one 
     x = [x1, x2]  (halves of the last axis)
     y = [x1 cos - x2 sin,  x2 cos + x1 sin]
     dx = [dy1 cos + dy2 sin,  dy2 cos - dy1 sin]                   (the inverse rotation)
+
+Frequency scaling for contexts longer than pretraining's (``rope_frequencies``):
+
+    linear   theta_i / factor                                      (position interpolation)
+    llama3   wavelength l_i = 2 pi / theta_i, against L_orig / low and L_orig / high:
+             l_i > L_orig / low:  theta_i / factor                 (low frequencies: scaled)
+             l_i < L_orig / high: theta_i                          (high frequencies: kept)
+             between: (1 - s) theta_i / factor + s theta_i,  s = (L_orig / l_i - low) / (high - low)
 """
 
 from __future__ import annotations
@@ -17,14 +25,48 @@ from .. import _checks as ck
 from .._checks import Array
 
 
-def rope_tables(T: int, D: int, base: float = 10000.0, dtype=np.float64) -> tuple[Array, Array]:
-    """``(cos, sin)``, each (T, D/2), for positions 0..T-1 and an even head width D."""
+ROPE_SCALINGS = ("none", "linear", "llama3")
+
+
+def rope_frequencies(D: int, base: float = 10000.0, scaling: str = "none", *, factor: float = 1.0,
+                     low_freq_factor: float = 1.0, high_freq_factor: float = 4.0,
+                     original_max: int = 8192) -> Array:
+    """The (D/2,) float64 angular frequencies theta_i = base^(-2i / D), scaled by ``scaling``
+    ("none", "linear" or "llama3"; the formulas in the module docstring)."""
+    if isinstance(D, bool) or not isinstance(D, (int, np.integer)) or D < 2 or D % 2:
+        raise ValueError(f"D (the head width) must be an even integer >= 2 for RoPE; got {D!r}")
+    if scaling not in ROPE_SCALINGS:
+        raise ValueError(f"scaling must be one of {ROPE_SCALINGS}; got {scaling!r}")
+    base = ck.positive(base, "base")
+    theta = base ** (-np.arange(0, D, 2, dtype=np.float64) / D)  # (D/2,)
+    if scaling == "linear":
+        return theta / ck.positive(factor, "factor")
+    if scaling == "llama3":
+        factor = ck.positive(factor, "factor")
+        low = ck.positive(low_freq_factor, "low_freq_factor")
+        high = ck.positive(high_freq_factor, "high_freq_factor")
+        if high <= low:
+            raise ValueError(f"high_freq_factor ({high}) must exceed low_freq_factor ({low})")
+        wavelen = 2 * np.pi / theta
+        s = (original_max / wavelen - low) / (high - low)
+        smooth = (1 - s) * theta / factor + s * theta
+        return np.where(wavelen > original_max / low, theta / factor,
+                        np.where(wavelen < original_max / high, theta, smooth))
+    return theta
+
+
+def rope_tables(T: int, D: int, base: float = 10000.0, dtype=np.float64, *,
+                inv_freq: Array | None = None) -> tuple[Array, Array]:
+    """``(cos, sin)``, each (T, D/2), for positions 0..T-1 and an even head width D; ``inv_freq``
+    (D/2,) replaces base^(-2i / D) (``rope_frequencies`` with a scaling)."""
     if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
         raise ValueError(f"T must be an integer >= 1; got {T!r}")
     if isinstance(D, bool) or not isinstance(D, (int, np.integer)) or D < 2 or D % 2:
         raise ValueError(f"D (the head width) must be an even integer >= 2 for RoPE; got {D!r}")
-    base = ck.positive(base, "base")
-    inv_freq = base ** (-np.arange(0, D, 2, dtype=np.float64) / D)  # (D/2,)
+    if inv_freq is None:
+        inv_freq = rope_frequencies(D, base)  # (D/2,)
+    else:
+        ck.same_shape(ck.float_array(inv_freq, "inv_freq"), "inv_freq", (D // 2,), "(D/2,)")
     angle = np.arange(T, dtype=np.float64)[:, None] * inv_freq  # (T, D/2)
     return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
 

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("normlab.lab.bench", "time the fused kernels against the reference, PyTorch and a copy"),
     "train": ("normlab.lab.train", "train the decoder-only model (any placement, norm, precision)"),
     "formats": ("normlab.lab.formats", "the number formats (bf16, fp16, fp8, MX fp6/fp4, E8M0) as a table"),
+    "inspect": ("normlab.lab.commands.inspect", "a checkpoint's norms, residual stream, attention and precision headroom"),
     "sweep": ("normlab.lab.sweep.cli", "run a grid or random sweep of training runs (process pool or Ray); --summary"),
 }
 

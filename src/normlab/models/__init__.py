@@ -4,6 +4,7 @@ backward reads up)."""
 from .block import Block, Residual, deepnorm_alpha, deepnorm_beta, make_norm
 from .config import NORMS, PLACEMENTS, POSITIONS, GPTConfig
 from .gpt import GPT, LossParts
+from .hf import load_hf, save_hf
 
 __all__ = [
     "GPT",
@@ -16,5 +17,7 @@ __all__ = [
     "Residual",
     "deepnorm_alpha",
     "deepnorm_beta",
+    "load_hf",
     "make_norm",
+    "save_hf",
 ]

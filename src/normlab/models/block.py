@@ -12,6 +12,7 @@ line read in reverse (the skip path's gradient added where the paths join):
                                               beta = (8L)^(-1/4) (decoder-only constants)
     rezero    x = x + a F(x)                  Bachlechner et al. 2020: a learned scalar, a = 0 at init
     none      x = x + F(x)
+    branch    x = x + N(F(x))                 OLMo 2: the norm on the branch output (a final norm)
 
 Dropout (p_drop) acts on F's output, inside the residual add.
 """
@@ -36,13 +37,13 @@ def deepnorm_beta(n_layers: int) -> float:
 
 
 def make_norm(kind: str, C: int, *, eps: float, bias: bool, dtype,
-              dyt_alpha: float = 0.5) -> Module:
-    """A norm module over the last axis: LayerNorm, RMSNorm, DyT (initial alpha ``dyt_alpha``),
-    or the identity for 'none'."""
+              dyt_alpha: float = 0.5, offset: float = 0.0) -> Module:
+    """A norm module over the last axis: LayerNorm, RMSNorm (gain ``offset + w``), DyT (initial
+    alpha ``dyt_alpha``), or the identity for 'none'."""
     if kind == "layernorm":
         return LayerNorm(C, eps, bias=bias, dtype=dtype)
     if kind == "rmsnorm":
-        return RMSNorm(C, eps, dtype=dtype)
+        return RMSNorm(C, eps, offset=offset, dtype=dtype)
     if kind == "dyt":
         return DyT(C, dyt_alpha, dtype=dtype)
     if kind == "none":
@@ -63,13 +64,14 @@ class Residual(Module):
 
     def __init__(self, branch: Module, placement: str, norm: str, C: int, *, n_layers: int,
                  eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype,
-                 dyt_alpha: float = 0.5):
+                 dyt_alpha: float = 0.5, norm_offset: float = 0.0):
         super().__init__()
         self.placement = placement
         self.branch = branch
         make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype,  # noqa: E731
-                                 dyt_alpha=dyt_alpha)
-        self.norm = make() if placement in ("post", "pre", "sandwich", "deepnorm") else Identity()
+                                 dyt_alpha=dyt_alpha, offset=norm_offset)
+        self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch")
+                     else Identity())
         self.norm_out = make() if placement == "sandwich" else Identity()
         self.drop = Dropout(p_drop, rng=rng) if p_drop > 0 else Identity()
         self.alpha = deepnorm_alpha(n_layers) if placement == "deepnorm" else 1.0
@@ -91,6 +93,8 @@ class Residual(Module):
         elif p == "rezero":
             self._f = D(F(x))
             y = x + self.params["resweight"] * self._f
+        elif p == "branch":
+            y = x + D(N(F(x)))
         else:  # none
             y = x + D(F(x))
         return self.numerics.stream(y, "x")
@@ -113,16 +117,19 @@ class Residual(Module):
             a = self.params["resweight"]
             self.accumulate("resweight", np.sum(dy * self._f, dtype=np.float64))
             dx = dy + F.backward(D.backward(a * dy))
+        elif p == "branch":
+            dx = dy + F.backward(N.backward(D.backward(dy)))
         else:  # none
             dx = dy + F.backward(D.backward(dy))
         return dx
 
 
 class Block(Module):
-    """``x = mlp(attn(x))``: two ``Residual`` sublayers sharing the placement and the norm kind."""
+    """``x = mlp(attn(x))``: two ``Residual`` sublayers sharing the placement and the norm kind;
+    ``window`` is this block's sliding attention window (None: full causal attention)."""
 
     def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
-                 dropout_rng: np.random.Generator, rope=None):
+                 dropout_rng: np.random.Generator, rope=None, window: int | None = None):
         super().__init__()
         cfg = config
         dtype = np.dtype(cfg.dtype)
@@ -132,17 +139,21 @@ class Block(Module):
         deep = cfg.placement == "deepnorm"
         beta = deepnorm_beta(L) if deep else 1.0
         out_std = cfg.init_std * (beta if deep else (2.0 * L) ** -0.5)
+        qkv_bias, out_bias, mlp_bias = cfg.biases()
         attn = CausalSelfAttention(
             C, cfg.n_heads, rng=rng, dropout_rng=dropout_rng, qk_norm=cfg.qk_norm, qk_norm_eps=cfg.norm_eps,
-            softcap=cfg.attn_softcap, p_drop=cfg.attn_dropout, rope=rope, bias=cfg.bias,
+            softcap=cfg.attn_softcap, p_drop=cfg.attn_dropout, rope=rope, bias=qkv_bias,
             std=cfg.init_std, proj_std=out_std, causal=cfg.causal, dtype=dtype,
+            n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim, scale=cfg.attn_scale, window=window,
+            qk_norm_scope=cfg.qk_norm_scope, proj_bias=out_bias,
         )
         if deep:
-            attn.qkv.params["weight"][2 * C :] *= dtype.type(beta)  # the value rows
-        mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=cfg.bias,
+            attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)
+        mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=mlp_bias,
                   std=cfg.init_std * beta, proj_std=out_std, dtype=dtype)
         common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
-                      rng=dropout_rng, dtype=dtype, dyt_alpha=cfg.dyt_alpha)
+                      rng=dropout_rng, dtype=dtype, dyt_alpha=cfg.dyt_alpha,
+                      norm_offset=cfg.norm_offset)
         self.attn = Residual(attn, cfg.placement, cfg.norm, C, **common)
         self.mlp = Residual(mlp, cfg.placement, cfg.norm, C, **common)
 

@@ -11,16 +11,18 @@ from typing import Any
 from ..functional.attention import QK_NORMS
 from ..nn.mlp import ACTIVATIONS
 
-PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none")
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
+QK_NORM_SCOPES = ("head", "all")
+ROPE_SCALINGS = ("none", "linear", "llama3")
 
 
 @dataclass(frozen=True)
 class GPTConfig:
     """A decoder-only Transformer language model (shapes: B batch, T time, C = d_model, H heads,
-    D = C / H head width, V vocabulary, L layers)."""
+    D head width (C / H unless ``d_head`` says otherwise), V vocabulary, L layers)."""
 
     vocab_size: int = 64  # V: number of token ids
     seq_len: int = 64  # T_max: longest sequence the model reads (position table, RoPE tables)
@@ -29,7 +31,8 @@ class GPTConfig:
     n_heads: int = 4  # H: attention heads; must divide d_model
     d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
     activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
-    placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none
+    placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none,
+    #                         branch (x + N(F(x)), OLMo 2)
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
@@ -48,42 +51,106 @@ class GPTConfig:
     attn_dropout: float = 0.0  # p_drop on the attention probabilities (training only)
     init_std: float = 0.02  # std of the normal init of weights and embeddings (GPT-2)
     dtype: str = "float32"  # parameter and activation dtype: float32, or float64 for checks
+    # ---- the features of released architectures (Llama 3, Mistral, Qwen 2/3, Gemma 2, OLMo 2) ----
+    n_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: n_heads
+    d_head: int | None = None  # D, the head width, independent of d_model; None: d_model / n_heads
+    attn_scale: float | None = None  # the factor on q.k; None: 1 / sqrt(D) (Gemma 2: 1 / sqrt(qpas))
+    sliding_window: int | None = None  # W: a query sees itself and the W - 1 keys before it
+    window_layers: tuple[int, ...] | None = None  # the layers with the window; None: every layer
+    qkv_bias: bool | None = None  # biases on q, k, v (Qwen 2: True alone); None: as ``bias``
+    out_bias: bool | None = None  # bias on the attention output projection; None: as ``bias``
+    mlp_bias: bool | None = None  # biases in the MLP; None: as ``bias``
+    qk_norm_scope: str = "head"  # QK-norm per head over D (Qwen 3) or over all of q and k (OLMo 2)
+    norm_offset: float = 0.0  # RMSNorm's gain is offset + w (Gemma: 1, w initialized to 0)
+    embed_scale: float = 1.0  # the token embeddings are multiplied by this (Gemma: sqrt(d_model))
+    rope_scaling: str = "none"  # RoPE frequency scaling: none, linear (Code Llama), llama3
+    rope_factor: float = 1.0  # linear / llama3: low frequencies divided by this
+    rope_low_freq_factor: float = 1.0  # llama3: wavelengths above L_orig / this are scaled fully
+    rope_high_freq_factor: float = 4.0  # llama3: wavelengths below L_orig / this are kept
+    rope_original_max: int = 8192  # llama3: L_orig, the context length of pretraining
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
             _positive_int(getattr(self, name), name)
-        if self.d_ff is not None:
-            _positive_int(self.d_ff, "d_ff")
-        if self.d_model % self.n_heads:
+        for name in ("d_ff", "n_kv_heads", "d_head", "sliding_window"):
+            if getattr(self, name) is not None:
+                _positive_int(getattr(self, name), name)
+        _positive_int(self.rope_original_max, "rope_original_max")
+        if self.d_head is None and self.d_model % self.n_heads:
             raise ValueError(
                 f"config: n_heads ({self.n_heads}) must divide d_model ({self.d_model}); "
-                f"the head width is d_model / n_heads"
+                f"the head width is d_model / n_heads unless d_head is given"
             )
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise ValueError(f"config: n_kv_heads ({self.n_kv_heads}) must divide n_heads "
+                             f"({self.n_heads}); each key/value head serves a group of query heads")
         for name, allowed in (("placement", PLACEMENTS), ("norm", NORMS), ("qk_norm", QK_NORMS),
                               ("activation", ACTIVATIONS), ("positions", POSITIONS),
-                              ("dtype", DTYPES)):
+                              ("dtype", DTYPES), ("qk_norm_scope", QK_NORM_SCOPES),
+                              ("rope_scaling", ROPE_SCALINGS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"config: {name} must be one of {allowed}; got {getattr(self, name)!r}")
-        for name in ("attn_softcap", "final_softcap"):
+        for name in ("attn_softcap", "final_softcap", "attn_scale"):
             if getattr(self, name) is not None:
                 _real(getattr(self, name), name, "> 0", lambda v: v > 0)
         _real(self.norm_eps, "norm_eps", "> 0", lambda v: v > 0)
         _real(self.dyt_alpha, "dyt_alpha", "> 0", lambda v: v > 0)
         _real(self.rope_base, "rope_base", "> 1", lambda v: v > 1)
         _real(self.init_std, "init_std", "> 0", lambda v: v > 0)
+        _real(self.norm_offset, "norm_offset", "", lambda v: True)
+        _real(self.embed_scale, "embed_scale", "> 0", lambda v: v > 0)
+        _real(self.rope_factor, "rope_factor", ">= 1", lambda v: v >= 1)
+        _real(self.rope_low_freq_factor, "rope_low_freq_factor", "> 0", lambda v: v > 0)
+        _real(self.rope_high_freq_factor, "rope_high_freq_factor", "> rope_low_freq_factor",
+              lambda v: v > self.rope_low_freq_factor)
+        if self.norm_offset and self.norm != "rmsnorm":
+            raise ValueError(f"config: norm_offset applies to the RMSNorm gain; norm is {self.norm!r}")
+        if self.sliding_window is not None and not self.causal:
+            raise ValueError("config: sliding_window needs causal attention (causal=True)")
+        self._check_window_layers()
         _real(self.z_loss, "z_loss", ">= 0", lambda v: v >= 0)
         for name in ("label_smoothing", "dropout", "attn_dropout"):
             _real(getattr(self, name), name, "in [0, 1)", lambda v: 0 <= v < 1)
-        for name in ("tie_embeddings", "bias", "causal"):
+        for name in ("tie_embeddings", "bias", "causal", "qkv_bias", "out_bias", "mlp_bias"):
+            if name.endswith("_bias") and getattr(self, name) is None:
+                continue
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"config: {name} must be True or False; got {getattr(self, name)!r}")
         if self.positions == "rope" and self.head_dim % 2:
-            raise ValueError(f"config: RoPE needs an even head width; d_model / n_heads = {self.head_dim}")
+            raise ValueError(f"config: RoPE needs an even head width; got D = {self.head_dim}")
+
+    def _check_window_layers(self) -> None:
+        wl = self.window_layers
+        if wl is None:
+            return
+        if self.sliding_window is None:
+            raise ValueError("config: window_layers names the layers of a sliding_window; "
+                             "sliding_window is None")
+        if isinstance(wl, (list, tuple)):
+            object.__setattr__(self, "window_layers", wl := tuple(wl))  # JSON gives a list
+        if not isinstance(wl, tuple) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers for i in wl):
+            raise ValueError(f"config: window_layers must be a tuple of layer indices in "
+                             f"[0, n_layers = {self.n_layers}); got {wl!r}")
 
     @property
     def head_dim(self) -> int:
-        """D = d_model / n_heads."""
-        return self.d_model // self.n_heads
+        """D: ``d_head``, or d_model / n_heads."""
+        return self.d_model // self.n_heads if self.d_head is None else self.d_head
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of key/value heads: ``n_kv_heads``, or n_heads (multi-head attention)."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window of block ``layer`` (None: full causal attention)."""
+        wl = self.window_layers
+        return self.sliding_window if wl is None or layer in wl else None
+
+    def biases(self) -> tuple[bool, bool, bool]:
+        """``(qkv, out, mlp)``: whether each projection has a bias (``bias`` unless overridden)."""
+        return tuple(self.bias if b is None else b for b in (self.qkv_bias, self.out_bias, self.mlp_bias))
 
     @property
     def hidden(self) -> int:
@@ -93,9 +160,9 @@ class GPTConfig:
     @property
     def final_norm(self) -> bool:
         """Whether a norm sits before the head: where the residual stream leaves the last block
-        unnormalized (pre, sandwich, rezero, none), unless the norm is 'none'. Post-LN and DeepNorm
+        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN and DeepNorm
         end each block with a norm already."""
-        return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none")
+        return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none", "branch")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,7 +2,8 @@
 
 Forward (reads down), for token ids idx (B, T):
 
-    x = wte[idx] + wpe[0..T-1]             (no table with RoPE: positions enter q and k)
+    x = s_e wte[idx] + wpe[0..T-1]         (no table with RoPE: positions enter q and k;
+                                           s_e = embed_scale, Gemma's sqrt(C))
     x = block_l(x)                         for l = 1..L (``Block``: attention, then MLP)
     x = norm_f(x)                          where the placement leaves the stream unnormalized
     logits = x W_head^T                    W_head = wte with tied embeddings
@@ -27,6 +28,7 @@ from ..functional import (
     cross_entropy_forward,
     linear_backward,
     linear_forward,
+    rope_frequencies,
     rope_tables,
 )
 from ..nn import Embedding, Identity, Linear, Module
@@ -71,11 +73,16 @@ class GPT(Module):
         if cfg.positions == "learned":
             self.wpe = Embedding(cfg.seq_len, C, rng=rng, std=cfg.init_std, dtype=dtype)
         else:
-            rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype)
-        self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope)
-                       for _ in range(cfg.n_layers)]
+            inv_freq = rope_frequencies(
+                cfg.head_dim, cfg.rope_base, cfg.rope_scaling, factor=cfg.rope_factor,
+                low_freq_factor=cfg.rope_low_freq_factor, high_freq_factor=cfg.rope_high_freq_factor,
+                original_max=cfg.rope_original_max)  # (D/2,)
+            rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype, inv_freq=inv_freq)
+        self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope,
+                             window=cfg.window(layer))
+                       for layer in range(cfg.n_layers)]
         self.norm_f = (make_norm(cfg.norm, C, eps=cfg.norm_eps, bias=cfg.bias, dtype=dtype,
-                                 dyt_alpha=cfg.dyt_alpha)
+                                 dyt_alpha=cfg.dyt_alpha, offset=cfg.norm_offset)
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=cfg.init_std, dtype=dtype)
@@ -95,6 +102,8 @@ class GPT(Module):
         if not 1 <= T <= cfg.seq_len:
             raise ValueError(f"sequence length T = {T} must be in [1, seq_len = {cfg.seq_len}]")
         x = self.wte(idx)  # (B, T, C)
+        if cfg.embed_scale != 1.0:
+            x = x * x.dtype.type(cfg.embed_scale)  # (B, T, C)
         if cfg.positions == "learned":
             x = x + self.wpe(np.arange(T))  # (B, T, C) + (T, C)
         x = self.numerics.stream(x, "x")
@@ -154,6 +163,8 @@ class GPT(Module):
             dx = block.backward(dx)
         if cfg.positions == "learned":
             self.wpe.backward(dx.sum(axis=0))  # (T, C): the table is shared by the batch
+        if cfg.embed_scale != 1.0:
+            dx = dx * dx.dtype.type(cfg.embed_scale)  # (B, T, C)
         self.wte.backward(dx)
         self.release()
 

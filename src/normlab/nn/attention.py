@@ -1,5 +1,6 @@
 """Multi-head self-attention (causal by default) as a module: fused QKV projection, the attention op
-(optional QK-norm, RoPE, soft-cap, dropout on the probabilities) and the output projection."""
+(optional QK-norm, RoPE, soft-cap, dropout on the probabilities, grouped key/value heads, a
+sliding window) and the output projection."""
 
 from __future__ import annotations
 
@@ -7,18 +8,22 @@ import numpy as np
 
 from .. import _checks as ck
 from ..functional import attention_backward, attention_forward
-from ..functional.attention import QK_NORMS
+from ..functional.attention import QK_NORMS, _norm_backward, _norm_forward
 from .linear import Linear
 from .module import Module
 from .numerics import FULL_PRECISION, Numerics
 
 
 class CausalSelfAttention(Module):
-    """``proj(attention(split(qkv(x))))`` over x (B, T, C) with H heads of width D = C / H.
+    """``proj(attention(split(qkv(x))))`` over x (B, T, C) with H query heads of width D = C / H
+    (or ``head_dim``) and Hkv = ``n_kv_heads`` key/value heads (default H).
 
-    Parameters: ``qkv.weight`` (3C, C) with the rows of q, k and v stacked in that order,
-    ``proj.weight`` (C, C), and with QK-norm the gains ``q_norm`` and ``k_norm`` (D,), shared by
-    the heads. ``rope`` is a pair of (T_max, D/2) tables or None. ``rng`` draws the initial
+    Parameters: ``qkv.weight`` ((H + 2 Hkv) D, C) with the rows of q (H D), k (Hkv D) and v
+    (Hkv D) stacked in that order, ``proj.weight`` (C, H D), and with QK-norm the gains ``q_norm``
+    and ``k_norm``: (D,) shared by the heads with ``qk_norm_scope="head"`` (Qwen 3), or (H D,) and
+    (Hkv D,) over the whole projections, before the heads are split, with ``"all"`` (OLMo 2).
+    ``bias`` switches the qkv bias, ``proj_bias`` (default: ``bias``) the output projection's.
+    ``scale`` is the factor on q.k (default 1 / sqrt(D)), ``window`` a sliding window. ``rope`` is a pair of (T_max, D/2) tables or None. ``rng`` draws the initial
     weights, ``dropout_rng`` (default: rng) the dropout masks. ``causal=False`` lets every
     position see every other (an encoder). After a forward, ``max_logit`` holds the largest raw
     attention logit.
@@ -31,43 +36,92 @@ class CausalSelfAttention(Module):
                  qk_norm_eps: float = 1e-6, softcap: float | None = None, p_drop: float = 0.0,
                  rope: tuple[np.ndarray, np.ndarray] | None = None, bias: bool = False,
                  std: float = 0.02, proj_std: float | None = None, causal: bool = True,
-                 dtype=np.float32):
+                 dtype=np.float32, n_kv_heads: int | None = None, head_dim: int | None = None,
+                 scale: float | None = None, window: int | None = None,
+                 qk_norm_scope: str = "head", proj_bias: bool | None = None):
         super().__init__()
-        if isinstance(n_heads, bool) or not isinstance(n_heads, (int, np.integer)) or n_heads < 1:
-            raise ValueError(f"n_heads must be an integer >= 1; got {n_heads!r}")
-        if C % n_heads:
-            raise ValueError(f"n_heads ({n_heads}) must divide the width C ({C})")
+        for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+        if head_dim is None and C % n_heads:
+            raise ValueError(f"n_heads ({n_heads}) must divide the width C ({C}) unless head_dim is given")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads})")
         if qk_norm not in QK_NORMS:
             raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
-        self.n_heads, self.head_dim = int(n_heads), C // n_heads
+        if qk_norm_scope not in ("head", "all"):
+            raise ValueError(f"qk_norm_scope must be 'head' or 'all'; got {qk_norm_scope!r}")
+        self.n_heads, self.n_kv_heads = int(n_heads), int(n_kv_heads)
+        self.head_dim = C // n_heads if head_dim is None else int(head_dim)
+        self.scale = None if scale is None else ck.positive(scale, "scale")
+        self.window = window
+        self.qk_norm_scope = qk_norm_scope
         self.qk_norm, self.qk_norm_eps = qk_norm, ck.positive(qk_norm_eps, "qk_norm_eps")
         self.softcap = None if softcap is None else ck.positive(softcap, "softcap")
         self.p_drop = ck.probability(p_drop, "p_drop")
         self.rng = ck.generator(rng if dropout_rng is None else dropout_rng)  # for dropout
         self.rope = rope
         self.causal = ck.flag(causal, "causal")
-        self.qkv = Linear(C, 3 * C, bias=bias, rng=rng, std=std, dtype=dtype)
-        self.proj = Linear(C, C, bias=bias, rng=rng, std=std if proj_std is None else proj_std,
-                           dtype=dtype)
+        HD, KD = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        self.qkv = Linear(C, HD + 2 * KD, bias=bias, rng=rng, std=std, dtype=dtype)
+        self.proj = Linear(HD, C, bias=bias if proj_bias is None else proj_bias, rng=rng,
+                           std=std if proj_std is None else proj_std, dtype=dtype)
         if qk_norm != "none":
-            self.add_param("q_norm", np.ones(self.head_dim, dtype))
-            self.add_param("k_norm", np.ones(self.head_dim, dtype))
+            whole = qk_norm_scope == "all"
+            self.add_param("q_norm", np.ones(HD if whole else self.head_dim, dtype))
+            self.add_param("k_norm", np.ones(KD if whole else self.head_dim, dtype))
         self.max_logit = float("nan")
+        self._qk_caches = None  # qk_norm_scope "all": the norm caches of q and k
+
+    @property
+    def value_rows(self) -> slice:
+        """The rows of ``qkv.weight`` that make v."""
+        return slice((self.n_heads + self.n_kv_heads) * self.head_dim, None)
+
+    def _split(self, qkv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(B, T, (H + 2 Hkv) D) -> q (B, H, T, D), k and v (B, Hkv, T, D), with the QK-norm
+        over the whole projections applied first (scope "all")."""
+        B, T, _ = qkv.shape
+        H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
+        q, k, v = qkv[..., : H * D], qkv[..., H * D : (H + K) * D], qkv[..., (H + K) * D :]
+        if self.qk_norm != "none" and self.qk_norm_scope == "all":
+            q, cq = _norm_forward(self.qk_norm, q, self.params["q_norm"], self.qk_norm_eps)
+            k, ck_ = _norm_forward(self.qk_norm, k, self.params["k_norm"], self.qk_norm_eps)
+            self._qk_caches = (cq, ck_)
+        heads = lambda a, n: a.reshape(B, T, n, D).transpose(0, 2, 1, 3)  # noqa: E731
+        return heads(q, H), heads(k, K), heads(v, K)
+
+    def _merge(self, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
+        """The inverse of ``_split`` for gradients: (B, T, (H + 2 Hkv) D)."""
+        B, _, T, D = dq.shape
+        flat = lambda a: a.transpose(0, 2, 1, 3).reshape(B, T, -1)  # noqa: E731
+        dq, dk, dv = flat(dq), flat(dk), flat(dv)  # (B, T, H D), (B, T, Hkv D) x 2
+        if self.qk_norm != "none" and self.qk_norm_scope == "all":
+            (cq, ck_), self._qk_caches = self._qk_caches, None
+            dq, dwq = _norm_backward(self.qk_norm, dq, cq)
+            dk, dwk = _norm_backward(self.qk_norm, dk, ck_)
+            self.accumulate("q_norm", dwq)
+            self.accumulate("k_norm", dwk)
+        return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         B, T, C = x.shape
         H, D = self.n_heads, self.head_dim
         n = self.numerics
-        qkv = self.qkv(x).reshape(B, T, 3, H, D)  # (B, T, 3, H, D)
-        q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, T, D) views
+        q, k, v = self._split(self.qkv(x))  # (B, H, T, D), (B, Hkv, T, D) x 2
+        per_head = self.qk_norm if self.qk_norm_scope == "head" else "none"
         rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
         y, self._cache = attention_forward(
-            q, k, v, self.params.get("q_norm"), self.params.get("k_norm"), qk_norm=self.qk_norm,
+            q, k, v, self.params.get("q_norm") if per_head != "none" else None,
+            self.params.get("k_norm") if per_head != "none" else None, qk_norm=per_head,
             qk_norm_eps=self.qk_norm_eps, rope=rope, softcap=self.softcap, p_drop=self.p_drop,
-            training=self.training, rng=self.rng, causal=self.causal,
+            training=self.training, rng=self.rng, causal=self.causal, scale=self.scale,
+            window=self.window,
         )  # (B, H, T, D)
         self.max_logit = self._cache.max_logit
-        y = n.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, C)  # (B, T, C)
+        y = n.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, H * D)  # (B, T, H D)
         return self.proj(y)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
@@ -75,10 +129,7 @@ class CausalSelfAttention(Module):
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
         dq, dk, dv, dq_norm, dk_norm = attention_backward(dy, self._last_cache())
-        if self.qk_norm != "none":
+        if self.qk_norm != "none" and self.qk_norm_scope == "head":
             self.accumulate("q_norm", dq_norm)
             self.accumulate("k_norm", dk_norm)
-        dqkv = np.empty((B, T, 3, H, D), dq.dtype)  # (B, T, 3, H, D)
-        for i, d in enumerate((dq, dk, dv)):
-            dqkv[:, :, i] = d.transpose(0, 2, 1, 3)
-        return self.qkv.backward(dqkv.reshape(B, T, 3 * C))
+        return self.qkv.backward(self._merge(dq, dk, dv))  # (B, T, C)

@@ -1,5 +1,6 @@
-"""The Transformer's position-wise MLP: ``proj(act(fc(x)))``, or SwiGLU's
-``proj(silu(gate) * up)`` with gate and up stacked in one projection."""
+"""The Transformer's position-wise MLP: ``proj(act(fc(x)))``, or a gated MLP with gate and up
+stacked in one projection: SwiGLU's ``proj(silu(gate) * up)`` (Llama) or GeGLU's
+``proj(gelu_tanh(gate) * up)`` (Gemma)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,18 @@ from ..functional import (
 from .linear import Linear
 from .module import Module
 
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu", "geglu")
+GATED = ("swiglu", "geglu")
 
 
 class MLP(Module):
     """x (B, T, C) -> fc -> activation -> proj -> (B, T, C), hidden width ``d_ff``.
 
-    ``activation``: "gelu" (exact), "gelu_tanh" (GPT-2), "relu", or "swiglu" (then ``fc`` maps to
-    2 * d_ff: the gate rows first, the up rows second, and ``proj`` reads d_ff).
+    ``activation``: "gelu" (exact), "gelu_tanh" (GPT-2), "relu", "swiglu" or "geglu" (gated:
+    then ``fc`` maps to 2 * d_ff, the gate rows first, the up rows second, and ``proj`` reads
+    d_ff; GeGLU's GELU is the tanh form, Gemma's ``gelu_pytorch_tanh``).
+
+    GeGLU, with g = gelu(a): out = g * b; da = gelu'(a) * (dout * b), db = dout * g.
     """
 
     def __init__(self, C: int, d_ff: int, activation: str = "gelu_tanh", *, rng: np.random.Generator,
@@ -31,7 +36,7 @@ class MLP(Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}; got {activation!r}")
         self.activation, self.d_ff = activation, d_ff
-        width = 2 * d_ff if activation == "swiglu" else d_ff
+        width = 2 * d_ff if activation in GATED else d_ff
         self.fc = Linear(C, width, bias=bias, rng=rng, std=std, dtype=dtype)
         self.proj = Linear(d_ff, C, bias=bias, rng=rng, std=std if proj_std is None else proj_std,
                            dtype=dtype)
@@ -40,6 +45,11 @@ class MLP(Module):
         h = self.fc(x)  # (B, T, d_ff) or (B, T, 2 d_ff)
         if self.activation == "swiglu":
             h, self._cache = swiglu_forward(h[..., : self.d_ff], h[..., self.d_ff :])
+        elif self.activation == "geglu":
+            up = h[..., self.d_ff :]  # (B, T, d_ff)
+            g, gelu_cache = self.op("gelu_forward")(h[..., : self.d_ff], "tanh")
+            self._cache = (gelu_cache, g, up)
+            h = g * up  # (B, T, d_ff)
         elif self.activation == "relu":
             h, self._cache = relu_forward(h)
         else:
@@ -52,6 +62,10 @@ class MLP(Module):
         cache = self._last_cache()
         if self.activation == "swiglu":
             dh = np.concatenate(swiglu_backward(dh, cache), axis=-1)  # (B, T, 2 d_ff)
+        elif self.activation == "geglu":
+            gelu_cache, g, up = cache
+            dgate = self.op("gelu_backward")(dh * up, gelu_cache)  # (B, T, d_ff)
+            dh = np.concatenate([dgate, (dh * g).astype(dgate.dtype, copy=False)], axis=-1)
         elif self.activation == "relu":
             dh = relu_backward(dh, cache)
         else:

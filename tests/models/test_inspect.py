@@ -1,0 +1,175 @@
+"""normlab inspect: the headroom fractions against actual rounding, the per-layer figures against
+the model's own metrics, the precision presets against running them directly, and the command."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from normlab.lab.commands import inspect as command
+from normlab.models import GPT, GPTConfig, save_hf
+from normlab.models.inspect import FORMAT_SCALINGS, HIST_LO, inspect_model, tensor_stats
+from normlab.nn.numerics import FULL_PRECISION, PolicyNumerics
+from normlab.precision import get_format, mx_quantize, mx_dequantize, quantize
+
+@pytest.fixture(autouse=True)
+def _numba_threads_as_started(monkeypatch):
+    """numba re-reads NUMBA_NUM_THREADS when it compiles and refuses a value that differs from
+    the running pool's; commands run in-process by other tests (``normlab train``) may have set
+    it to 1 after the pool started. The inspect kernels compile on first use: keep them happy."""
+    import numba
+
+    monkeypatch.setenv("NUMBA_NUM_THREADS", str(numba.config.NUMBA_NUM_THREADS))
+
+
+CFG = GPTConfig(vocab_size=23, seq_len=12, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2,
+                norm="rmsnorm", positions="rope", activation="swiglu", d_ff=24,
+                sliding_window=5, window_layers=(0,))
+
+
+def _wide(seed: int = 0, n: int = 4096) -> np.ndarray:
+    """Values over 2^-30 .. 2^20 with both signs and some zeros: every fraction is non-trivial."""
+    rng = np.random.default_rng(seed)
+    x = rng.choice([-1.0, 1.0], n) * 2.0 ** rng.uniform(-30, 20, n)
+    x[::97] = 0.0
+    return x.astype(np.float32).reshape(-1, 64)
+
+
+@pytest.mark.parametrize("key,fmt,scaling", [k for k in FORMAT_SCALINGS if k[2] != "mx"])
+def test_fractions_match_rounding_the_values(key, fmt, scaling):
+    x = _wide()
+    delayed = 3.0 * float(np.abs(x).max())  # an earlier step with a larger amax
+    stats = tensor_stats(x, delayed_amax=delayed)
+    f = get_format(fmt)
+    s = {"none": 1.0, "tensor": f.max_finite / np.abs(x).max(), "delayed": f.max_finite / delayed}[scaling]
+    xs = x.astype(np.float64) * s
+    q = quantize(xs.astype(np.float32), fmt, overflow="inf" if f.has_inf else "nan").astype(np.float64)
+    nz = x != 0
+    expect = {"overflow": np.mean(~np.isfinite(q[nz]) | (np.abs(q[nz]) > f.max_finite)),
+              "flush": np.mean(q[nz] == 0),
+              "subnormal": np.mean((q[nz] != 0) & (np.abs(q[nz]) < f.min_normal))}
+    got = stats["formats"][key]
+    for k in expect:  # one value at a boundary may go either way through float32 products
+        assert abs(got[k] - expect[k]) <= 1 / nz.sum(), (k, got[k], expect[k])
+    if scaling == "none" and fmt.startswith("float8"):
+        assert got["overflow"] > 0 and got["flush"] > 0 and got["subnormal"] > 0
+    if scaling == "tensor":
+        assert got["overflow"] == 0
+
+
+@pytest.mark.parametrize("key,fmt", [(k, f) for k, f, s in FORMAT_SCALINGS if s == "mx"])
+def test_mx_flushes_match_block_quantization(key, fmt):
+    x = _wide(1)
+    t = mx_quantize(x, fmt, block_size=32, scale_rule="floor")
+    y = mx_dequantize(t)
+    nz = x != 0
+    got = tensor_stats(x)["formats"][key]
+    assert got["flush"] == pytest.approx(np.mean(y[nz] == 0), abs=1 / nz.sum())
+    assert got["flush"] > 0
+
+
+def test_histogram_counts_every_nonzero_value_in_its_binade():
+    x = np.array([0.0, 1.0, 1.5, -0.75, 2.0 ** -70, 3e38, np.inf], np.float32)
+    s = tensor_stats(x)
+    counts = np.array(s["hist"]["counts"])
+    assert counts.sum() == 5 and s["zeros"] == 1 and s["nonfinite"] == 1
+    assert counts[0 - HIST_LO] == 2 and counts[-1 - HIST_LO] == 1  # [1, 2) twice, [0.5, 1) once
+    assert counts[0] == 1 and counts[-1] == 1  # clipped into the end bins
+    assert s["amax"] == pytest.approx(3e38)
+
+
+def _model(seed: int = 0, **kw) -> GPT:
+    model = GPT(dataclasses.replace(CFG, **kw), rng=np.random.default_rng(seed))
+    rng = np.random.default_rng(seed + 1)
+    for name, p in model.parameters().items():
+        p[...] = rng.normal(1.0 if p.ndim == 1 else 0.0, 0.3 if p.ndim == 1 else 0.4, p.shape)
+    return model
+
+
+def test_inspect_reports_what_the_model_measures_and_leaves_it_unchanged():
+    model = _model()
+    before = {k: v.copy() for k, v in model.parameters().items()}
+    tokens = np.random.default_rng(2).integers(0, CFG.vocab_size, 40)
+    r = inspect_model(model, tokens, seq_len=10, policies=("amp_bf16", "fp8_hybrid"))
+    idx, tgt = tokens[None, -11:-1], tokens[None, -10:]
+    loss = model.forward(idx, tgt).loss
+    assert r["loss"] == pytest.approx(loss, rel=1e-6)
+    for i, layer in enumerate(r["layers"]):
+        assert layer["residual_rms"] == pytest.approx(model.metrics["residual_rms"][i], rel=1e-5)
+        assert max(layer["max_logit"]) == pytest.approx(model.metrics["max_attn_logit"][i], rel=1e-5)
+        assert len(layer["max_logit"]) == len(layer["entropy"]) == CFG.n_heads
+        limit = np.log(5 if i == 0 else 10)  # layer 0 attends over a window of 5
+        assert all(0 < e <= limit + 1e-6 for e in layer["entropy"])
+        assert set(layer["norms"]) == {"attn.norm", "mlp.norm"}
+    assert r["output"]["log_z"] == pytest.approx(model.metrics["log_z"], rel=1e-6)
+    assert r["tokens"]["delayed_from"] == "previous window"
+    # each preset's loss: what running the model under it gives
+    model.set_numerics(PolicyNumerics("amp_bf16", rng=np.random.default_rng(0)))
+    bf16 = model.forward(idx, tgt).loss
+    model.set_numerics(FULL_PRECISION)
+    assert r["policies"]["amp_bf16"]["loss"] == pytest.approx(bf16, rel=1e-7)
+    assert r["policies"]["fp32"]["delta"] == 0 and r["policies"]["amp_bf16"]["delta"] != 0
+    kinds = {t["kind"] for t in r["tensors"].values()}
+    assert kinds == {"weight", "activation", "gradient"}
+    assert "grad:blocks.0.attn.branch.qkv.weight" in r["tensors"] and "logits" in r["tensors"]
+    assert r["tensors"]["grad:wte.weight"]["amax"] > 0  # the backward ran
+    for k, v in model.parameters().items():
+        np.testing.assert_array_equal(v, before[k], err_msg=k)
+    assert not any(g.any() for g in model.gradients().values())
+    json.dumps(r)  # JSON-ready
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"tokens": np.zeros((2, 3), int)}, "tokens must be a 1-D array"),
+    ({"tokens": np.array([1, 99])}, "tokens must lie in"),
+    ({"tokens": np.array([1])}, "at least 2 ids"),
+    ({"seq_len": 13}, "seq_len must be in"),
+    ({"policies": ("fp4_magic",)}, "policies must be preset names"),
+])
+def test_inspect_refuses_bad_arguments(kw, message):
+    args = {"tokens": np.arange(8), **kw}
+    with pytest.raises(ValueError, match=message):
+        inspect_model(_model(), **args)
+    with pytest.raises(TypeError, match="model must be a normlab GPT"):
+        inspect_model("gpt2", np.arange(4))
+
+
+def _args(path, out, **kw) -> argparse.Namespace:
+    base = dict(path=str(path), text=None, tokens=None, seq=8, policies=["amp_bf16"], out=out,
+                json=False, quiet=True)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_command_writes_html_and_json_from_text_or_tokens(tmp_path, capsys):
+    tokenizers = pytest.importorskip("tokenizers")
+    ckpt = save_hf(_model(sliding_window=None, window_layers=None), tmp_path / "ckpt")  # llama
+    vocab = {w: i for i, w in enumerate(["[UNK]"] + [f"w{i}" for i in range(CFG.vocab_size - 1)])}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.save(str(ckpt / "tokenizer.json"))
+    text = tmp_path / "t.txt"
+    text.write_text(" ".join(f"w{i % 20}" for i in range(30)))
+    assert command.main(_args(ckpt, tmp_path / "a", text=text)) == 0
+    page = (tmp_path / "a" / "inspect.html").read_text()
+    assert "Loss under each precision policy" in page and "<svg" in page
+    result = json.loads((tmp_path / "a" / "inspect.json").read_text())
+    assert result["tokens"]["measured"] == 8 and set(result["policies"]) == {"fp32", "amp_bf16"}
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.arange(20) % CFG.vocab_size)
+    capsys.readouterr()
+    assert command.main(_args(ckpt, tmp_path / "b", tokens=ids, json=True)) == 0
+    assert json.loads(capsys.readouterr().out)["loss"] > 0
+
+
+def test_command_errors_name_the_problem(tmp_path, capsys):
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.arange(20))
+    assert command.main(_args(tmp_path / "nothing", tmp_path / "o", tokens=ids)) == 2
+    assert "is not a checkpoint directory" in capsys.readouterr().out
+    ckpt = save_hf(_model(qk_norm="rmsnorm"), tmp_path / "ckpt")  # qwen3
+    assert command.main(_args(ckpt, tmp_path / "o", text=ids)) == 2
+    assert "has no tokenizer.json" in capsys.readouterr().out
