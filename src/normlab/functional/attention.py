@@ -82,6 +82,29 @@ def _norm_backward(kind: str, dout: Array, cache) -> tuple[Array, Array]:
     return dx, dweight
 
 
+def check_args(q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng,
+               causal):
+    """``attention_forward``'s arguments checked (shared with ``normlab.kernels``): q, k, v as
+    float arrays of one (B, H, T, D) shape, and the options as accepted values."""
+    q, k, v = (ck.float_array(a, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
+    if q.ndim != 4:
+        raise ValueError(f"q must have shape (B, H, T, D); got {q.shape}")
+    ck.same_shape(k, "k", q.shape, "the shape of q")
+    ck.same_shape(v, "v", q.shape, "the shape of q")
+    if qk_norm not in QK_NORMS:
+        raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
+    if qk_norm != "none":
+        ck.param(q_norm_weight, "q_norm_weight", q.shape[-1])
+        ck.param(k_norm_weight, "k_norm_weight", q.shape[-1])
+    softcap = None if softcap is None else ck.positive(softcap, "softcap")
+    p_drop = ck.probability(p_drop, "p_drop")
+    training = ck.flag(training, "training")
+    causal = ck.flag(causal, "causal")
+    if training and p_drop > 0.0:
+        ck.generator(rng)
+    return q, k, v, softcap, p_drop, training, causal
+
+
 def attention_forward(
     q: Array,
     k: Array,
@@ -115,23 +138,9 @@ def attention_forward(
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
     """
-    q, k, v = (ck.float_array(a, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
-    if q.ndim != 4:
-        raise ValueError(f"q must have shape (B, H, T, D); got {q.shape}")
-    ck.same_shape(k, "k", q.shape, "the shape of q")
-    ck.same_shape(v, "v", q.shape, "the shape of q")
-    if qk_norm not in QK_NORMS:
-        raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
+    q, k, v, softcap, p_drop, training, causal = check_args(
+        q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal)
     B, H, T, D = q.shape
-    if qk_norm != "none":
-        ck.param(q_norm_weight, "q_norm_weight", D)
-        ck.param(k_norm_weight, "k_norm_weight", D)
-    softcap = None if softcap is None else ck.positive(softcap, "softcap")
-    p_drop = ck.probability(p_drop, "p_drop")
-    training = ck.flag(training, "training")
-    causal = ck.flag(causal, "causal")
-    if training and p_drop > 0.0:
-        ck.generator(rng)
     dtypes = (q.dtype, k.dtype, v.dtype)
     ct = ck.compute_dtype(q.dtype)
     scale = 1.0 / math.sqrt(D)

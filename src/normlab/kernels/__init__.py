@@ -57,6 +57,8 @@ _KERNELS = {
     "cross_entropy_backward": "softmax",
     "gelu_forward": "activations",
     "gelu_backward": "activations",
+    "attention_forward": "attention",
+    "attention_backward": "attention",
     "quantize": "rounding",
 }
 
@@ -76,6 +78,8 @@ _REFERENCE = {
     "cross_entropy_backward": "normlab.functional.losses",
     "gelu_forward": "normlab.functional.activations",
     "gelu_backward": "normlab.functional.activations",
+    "attention_forward": "normlab.functional.attention",
+    "attention_backward": "normlab.functional.attention",
     "quantize": "normlab.precision.rounding",
 }
 

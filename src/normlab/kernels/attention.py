@@ -1,0 +1,93 @@
+"""Scaled dot-product attention with the fused soft-capped causal softmax: the contract and the
+cache of ``normlab.functional.attention_forward`` / ``attention_backward``.
+
+    s = q k^T / sqrt(D)                   one batched matrix multiply, scaled in place
+    p = capped_softmax(s, cap, causal)    one kernel: cap, mask, softmax (and the row maxima
+                                          of the raw logits, for max_logit), one pass over s
+    out = p v
+
+and upwards, ``ds = capped_softmax_backward(dy v^T)`` (the cap's 1 - tanh^2 fused in) scaled in
+place, ``dq = ds k``, ``dk = ds^T q``, ``dv = p^T dy``. The reference runs about ten NumPy passes
+over the (B, H, T, T) logits for the same lines (divide, tanh, scale, add the mask, max,
+subtract, exp, sum, divide).
+
+The fused path covers attention without QK-norm, RoPE or dropout in training, on float32 or
+float64 q, k and v of one dtype; anything else (and any option this module does not know) runs
+the reference, so the two are interchangeable: the cache is the reference's ``AttentionCache``
+and either backward takes either forward's cache. The products are the reference's; only the
+softmax's row sums are reordered (``normlab.kernels.softmax``), so results agree within the
+tolerances of tests/kernels/test_kernel_attention.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _checks as ck
+from ..functional import attention as _ref
+from ..functional.attention import AttentionCache
+from ..functional.softmax import SoftmaxCache
+from .softmax import _backward as _softmax_backward
+from .softmax import _forward as _softmax_forward
+
+_FAST_OPTIONS = {"qk_norm", "qk_norm_eps", "rope", "softcap", "p_drop", "training", "rng",
+                 "causal"}
+
+
+def _fast(q, k, v, options: dict) -> bool:
+    """Whether the fused path computes this call (else the reference does)."""
+    if set(options) - _FAST_OPTIONS:
+        return False
+    if options.get("qk_norm", "none") != "none" or options.get("rope") is not None:
+        return False
+    if options.get("training", False) is not False and options.get("p_drop", 0.0) != 0.0:
+        return False  # dropout (or an argument the reference refuses)
+    dtypes = {np.asarray(a).dtype for a in (q, k, v)}
+    return len(dtypes) == 1 and dtypes.pop() in (np.float32, np.float64)
+
+
+def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options):
+    """Attention; as ``normlab.functional.attention_forward`` (same arguments and cache)."""
+    if not _fast(q, k, v, options):
+        return _ref.attention_forward(q, k, v, q_norm_weight, k_norm_weight, **options)
+    o = {"qk_norm": "none", "softcap": None, "p_drop": 0.0, "training": False, "rng": None,
+         "causal": True, **options}
+    q, k, v, softcap, _, _, causal = _ref.check_args(
+        q, k, v, q_norm_weight, k_norm_weight, o["qk_norm"], o["softcap"], o["p_drop"],
+        o["training"], o["rng"], o["causal"])
+    ck.positive(o.get("qk_norm_eps", 1e-6), "qk_norm_eps")
+    ct = q.dtype
+    D = q.shape[-1]
+    scale = 1.0 / math.sqrt(D)
+    s = q @ k.swapaxes(-1, -2)  # (B, H, T, T)
+    s *= ct.type(scale)
+    p, _, tanh, rowmax = _softmax_forward(s, causal, softcap)  # (B, H, T, T), rows (B H T,)
+    out = p @ v  # (B, H, T, D)
+    cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
+                           scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()))
+    return out, cache
+
+
+def attention_backward(dout, cache: AttentionCache):
+    """Gradients ``(dq, dk, dv, None, None)``; as ``normlab.functional.attention_backward``."""
+    c = cache
+    if (c.dropout is not None or c.qk_norm != "none" or c.rope is not None
+            or len(set(c.dtypes)) != 1 or c.v.dtype not in (np.float32, np.float64)):
+        return _ref.attention_backward(dout, cache)
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", c.v.shape, "the shape of the forward's output")
+    ct = c.v.dtype
+    dy = dout.astype(ct, copy=False)  # (B, H, T, D)
+    p = c.softmax.p  # (B, H, T, T)
+    dv = p.swapaxes(-1, -2) @ dy  # (B, H, T, D)
+    dp = dy @ c.v.swapaxes(-1, -2)  # (B, H, T, T)
+    ds = _softmax_backward(dp, p, c.tanh, ct)  # (B, H, T, T), zero where masked
+    ds *= ct.type(c.scale)
+    dq = ds @ c.k  # (B, H, T, D)
+    dk = ds.swapaxes(-1, -2) @ c.q  # (B, H, T, D)
+    return dq, dk, dv, None, None
+
+
+__all__ = ["attention_backward", "attention_forward"]
