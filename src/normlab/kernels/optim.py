@@ -7,7 +7,8 @@ update's norm), each allocating a temporary. Here each element is read once (p, 
 written once (p, m, v), every step in NumPy's order and rounding: the constants are rounded to
 the buffers' dtype as NumPy rounds a Python float combined with a float32 array, and nothing is
 contracted into a fused multiply-add. Only the squared norm of each parameter's update differs
-from NumPy's ``vdot``: it is summed in float64 (a metric, not a result).
+from NumPy's ``vdot`` in its last bits: it is summed in blocks of 2048 in the buffers' dtype and
+the blocks in float64 (a metric, not a result).
 
 The buffers are 1-D and hold one or more parameters back to back; ``starts`` marks where each
 begins (and the total length at the end), ``decay`` which of them are decayed. With a model's
@@ -22,32 +23,50 @@ import math
 import numpy as np
 from numba import njit
 
+from ._common import row_sumsq
+
+
+_BLOCK = 2048  # elements per block: the update is held in an L1-resident scratch row
+
+
+@njit(cache=True, error_model="numpy")
+def _moments(g, m, v, u, b1, one_m_b1, b2, one_m_b2, bc2_sqrt, eps, step):
+    """m, v updated in place and u = m / (sqrt(v) / sqrt(1 - b2^t) + eps) * lr / (1 - b1^t)
+    (four arrays: few enough for LLVM's overlap checks, so the loop vectorizes)."""
+    for j in range(u.shape[0]):
+        gj = g[j]
+        mj = m[j] * b1 + one_m_b1 * gj
+        vj = v[j] * b2 + one_m_b2 * (gj * gj)
+        m[j] = mj
+        v[j] = vj
+        u[j] = mj / (np.sqrt(vj) / bc2_sqrt + eps) * step
+
+
+@njit(cache=True, error_model="numpy")
+def _apply(p, u, decayed, wd):
+    """u <- u + lr wd p (decayed parameters), then p <- p - u."""
+    if decayed:
+        for j in range(u.shape[0]):
+            uj = u[j] + wd * p[j]
+            u[j] = uj
+            p[j] = p[j] - uj
+    else:
+        for j in range(u.shape[0]):
+            p[j] = p[j] - u[j]
+
 
 @njit(cache=True, error_model="numpy")
 def _adamw(p, g, m, v, starts, decay, b1, one_m_b1, b2, one_m_b2, bc2_sqrt, eps, step, wd, sq):
+    buf = np.empty(_BLOCK, p.dtype)
     for i in range(starts.shape[0] - 1):
         acc = 0.0
-        lo, hi = starts[i], starts[i + 1]
-        if decay[i]:
-            for j in range(lo, hi):
-                gj = g[j]
-                mj = m[j] * b1 + one_m_b1 * gj
-                vj = v[j] * b2 + one_m_b2 * (gj * gj)
-                m[j] = mj
-                v[j] = vj
-                u = mj / (np.sqrt(vj) / bc2_sqrt + eps) * step + wd * p[j]
-                p[j] = p[j] - u
-                acc += np.float64(u) * np.float64(u)
-        else:
-            for j in range(lo, hi):
-                gj = g[j]
-                mj = m[j] * b1 + one_m_b1 * gj
-                vj = v[j] * b2 + one_m_b2 * (gj * gj)
-                m[j] = mj
-                v[j] = vj
-                u = mj / (np.sqrt(vj) / bc2_sqrt + eps) * step
-                p[j] = p[j] - u
-                acc += np.float64(u) * np.float64(u)
+        for lo in range(starts[i], starts[i + 1], _BLOCK):
+            hi = min(lo + _BLOCK, starts[i + 1])
+            u = buf[: hi - lo]
+            _moments(g[lo:hi], m[lo:hi], v[lo:hi], u, b1, one_m_b1, b2, one_m_b2, bc2_sqrt, eps,
+                     step)
+            _apply(p[lo:hi], u, decay[i], wd)
+            acc += np.float64(row_sumsq(u, hi - lo))  # a block in the buffers' dtype, then float64
         sq[i] = acc
 
 
