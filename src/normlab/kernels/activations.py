@@ -163,12 +163,17 @@ def _gelu_tanh_bwd(x, s, dy, dx, fdy, fx, table):
         store_row(dx[lo:hi], o, fx)  # write dx
 
 
-def gelu_forward(x, approximate: str = "none"):
-    """GELU, elementwise; as ``normlab.functional.gelu_forward`` (same cache)."""
+def gelu_forward(x, approximate: str = "none", *, fast_tanh: bool = False):
+    """GELU, elementwise; as ``normlab.functional.gelu_forward`` (same cache). The tanh form
+    runs the reference (NumPy's tanh, bit for bit) unless ``fast_tanh``: then float32 inputs run
+    the kernel with the rational tanh (within 4 float32 units of tanh; 6x faster, but a trained
+    model's trajectory is not bitwise the reference's)."""
     x = ck.float_array(x, "x")
     approximate = _ref._approximate(approximate)
+    fast_tanh = ck.flag(fast_tanh, "fast_tanh")
     ct = ck.compute_dtype(x.dtype)
-    if not native(x.dtype) or x.size == 0 or (approximate == "tanh" and ct != np.float32):
+    if not native(x.dtype) or x.size == 0 or (approximate == "tanh"
+                                              and (ct != np.float32 or not fast_tanh)):
         return _ref.gelu_forward(x, approximate)
     flat = np.ascontiguousarray(x).reshape(-1)
     xk, fx = kernel_view(flat)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks as ck
+from ..functional import attention_backward, attention_forward
 from ..functional.attention import QK_NORMS
 from .linear import Linear
 from .module import Module
@@ -60,7 +61,7 @@ class CausalSelfAttention(Module):
         qkv = self.qkv(x).reshape(B, T, 3, H, D)  # (B, T, 3, H, D)
         q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, T, D) views
         rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
-        y, self._cache = self.op("attention_forward")(
+        y, self._cache = attention_forward(
             q, k, v, self.params.get("q_norm"), self.params.get("k_norm"), qk_norm=self.qk_norm,
             qk_norm_eps=self.qk_norm_eps, rope=rope, softcap=self.softcap, p_drop=self.p_drop,
             training=self.training, rng=self.rng, causal=self.causal,
@@ -73,7 +74,7 @@ class CausalSelfAttention(Module):
         B, T, C = dout.shape
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
-        dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, self._last_cache())
+        dq, dk, dv, dq_norm, dk_norm = attention_backward(dy, self._last_cache())
         if self.qk_norm != "none":
             self.accumulate("q_norm", dq_norm)
             self.accumulate("k_norm", dk_norm)
