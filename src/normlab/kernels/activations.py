@@ -7,7 +7,7 @@ bitwise and runs about 20x faster. The tanh form's backward is plain arithmetic 
 pass (read x, s, dy; write dx).
 
 numba calls libm's scalar tanh and exp (no SVML), while NumPy's are vectorized. The tanh form's
-forward evaluates tanh in float32 with a rational approximation (``tanh_f32``: Eigen's, the one
+forward runs the reference by default (bitwise); with ``fast_tanh=True`` it evaluates tanh in float32 with a rational approximation (``tanh_f32``: Eigen's, the one
 PyTorch's and XLA's vectorized CPU tanh descend from), which LLVM vectorizes: within 3 ulp of the
 correctly rounded tanh, where NumPy's own is within 1 (tests/kernels/test_kernel_activations.py
 measures both on a dense grid); float64 inputs run the reference. The exact form's backward (an exp
