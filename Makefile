@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh machine with only Python:
 #   make demo   the main job (creates .venv, installs normlab, runs it)
-#   make test   the whole test suite (creates .venv, installs normlab with the test oracles, Ray
+#   make test   the whole test suite (creates .venv, installs normlab with the test oracles, Ray,
 #               the checkpoint readers and the notebook tooling; the companion notebooks are
 #               executed too)
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/

@@ -1,6 +1,7 @@
 """GELU kernels against the reference: the exact forward bitwise (the same libm erf in float64),
-the tanh form's backward within a few roundings. (The tanh forward and the exact backward run
-NumPy's vectorized tanh/exp: see normlab.kernels.activations.)"""
+the tanh form within a few roundings (its float32 forward evaluates tanh with a rational
+approximation, checked against float64 tanh here; the exact backward runs NumPy's vectorized exp:
+see normlab.kernels.activations)."""
 
 import numpy as np
 import pytest
@@ -38,3 +39,54 @@ def test_gelu_tanh_form(rng, dtype):
     scale = float(np.max(np.abs(as64(dy)) * (1 + np.abs(as64(x)))))
     assert_rowwise(K.gelu_backward(dy, c_ref), FA.gelu_backward(dy, c_ref), ulps_ct=8,
                    scale=scale)
+
+
+def test_tanh_f32_against_float64_tanh():
+    """The tanh form's float32 tanh (a rational approximation) on a dense grid and near 0: within
+    4 units of 2^-23 relative to the result (ulp of 1) of NumPy's float64 tanh rounded to
+    float32, exact at 0 and +-inf, NaN in NaN out, odd."""
+    from numba import njit
+
+    from normlab.kernels.activations import tanh_f32
+
+    @njit
+    def apply(x, out):
+        for i in range(x.shape[0]):
+            out[i] = tanh_f32(x[i])
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.linspace(-12, 12, 1_000_001), rng.normal(size=200_000) * 1e-2,
+                        rng.normal(size=200_000) * 3]).astype(np.float32)
+    t = np.empty_like(x)
+    apply(x, t)
+    exact = np.tanh(x.astype(np.float64))
+    err = np.abs(t.astype(np.float64) - exact)
+    eps = float(np.finfo(np.float32).eps)
+    assert np.all(err <= 4 * eps * np.maximum(np.abs(exact), np.finfo(np.float32).tiny))
+    np.testing.assert_array_equal(t[x == 0], 0)
+    xm = -x
+    tm = np.empty_like(x)
+    apply(xm, tm)
+    np.testing.assert_array_equal(tm, -t)
+    special = np.array([np.inf, -np.inf, np.nan], np.float32)
+    out = np.empty_like(special)
+    apply(special, out)
+    np.testing.assert_array_equal(out[:2], [1, -1])
+    assert np.isnan(out[2])
+
+
+@pytest.mark.parametrize("shape", [(7,), (64, 512)])
+def test_gelu_tanh_form_float32_fast_path(rng, shape):
+    """The float32 path (one loop, rational tanh): y within 4 float32 units of the reference and
+    the saved x the input itself; the backward of its cache matches the reference's."""
+    x = (rng.normal(size=shape) * 3).astype(np.float32)
+    y, c = K.gelu_forward(x, "tanh", fast_tanh=True)
+    y_ref, c_ref = FA.gelu_forward(x, "tanh")
+    assert_rowwise(y, y_ref, ulps_ct=4, scale=float(np.max(np.abs(x))))
+    assert_rowwise(c.s, c_ref.s, ulps_ct=4, scale=1.0)
+    y_default, _ = K.gelu_forward(x, "tanh")  # the default: the reference, bit for bit
+    np.testing.assert_array_equal(y_default, y_ref)
+    np.testing.assert_array_equal(c.x, x)
+    dy = rng.normal(size=shape).astype(np.float32)
+    assert_rowwise(K.gelu_backward(dy, c), FA.gelu_backward(dy, c_ref), ulps_ct=8,
+                   scale=float(np.max(np.abs(dy) * (1 + np.abs(x)))))

@@ -187,3 +187,39 @@ def test_parallel_path_matches_reference(rng, op):
     assert_rowwise(y, y_ref, scale=_y_scale(x, c_ref.rstd, g))
     assert_rowwise(got[0], want[0], ulps_ct=16, scale=_terms(dy, g, c_ref.rstd))
     assert_param_grad(got[1], want[1], as64(dy) * xhat, np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float8"])
+@pytest.mark.parametrize("op", ["layer", "rms"])
+def test_forward_into_a_caller_buffer(rng, op, dtype):
+    """``out=``: y is written into the given array (returned as y), bit for bit the result
+    without it, the cache the same; the input untouched (the float8 fallback copies)."""
+    dt = ml_dtypes.float8_e4m3fn if dtype == "float8" else DTYPES[dtype]
+    x, g, b = _inputs(rng, (6, 33), dt)
+    x_before = x.copy()
+    fwd = ((lambda **kw: K.layer_norm_forward(x, g, b, **kw)) if op == "layer"
+           else (lambda **kw: K.rms_norm_forward(x, g, **kw)))
+    y, c = fwd()
+    out = np.full(x.shape, 7, x.dtype)
+    y_out, c_out = fwd(out=out)
+    assert y_out is out
+    np.testing.assert_array_equal(out.view(np.uint8), y.view(np.uint8))
+    np.testing.assert_array_equal(as64(c_out.rstd), as64(c.rstd))
+    np.testing.assert_array_equal(x.view(np.uint8), x_before.view(np.uint8))
+
+
+@pytest.mark.parametrize("op", ["layer", "rms"])
+def test_bad_out_is_refused(rng, op):
+    x, g, b = _inputs(rng, (4, 8), np.float32)
+    fwd = ((lambda out: K.layer_norm_forward(x, g, b, out=out)) if op == "layer"
+           else (lambda out: K.rms_norm_forward(x, g, out=out)))
+    with pytest.raises(TypeError, match="out"):
+        fwd([[0.0] * 8] * 4)
+    with pytest.raises(ValueError, match="out"):
+        fwd(np.empty((4, 7), np.float32))
+    with pytest.raises(ValueError, match="out"):
+        fwd(np.empty((4, 8), np.float64))
+    with pytest.raises(ValueError, match="out"):
+        fwd(np.empty((8, 4), np.float32).T)
+    with pytest.raises(ValueError, match="out"):
+        fwd(x)  # the input is never overwritten

@@ -122,3 +122,71 @@ def test_clipping_matches_torch(max_norm):
     assert (coef < 1.0) == (max_norm < total)
     for t, g in zip(tensors, grads.values()):
         np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-14)
+
+
+def _float32_params(rng):
+    return {"w": rng.normal(size=(16, 8)).astype(np.float32),
+            "e": rng.normal(size=(5, 8)).astype(np.float32),
+            "g": (1 + 0.1 * rng.normal(size=8)).astype(np.float32),
+            "s": np.asarray(0.3, np.float32)}
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_fused_adamw_is_bit_identical_to_numpy(flat):
+    """The fused kernel (one call over flat buffers, or one per parameter) gives the NumPy
+    update's parameters and moments bit for bit over several steps, learning rates and decay."""
+    from normlab.nn import Module
+
+    rng = np.random.default_rng(5)
+    ref = _float32_params(rng)
+    ours = {k: v.copy() for k, v in ref.items()}
+    if flat:  # the parameters as views into one buffer, as Module.flatten lays them out
+        m = Module()
+        for k, v in ours.items():
+            m.add_param(k, v)
+        m.flatten()
+        ours = m.parameters()
+    kw = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    opt_ref, opt = AdamW(ref, fused=False, **kw), AdamW(ours, **kw)
+    grads_buf = Module()
+    for k, v in ref.items():
+        grads_buf.add_param(k, v.copy())
+    if flat:
+        grads_buf.flatten()
+    for t, lr in enumerate((1e-2, 3e-3, 2e-2, 7e-4)):
+        grads = grads_buf.gradients()
+        for g in grads.values():
+            g[...] = rng.normal(size=g.shape) * 10.0 ** -t
+        sq_ref = opt_ref.step({k: g.copy() for k, g in grads.items()}, lr)
+        sq = opt.step(grads, lr)
+        assert opt._fused(grads)
+        for k in ref:
+            np.testing.assert_array_equal(ours[k], ref[k])
+            np.testing.assert_array_equal(opt.state[k]["m"], opt_ref.state[k]["m"])
+            np.testing.assert_array_equal(opt.state[k]["v"], opt_ref.state[k]["v"])
+            assert sq[k] == pytest.approx(sq_ref[k], rel=1e-5)
+
+
+def test_fused_adamw_applies_only_where_it_is_exact():
+    rng = np.random.default_rng(6)
+    params = _float32_params(rng)
+    grads = {k: rng.normal(size=v.shape).astype(np.float32) for k, v in params.items()}
+    assert AdamW(params)._fused(grads)
+    assert not AdamW(params, fused=False)._fused(grads)
+    assert not AdamW(params, state_round=lambda a: a)._fused(grads)
+    assert not AdamW(params)._fused({k: g.astype(np.float64) for k, g in grads.items()})
+    with pytest.raises(TypeError, match="fused"):
+        AdamW(params, fused="yes")
+
+
+def test_adamw_update_kernel_refuses_bad_buffers():
+    from normlab.kernels.optim import adamw_update
+
+    a = np.zeros(4, np.float32)
+    kw = dict(lr=1e-3, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.0, t=1)
+    with pytest.raises(TypeError, match="g"):
+        adamw_update(a, a.astype(np.float64), a.copy(), a.copy(), [0, 4], [False], **kw)
+    with pytest.raises(ValueError, match="m"):
+        adamw_update(a, a.copy(), np.zeros(3, np.float32), a.copy(), [0, 4], [False], **kw)
+    with pytest.raises(ValueError, match="starts"):
+        adamw_update(a, a.copy(), a.copy(), a.copy(), [0, 3], [False], **kw)

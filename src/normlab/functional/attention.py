@@ -96,6 +96,39 @@ def _norm_backward(kind: str, dout: Array, cache) -> tuple[Array, Array]:
     return dx, dweight
 
 
+def check_args(q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng,
+               causal, scale=None, window=None):
+    """``attention_forward``'s arguments checked (shared with ``normlab.kernels``): q as a
+    (B, H, T, D) float array, k and v as (B, Hkv, T, D) with Hkv dividing H, and the options as
+    accepted values; ``scale`` None becomes 1 / sqrt(D)."""
+    q, k, v = (ck.float_array(a, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
+    if q.ndim != 4:
+        raise ValueError(f"q must have shape (B, H, T, D); got {q.shape}")
+    B, H, T, D = q.shape
+    if k.ndim != 4 or k.shape[0] != B or k.shape[2:] != (T, D) or H % max(k.shape[1], 1):
+        raise ValueError(f"k must have shape (B, Hkv, T, D) = ({B}, Hkv, {T}, {D}) with Hkv "
+                         f"dividing H = {H}; got {k.shape}")
+    ck.same_shape(v, "v", k.shape, "the shape of k")
+    if qk_norm not in QK_NORMS:
+        raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
+    if qk_norm != "none":
+        ck.param(q_norm_weight, "q_norm_weight", D)
+        ck.param(k_norm_weight, "k_norm_weight", D)
+    softcap = None if softcap is None else ck.positive(softcap, "softcap")
+    p_drop = ck.probability(p_drop, "p_drop")
+    training = ck.flag(training, "training")
+    causal = ck.flag(causal, "causal")
+    scale = 1.0 / math.sqrt(D) if scale is None else ck.positive(scale, "scale")
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise ValueError(f"window must be an integer >= 1 or None; got {window!r}")
+        if not causal:
+            raise ValueError("window (a sliding window) needs causal=True")
+    if training and p_drop > 0.0:
+        ck.generator(rng)
+    return q, k, v, softcap, p_drop, training, causal, scale, window
+
+
 def attention_forward(
     q: Array,
     k: Array,
@@ -135,31 +168,10 @@ def attention_forward(
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
     """
-    q, k, v = (ck.float_array(a, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
-    if q.ndim != 4:
-        raise ValueError(f"q must have shape (B, H, T, D); got {q.shape}")
+    q, k, v, softcap, p_drop, training, causal, scale, window = check_args(
+        q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
+        scale, window)
     B, H, T, D = q.shape
-    if k.ndim != 4 or k.shape[0] != B or k.shape[2:] != (T, D) or H % max(k.shape[1], 1):
-        raise ValueError(f"k must have shape (B, Hkv, T, D) = ({B}, Hkv, {T}, {D}) with Hkv "
-                         f"dividing H = {H}; got {k.shape}")
-    ck.same_shape(v, "v", k.shape, "the shape of k")
-    if qk_norm not in QK_NORMS:
-        raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
-    if qk_norm != "none":
-        ck.param(q_norm_weight, "q_norm_weight", D)
-        ck.param(k_norm_weight, "k_norm_weight", D)
-    softcap = None if softcap is None else ck.positive(softcap, "softcap")
-    p_drop = ck.probability(p_drop, "p_drop")
-    training = ck.flag(training, "training")
-    causal = ck.flag(causal, "causal")
-    scale = 1.0 / math.sqrt(D) if scale is None else ck.positive(scale, "scale")
-    if window is not None:
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise ValueError(f"window must be an integer >= 1 or None; got {window!r}")
-        if not causal:
-            raise ValueError("window (a sliding window) needs causal=True")
-    if training and p_drop > 0.0:
-        ck.generator(rng)
     dtypes = (q.dtype, k.dtype, v.dtype)
     ct = ck.compute_dtype(q.dtype)
     G = H // k.shape[1]  # query heads per key/value head

@@ -20,6 +20,11 @@ the mode. ``resolve(impl, name)`` returns the function ``name`` of either path. 
 within the tolerances of ``tests/kernels``, and dropout draws the same mask from the same
 ``rng`` on both.
 
+What runs fused: LayerNorm, RMSNorm, the residual add + norm, softmax (plain, and soft-capped
+with the causal mask), cross-entropy, GELU, quantization, and attention (``attention.py``: the
+matmuls around the capped causal softmax kernel). ``optim.adamw_update`` is AdamW's update in one
+pass over flat buffers, bit for bit NumPy's; ``normlab.train.AdamW`` calls it itself.
+
 Compilation: every kernel is compiled on its first call for each combination of argument types
 (about 1 to 3 s each) and cached on disk (``cache=True``, in ``__pycache__`` beside this
 package, or ``NUMBA_CACHE_DIR``); a later process loads the machine code (milliseconds).
@@ -57,6 +62,8 @@ _KERNELS = {
     "cross_entropy_backward": "softmax",
     "gelu_forward": "activations",
     "gelu_backward": "activations",
+    "attention_forward": "attention",
+    "attention_backward": "attention",
     "quantize": "rounding",
 }
 
@@ -76,6 +83,8 @@ _REFERENCE = {
     "cross_entropy_backward": "normlab.functional.losses",
     "gelu_forward": "normlab.functional.activations",
     "gelu_backward": "normlab.functional.activations",
+    "attention_forward": "normlab.functional.attention",
+    "attention_backward": "normlab.functional.attention",
     "quantize": "normlab.precision.rounding",
 }
 

@@ -202,18 +202,46 @@ def grad_view(dout: np.ndarray, ct: np.dtype) -> tuple[np.ndarray, int]:
     return kernel_view(d)
 
 
-def layer_norm_forward(x, gamma, beta, eps: float = 1e-5):
+def check_out(out, x: np.ndarray) -> np.ndarray | None:
+    """A caller-provided output: None, or a C-contiguous array of x's shape and dtype that does
+    not share memory with x (else a clear error naming ``out``)."""
+    if out is None:
+        return None
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array or None; got {type(out).__name__}")
+    if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {x.dtype} array of x's shape {x.shape}; "
+                         f"got {out.dtype} {out.shape}"
+                         + ("" if out.flags.c_contiguous else " (not C-contiguous)"))
+    if not out.flags.writeable or np.shares_memory(out, x):
+        raise ValueError("out must be writeable and must not share memory with x (the input is "
+                         "never overwritten)")
+    return out
+
+
+def _into(out, result):
+    """The reference's (y, cache) with y copied into ``out`` when one was given."""
+    y, cache = result
+    if out is None:
+        return y, cache
+    np.copyto(out, y)
+    return out, cache
+
+
+def layer_norm_forward(x, gamma, beta, eps: float = 1e-5, *, out=None):
     """LayerNorm over the last axis; see ``normlab.functional.layer_norm_forward`` (same
-    arguments, result and cache)."""
+    arguments, result and cache). ``out``: an array of x's shape and dtype to write y into (then
+    returned as y), instead of a new one."""
     x, gamma, beta, eps = _ref_ln.check_args(x, gamma, beta, eps)
+    out = check_out(out, x)
     C = x.shape[-1]
     if not native(x.dtype) or x.size == 0:
-        return _ref_ln.layer_norm_forward(x, gamma, beta, eps)
+        return _into(out, _ref_ln.layer_norm_forward(x, gamma, beta, eps))
     ct = ck.compute_dtype(x.dtype)
     g = None if gamma is None else gamma.astype(ct)
     xk, fmt = kernel_view(rows_of(x))
     rows = xk.shape[0]
-    y = np.empty(x.shape, x.dtype)
+    y = np.empty(x.shape, x.dtype) if out is None else out
     yk, _ = kernel_view(y.reshape(rows, C))
     mean, rstd = np.empty(rows, ct), np.empty(rows, ct)
     launch(_layer_norm_fwd, x.size, xk, np.ones(C, ct) if g is None else g,
@@ -251,18 +279,21 @@ def layer_norm_backward(dout, cache: LayerNormCache):
 
 
 def rms_norm_forward(x, weight, eps: float = 1e-8, *, partial: float | None = None,
-                     offset: float = 0.0):
+                     offset: float = 0.0, out=None):
     """RMSNorm over the last axis; see ``normlab.functional.rms_norm_forward`` (same arguments,
-    result and cache)."""
+    result and cache). ``out``: an array of x's shape and dtype to write y into (then returned as
+    y), instead of a new one."""
     x, weight, eps, k = _ref_rms.check_args(x, weight, eps, partial, offset)
+    out = check_out(out, x)
     C = x.shape[-1]
     if not native(x.dtype) or x.size == 0:
-        return _ref_rms.rms_norm_forward(x, weight, eps, partial=partial, offset=offset)
+        return _into(out, _ref_rms.rms_norm_forward(x, weight, eps, partial=partial,
+                                                    offset=offset))
     ct = ck.compute_dtype(x.dtype)
     scale = weight.astype(ct) + ct.type(offset)
     xk, fmt = kernel_view(rows_of(x))
     rows = xk.shape[0]
-    y = np.empty(x.shape, x.dtype)
+    y = np.empty(x.shape, x.dtype) if out is None else out
     yk, _ = kernel_view(y.reshape(rows, C))
     rstd = np.empty(rows, ct)
     launch(_rms_norm_fwd, x.size, xk, scale, ct.type(eps), k, yk, rstd, fmt, F16_TABLE,

@@ -70,9 +70,10 @@ def _dot(a, b, k):
 
 
 @njit(parallel=True, cache=True)
-def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, fx, table, n):
-    """Rows of x -> p (compute dtype) and y (x's format). With cap > 0 the logits are first
-    capped, cap * tanh(x / cap) (tanh saved); with causal, row i sees keys j <= i mod T."""
+def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, rowmax, fx, table, n):
+    """Rows of x -> p (compute dtype) and y (x's format), and each row's largest raw x over its
+    kept keys (before the cap) in rowmax. With cap > 0 the logits are first capped,
+    cap * tanh(x / cap) (tanh saved); with causal, row i sees keys j <= i mod T."""
     rows, C = x.shape
     for c in prange(n):
         lo, hi = chunk_bounds(c, n, rows)
@@ -84,6 +85,7 @@ def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, fx, table, n):
             v = load_row(x[i], xbuf, fx, table)  # read x
             k = (i % T) + 1 if causal else C  # unmasked keys
             if cap > 0:
+                rowmax[i] = _row_max(v, k)
                 for j in range(k):
                     t = np.tanh(v[j] / cap)
                     tanh[i, j] = t
@@ -94,7 +96,9 @@ def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, fx, table, n):
             else:
                 z = v
             pr = p[i]
-            _exp_normalize(z, k, pr)  # write p
+            m, _ = _exp_normalize(z, k, pr)  # write p
+            if cap <= 0:
+                rowmax[i] = m
             for j in range(k, C):
                 pr[j] = zero
             if write_y:  # y is p itself when x has the compute dtype
@@ -132,7 +136,7 @@ def softmax_forward(x, axis: int = -1):
     ax = _ref_softmax._axis(axis, x.ndim)
     if ax != x.ndim - 1 or not native(x.dtype) or x.size == 0:
         return _ref_softmax.softmax_forward(x, axis)
-    p, y, _ = _forward(x, causal=False, softcap=None)
+    p, y, _, _ = _forward(x, causal=False, softcap=None)
     return y, SoftmaxCache(p, ax, x.dtype)
 
 
@@ -148,6 +152,8 @@ def softmax_backward(dout, cache: SoftmaxCache):
 
 
 def _forward(x, causal, softcap):
+    """p (compute dtype), y (x's dtype; p itself when x has the compute dtype), tanh of the cap
+    (None without one) and each row's largest raw logit over its kept keys (rows,)."""
     ct = ck.compute_dtype(x.dtype)
     C = x.shape[-1]
     xk, fx = kernel_view(rows_of(x))
@@ -155,11 +161,12 @@ def _forward(x, causal, softcap):
     p = np.empty(x.shape, ct)
     y = p if x.dtype == ct else np.empty(x.shape, x.dtype)
     tanh = np.empty(x.shape if softcap else (0, C), ct)
+    rowmax = np.empty(rows, ct)
     T = x.shape[-2] if causal else 1
     launch(_softmax_fwd, x.size, xk, p.reshape(rows, C), kernel_view(y.reshape(rows, C))[0],
-           y is not p, T, causal, ct.type(softcap or 0.0), tanh.reshape(-1, C), fx, F16_TABLE,
-           nchunks(rows, x.size))
-    return p, y, (tanh if softcap else None)
+           y is not p, T, causal, ct.type(softcap or 0.0), tanh.reshape(-1, C), rowmax, fx,
+           F16_TABLE, nchunks(rows, x.size))
+    return p, y, (tanh if softcap else None), rowmax
 
 
 def _backward(dout, p, tanh, dtype):
@@ -199,7 +206,7 @@ def capped_softmax_forward(s, *, softcap: float | None = None, causal: bool = Fa
         raise ValueError(f"s must be (..., T, T) with causal=True; got {s.shape}")
     if not native(s.dtype) or s.size == 0:
         return capped_softmax_reference(s, softcap=softcap, causal=causal)
-    p, y, tanh = _forward(s, causal, softcap)
+    p, y, tanh, _ = _forward(s, causal, softcap)
     return y, CappedSoftmaxCache(p, tanh, s.dtype)
 
 

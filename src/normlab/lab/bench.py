@@ -3,8 +3,11 @@
 For rows x d float32 inputs, measures side by side in one run (round-robin, median of repeats):
 forward and forward+backward of LayerNorm, RMSNorm and the fused residual add + LayerNorm, in
 three implementations (``normlab.kernels``, ``normlab.functional``, PyTorch CPU), and a plain
-copy of the same bytes (read x, write y: the memory-bandwidth floor of a forward). Prints ratios
-with the thread count and library versions; ``--json PATH`` writes the same numbers.
+copy of the same bytes (read x, write y: the memory-bandwidth floor of a forward) in two forms:
+into a preallocated array and into a fresh one (the OS zeroes a new array's pages as it is first
+written). The norm kernels' forward runs both ways too: allocating y (``fwd``) and writing into a
+caller-provided buffer (``fwd out=``); each is set against the copy of the same form. Prints
+ratios with the thread count and library versions; ``--json PATH`` writes the same numbers.
 
     normlab bench [--rows 8192] [--widths 768 1024 4096] [--repeats 10] [--json bench.json]
 """
@@ -44,15 +47,23 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool):
     g = rng.normal(size=d).astype(np.float32)
     b = rng.normal(size=d).astype(np.float32)
 
+    y = np.empty_like(x)  # the caller's buffer of the out= rows
+    into = None
     if op == "layer_norm":
         def fwd(m):
             return lambda: m.layer_norm_forward(x, g, b, 1e-5)
+
+        def into():
+            return K.layer_norm_forward(x, g, b, 1e-5, out=y)
 
         def both(m):
             return lambda: m.layer_norm_backward(dy, m.layer_norm_forward(x, g, b, 1e-5)[1])
     elif op == "rms_norm":
         def fwd(m):
             return lambda: m.rms_norm_forward(x, g, 1e-6)
+
+        def into():
+            return K.rms_norm_forward(x, g, 1e-6, out=y)
 
         def both(m):
             return lambda: m.rms_norm_backward(dy, m.rms_norm_forward(x, g, 1e-6)[1])
@@ -64,6 +75,8 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool):
             return lambda: m.add_norm_backward((dy, dy), m.add_norm_forward(x, r, g, b, 1e-5)[1])
 
     out = {("kernel", "fwd"): fwd(K), ("kernel", "fwd+bwd"): both(K)}
+    if into is not None:
+        out[("kernel", "fwd out=")] = into
     if with_ref:
         ref = A if op == "add_layer_norm" else F
         out[("reference", "fwd")] = fwd(ref)
@@ -124,7 +137,7 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
     p(f"normlab bench: {rows} rows x d, float32, median of {repeats} repeats, round-robin")
     p(", ".join(f"{k} {v}" for k, v in env.items()))
     p(f"kernel warm-up (compile or load from cache) {compile_s:.2f} s\n")
-    head = (f"{'op':<15}{'d':>6} {'pass':<8}{'kernel ms':>10}{'ref ms':>9}{'torch ms':>9}"
+    head = (f"{'op':<15}{'d':>6} {'pass':<9}{'kernel ms':>10}{'ref ms':>9}{'torch ms':>9}"
             f"{'torch/kern':>11}{'ref/kern':>9}{'kern/copy':>10}")
     p(head)
     p("-" * len(head))
@@ -144,8 +157,12 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
         per_d = {"copy_ms": copy * 1e3, "fresh_copy_ms": t["copy/fresh"] * 1e3, "ops": {}}
         for op in ops:
             per_d["ops"][op] = {}
-            for ps in ("fwd", "fwd+bwd"):
+            for ps in ("fwd", "fwd out=", "fwd+bwd"):
+                if f"{op}/kernel/{ps}" not in t:
+                    continue
                 kern = t[f"{op}/kernel/{ps}"]
+                # the bandwidth floor of the same form: a fresh array where the op makes one
+                floor = t["copy/fresh"] if ps == "fwd" else copy
                 ref = t.get(f"{op}/reference/{ps}")
                 tor = t.get(f"{op}/torch/{ps}")
                 row = {"kernel_ms": kern * 1e3,
@@ -153,13 +170,14 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
                        "torch_ms": None if tor is None else tor * 1e3,
                        "torch_over_kernel": None if tor is None else tor / kern,
                        "reference_over_kernel": None if ref is None else ref / kern,
-                       "kernel_over_copy": kern / copy}
+                       "kernel_over_copy": kern / copy, "kernel_over_fresh_copy":
+                       kern / t["copy/fresh"], "kernel_over_same_form_copy": kern / floor}
                 per_d["ops"][op][ps] = row
                 fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-                p(f"{op:<15}{d:>6} {ps:<8}{kern * 1e3:10.2f}{fmt(row['reference_ms'], '9.2f')}"
+                p(f"{op:<15}{d:>6} {ps:<9}{kern * 1e3:10.2f}{fmt(row['reference_ms'], '9.2f')}"
                   f"{fmt(row['torch_ms'], '9.2f')}{fmt(row['torch_over_kernel'], '11.2f')}"
-                  f"{fmt(row['reference_over_kernel'], '9.1f')}{kern / copy:10.2f}")
-        p(f"{'copy':<15}{d:>6} {'x -> y':<8}{copy * 1e3:10.2f}   (into a new array: "
+                  f"{fmt(row['reference_over_kernel'], '9.1f')}{kern / floor:10.2f}")
+        p(f"{'copy':<15}{d:>6} {'x -> y':<9}{copy * 1e3:10.2f}   (into a new array: "
           f"{t['copy/fresh'] * 1e3:.2f} ms = {t['copy/fresh'] / copy:.2f} copies)")
         if "layer_norm" in ops and "rms_norm" in ops:
             ratio = {ps: t[f"rms_norm/kernel/{ps}"] / t[f"layer_norm/kernel/{ps}"]
@@ -169,8 +187,9 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
               f"fwd+bwd {ratio['fwd+bwd']:.2f}")
         p("")
         results["widths"][str(d)] = per_d
-    p("torch/kern > 1: the kernel is faster; kern/copy: times a plain copy of x into an existing "
-      "array (1 = the bandwidth limit; a fresh output array adds the OS's page zeroing)")
+    p("torch/kern > 1: the kernel is faster; kern/copy: times a plain copy of x of the same form "
+      "(1 = the bandwidth limit): into a fresh array for the rows that allocate y (the OS zeroes "
+      "its pages), into a preallocated one for 'fwd out=' and the backward")
     return results
 
 

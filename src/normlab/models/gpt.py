@@ -90,6 +90,7 @@ class GPT(Module):
         self.metrics: dict = {}
         self._head_cache = None
         self._loss_cache = None
+        self.flatten()  # parameters and gradients in two flat buffers: one fused optimizer pass
 
     # ---- forward ---------------------------------------------------------------------------
     def _trunk(self, idx: np.ndarray) -> np.ndarray:

@@ -75,6 +75,38 @@ class Module:
         for _, g in self.named_grads():
             g.fill(0)
 
+    def flatten(self) -> "Module":
+        """Move every parameter into one flat buffer and every gradient into another (when all
+        parameters share a dtype, and the gradients too), each array becoming a view into its
+        buffer, in the order of ``parameters()``: the optimizer then updates the model in one
+        fused pass (``normlab.train.AdamW``). Values are unchanged; arrays obtained before are no
+        longer the model's, so call it once the model is built. A no-op where the dtypes differ
+        or an array is registered twice."""
+        named = [(m, n) for m in self._modules_depth_first() for n in m.params]
+        if (not named or len({m.params[n].dtype for m, n in named}) != 1
+                or len({m.grads[n].dtype for m, n in named}) != 1
+                or len({id(m.params[n]) for m, n in named}) != len(named)):
+            return self
+        total = sum(m.params[n].size for m, n in named)
+        flat_p = np.empty(total, named[0][0].params[named[0][1]].dtype)
+        flat_g = np.empty(total, named[0][0].grads[named[0][1]].dtype)
+        lo = 0
+        for m, n in named:
+            p, g = m.params[n], m.grads[n]
+            hi = lo + p.size
+            flat_p[lo:hi] = p.reshape(-1)
+            flat_g[lo:hi] = g.reshape(-1)
+            m.params[n] = flat_p[lo:hi].reshape(p.shape)
+            m.grads[n] = flat_g[lo:hi].reshape(g.shape)
+            lo = hi
+        return self
+
+    def _modules_depth_first(self) -> Iterator["Module"]:
+        """This module and its descendants in the order ``named_parameters`` visits them."""
+        yield self
+        for _, child in self.children():
+            yield from child._modules_depth_first()
+
     def load_parameters(self, values: dict[str, np.ndarray]) -> None:
         """Overwrite parameters in place from a dict with exactly the names of ``parameters()``."""
         own = self.parameters()

@@ -33,6 +33,9 @@ def run_point(config: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
     try:
         from ...train import TrainConfig, train
+        from ..train import keep_freed_memory
+
+        keep_freed_memory()  # as ``normlab train``: freed temporaries reused, not page-faulted
 
         result = train(TrainConfig.from_dict(config))
         out.update(status="done" if result.stopped is None else "diverged", reason=result.stopped,

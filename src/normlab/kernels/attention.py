@@ -1,0 +1,97 @@
+"""Scaled dot-product attention with the fused soft-capped causal softmax: the contract and the
+cache of ``normlab.functional.attention_forward`` / ``attention_backward``.
+
+    s = q k^T / sqrt(D)                   one batched matrix multiply, scaled in place
+    p = capped_softmax(s, cap, causal)    one kernel: cap, mask, softmax (and the row maxima
+                                          of the raw logits, for max_logit), one pass over s
+    out = p v
+
+and upwards, ``ds = capped_softmax_backward(dy v^T)`` (the cap's 1 - tanh^2 fused in) scaled in
+place, ``dq = ds k``, ``dk = ds^T q``, ``dv = p^T dy``. The reference runs about ten NumPy passes
+over the (B, H, T, T) logits for the same lines (divide, tanh, scale, add the mask, max,
+subtract, exp, sum, divide).
+
+The fused path covers attention without QK-norm, RoPE, a sliding window or dropout in training
+(grouped key/value heads and any scale included), on float32 or float64 q, k and v of one
+dtype; anything else (and any option this module does not know) runs the reference, so the two are interchangeable: the cache is the reference's ``AttentionCache``
+and either backward takes either forward's cache. The products are the reference's; only the
+softmax's row sums are reordered (``normlab.kernels.softmax``), so results agree within the
+tolerances of tests/kernels/test_kernel_attention.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks as ck
+from ..functional import attention as _ref
+from ..functional.attention import AttentionCache, _grouped
+from ..functional.softmax import SoftmaxCache
+from .softmax import _backward as _softmax_backward
+from .softmax import _forward as _softmax_forward
+
+_FAST_OPTIONS = {"qk_norm", "qk_norm_eps", "rope", "softcap", "p_drop", "training", "rng",
+                 "causal", "scale", "window"}
+
+
+def _fast(q, k, v, options: dict) -> bool:
+    """Whether the fused path computes this call (else the reference does)."""
+    if set(options) - _FAST_OPTIONS:
+        return False
+    if options.get("qk_norm", "none") != "none" or options.get("rope") is not None:
+        return False
+    if options.get("window") is not None:
+        return False  # a sliding window: the reference's banded mask
+    if options.get("training", False) is not False and options.get("p_drop", 0.0) != 0.0:
+        return False  # dropout (or an argument the reference refuses)
+    dtypes = {np.asarray(a).dtype for a in (q, k, v)}
+    return len(dtypes) == 1 and dtypes.pop() in (np.float32, np.float64)
+
+
+def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options):
+    """Attention; as ``normlab.functional.attention_forward`` (same arguments and cache)."""
+    if not _fast(q, k, v, options):
+        return _ref.attention_forward(q, k, v, q_norm_weight, k_norm_weight, **options)
+    o = {"qk_norm": "none", "softcap": None, "p_drop": 0.0, "training": False, "rng": None,
+         "causal": True, "scale": None, **options}
+    q, k, v, softcap, _, _, causal, scale, _ = _ref.check_args(
+        q, k, v, q_norm_weight, k_norm_weight, o["qk_norm"], o["softcap"], o["p_drop"],
+        o["training"], o["rng"], o["causal"], o["scale"])
+    ck.positive(o.get("qk_norm_eps", 1e-6), "qk_norm_eps")
+    ct = q.dtype
+    B, H, T, D = q.shape
+    G = H // k.shape[1]  # query heads per key/value head
+    s = (_grouped(q, G) @ k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)  # (B, H, T, T)
+    s *= ct.type(scale)
+    p, _, tanh, rowmax = _softmax_forward(s, causal, softcap)  # (B, H, T, T), rows (B H T,)
+    out = (_grouped(p, G) @ v[:, :, None]).reshape(B, H, T, D)  # (B, H, T, D)
+    cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
+                           scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()))
+    return out, cache
+
+
+def attention_backward(dout, cache: AttentionCache):
+    """Gradients ``(dq, dk, dv, None, None)``; as ``normlab.functional.attention_backward``."""
+    ck.cache(cache, AttentionCache, "attention")
+    c = cache
+    if (c.dropout is not None or c.qk_norm != "none" or c.rope is not None
+            or len(set(c.dtypes)) != 1 or c.v.dtype not in (np.float32, np.float64)):
+        return _ref.attention_backward(dout, cache)
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", c.q.shape, "the shape of the forward's output")
+    ct = c.v.dtype
+    G = c.q.shape[1] // c.k.shape[1]  # query heads per key/value head
+    dy = dout.astype(ct, copy=False)  # (B, H, T, D)
+    dyg = _grouped(dy, G)  # (B, Hkv, G, T, D)
+    p = c.softmax.p  # (B, H, T, T)
+    dv = (_grouped(p, G).swapaxes(-1, -2) @ dyg).sum(axis=2)  # (B, Hkv, T, D)
+    dp = (dyg @ c.v[:, :, None].swapaxes(-1, -2)).reshape(p.shape)  # (B, H, T, T)
+    ds = _softmax_backward(dp, p, c.tanh, ct)  # (B, H, T, T), zero where masked
+    ds *= ct.type(c.scale)
+    dsg = _grouped(ds, G)  # (B, Hkv, G, T, T)
+    dq = (dsg @ c.k[:, :, None]).reshape(c.q.shape)  # (B, H, T, D)
+    dk = (dsg.swapaxes(-1, -2) @ _grouped(c.q, G)).sum(axis=2)  # (B, Hkv, T, D)
+    return dq, dk, dv, None, None
+
+
+__all__ = ["attention_backward", "attention_forward"]

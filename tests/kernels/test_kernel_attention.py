@@ -1,0 +1,138 @@
+"""Attention with the fused capped causal softmax against the reference: forward, max_logit and
+every gradient, caches interchangeable, the options it does not fuse run the reference."""
+
+import numpy as np
+import pytest
+from _kernel_tol import assert_rowwise
+
+from normlab import kernels as K
+from normlab.functional import attention as FA
+
+
+def qkv(rng, shape, dtype, spread=2.0):
+    return tuple((rng.normal(size=shape) * spread).astype(dtype) for _ in range(3))
+
+
+def bounds(q, k, v, dy):
+    """Magnitudes of the terms summed into out, dq, dk, dv (for the absolute tolerances): out and
+    dv are averages of v and dy rows; ds is at most 2 max|dp| per row, dp = dy v^T."""
+    D = q.shape[-1]
+    m = {n: float(np.max(np.abs(a.astype(np.float64)))) for n, a in
+         (("q", q), ("k", k), ("v", v), ("dy", dy))}
+    dp = D * m["dy"] * m["v"]
+    return {"out": m["v"], "dv": q.shape[-2] * m["dy"],
+            "dq": 2 * dp * m["k"] * q.shape[-2] / np.sqrt(D),
+            "dk": 2 * dp * m["q"] * q.shape[-2] / np.sqrt(D)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("softcap", [None, 5.0])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 4), (2, 3, 7, 8), (2, 4, 64, 32)])
+def test_attention_matches_reference(rng, shape, dtype, causal, softcap):
+    q, k, v = qkv(rng, shape, dtype)
+    out, c = K.attention_forward(q, k, v, causal=causal, softcap=softcap)
+    ref, c_ref = FA.attention_forward(q, k, v, causal=causal, softcap=softcap)
+    assert type(c) is type(c_ref) and out.dtype == ref.dtype == q.dtype
+    assert c.max_logit == c_ref.max_logit  # the same scaled products, the same maximum
+    dy = rng.normal(size=shape).astype(dtype)
+    b = bounds(q, k, v, dy)
+    assert_rowwise(out, ref, ulps_ct=16, scale=b["out"])
+    assert_rowwise(c.softmax.p, c_ref.softmax.p, ulps_ct=16, scale=1.0)
+    grads = K.attention_backward(dy, c)
+    grads_ref = FA.attention_backward(dy, c_ref)
+    assert grads[3] is None and grads[4] is None
+    for name, g, g_ref in zip(("dq", "dk", "dv"), grads, grads_ref):
+        assert g.dtype == g_ref.dtype == dtype
+        assert_rowwise(g, g_ref, ulps_ct=16, scale=b[name], what=name)
+    # the caches are interchangeable: each backward takes the other's forward
+    for g, g_ref in zip(K.attention_backward(dy, c_ref)[:3], FA.attention_backward(dy, c)[:3]):
+        assert_rowwise(g, g_ref, ulps_ct=16, scale=max(b.values()))
+
+
+def test_attention_float32_against_float64(rng):
+    """The fused float32 path against the reference computed in float64 (an oracle it does not
+    share a rounding with)."""
+    q, k, v = qkv(rng, (2, 2, 16, 8), np.float64)
+    f32 = [a.astype(np.float32) for a in (q, k, v)]
+    out, c = K.attention_forward(*f32, softcap=3.0)
+    ref, c_ref = FA.attention_forward(*[a.astype(np.float64) for a in f32], softcap=3.0)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    dy = rng.normal(size=q.shape)
+    for g, g_ref in zip(K.attention_backward(dy.astype(np.float32), c)[:3],
+                        FA.attention_backward(dy, c_ref)[:3]):
+        np.testing.assert_allclose(g, g_ref, rtol=1e-4, atol=1e-4)
+
+
+def test_options_it_does_not_fuse_run_the_reference(rng):
+    """QK-norm, RoPE, dropout in training and mixed dtypes give the reference's results bitwise."""
+    import ml_dtypes
+
+    from normlab.functional import rope_tables
+
+    shape = (2, 2, 6, 8)
+    q, k, v = qkv(rng, shape, np.float32)
+    w = rng.normal(size=8).astype(np.float32)
+    cases = [
+        ((q, k, v, w, w), {"qk_norm": "rmsnorm"}),
+        ((q, k, v), {"rope": rope_tables(6, 8, 10000.0, np.float32)}),
+        ((q.astype(ml_dtypes.bfloat16), k, v), {}),
+    ]
+    for args, opts in cases:
+        out, c = K.attention_forward(*args, **opts)
+        ref, c_ref = FA.attention_forward(*args, **opts)
+        np.testing.assert_array_equal(out, ref)
+        dy = np.ones(shape, np.float32)
+        for g, g_ref in zip(K.attention_backward(dy, c), FA.attention_backward(dy, c_ref)):
+            if g_ref is None:
+                assert g is None
+            else:
+                np.testing.assert_array_equal(g, g_ref)
+    out, _ = K.attention_forward(q, k, v, p_drop=0.5, training=True,
+                                 rng=np.random.default_rng(3))
+    ref, _ = FA.attention_forward(q, k, v, p_drop=0.5, training=True,
+                                  rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_bad_arguments_are_refused_before_any_work(rng):
+    q, k, v = qkv(rng, (1, 2, 4, 8), np.float32)
+    with pytest.raises(ValueError, match="k"):
+        K.attention_forward(q, k[..., :4], v)
+    with pytest.raises(ValueError, match="softcap"):
+        K.attention_forward(q, k, v, softcap=-1.0)
+    with pytest.raises(TypeError, match="q"):
+        K.attention_forward(q.astype(np.int32), k.astype(np.int32), v.astype(np.int32))
+    with pytest.raises(TypeError, match="causal"):
+        K.attention_forward(q, k, v, causal="yes")
+    with pytest.raises(ValueError, match="dout"):
+        K.attention_backward(np.ones((1, 2, 4, 4), np.float32), K.attention_forward(q, k, v)[1])
+    with pytest.raises(ValueError, match="p_drop"):
+        K.attention_forward(q, k, v, p_drop=2.0, training=True, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kv_heads, scale", [(1, None), (2, 0.3), (4, 0.125)])
+def test_grouped_heads_and_scale_match_reference(rng, dtype, kv_heads, scale):
+    """Grouped-query attention (k, v with Hkv < H heads) and a given scale take the fused path
+    and agree with the reference, gradients summed over each query group."""
+    B, H, T, D = 2, 4, 9, 8
+    q = (rng.normal(size=(B, H, T, D)) * 2).astype(dtype)
+    k, v = ((rng.normal(size=(B, kv_heads, T, D)) * 2).astype(dtype) for _ in range(2))
+    out, c = K.attention_forward(q, k, v, softcap=5.0, scale=scale)
+    ref, c_ref = FA.attention_forward(q, k, v, softcap=5.0, scale=scale)
+    assert c.scale == c_ref.scale and c.max_logit == c_ref.max_logit
+    dy = rng.normal(size=q.shape).astype(dtype)
+    b = bounds(q, np.repeat(k, H // kv_heads, 1), np.repeat(v, H // kv_heads, 1), dy)
+    assert_rowwise(out, ref, ulps_ct=16, scale=b["out"])
+    for name, g, g_ref in zip(("dq", "dk", "dv"), K.attention_backward(dy, c),
+                              FA.attention_backward(dy, c_ref)):
+        assert g.shape == g_ref.shape
+        assert_rowwise(g, g_ref, ulps_ct=16 * H, scale=b[name], what=name)
+
+
+def test_sliding_window_runs_the_reference(rng):
+    q, k, v = qkv(rng, (1, 2, 12, 4), np.float32)
+    out, _ = K.attention_forward(q, k, v, window=3)
+    ref, _ = FA.attention_forward(q, k, v, window=3)
+    np.testing.assert_array_equal(out, ref)
