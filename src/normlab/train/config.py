@@ -3,10 +3,14 @@ field, checked on creation so that an inconsistent run is refused before any wor
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
+import re
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Real
-from typing import Any
+from typing import Any, Mapping, NamedTuple
 
 from ..models import GPTConfig
 from .precision import check_precision
@@ -85,6 +89,11 @@ class TrainConfig:
             _real(self.grad_clip, "grad_clip", "> 0", lambda v: v > 0)
         check_precision(self.precision, self.model)
 
+    def with_overrides(self, dotted: Mapping[str, Any]) -> "TrainConfig":
+        """This config with fields replaced by name, the model's as ``model.x`` (see
+        :func:`with_overrides`); the result is checked as any new config is."""
+        return with_overrides(self, dotted)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["model"] = self.model.to_dict()
@@ -103,6 +112,67 @@ class TrainConfig:
         return cls(**d)
 
 
+# ---- dataclass fields, read once for every command line and spec ----------------------------
+class FieldInfo(NamedTuple):
+    """One field of a config dataclass, as a command line or a spec needs it."""
+
+    name: str  # the field's name
+    type: Any  # its type without ``| None`` (int, float, str, bool, tuple[...], a dataclass)
+    optional: bool  # None is accepted
+    default: Any  # the dataclass's default
+    comment: str  # the ``# comment`` on its line in the source ('' when there is none)
+
+
+def field_infos(cls: type) -> list[FieldInfo]:
+    """The fields of a dataclass in order, with their types (``X | None`` split into ``X`` and
+    ``optional``), defaults and the comments written after them in the class's source."""
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):  # pragma: no cover - source not available
+        source = ""
+    pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")
+    comments = {m.group(1): m.group(2).strip() for m in map(pattern.match, source.splitlines()) if m}
+    hints = typing.get_type_hints(cls)
+    defaults = cls()
+    out = []
+    for f in fields(cls):
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        optional = type(None) in args and typing.get_origin(hint) is not tuple
+        base = next((t for t in args if t is not type(None)), hint) if optional else hint
+        out.append(FieldInfo(f.name, base, optional, getattr(defaults, f.name),
+                             comments.get(f.name, "")))
+    return out
+
+
+def with_overrides(config: Any, dotted: Mapping[str, Any]) -> Any:
+    """``config`` (a dataclass, possibly nested) with fields replaced: ``name`` for its own fields,
+    ``outer.inner`` for a nested dataclass's (``model.n_layers``, ``base.model.d_model``). An
+    unknown name is refused with a ValueError that lists the known ones (a did-you-mean); the
+    values are checked by the dataclasses themselves. ``config`` is not changed."""
+    from .._checks import known_keys
+
+    if not isinstance(dotted, Mapping):
+        raise TypeError(f"overrides must be a mapping of field names to values; got "
+                        f"{type(dotted).__name__}")
+    names = [f.name for f in fields(config)]
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in dotted.items():
+        head, dot, rest = str(key).partition(".")
+        known_keys([head], names, f"field of {type(config).__name__}")
+        if dot:
+            inner = getattr(config, head)
+            if not dataclasses.is_dataclass(inner):
+                raise ValueError(f"{head} of {type(config).__name__} has no fields; got {key!r}")
+            nested.setdefault(head, {})[rest] = value
+        else:
+            top[head] = value
+    for head, sub in nested.items():
+        top[head] = with_overrides(top.get(head, getattr(config, head)), sub)
+    return dataclasses.replace(config, **top)
+
+
 def _int(value: Any, name: str, lo: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise ValueError(f"config: {name} must be an integer >= {lo}; got {value!r}")
@@ -113,4 +183,5 @@ def _real(value: Any, name: str, what: str, ok) -> None:
         raise ValueError(f"config: {name} must be a finite number {what}; got {value!r}")
 
 
-__all__ = ["DATA", "OPTIMIZERS", "SCHEDULES", "TrainConfig", "default_model"]
+__all__ = ["DATA", "OPTIMIZERS", "SCHEDULES", "FieldInfo", "TrainConfig", "default_model",
+           "field_infos", "with_overrides"]
