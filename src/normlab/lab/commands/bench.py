@@ -33,9 +33,9 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool):
     """{(impl, pass): callable} for one op and shape; impl in kernel/reference/torch."""
     import numpy as np
 
-    from .. import functional as F
-    from .. import kernels as K
-    from ..functional import add_norm as A
+    from ... import functional as F
+    from ... import kernels as K
+    from ...functional import add_norm as A
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(rows, d)).astype(np.float32)
@@ -113,8 +113,8 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
         stream=sys.stdout) -> dict:
     import numpy as np
 
-    from .. import kernels as K
-    from .timing import environment, measure
+    from ... import kernels as K
+    from ..timing import environment, measure
 
     compile_s = K.warm_up()
     env = environment()

@@ -17,8 +17,8 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from .. import functional as Fn
-from ..testing import errors, format_eps, gradcheck
+from ... import functional as Fn
+from ...testing import errors, format_eps, gradcheck
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 
@@ -74,7 +74,7 @@ def _bn(training, mask=None):
 def _torch_ops():
     """PyTorch's versions, or None when torch is not installed."""
     try:
-        from ..testing import oracles as O
+        from ...testing import oracles as O
     except ImportError:
         return None
     import torch
@@ -231,7 +231,7 @@ def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
         row.ok = rep.passed
     if torch_fn is None:
         return row
-    from ..testing import oracles as O
+    from ...testing import oracles as O
 
     wrt = tuple(k for k, g in grads.items() if g is not None)
     ref_out, ref_grads = O.vjp(torch_fn, exact, np.asarray(dout, np.float64), wrt)

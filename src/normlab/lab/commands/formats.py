@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..precision import PRESETS, format_table, get_format
+    from ...precision import PRESETS, format_table, get_format
 
     print(format_table())
     print()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from .experiment import registry
+from ..framework import registry
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -24,13 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC.toml", help="the sweep: [base], [grid], [random], seeds")
     p.add_argument("--out", metavar="DIR", default=None,
                    help=f"the results store (default: {DEFAULT_ROOT}/<spec name>)")
-    p.add_argument("--workers", type=int, metavar="N", default=None,
-                   help="processes of the local pool (default: one per core, at most one per "
-                   "point); with --ray local, the local instance's CPUs")
-    p.add_argument("--ray", metavar="auto|ADDRESS|local", default=None,
-                   help="run the points as Ray tasks: 'auto' joins the running cluster, ADDRESS "
-                   "(HOST:PORT or ray://HOST:PORT) that cluster, 'local' starts a private local "
-                   "instance to try it out; needs normlab[ray]")
+    from ..sweep.executors import add_executor_arguments
+
+    add_executor_arguments(p)
     p.add_argument("--summary", action="store_true",
                    help="run nothing: print the table and write the plots to OUT/summary/")
     p.add_argument("--lr-range", nargs=2, type=float, metavar=("A", "B"), default=None,
@@ -52,11 +48,11 @@ def main(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from . import (RayExecutor, SpecError, SweepSpec, load_spec, plot_summary, print_summary,
+    from ..sweep import (SpecError, SweepSpec, load_spec, plot_summary, print_summary,
                    read_sweep, run_sweep, summarize)
-    from .executors import ProcessPool, RayUnavailable, default_workers, import_ray
-    from .runner import note
-    from .store import FAILED
+    from ..sweep.executors import RayUnavailable, executor_from_args, import_ray, make_executor
+    from ..sweep.runner import note
+    from ..sweep.store import FAILED
 
     def refuse(message: str) -> int:
         print(f"normlab sweep: {message}", file=sys.stderr)
@@ -70,10 +66,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(DEFAULT_ROOT) / Path(args.spec).stem
     if out.exists() and not out.is_dir():
         return refuse(f"--out {out}: exists and is not a directory")
-    if args.workers is not None and args.workers < 1:
-        return refuse(f"--workers must be >= 1; got {args.workers}")
-    if args.ray is not None and args.workers is not None and args.ray != "local":
-        return refuse("--workers sizes the local pool (or --ray local); on a Ray cluster its CPUs do")
+    where = executor_from_args(args)
 
     if args.dry_run:
         return _dry_run(points, read_sweep(points, out), out)
@@ -87,13 +80,11 @@ def main(args: argparse.Namespace) -> int:
         if not any(r.finished for r in records):
             print(f"no finished runs in {out} yet; nothing to plot")
             return 0
-        import json
-
-        from ...train.checkpoint import atomic_write
+        from ..._files import write_json
 
         files = plot_summary(summary, out / SUMMARY_DIR)
-        text = json.dumps(summary.to_dict(), indent=1, allow_nan=False)
-        atomic_write(out / SUMMARY_DIR / "summary.json", lambda f: f.write(text), binary=False)
+        write_json(out / SUMMARY_DIR / "summary.json", summary.to_dict(), what="sweep summary",
+                   indent=1)
         print(f"wrote {', '.join(str(out / SUMMARY_DIR / f) for f in files)} and summary.json")
         return 0
 
@@ -102,10 +93,8 @@ def main(args: argparse.Namespace) -> int:
             import_ray()
         except RayUnavailable as exc:
             return refuse(f"--ray {args.ray}: {exc}")
-        executor = RayExecutor("local" if args.ray == "local" else args.ray, num_cpus=args.workers)
-    else:
-        todo = sum(1 for r in read_sweep(points, out) if not r.finished)
-        executor = ProcessPool(args.workers or max(1, min(default_workers(), todo)))
+    todo = sum(1 for r in read_sweep(points, out) if not r.finished)
+    executor = make_executor(where, max(todo, 1))
     print(f"normlab sweep: {len(points)} points from {args.spec} on {executor.describe()}; "
           f"store {out}", file=sys.stderr)
 
@@ -145,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _varied(varied: dict) -> str:
-    from .spec import short_name
+    from ..sweep.spec import short_name
 
     return " ".join(f"{short_name(k)}={v}" for k, v in varied.items())
 

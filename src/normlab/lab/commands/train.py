@@ -65,8 +65,8 @@ def _add_fields(group, cls, defaults, prefix: str) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..models import GPTConfig
-    from ..train.config import TrainConfig, default_model
+    from ...models import GPTConfig
+    from ...train.config import TrainConfig, default_model
 
     _add_fields(p.add_argument_group("model"), GPTConfig, default_model(), "model.")
     _add_fields(p.add_argument_group("training"), TrainConfig, TrainConfig(), "")
@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, base=None):
     """A TrainConfig: ``base`` (default: the defaults) with every flag that was given."""
-    from ..train.config import TrainConfig
+    from ...train.config import TrainConfig
 
     base = TrainConfig() if base is None else base
     given = {k: v for k, v in vars(args).items() if v is not None}
@@ -117,10 +117,10 @@ def main(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from ..train import CheckpointError, Trainer
-    from ..train import checkpoint as ckpt
-    from ..train.config import TrainConfig
-    from .progress import reporter
+    from ...train import CheckpointError, Trainer
+    from ...train import checkpoint as ckpt
+    from ...train.config import TrainConfig
+    from ..progress import reporter
 
     if args.checkpoint_every is not None and (args.checkpoint is None or args.checkpoint_every < 1):
         print("normlab train: --checkpoint-every needs --checkpoint PATH and N >= 1", file=sys.stderr)
