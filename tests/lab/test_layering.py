@@ -12,6 +12,6 @@ def test_core_does_not_import_the_lab():
 
 
 def test_lab_imports_plotting_lazily():
-    code = ("import sys, normlab.lab.experiment, normlab.lab.experiments.dropout\n"
+    code = ("import sys, normlab.lab.framework, normlab.lab.experiments.dropout\n"
             "assert 'matplotlib' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,7 +8,7 @@ import pytest
 import _fake_experiment as fake
 from normlab.lab import experiments
 from normlab.lab.cli import main as cli
-from normlab.lab.report import write_report
+from normlab.lab.commands.report import write_report
 
 REAL = ["dropout", "batchnorm-vs-layernorm"]  # two cheap real ones
 
