@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from normlab.lab import check
+from normlab.lab.commands import check
 from normlab.lab.cli import main
 
 
