@@ -1,9 +1,10 @@
 """Checkpoints as plain ``.npz`` archives (no pickle), written atomically.
 
 A checkpoint holds named arrays plus one JSON document (``__meta__``, stored as a unicode array:
-the format tag, the config, the step, generator states, the history). Writing goes to a temporary
-file in the same directory, is flushed to disk, then renamed over the target in one step: a crash
-leaves the old file or the new one, never half of one, and no temporary file behind.
+the format tag, the config, the step, generator states, the history). It is written with
+``normlab._files.atomic_write``: a temporary file in the same directory, flushed to disk, then
+renamed over the target in one step (a crash leaves the old file or the new one, never half of
+one, and no temporary file behind; the mode follows the umask or the replaced file's).
 
 Loading refuses, with the reason, a file that is missing, not a readable archive (truncated,
 corrupt: zip's CRC check), without the format tag, or of another format version.
@@ -12,13 +13,12 @@ corrupt: zip's CRC check), without the format tag, or of another format version.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
+
+from .._files import atomic_write
 
 FORMAT = "normlab-checkpoint/1"
 META_KEY = "__meta__"
@@ -26,30 +26,6 @@ META_KEY = "__meta__"
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used, and why."""
-
-
-def atomic_write(path: str | Path, write: Callable[[Any], None], *, binary: bool = True) -> None:
-    """Call ``write(file)`` on a temporary file next to ``path``, then rename it to ``path``.
-
-    On any error the temporary file is removed and ``path`` is left as it was.
-    """
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise ValueError(f"cannot write {str(path)!r}: directory {str(directory)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def save(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
@@ -61,7 +37,7 @@ def save(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
     for k, v in payload.items():
         if v.dtype == object:
             raise TypeError(f"array {k!r} has dtype object, which would need pickle")
-    atomic_write(path, lambda f: np.savez(f, **payload))
+    atomic_write(path, lambda f: np.savez(f, **payload), what="checkpoint")
 
 
 def load(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:

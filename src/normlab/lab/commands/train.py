@@ -14,24 +14,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
-import re
 import sys
-import typing
 
 ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
            "batch_size": ["--batch"], "seq_len": ["--seq"]}
 NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
-
-
-def _field_comments(cls) -> dict[str, str]:
-    """``name -> comment`` from the ``name: type = default  # comment`` lines of a dataclass."""
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):  # pragma: no cover - source not available
-        return {}
-    pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")
-    return {m.group(1): m.group(2).strip() for m in map(pattern.match, source.splitlines()) if m}
 
 
 def _optional(parse):
@@ -43,24 +30,21 @@ def _optional(parse):
 
 
 def _add_fields(group, cls, defaults, prefix: str) -> None:
-    comments = _field_comments(cls)
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
+    from ...train.config import field_infos
+
+    for f in field_infos(cls):
         if f.name in NOT_FLAGS:
             continue
-        hint = hints[f.name]
         default = getattr(defaults, f.name)
-        optional = type(None) in typing.get_args(hint)
-        base = next((t for t in typing.get_args(hint) if t is not type(None)), hint)
-        help_ = f"{comments.get(f.name, f.name)} (default: {default})"
+        help_ = f"{f.comment or f.name} (default: {default})"
         names = [f"--{f.name.replace('_', '-')}", *ALIASES.get(f.name, [])]
         dest = prefix + f.name
-        if base is bool:
+        if f.type is bool:
             group.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction,
                                default=None, help=help_)
             continue
-        parse = _optional(base) if optional else base
-        metavar = f.name.upper() + ("|none" if optional else "")
+        parse = _optional(f.type) if f.optional else f.type
+        metavar = f.name.upper() + ("|none" if f.optional else "")
         group.add_argument(*names, dest=dest, type=parse, default=None, metavar=metavar, help=help_)
 
 
@@ -114,9 +98,9 @@ def keep_freed_memory() -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
+    from ..._files import write_json
     from ...train import CheckpointError, Trainer
     from ...train import checkpoint as ckpt
     from ...train.config import TrainConfig
@@ -154,7 +138,6 @@ def main(args: argparse.Namespace) -> int:
             result = trainer.run(progress=rep.start("train"), **run)
             rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
     if args.json is not None:
-        text = json.dumps(result.to_dict(), allow_nan=False, indent=1)
-        ckpt.atomic_write(args.json, lambda f: f.write(text), binary=False)
+        write_json(args.json, result.to_dict(), what="--json", indent=1)
     print(result.summary())
     return 0 if result.stopped is None else 1

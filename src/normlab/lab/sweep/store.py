@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...train.checkpoint import atomic_write
+from ..._files import atomic_write
 from .spec import Point
 
 DONE, DIVERGED, FAILED, PENDING = "done", "diverged", "failed", "pending"
@@ -171,7 +171,7 @@ class RunStore:
 
 def _write(path: Path, payload: Any) -> None:
     text = json.dumps(payload, indent=1, allow_nan=False)
-    atomic_write(path, lambda f: f.write(text), binary=False)
+    atomic_write(path, text, what="sweep store file")
 
 
 def _now() -> str:
