@@ -198,7 +198,47 @@ def configure(module, size: str = "quick", seed: int | None = None,
     if seed is not None:
         values["seed"] = integer(seed, "seed", lo=0)
     values.update(overrides or {})
-    return with_overrides(module.Config(), values)
+    config = with_overrides(module.Config(), values)
+    check_fields(config, module.Config())
+    return config
+
+
+def check_fields(config, defaults) -> None:
+    """The lab's rule for an experiment's own fields, checked before anything runs: a value of
+    its default's kind (an integer where the default is one, a real number, text, a non-empty
+    tuple of such), finite, and positive where the default is (sizes, counts, scales, rates;
+    zero allowed where the default is zero). Nested configs check themselves (TrainConfig)."""
+    for f in dataclasses.fields(config):
+        value, default = getattr(config, f.name), getattr(defaults, f.name)
+        if default is None or dataclasses.is_dataclass(default):
+            continue
+        if isinstance(default, tuple):
+            if not isinstance(value, tuple) or not value:
+                raise TypeError(f"{f.name} must be a non-empty tuple like {default!r}; "
+                                f"got {value!r}")
+            for v in value:
+                _check_like(v, default[0], f.name)
+        else:
+            _check_like(value, default, f.name)
+
+
+def _check_like(value: Any, default: Any, name: str) -> None:
+    from .._checks import integer, real
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False; got {value!r}")
+    elif isinstance(default, int):
+        integer(value, name, lo=1 if default >= 1 else 0)
+    elif isinstance(default, float):
+        real(value, name, lo=0.0, lo_open=default > 0)
+    elif isinstance(default, tuple):  # a tuple of tuples: (rows, width) shapes
+        if not isinstance(value, tuple) or len(value) != len(default):
+            raise TypeError(f"{name} must hold tuples like {default!r}; got {value!r}")
+        for v, d in zip(value, default):
+            _check_like(v, d, name)
+    elif isinstance(default, str) and (not isinstance(value, str) or not value.strip()):
+        raise TypeError(f"{name} must be a non-empty string; got {value!r}")
 
 
 def config_from_json(cls: type, d: dict[str, Any]):

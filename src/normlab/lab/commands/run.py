@@ -9,6 +9,7 @@ before anything runs or is written: a bad one is one line naming the flag, exit 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..arguments import add_output_arguments, add_size_arguments
 from ..sweep.executors import add_executor_arguments
@@ -80,9 +81,14 @@ def main(args: argparse.Namespace) -> int:
     name = module.CARD.name
     with reporter(1, "run") as rep:
         cb = rep.start(name)
-        o = run_experiment(name, size=args.size, seed=args.seed,
-                           overrides=config_overrides(args), out_dir=args.out, progress=cb,
-                           use_cache=args.cache, executor=executor)
+        try:
+            o = run_experiment(name, size=args.size, seed=args.seed,
+                               overrides=config_overrides(args), out_dir=args.out, progress=cb,
+                               use_cache=args.cache, executor=executor)
+        except (ValueError, TypeError, ArithmeticError, MemoryError, RuntimeError) as exc:
+            rep.finish(name, "failed")  # a value the checks let through, refused while measuring
+            print(f"normlab run {name}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
         rep.finish(name, o.result.verdict)
     r = o.result
     print(f"\n{r.title}: {r.verdict}\n  claim:     {r.claim}\n  published: {r.published}\n"
