@@ -119,7 +119,7 @@ def real(value: Any, name: str, *, lo: float | None = None, hi: float | None = N
          lo_open: bool = False, hi_open: bool = False) -> float:
     """A finite real number (not a bool) with lo <= value <= hi (``lo_open`` / ``hi_open``: strict
     bounds): a TypeError for another kind, a ValueError for a value outside or not finite."""
-    what = "a finite real number" + _bounds(lo, hi, "(" if lo_open else "[", ")" if hi_open else "]")
+    what = "a finite number" + _bounds(lo, hi, "(" if lo_open else "[", ")" if hi_open else "]")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be {what}; got {value!r}")
     value = float(value)

@@ -37,8 +37,7 @@ class CausalSelfAttention(Module):
             raise ValueError(f"n_heads must be an integer >= 1; got {n_heads!r}")
         if C % n_heads:
             raise ValueError(f"n_heads ({n_heads}) must divide the width C ({C})")
-        if qk_norm not in QK_NORMS:
-            raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
+        ck.choice(qk_norm, "qk_norm", QK_NORMS)
         self.n_heads, self.head_dim = int(n_heads), C // n_heads
         self.qk_norm, self.qk_norm_eps = qk_norm, ck.positive(qk_norm_eps, "qk_norm_eps")
         self.softcap = None if softcap is None else ck.positive(softcap, "softcap")

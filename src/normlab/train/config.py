@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import re
 import typing
 from dataclasses import asdict, dataclass, field, fields
-from numbers import Real
 from typing import Any, Mapping, NamedTuple
 
+from .. import _checks as ck
 from ..models import GPTConfig
 from .precision import check_precision
 from .schedules import SCHEDULES, check_schedule
@@ -61,32 +60,29 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model, GPTConfig):
             raise TypeError(f"config: model must be a GPTConfig; got {type(self.model).__name__}")
-        if self.data not in DATA:
-            raise ValueError(f"config: data must be one of {DATA}; got {self.data!r}")
+        ck.choice(self.data, "config: data", DATA)
         if self.data == "file" and not self.data_path:
             raise ValueError("config: data='file' needs data_path (a UTF-8 text file)")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"config: optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
+        ck.choice(self.optimizer, "config: optimizer", OPTIMIZERS)
         for name in ("markov_order", "batch_size", "eval_interval", "eval_batches"):
-            _int(getattr(self, name), name, 1)
+            ck.integer(getattr(self, name), f"config: {name}", lo=1)
         for name in ("data_seed", "seed"):
-            _int(getattr(self, name), name, 0)
-        _int(self.warmup, "warmup", 0)
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"config: steps must be an integer >= 1; got {self.steps!r}")
+            ck.integer(getattr(self, name), f"config: {name}", lo=0)
+        ck.integer(self.warmup, "config: warmup", lo=0)
+        ck.integer(self.steps, "config: steps", lo=1)
         try:
             check_schedule(self.schedule, self.lr, self.warmup, self.steps, self.min_lr)
         except ValueError as exc:
             raise ValueError(f"config: {exc}") from None
-        _real(self.markov_alpha, "markov_alpha", "> 0", lambda v: v > 0)
-        _real(self.weight_decay, "weight_decay", ">= 0", lambda v: v >= 0)
-        _real(self.beta1, "beta1", "in [0, 1)", lambda v: 0 <= v < 1)
-        _real(self.beta2, "beta2", "in [0, 1)", lambda v: 0 <= v < 1)
-        _real(self.adam_eps, "adam_eps", ">= 0", lambda v: v >= 0)
-        _real(self.momentum, "momentum", "in [0, 1)", lambda v: 0 <= v < 1)
-        _real(self.divergence_factor, "divergence_factor", "> 1", lambda v: v > 1)
+        ck.real(self.markov_alpha, "config: markov_alpha", lo=0, lo_open=True)
+        ck.real(self.weight_decay, "config: weight_decay", lo=0)
+        ck.real(self.beta1, "config: beta1", lo=0, hi=1, hi_open=True)
+        ck.real(self.beta2, "config: beta2", lo=0, hi=1, hi_open=True)
+        ck.real(self.adam_eps, "config: adam_eps", lo=0)
+        ck.real(self.momentum, "config: momentum", lo=0, hi=1, hi_open=True)
+        ck.real(self.divergence_factor, "config: divergence_factor", lo=1, lo_open=True)
         if self.grad_clip is not None:
-            _real(self.grad_clip, "grad_clip", "> 0", lambda v: v > 0)
+            ck.real(self.grad_clip, "config: grad_clip", lo=0, lo_open=True)
         check_precision(self.precision, self.model)
 
     def with_overrides(self, dotted: Mapping[str, Any]) -> "TrainConfig":
@@ -171,16 +167,6 @@ def with_overrides(config: Any, dotted: Mapping[str, Any]) -> Any:
     for head, sub in nested.items():
         top[head] = with_overrides(top.get(head, getattr(config, head)), sub)
     return dataclasses.replace(config, **top)
-
-
-def _int(value: Any, name: str, lo: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"config: {name} must be an integer >= {lo}; got {value!r}")
-
-
-def _real(value: Any, name: str, what: str, ok) -> None:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
-        raise ValueError(f"config: {name} must be a finite number {what}; got {value!r}")
 
 
 __all__ = ["DATA", "OPTIMIZERS", "SCHEDULES", "FieldInfo", "TrainConfig", "default_model",
