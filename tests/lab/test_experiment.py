@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import _fake_experiment as fake
-from normlab._files import number
+from normlab._files import dumps_json, number
 from normlab.lab import framework as E
 
 
@@ -162,3 +162,12 @@ def test_an_experiment_reads_card_config_measure_judge_plot(name):
     assert not long, long
     assert not any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Result"
                    for n in ast.walk(tree))  # the framework builds the Result
+
+
+def test_a_config_comes_back_from_its_json_form():
+    for name in ("invariances-and-cost", "warmup"):  # tuples of tuples; a nested TrainConfig
+        m = E.load(name)
+        for size in E.SIZES:
+            config = E.configure(m, size)
+            back = json.loads(dumps_json(dataclasses.asdict(config)))  # as result.json holds it
+            assert E.config_from_json(m.Config, back) == config

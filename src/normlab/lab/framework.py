@@ -132,6 +132,8 @@ class Result:
         d = dict(d)
         d.pop("verdict", None)
         d["checks"] = [Check(**c) for c in d.get("checks", [])]
+        if isinstance(d.get("notes"), list):  # written before the notes became markdown
+            d["notes"] = "\n".join(f"- {n}" for n in d["notes"])
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -252,10 +254,13 @@ def config_from_json(cls: type, d: dict[str, Any]):
         if dataclasses.is_dataclass(info.type) and isinstance(v, dict):
             v = info.type.from_dict(v) if hasattr(info.type, "from_dict") else config_from_json(
                 info.type, v)
-        elif isinstance(v, list):
-            v = tuple(v)
-        values[info.name] = v
+        values[info.name] = _tuples(v)
     return cls(**values)
+
+
+def _tuples(v: Any) -> Any:
+    """JSON's lists back to the config's tuples, nested ones too."""
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
 
 
 def setting_of(module, config, size: str) -> str:
