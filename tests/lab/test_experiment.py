@@ -171,3 +171,19 @@ def test_a_config_comes_back_from_its_json_form():
             config = E.configure(m, size)
             back = json.loads(dumps_json(dataclasses.asdict(config)))  # as result.json holds it
             assert E.config_from_json(m.Config, back) == config
+
+
+def test_a_new_experiment_in_the_lab_style_is_short_and_runs(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from normlab.lab import experiments
+
+    source = Path(__file__).with_name("_shift_experiment.py")
+    assert len(source.read_text().splitlines()) < 150
+    monkeypatch.setattr(experiments, "EXPERIMENTS",
+                        {**experiments.EXPERIMENTS, "shift-and-scale": "_shift_experiment"})
+    o = E.run_experiment("shift-and-scale", size="tiny", out_dir=tmp_path)
+    assert o.result.verdict == E.REPRODUCED
+    assert (tmp_path / "shift-and-scale" / "shift_and_scale.png").is_file()
+    assert "tiny size: width=16, tokens=16" in o.result.setting
+    test_an_experiment_reads_card_config_measure_judge_plot("shift-and-scale")
