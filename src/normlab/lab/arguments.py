@@ -80,24 +80,29 @@ def make_output_dir(path) -> None:
 
 
 # ---- per-field flags from a config dataclass ------------------------------------------------
-def add_config_arguments(group, cls: type, *, prefix: str = "", defaults: Any = None,
-                         skip: frozenset[str] = frozenset(), aliases: dict | None = None) -> None:
+def add_config_arguments(group, cls: type, *, prefix: str = "", flag_prefix: str | None = None,
+                         defaults: Any = None, skip: frozenset[str] = frozenset(),
+                         aliases: dict | None = None) -> None:
     """A flag ``--PREFIXNAME`` for every field of the dataclass ``cls`` (underscores as hyphens;
     a nested dataclass's fields as ``--outer.inner``), its help the field's comment and its
     default the dataclass's (``defaults``: an instance to show instead). Given values land in
-    ``args`` under ``config:DOTTED.NAME`` (see :func:`config_overrides`)."""
+    ``args`` under ``config:PREFIXNAME`` (see :func:`config_overrides`); ``flag_prefix`` (default
+    ``prefix``) is what the flags themselves start with, ``aliases`` maps a field to more
+    flags."""
     from ..train.config import field_infos
 
     defaults = cls() if defaults is None else defaults
+    flag_prefix = prefix if flag_prefix is None else flag_prefix
     for info in field_infos(cls):
         if info.name in skip:
             continue
         default = getattr(defaults, info.name)
         if dataclasses.is_dataclass(info.type):
             add_config_arguments(group, info.type, prefix=f"{prefix}{info.name}.",
-                                 defaults=default)
+                                 flag_prefix=f"{flag_prefix}{info.name}.", defaults=default)
             continue
-        names = [f"--{prefix}{info.name.replace('_', '-')}", *(aliases or {}).get(info.name, [])]
+        names = [f"--{flag_prefix}{info.name.replace('_', '-')}",
+                 *(aliases or {}).get(info.name, [])]
         kw = _flag_kwargs(info.type, info.optional)
         group.add_argument(*names, dest=OVERRIDE + prefix + info.name, default=None,
                            help=f"{info.comment or info.name} (default: {default})", **kw)

@@ -13,7 +13,6 @@ stopped early (divergence), 2 for bad input.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
@@ -21,39 +20,15 @@ ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads
 NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
 
 
-def _optional(parse):
-    def parser(text: str):
-        return None if text.lower() == "none" else parse(text)
-
-    parser.__name__ = parse.__name__
-    return parser
-
-
-def _add_fields(group, cls, defaults, prefix: str) -> None:
-    from ...train.config import field_infos
-
-    for f in field_infos(cls):
-        if f.name in NOT_FLAGS:
-            continue
-        default = getattr(defaults, f.name)
-        help_ = f"{f.comment or f.name} (default: {default})"
-        names = [f"--{f.name.replace('_', '-')}", *ALIASES.get(f.name, [])]
-        dest = prefix + f.name
-        if f.type is bool:
-            group.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_)
-            continue
-        parse = _optional(f.type) if f.optional else f.type
-        metavar = f.name.upper() + ("|none" if f.optional else "")
-        group.add_argument(*names, dest=dest, type=parse, default=None, metavar=metavar, help=help_)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ...models import GPTConfig
     from ...train.config import TrainConfig, default_model
+    from ..arguments import add_config_arguments
 
-    _add_fields(p.add_argument_group("model"), GPTConfig, default_model(), "model.")
-    _add_fields(p.add_argument_group("training"), TrainConfig, TrainConfig(), "")
+    add_config_arguments(p.add_argument_group("model"), GPTConfig, prefix="model.", flag_prefix="",
+                         defaults=default_model(), skip=NOT_FLAGS, aliases=ALIASES)
+    add_config_arguments(p.add_argument_group("training"), TrainConfig, skip=NOT_FLAGS,
+                         aliases=ALIASES)
     out = p.add_argument_group("output")
     out.add_argument("--json", metavar="PATH", help="write the config, per-step metrics and summary "
                      "to PATH as JSON (written atomically)")
@@ -69,14 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace, base=None):
     """A TrainConfig: ``base`` (default: the defaults) with every flag that was given."""
     from ...train.config import TrainConfig
+    from ..arguments import config_overrides
 
     base = TrainConfig() if base is None else base
-    given = {k: v for k, v in vars(args).items() if v is not None}
-    model_kw = {k[len("model."):]: v for k, v in given.items() if k.startswith("model.")}
-    train_names = {f.name for f in dataclasses.fields(TrainConfig)} - {"model"}
-    train_kw = {k: v for k, v in given.items() if k in train_names}
-    model = dataclasses.replace(base.model, **model_kw)
-    return dataclasses.replace(base, model=model, **train_kw)
+    return base.with_overrides(config_overrides(args))
 
 
 def keep_freed_memory() -> bool:
