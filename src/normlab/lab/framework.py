@@ -225,15 +225,14 @@ def check_fields(config, defaults) -> None:
 
 
 def _check_like(value: Any, default: Any, name: str) -> None:
-    from .._checks import integer, real
+    from .._checks import flag, integer, real
 
     if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False; got {value!r}")
+        flag(value, name)
     elif isinstance(default, int):
         integer(value, name, lo=1 if default >= 1 else 0)
     elif isinstance(default, float):
-        real(value, name, lo=0.0, lo_open=default > 0)
+        real(value, name, lo=0, lo_open=default > 0)
     elif isinstance(default, tuple):  # a tuple of tuples: (rows, width) shapes
         if not isinstance(value, tuple) or len(value) != len(default):
             raise TypeError(f"{name} must hold tuples like {default!r}; got {value!r}")
