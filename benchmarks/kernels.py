@@ -7,7 +7,7 @@ bytes, side by side: the script form of ``normlab bench`` (same options, same ou
 import argparse
 import sys
 
-from normlab.lab import bench
+from normlab.lab.commands import bench
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -104,6 +104,72 @@ def scalar_param(p: Any, name: str) -> Array:
     return p
 
 
+def integer(value: Any, name: str, *, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer (not a bool) in [lo, hi]: a TypeError for another kind, a ValueError outside."""
+    what = "an integer" + _bounds(lo, hi, "[", "]")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be {what}; got {value!r}")
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ValueError(f"{name} must be {what}; got {value!r}")
+    return value
+
+
+def real(value: Any, name: str, *, lo: float | None = None, hi: float | None = None,
+         lo_open: bool = False, hi_open: bool = False) -> float:
+    """A finite real number (not a bool) with lo <= value <= hi (``lo_open`` / ``hi_open``: strict
+    bounds): a TypeError for another kind, a ValueError for a value outside or not finite."""
+    what = "a finite number" + _bounds(lo, hi, "(" if lo_open else "[", ")" if hi_open else "]")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be {what}; got {value!r}")
+    value = float(value)
+    bad = not math.isfinite(value)
+    bad |= lo is not None and (value <= lo if lo_open else value < lo)
+    bad |= hi is not None and (value >= hi if hi_open else value > hi)
+    if bad:
+        raise ValueError(f"{name} must be {what}; got {value!r}")
+    return value
+
+
+def _bounds(lo: Any, hi: Any, left: str, right: str) -> str:
+    if lo is not None and hi is not None:
+        return f" in {left}{lo}, {hi}{right}"
+    if lo is not None:
+        return f" {'>' if left == '(' else '>='} {lo}"
+    return "" if hi is None else f" {'<' if right == ')' else '<='} {hi}"
+
+
+def choice(value: Any, name: str, options: Any) -> Any:
+    """One of ``options`` (compared with ==): a TypeError for a value of another kind than the
+    options, a ValueError for an unknown one; the message lists the options."""
+    options = tuple(options)
+    listed = ", ".join(repr(o) for o in options)
+    kinds = tuple({type(o) for o in options})
+    if not isinstance(value, kinds) or isinstance(value, bool) != any(isinstance(o, bool) for o in options):
+        raise TypeError(f"{name} must be one of {listed}; got {value!r}")
+    if value not in options:
+        raise ValueError(f"{name} must be one of {listed}; got {value!r}" + _did_you_mean(value, options))
+    return value
+
+
+def known_keys(keys: Any, allowed: Any, what: str) -> None:
+    """Refuse a key that is not in ``allowed`` with a ValueError naming it, the closest known one
+    (a did-you-mean) and the list of known ones; ``what`` names the kind of key ("field of
+    TrainConfig")."""
+    allowed = list(allowed)
+    for key in keys:
+        if key not in allowed:
+            raise ValueError(f"unknown {what} {key!r}{_did_you_mean(key, allowed)}; known: "
+                             f"{', '.join(map(str, allowed))}")
+
+
+def _did_you_mean(value: Any, options: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def positive(value: Any, name: str) -> float:
     """A finite real number > 0 (eps, a scale, a soft-cap)."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):

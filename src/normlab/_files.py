@@ -49,6 +49,8 @@ def _umask() -> int:
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a file"
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -78,6 +80,28 @@ def check_output_path(path: PathLike, *, what: str = "output") -> Path:
         raise ValueError(f"{what}: folder {str(folder)!r} of {str(path)!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"{what}: folder {str(folder)!r} is not writable")
+    return target
+
+
+def check_output_dir(path: PathLike, *, what: str = "output folder") -> Path:
+    """``path`` resolved, after checking that files can be written under it: it is a writable
+    directory, or it does not exist yet and its nearest existing ancestor is a writable directory
+    (so that it can be created). Raises ``ValueError`` naming ``what`` (e.g. ``"--out"``)
+    otherwise. Creates nothing."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a path, got {type(path).__name__}")
+    if str(path) == "":
+        raise ValueError(f"{what} must be a folder path, got an empty string")
+    target = Path(path).expanduser().resolve()
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    mode = probe.stat().st_mode
+    if not stat.S_ISDIR(mode):
+        where = "" if probe == target else f" (its ancestor {str(probe)!r})"
+        raise ValueError(f"{what}: {str(path)!r}{where} is {_kind(mode)}; expected a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{what}: {str(probe)!r} is not writable")
     return target
 
 

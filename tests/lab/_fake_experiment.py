@@ -1,12 +1,11 @@
-"""A fake experiment for the framework's tests: counts its runs and can be told to fail."""
+"""A fake experiment for the framework's tests: counts its measurements and can be told to fail."""
 
 from dataclasses import dataclass
 
-from normlab.lab.experiment import Check, Result
+from normlab.lab.framework import Card, Check
 
-NAME = "fake"
-TITLE = "a fake experiment"
-CITATION = "nobody 2024"
+CARD = Card(name="fake", title="a fake experiment", citation="nobody 2024", claim="claim",
+            published="1", method="It returns its config's value.")
 CALLS = {"n": 0}
 INTERRUPT = {"on": False}
 
@@ -20,14 +19,20 @@ class Config:
 SIZES = {"tiny": {"value": 2.0}, "quick": {}, "full": {"value": 3.0}}
 
 
-def run(config, progress):
+def measure(config, ctx):
     CALLS["n"] += 1
     if INTERRUPT["on"]:
         raise KeyboardInterrupt
-    progress(1, 1, "done")
-    return Result(NAME, TITLE, "claim", CITATION, "1", "setting", f"{config.value}",
-                  [Check("value is positive", "> 0", f"{config.value}", "> 0", config.value > 0)],
-                  data={"value": config.value})
+    ctx.progress(1, 1, "done")
+    return {"value": config.value}
+
+
+def judge(data, config):
+    return [Check("value is positive", "> 0", f"{data['value']}", "> 0", data["value"] > 0)]
+
+
+def headline(data, config):
+    return f"{data['value']}"
 
 
 def plot(result, out_dir):

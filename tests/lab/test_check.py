@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from normlab.lab import check
+from normlab.lab.commands import check
 from normlab.lab.cli import main
 
 
@@ -44,7 +44,7 @@ def test_usage_error_is_one_line_and_exit_2(monkeypatch, capsys):
     def bad(args):
         raise cli.UsageError("--rows must be an integer >= 1; got -1")
 
-    monkeypatch.setattr("normlab.lab.listing.main", bad)
+    monkeypatch.setattr("normlab.lab.commands.list.main", bad)
     assert cli.main(["list"]) == 2
     err = capsys.readouterr().err
     assert err == "normlab list: error: --rows must be an integer >= 1; got -1\n"

@@ -1,5 +1,10 @@
-"""The lab's framework: the verdict rule, results as JSON, configuration sizes, caching."""
+"""The lab's framework: the verdict rule, results as JSON, configuration sizes and overrides,
+the setting written from the config, caching and re-judging, and the shape of every experiment
+module (card, config, measure, judge, plot; no function over 60 lines)."""
 
+import ast
+import dataclasses
+import inspect
 import json
 import math
 
@@ -7,7 +12,8 @@ import numpy as np
 import pytest
 
 import _fake_experiment as fake
-from normlab.lab import experiment as E
+from normlab._files import dumps_json, number
+from normlab.lab import framework as E
 
 
 def _check(passed):
@@ -39,7 +45,7 @@ def test_result_json_round_trip():
     back = E.Result.from_json(d)
     assert back.checks[1].passed is None and back.verdict == r.verdict
     assert back.data["a"] == [0.0, 1.0, 2.0] and back.data["i"] == 2
-    assert math.isinf(E.num(back.data["inf"]))
+    assert math.isinf(number(back.data["inf"]))
 
 
 def test_fmt():
@@ -63,7 +69,7 @@ def test_unknown_experiment():
 def test_registry_names_match_modules():
     for name in E.registry():
         m = E.load(name)
-        assert m.NAME == name and m.TITLE and m.CITATION
+        assert m.CARD.name == name and m.CARD.title and m.CARD.citation and m.CARD.method
         assert m.__name__.rsplit(".", 1)[1] == name.replace("-", "_")
         assert {"tiny", "quick", "full"} <= set(m.SIZES)
         cfg = m.Config()
@@ -94,3 +100,90 @@ def test_a_corrupt_cache_file_is_recomputed(with_fake, tmp_path):
     (tmp_path / "fake" / "result.json").write_text("{not json")
     o = E.run_experiment("fake", size="tiny", out_dir=tmp_path)
     assert not o.reused and fake.CALLS["n"] == 2
+
+
+def test_overrides_reach_nested_fields_and_unknown_ones_are_refused():
+    m = E.load("warmup")
+    cfg = E.configure(m, "tiny", overrides={"base.model.d_model": 24, "seeds": 2})
+    assert cfg.base.model.d_model == 24 and cfg.seeds == 2 and cfg.base.steps == 40
+    assert m.Config().base.model.d_model == 32  # the default is not changed
+    with pytest.raises(ValueError, match="did you mean 'seeds'"):
+        E.configure(m, "tiny", overrides={"seds": 2})
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
+        E.configure(m, "tiny", overrides={"base.steps": 0})  # TrainConfig's own check
+
+
+def test_the_setting_is_written_from_the_config(with_fake):
+    r = E.run_experiment("fake", size="tiny").result
+    assert r.setting == "It returns its config's value. tiny size: value=2, seed=0."
+    m = E.load("dropout")
+    text = E.setting_of(m, E.configure(m, "full"), "full")
+    assert "draws=1000000" in text and text.startswith(m.CARD.method)
+
+
+def test_rejudge_reads_the_cached_measurement_and_measures_nothing(with_fake, tmp_path,
+                                                                    monkeypatch):
+    E.run_experiment("fake", size="tiny", out_dir=tmp_path)
+    assert fake.CALLS["n"] == 1
+
+    def stricter(data, config):
+        return [E.Check("value is above 5", "> 5", f"{data['value']}", "> 5", data["value"] > 5)]
+
+    monkeypatch.setattr(fake, "judge", stricter)
+    o = E.rejudge("fake", tmp_path)
+    assert fake.CALLS["n"] == 1 and o.result.verdict == E.NOT_REPRODUCED
+    assert o.result.data == {"value": 2.0} and o.result.checks[0].claim == "value is above 5"
+    on_disk = json.loads((tmp_path / "fake" / "result.json").read_text())
+    assert on_disk["verdict"] == E.NOT_REPRODUCED and on_disk["size"] == "tiny"
+    with pytest.raises(FileNotFoundError, match="no cached result"):
+        E.rejudge("fake", tmp_path / "elsewhere")
+
+
+@pytest.mark.parametrize("name", ["dropout", "residual-growth", "precision-basics"])
+def test_a_rejudged_result_equals_the_fresh_one(name, tmp_path):
+    """Judging the cached (JSON) data gives the fresh result's rows: judge reads only data (the
+    cheap experiments; test_port holds every experiment's fresh numbers)."""
+    fresh = E.run_experiment(name, size="tiny", out_dir=tmp_path, plots=False).result
+    again = E.rejudge(name, tmp_path).result
+    assert [dataclasses.asdict(c) for c in again.checks] == [
+        dataclasses.asdict(c) for c in fresh.checks]
+    assert again.measured == fresh.measured
+
+
+@pytest.mark.parametrize("name", list(E.registry()))
+def test_an_experiment_reads_card_config_measure_judge_plot(name):
+    m = E.load(name)
+    tree = ast.parse(inspect.getsource(m))
+    order = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+             and n.name in ("Config", "measure", "judge", "headline", "plot")]
+    assert order == ["Config", "measure", "judge", "headline", "plot"]
+    long = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 60]
+    assert not long, long
+    assert not any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Result"
+                   for n in ast.walk(tree))  # the framework builds the Result
+
+
+def test_a_config_comes_back_from_its_json_form():
+    for name in ("invariances-and-cost", "warmup"):  # tuples of tuples; a nested TrainConfig
+        m = E.load(name)
+        for size in E.SIZES:
+            config = E.configure(m, size)
+            back = json.loads(dumps_json(dataclasses.asdict(config)))  # as result.json holds it
+            assert E.config_from_json(m.Config, back) == config
+
+
+def test_a_new_experiment_in_the_lab_style_is_short_and_runs(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from normlab.lab import experiments
+
+    source = Path(__file__).with_name("_shift_experiment.py")
+    assert len(source.read_text().splitlines()) < 150
+    monkeypatch.setattr(experiments, "EXPERIMENTS",
+                        {**experiments.EXPERIMENTS, "shift-and-scale": "_shift_experiment"})
+    o = E.run_experiment("shift-and-scale", size="tiny", out_dir=tmp_path)
+    assert o.result.verdict == E.REPRODUCED
+    assert (tmp_path / "shift-and-scale" / "shift_and_scale.png").is_file()
+    assert "tiny size: width=16, tokens=16" in o.result.setting
+    test_an_experiment_reads_card_config_measure_judge_plot("shift-and-scale")

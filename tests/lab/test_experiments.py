@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from normlab.lab import experiment as E
+from normlab.lab import framework as E
 
 _CACHE = {}
 

@@ -21,5 +21,8 @@ def test_formats_values_and_policies(capsys):
 
 def test_formats_refuses_unknown_and_wide_formats(capsys):
     assert cli.main(["formats", "--values", "bf16"]) == 2
-    assert "known formats" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert out.out == "" and "normlab formats: error: --values: unknown format" in out.err
+    assert "known formats" in out.err  # refused before the table is printed
     assert cli.main(["formats", "--values", "bfloat16"]) == 2
+    assert "at most 8 bits" in capsys.readouterr().err

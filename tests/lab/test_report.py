@@ -1,5 +1,6 @@
 """``normlab report``: a well-formed, self-contained page; an interrupted report resumes."""
 
+import json
 import re
 import xml.etree.ElementTree as ET
 
@@ -8,7 +9,7 @@ import pytest
 import _fake_experiment as fake
 from normlab.lab import experiments
 from normlab.lab.cli import main as cli
-from normlab.lab.report import write_report
+from normlab.lab.commands.report import markdown_html, write_report
 
 REAL = ["dropout", "batchnorm-vs-layernorm"]  # two cheap real ones
 
@@ -55,10 +56,10 @@ def test_interrupted_report_resumes(with_fake, tmp_path):
 
 
 def test_a_failing_experiment_is_reported_not_fatal(with_fake, tmp_path, monkeypatch):
-    def boom(config, progress):
+    def boom(config, ctx):
         raise RuntimeError("broken on purpose")
 
-    monkeypatch.setattr(fake, "run", boom)
+    monkeypatch.setattr(fake, "measure", boom)
     path, entries, _ = write_report(tmp_path, size="tiny", names=["fake", "dropout"],
                                     show_progress=False)
     page = path.read_text()
@@ -77,3 +78,34 @@ def test_cli_list_run_report(tmp_path, capsys):
     assert cli(["report", "--tiny", "--only", "dropout", "--out", str(tmp_path / "rep")]) == 0
     assert (tmp_path / "rep" / "report.html").is_file()
     assert cli(["run", "no-such-experiment", "--tiny", "--out", str(tmp_path)]) == 2
+
+
+def test_notes_are_embedded_as_html(tmp_path):
+    path, entries, _ = write_report(tmp_path, size="tiny", names=["batchnorm-vs-layernorm"],
+                                    show_progress=False)
+    root = _parse(path.read_text(encoding="utf-8"))
+    note = root.find(".//div[@class='note']")
+    assert note is not None and note.find(".//li") is not None
+    assert "Listing 16.3" in "".join(note.itertext())
+
+
+def test_markdown_notes():
+    html = markdown_html("Intro `x < y`.\n\n- one\n  continued\n- two\n\nAfter.")
+    assert html == ("<p>Intro <code>x &lt; y</code>.</p><ul><li>one continued</li>"
+                    "<li>two</li></ul><p>After.</p>")
+
+
+def test_rejudge_from_the_command_line(with_fake, tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "rep")
+    assert cli(["report", "--tiny", "--only", "fake", "--out", out]) == 0
+    assert fake.CALLS["n"] == 1
+    assert "reproduced" in (tmp_path / "rep" / "summary.json").read_text()
+    monkeypatch.setattr(fake, "judge", lambda data, config: [
+        fake.Check("value above 5", "> 5", str(data["value"]), "> 5", data["value"] > 5)])
+    assert cli(["report", "--rejudge", "--only", "fake", "--out", out]) == 0
+    assert fake.CALLS["n"] == 1  # nothing measured again
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert summary["experiments"][0]["verdict"] == "not reproduced"
+    assert "value above 5" in (tmp_path / "rep" / "report.html").read_text()
+    assert cli(["report", "--rejudge", "--only", "fake", "--seed", "3", "--out", out]) == 2
+    assert "--rejudge" in capsys.readouterr().err

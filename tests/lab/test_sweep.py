@@ -214,7 +214,7 @@ def test_cli_summary_dry_run_and_the_missing_ray_extra(tmp_path, capsys, monkeyp
 def test_the_sweep_package_imports_ray_and_matplotlib_only_when_used():
     import subprocess
 
-    code = ("import sys, normlab.lab.sweep, normlab.lab.sweep.cli\n"
+    code = ("import sys, normlab.lab.sweep, normlab.lab.commands.sweep\n"
             "bad = [m for m in ('ray', 'matplotlib', 'rich') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)

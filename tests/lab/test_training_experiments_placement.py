@@ -1,7 +1,7 @@
 """The training experiments warmup, dyt and norm-placement-depth at their tiny size (seconds, in
 this process): the Result, the verdict rule, and the direction of the effects that are robust at
-that size; the S-curve fit on known curves; the run options that pick a sweep's executor and
-store."""
+that size; the S-curve fit on known curves; the run context and the flags that pick a sweep's
+executor and store."""
 
 import argparse
 import json
@@ -9,9 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from normlab.lab import experiment as E
+from normlab.lab import framework as E
 from normlab.lab.experiments import dyt, norm_placement_depth, warmup
-from normlab.lab.run import executor_of
+from normlab.lab.cli import UsageError
+from normlab.lab.sweep.executors import check_executor, executor_from_args
 
 NAMES = ("warmup", "dyt", "norm-placement-depth")
 _CACHE = {}
@@ -19,10 +20,7 @@ _CACHE = {}
 
 def tiny(name):
     if name not in _CACHE:
-        module = E.load(name)
-        with E.using(E.RunOptions("serial")):
-            result = module.run(E.configure(module, "tiny", seed=0))
-        _CACHE[name] = result
+        _CACHE[name] = E.run_experiment(name, size="tiny", seed=0, executor="serial").result
     return _CACHE[name]
 
 
@@ -35,9 +33,10 @@ def test_result_and_verdict(name, tmp_path):
     assert r.verdict == E.verdict_of(r.checks)
     assert r.verdict == (E.REPRODUCED if all(counted) else
                          E.PARTLY if any(counted) else E.NOT_REPRODUCED)
-    assert any("Knobs" in n or "knobs" in n for n in r.notes)  # the knobs tried are recorded
-    assert any("full size" in n for n in r.notes)  # and what the full size changes
-    json.dumps(E.jsonable(r.data), allow_nan=False)
+    assert "knobs" in r.notes.lower()  # the knobs tried are recorded
+    assert r.setting.startswith(E.load(name).CARD.method) and "tiny size: " in r.setting
+    assert "base.steps=40" in r.setting  # the size's recipe, written from the config
+    json.dumps(r.data, allow_nan=False)
     files = E.load(name).plot(r, tmp_path)
     assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
 
@@ -93,44 +92,49 @@ def test_layernorm_s_curve_per_token():
     assert abs(dyt.fit_tanh_vs_linear(h[0], y[0])["gain"]) < 1e-3
 
 
-# ---- run options ------------------------------------------------------------------------------
+# ---- the run context and the executor flags --------------------------------------------------
 @pytest.mark.parametrize("spec", ["pool", "pool:3", "serial", "ray:auto", "ray:local",
-                                  "ray:10.0.0.1:6379"])
+                                  "ray:local:2", "ray:10.0.0.1:6379"])
 def test_executor_names_accepted(spec):
-    assert E.RunOptions(spec).executor == spec
+    assert E.RunContext(executor=spec).executor == spec == check_executor(spec)
 
 
-@pytest.mark.parametrize("spec", ["", "pool:0", "pool:x", "gpu", "ray:", None, 2])
-def test_executor_names_refused(spec):
-    with pytest.raises(ValueError, match="executor must be one of"):
-        E.RunOptions(spec)
+@pytest.mark.parametrize("spec, error", [("", ValueError), ("pool:0", ValueError),
+                                         ("pool:x", ValueError), ("gpu", ValueError),
+                                         ("ray:", ValueError), (None, TypeError), (2, TypeError)])
+def test_executor_names_refused(spec, error):
+    with pytest.raises(error, match="executor must be"):
+        E.RunContext(executor=spec)
 
 
 def test_executor_flags():
     ns = lambda **kw: argparse.Namespace(**{"workers": None, "ray": None, **kw})  # noqa: E731
-    assert executor_of(ns()) == "pool"
-    assert executor_of(ns(workers=3)) == "pool:3"
-    assert executor_of(ns(ray="auto")) == "ray:auto"
-    with pytest.raises(SystemExit):
-        executor_of(ns(workers=0))
-    with pytest.raises(SystemExit):
-        executor_of(ns(workers=2, ray="auto"))
+    assert executor_from_args(ns()) == "pool"
+    assert executor_from_args(ns(workers="3")) == "pool:3"
+    assert executor_from_args(ns(ray="auto")) == "ray:auto"
+    assert executor_from_args(ns(ray="local", workers="2")) == "ray:local:2"
+    assert executor_from_args(ns(ray="ray://10.0.0.1:10001")) == "ray:ray://10.0.0.1:10001"
+    for bad, flag in ((ns(workers="0"), "--workers"), (ns(workers="x"), "--workers"),
+                      (ns(workers="2", ray="auto"), "--workers"), (ns(ray="bogus"), "--ray"),
+                      (ns(ray="host:99999"), "--ray")):
+        with pytest.raises(UsageError, match=flag):
+            executor_from_args(bad)
 
 
-def test_options_reach_the_experiment_and_the_store_is_kept(tmp_path, monkeypatch):
+def test_the_context_reaches_the_experiment_and_the_store_is_kept(tmp_path, monkeypatch):
     seen = []
     module = E.load("norm-placement-depth")
-    real = module.run
+    real = module.measure
 
-    def spy(config, progress=E.null_progress):
-        seen.append(E.run_options())
-        return real(config, progress)
+    def spy(config, ctx):
+        seen.append(ctx)
+        return real(config, ctx)
 
-    monkeypatch.setattr(module, "run", spy)
+    monkeypatch.setattr(module, "measure", spy)
     o = E.run_experiment("norm-placement-depth", size="tiny", out_dir=tmp_path,
                          executor="serial", plots=False)
     store = tmp_path / "norm-placement-depth" / "sweep" / o.result.cache_key
-    assert seen[-1] == E.RunOptions("serial", store)
+    assert (seen[-1].executor, seen[-1].store) == ("serial", store)
     runs = list((store / "placement-depth" / "runs").iterdir())
     assert len(runs) == len(norm_placement_depth.PLACEMENTS) * 2  # tiny: two depths
     stale = store.parent / "0123456789abcdef"
@@ -138,4 +142,4 @@ def test_options_reach_the_experiment_and_the_store_is_kept(tmp_path, monkeypatc
     E.run_experiment("norm-placement-depth", size="tiny", out_dir=tmp_path, executor="serial",
                      plots=False, use_cache=False)  # recomputed: every store removed first
     assert not stale.exists() and store.is_dir()
-    assert E.run_options() == E.RunOptions()  # outside run_experiment: the defaults again
+    assert seen[-1].store == store and len(seen) == 2

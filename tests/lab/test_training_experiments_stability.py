@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from normlab.lab import experiment as E
+from normlab.lab import framework as E
 
 NAMES = ("attention-logit-growth", "output-logit-divergence", "precision-recipes")
 _CACHE = {}

@@ -110,7 +110,9 @@ def test_dropout_module_train_and_eval():
     assert np.array_equal(d(x), x)
 
 
-@pytest.mark.parametrize("bad", [0, -2, 2.5, True])
-def test_bad_width_is_refused(bad):
-    with pytest.raises(ValueError, match="width"):
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (2.5, TypeError),
+                                        (True, TypeError)])
+def test_bad_width_is_refused(bad, error):
+    """A width of the wrong kind is a TypeError, a wrong value a ValueError (normlab._checks)."""
+    with pytest.raises(error, match="width C must be an integer >= 1"):
         nn.LayerNorm(bad)

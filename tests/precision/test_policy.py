@@ -89,7 +89,7 @@ def _preset_dict(**changes):
     (dict(compute={"format": "bfloat16", "scaling": {"kind": "mx", "scale_rule": "round"}}),
      ValueError, "scale_rule must be one of"),
     (dict(compute={"format": {"exponent_bits": 9, "mantissa_bits": 2}}), ValueError,
-     "compute.format: exponent_bits must be in"),
+     "compute.format: exponent_bits must be an integer in"),
     (dict(compute={"format": {"exp": 4, "mantissa_bits": 2}}), ValueError,
      "unknown format field"),
     (dict(compute=None), ValueError, "role 'compute' needs a format"),

@@ -190,9 +190,9 @@ def test_bad_arguments():
     x = np.ones(64, np.float32)
     with pytest.raises(ValueError, match="scale_rule must be one of"):
         mx_quantize(x, scale_rule="round")
-    with pytest.raises(ValueError, match="block_size must be in"):
+    with pytest.raises(ValueError, match="block_size must be an integer in"):
         mx_quantize(x, block_size=0)
-    with pytest.raises(ValueError, match="axis must be in"):
+    with pytest.raises(ValueError, match="axis must be an integer in"):
         mx_quantize(x, axis=1)
     with pytest.raises(ValueError, match="at least 1 dimension"):
         mx_quantize(np.float32(1.0))
@@ -200,7 +200,7 @@ def test_bad_arguments():
         mx_quantize(x, rounding="nearest")
     with pytest.raises(ValueError, match="amax_compute_algo must be one of"):
         DelayedScaling(amax_compute_algo="mean")
-    with pytest.raises(ValueError, match="amax_history_len must be in"):
+    with pytest.raises(ValueError, match="amax_history_len must be an integer in"):
         DelayedScaling(amax_history_len=0)
     with pytest.raises(TypeError, match="margin must be an integer"):
         TensorScaling(margin=0.5)

@@ -96,8 +96,7 @@ def check_add_norm(x, residual, weight, bias, eps, norm, p_drop, training, rng, 
     x = ck.float_array(x, "x")
     ck.at_least_nd(x, "x", 1)
     C = x.shape[-1]
-    if norm not in NORMS:
-        raise ValueError(f"norm must be one of {NORMS}; got {norm!r}")
+    ck.choice(norm, "norm", NORMS)
     weight = ck.param(weight, "weight", C)
     bias = ck.param(bias, "bias", C, allow_none=True)
     if norm == "rms" and bias is not None:

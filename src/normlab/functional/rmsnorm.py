@@ -36,11 +36,8 @@ def partial_width(C: int, partial: float | None) -> int:
     """Features pRMSNorm estimates the RMS from: ceil(p * C), at least 1; C without ``partial``."""
     if partial is None:
         return C
-    if isinstance(partial, bool) or not isinstance(partial, (int, float, np.floating)):
-        raise TypeError(f"partial must be a number in (0, 1] or None; got {partial!r}")
-    if not 0.0 < float(partial) <= 1.0:
-        raise ValueError(f"partial must be in (0, 1] (the fraction of features); got {partial!r}")
-    return max(1, min(C, math.ceil(float(partial) * C - 1e-9)))
+    p = ck.real(partial, "partial (the fraction of features)", lo=0, hi=1, lo_open=True)
+    return max(1, min(C, math.ceil(p * C - 1e-9)))
 
 
 def check_args(x, weight, eps, partial, offset):
@@ -52,9 +49,7 @@ def check_args(x, weight, eps, partial, offset):
     weight = ck.param(weight, "weight", C)
     eps = ck.positive(eps, "eps")
     k = partial_width(C, partial)
-    if isinstance(offset, bool) or not isinstance(offset, (int, float, np.floating)) \
-            or not np.isfinite(offset):
-        raise ValueError(f"offset must be a finite number; got {offset!r}")
+    ck.real(offset, "offset")
     return x, weight, eps, k
 
 

@@ -109,8 +109,9 @@ def available() -> bool:
 
 def check_impl(impl: Any) -> str:
     """``impl`` if it is "kernel" or "reference", else a ValueError naming the choices."""
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}; got {impl!r}")
+    from .. import _checks as ck
+
+    ck.choice(impl, "impl", IMPLS)
     return impl
 
 

@@ -13,20 +13,28 @@ import sys
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "check": ("normlab.lab.check", "gradient-check every op and compare it with PyTorch"),
-    "list": ("normlab.lab.listing", "list the lab's experiments"),
-    "run": ("normlab.lab.run", "run one experiment: result.json and figures"),
-    "report": ("normlab.lab.report", "run every experiment and write one HTML report"),
-    "bench": ("normlab.lab.bench", "time the fused kernels against the reference, PyTorch and a copy"),
-    "train": ("normlab.lab.train", "train the decoder-only model (any placement, norm, precision)"),
-    "formats": ("normlab.lab.formats", "the number formats (bf16, fp16, fp8, MX fp6/fp4, E8M0) as a table"),
+    "check": ("normlab.lab.commands.check", "gradient-check every op and compare it with PyTorch"),
+    "list": ("normlab.lab.commands.list", "list the lab's experiments"),
+    "run": ("normlab.lab.commands.run", "run one experiment: result.json and figures"),
+    "report": ("normlab.lab.commands.report", "run every experiment and write one HTML report"),
+    "bench": ("normlab.lab.commands.bench", "time the fused kernels against the reference, PyTorch and a copy"),
+    "train": ("normlab.lab.commands.train", "train the decoder-only model (any placement, norm, precision)"),
+    "formats": ("normlab.lab.commands.formats", "the number formats (bf16, fp16, fp8, MX fp6/fp4, E8M0) as a table"),
     "inspect": ("normlab.lab.commands.inspect", "a checkpoint's norms, residual stream, attention and precision headroom"),
-    "sweep": ("normlab.lab.sweep.cli", "run a grid or random sweep of training runs (process pool or Ray); --summary"),
+    "sweep": ("normlab.lab.commands.sweep", "run a grid or random sweep of training runs (process pool or Ray); --summary"),
 }
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad command line raises :class:`UsageError` (printed by :func:`main` as
+    one line) instead of printing the usage and exiting."""
+
+    def error(self, message: str):
+        raise UsageError(message, command=self.prog)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="normlab",
         description="normlab: normalization, residual design and numeric precision in deep "
         "Transformers, verified and measured on a CPU.",
@@ -50,6 +58,12 @@ class UsageError(ValueError):
     """Bad command-line input, found before any work starts: printed as the one line
     ``normlab COMMAND: error: MESSAGE`` (the message names the flag and what it accepts), exit
     status 2, no traceback. Commands raise it from their argument checks."""
+
+    def __init__(self, message: str, command: str | None = None):
+        super().__init__(message)
+        self.command = command  # "normlab run" when argparse found it; None: the running command
+
+
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
@@ -67,14 +81,18 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # numba refuses a new count once its pool runs (main called in-process)
             os.environ.setdefault(var, "1")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"{exc.command or 'normlab'}: error: {exc}", file=sys.stderr)
+        return 2
     if args.command is None:
         parser.print_help()
         return 0
     try:
         return int(importlib.import_module(args._module).main(args) or 0)
     except UsageError as exc:
-        print(f"normlab {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{exc.command or 'normlab ' + args.command}: error: {exc}", file=sys.stderr)
         return 2
 
 

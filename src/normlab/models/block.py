@@ -79,6 +79,10 @@ class Residual(Module):
             self.add_param("resweight", np.zeros((), dtype))
         self._f: np.ndarray | None = None  # rezero: F(x) after dropout, for d resweight
 
+    def forget(self) -> None:
+        super().forget()
+        self._f = None  # rezero's F(x)
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
         p = self.placement

@@ -3,11 +3,10 @@ so that an inconsistent config is refused before any work starts."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
-from numbers import Real
 from typing import Any
 
+from .. import _checks as ck
 from ..functional.attention import QK_NORMS
 from ..nn.mlp import ACTIVATIONS
 
@@ -71,11 +70,11 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
-            _positive_int(getattr(self, name), name)
+            ck.integer(getattr(self, name), f"config: {name}", lo=1)
         for name in ("d_ff", "n_kv_heads", "d_head", "sliding_window"):
             if getattr(self, name) is not None:
-                _positive_int(getattr(self, name), name)
-        _positive_int(self.rope_original_max, "rope_original_max")
+                ck.integer(getattr(self, name), f"config: {name}", lo=1)
+        ck.integer(self.rope_original_max, "config: rope_original_max", lo=1)
         if self.d_head is None and self.d_model % self.n_heads:
             raise ValueError(
                 f"config: n_heads ({self.n_heads}) must divide d_model ({self.d_model}); "
@@ -88,34 +87,32 @@ class GPTConfig:
                               ("activation", ACTIVATIONS), ("positions", POSITIONS),
                               ("dtype", DTYPES), ("qk_norm_scope", QK_NORM_SCOPES),
                               ("rope_scaling", ROPE_SCALINGS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"config: {name} must be one of {allowed}; got {getattr(self, name)!r}")
+            ck.choice(getattr(self, name), f"config: {name}", allowed)
         for name in ("attn_softcap", "final_softcap", "attn_scale"):
             if getattr(self, name) is not None:
-                _real(getattr(self, name), name, "> 0", lambda v: v > 0)
-        _real(self.norm_eps, "norm_eps", "> 0", lambda v: v > 0)
-        _real(self.dyt_alpha, "dyt_alpha", "> 0", lambda v: v > 0)
-        _real(self.rope_base, "rope_base", "> 1", lambda v: v > 1)
-        _real(self.init_std, "init_std", "> 0", lambda v: v > 0)
-        _real(self.norm_offset, "norm_offset", "", lambda v: True)
-        _real(self.embed_scale, "embed_scale", "> 0", lambda v: v > 0)
-        _real(self.rope_factor, "rope_factor", ">= 1", lambda v: v >= 1)
-        _real(self.rope_low_freq_factor, "rope_low_freq_factor", "> 0", lambda v: v > 0)
-        _real(self.rope_high_freq_factor, "rope_high_freq_factor", "> rope_low_freq_factor",
-              lambda v: v > self.rope_low_freq_factor)
+                ck.real(getattr(self, name), f"config: {name}", lo=0, lo_open=True)
+        ck.real(self.norm_eps, "config: norm_eps", lo=0, lo_open=True)
+        ck.real(self.dyt_alpha, "config: dyt_alpha", lo=0, lo_open=True)
+        ck.real(self.rope_base, "config: rope_base", lo=1, lo_open=True)
+        ck.real(self.init_std, "config: init_std", lo=0, lo_open=True)
+        ck.real(self.norm_offset, "config: norm_offset")
+        ck.real(self.embed_scale, "config: embed_scale", lo=0, lo_open=True)
+        ck.real(self.rope_factor, "config: rope_factor", lo=1)
+        ck.real(self.rope_low_freq_factor, "config: rope_low_freq_factor", lo=0, lo_open=True)
+        ck.real(self.rope_high_freq_factor, "config: rope_high_freq_factor",
+                lo=self.rope_low_freq_factor, lo_open=True)
         if self.norm_offset and self.norm != "rmsnorm":
             raise ValueError(f"config: norm_offset applies to the RMSNorm gain; norm is {self.norm!r}")
         if self.sliding_window is not None and not self.causal:
             raise ValueError("config: sliding_window needs causal attention (causal=True)")
         self._check_window_layers()
-        _real(self.z_loss, "z_loss", ">= 0", lambda v: v >= 0)
+        ck.real(self.z_loss, "config: z_loss", lo=0)
         for name in ("label_smoothing", "dropout", "attn_dropout"):
-            _real(getattr(self, name), name, "in [0, 1)", lambda v: 0 <= v < 1)
+            ck.real(getattr(self, name), f"config: {name}", lo=0, hi=1, hi_open=True)
         for name in ("tie_embeddings", "bias", "causal", "qkv_bias", "out_bias", "mlp_bias"):
             if name.endswith("_bias") and getattr(self, name) is None:
                 continue
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"config: {name} must be True or False; got {getattr(self, name)!r}")
+            ck.flag(getattr(self, name), f"config: {name}")
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"config: RoPE needs an even head width; got D = {self.head_dim}")
 
@@ -175,13 +172,3 @@ class GPTConfig:
         if unknown:
             raise ValueError(f"config: unknown model fields {unknown}")
         return cls(**d)
-
-
-def _positive_int(value: Any, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"config: {name} must be an integer >= 1; got {value!r}")
-
-
-def _real(value: Any, name: str, what: str, ok) -> None:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
-        raise ValueError(f"config: {name} must be a finite number {what}; got {value!r}")

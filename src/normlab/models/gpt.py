@@ -18,7 +18,7 @@ block, every block's largest raw attention logit, and the mean output log Z.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -169,28 +169,13 @@ class GPT(Module):
         self.wte.backward(dx)
         self.release()
 
-    def release(self) -> None:
-        """Drop every saved activation once the backward has used it (as autograd frees its
-        graph): between steps only parameters, gradients and optimizer state stay in memory."""
-        for m in self.modules():
-            m._cache = None
-            if hasattr(m, "_f"):
-                m._f = None
+    def forget(self) -> None:
+        """Drop the head's and the loss's saved values with the model's own cache (``release``,
+        inherited from Module, does it for every module below)."""
+        super().forget()
         self._head_cache = self._loss_cache = None
 
     # ---- helpers ---------------------------------------------------------------------------
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        """``(dotted name, module)`` for this module ("") and every descendant, depth first."""
-        stack = [(prefix, self)]
-        while stack:
-            name, m = stack.pop(0)
-            yield name, m
-            stack[:0] = [(f"{name}.{c}" if name else c, child) for c, child in m.children()]
-
-    def modules(self) -> Iterator[Module]:
-        """This module and every descendant, depth first."""
-        return (m for _, m in self.named_modules())
-
     def set_numerics(self, numerics: Numerics) -> None:
         """Install precision hooks in every module that has them, each bound to the module's
         name (``FULL_PRECISION`` undoes it)."""

@@ -41,18 +41,15 @@ class CausalSelfAttention(Module):
                  qk_norm_scope: str = "head", proj_bias: bool | None = None):
         super().__init__()
         for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                      or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+            if value is not None:
+                ck.integer(value, name, lo=1)
         if head_dim is None and C % n_heads:
             raise ValueError(f"n_heads ({n_heads}) must divide the width C ({C}) unless head_dim is given")
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads})")
-        if qk_norm not in QK_NORMS:
-            raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
-        if qk_norm_scope not in ("head", "all"):
-            raise ValueError(f"qk_norm_scope must be 'head' or 'all'; got {qk_norm_scope!r}")
+        ck.choice(qk_norm, "qk_norm", QK_NORMS)
+        ck.choice(qk_norm_scope, "qk_norm_scope", ("head", "all"))
         self.n_heads, self.n_kv_heads = int(n_heads), int(n_kv_heads)
         self.head_dim = C // n_heads if head_dim is None else int(head_dim)
         self.scale = None if scale is None else ck.positive(scale, "scale")

@@ -18,9 +18,7 @@ from .module import Module
 
 
 def _width(C: int) -> int:
-    if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 1:
-        raise ValueError(f"the normalized width must be an integer >= 1; got {C!r}")
-    return int(C)
+    return ck.integer(C, "the normalized width C", lo=1)
 
 
 class LayerNorm(Module):
@@ -82,8 +80,7 @@ class DyT(Module):
     def __init__(self, C: int, alpha_init: float = ALPHA_INIT, *, dtype=np.float32):
         super().__init__()
         C = _width(C)
-        if not np.isfinite(alpha_init):
-            raise ValueError(f"alpha_init must be a finite number; got {alpha_init!r}")
+        ck.real(alpha_init, "alpha_init")
         self.add_param("alpha", np.array(alpha_init, dtype))
         self.add_param("gamma", np.ones(C, dtype))
         self.add_param("beta", np.zeros(C, dtype))

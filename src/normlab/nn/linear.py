@@ -11,9 +11,7 @@ from .numerics import FULL_PRECISION, Numerics
 
 
 def _count(n, name: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{name} must be an integer >= 1; got {n!r}")
-    return int(n)
+    return ck.integer(n, name, lo=1)
 
 
 class Linear(Module):

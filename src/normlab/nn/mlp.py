@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _checks as ck
 from ..functional import (
     relu_backward,
     relu_forward,
@@ -33,8 +34,7 @@ class MLP(Module):
                  bias: bool = False, std: float = 0.02, proj_std: float | None = None,
                  dtype=np.float32):
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}; got {activation!r}")
+        ck.choice(activation, "activation", ACTIVATIONS)
         self.activation, self.d_ff = activation, d_ff
         width = 2 * d_ff if activation in GATED else d_ff
         self.fc = Linear(C, width, bias=bias, rng=rng, std=std, dtype=dtype)

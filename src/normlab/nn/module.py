@@ -51,6 +51,19 @@ class Module:
                     if isinstance(item, Module):
                         yield f"{attr}.{i}", item
 
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        """``(dotted name, module)`` for this module (named ``prefix``, "" by default) and every
+        descendant, depth first, as in PyTorch's ``named_modules``."""
+        stack = [(prefix, self)]
+        while stack:
+            name, m = stack.pop(0)
+            yield name, m
+            stack[:0] = [(f"{name}.{c}" if name else c, child) for c, child in m.children()]
+
+    def modules(self) -> Iterator["Module"]:
+        """This module and every descendant, depth first."""
+        return (m for _, m in self.named_modules())
+
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
         for name, value in self.params.items():
             yield prefix + name, value
@@ -157,6 +170,19 @@ class Module:
 
     def backward(self, dout: np.ndarray) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # ---- saved activations --------------------------------------------------------------------
+    def forget(self) -> None:
+        """Drop what this module alone saved for its backward (its last cache). A module that
+        saves more overrides this and calls ``super().forget()``."""
+        self._cache = None
+
+    def release(self) -> None:
+        """Drop every activation this module and its descendants saved, once the backward has
+        used them (as autograd frees its graph): afterwards only parameters, gradients and
+        optimizer state stay in memory."""
+        for m in self.modules():
+            m.forget()
 
     def _last_cache(self) -> Any:
         if self._cache is None:

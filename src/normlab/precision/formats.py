@@ -30,6 +30,8 @@ from typing import Any, Mapping
 import ml_dtypes
 import numpy as np
 
+from .. import _checks as ck
+
 INF_NAN_ENCODINGS = ("ieee", "fn", "none")
 
 _ENCODING_WORDS = {
@@ -37,21 +39,6 @@ _ENCODING_WORDS = {
     "fn": "no inf; NaN = all ones",
     "none": "all finite",
 }
-
-
-def _int_arg(value: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}")
-    value = int(value)
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}]; got {value}")
-    return value
-
-
-def _bool_arg(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False; got {value!r}")
-    return bool(value)
 
 
 @dataclass(frozen=True)
@@ -82,16 +69,13 @@ class FloatFormat:
     name: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        E = _int_arg(self.exponent_bits, "exponent_bits", 1, 8)
-        M = _int_arg(self.mantissa_bits, "mantissa_bits", 0, 23)
-        bias = 2 ** (E - 1) - 1 if self.bias is None else _int_arg(self.bias, "bias", -200, 400)
-        if not isinstance(self.inf_nan, str):
-            raise TypeError(f"inf_nan must be one of {INF_NAN_ENCODINGS}; got {self.inf_nan!r}")
-        if self.inf_nan not in INF_NAN_ENCODINGS:
-            raise ValueError(f"inf_nan must be one of {INF_NAN_ENCODINGS}; got {self.inf_nan!r}")
-        subnormals = _bool_arg(self.subnormals, "subnormals")
-        signed = _bool_arg(self.signed, "signed")
-        zero = _bool_arg(self.zero, "zero")
+        E = ck.integer(self.exponent_bits, "exponent_bits", lo=1, hi=8)
+        M = ck.integer(self.mantissa_bits, "mantissa_bits", lo=0, hi=23)
+        bias = 2 ** (E - 1) - 1 if self.bias is None else ck.integer(self.bias, "bias", lo=-200, hi=400)
+        ck.choice(self.inf_nan, "inf_nan", INF_NAN_ENCODINGS)
+        subnormals = ck.flag(self.subnormals, "subnormals")
+        signed = ck.flag(self.signed, "signed")
+        zero = ck.flag(self.zero, "zero")
         name = f"e{E}m{M}" if self.name is None else self.name
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string; got {self.name!r}")

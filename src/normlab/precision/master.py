@@ -47,8 +47,7 @@ class WeightUpdater:
                  rng: np.random.Generator | None = None) -> None:
         w0 = ck.float_array(w0, "w0")
         self.fmt = get_format(fmt)
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+        ck.choice(method, "method", METHODS)
         if method == "stochastic":
             if rng is None:
                 raise TypeError("method='stochastic' needs rng (a numpy.random.Generator)")

@@ -89,11 +89,7 @@ def _plan(fmt: FloatFormat, ftype: type) -> _Plan | None:
 
 
 def _check_rounding(rounding: Any) -> str:
-    if not isinstance(rounding, str):
-        raise TypeError(f"rounding must be one of {ROUNDINGS}; got {rounding!r}")
-    if rounding not in ROUNDINGS:
-        raise ValueError(f"rounding must be one of {ROUNDINGS}; got {rounding!r}")
-    return rounding
+    return ck.choice(rounding, "rounding", ROUNDINGS)
 
 
 def _check_overflow(overflow: Any, fmt: FloatFormat) -> str | None:

@@ -59,7 +59,7 @@ def tensor_scale(amax_value: float, fmt: Any, *, margin: int = 0, power_of_two: 
     ``power_of_two`` rounds s down to a power of two (2^floor(log2 s), older TE versions).
     """
     fmt = get_format(fmt)
-    margin = _int(margin, "margin", -64, 64)
+    margin = ck.integer(margin, "margin", lo=-64, hi=64)
     a = np.float32(amax_value)
     if not (np.isfinite(a) and a > 0):
         return float(previous)
@@ -127,20 +127,6 @@ def error_stats(x: Any, y: Any, fmt: Any, scale: Any = 1.0) -> ErrorStats:
     )
 
 
-def _int(value: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}]; got {value}")
-    return int(value)
-
-
-def _choice(value: Any, name: str, options: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in options:
-        raise ValueError(f"{name} must be one of {options}; got {value!r}")
-    return value
-
-
 # --- per-tensor and delayed scaling -----------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -153,7 +139,7 @@ class TensorScaling:
     kind: ClassVar[str] = "tensor"
 
     def __post_init__(self) -> None:
-        _int(self.margin, "margin", -64, 64)
+        ck.integer(self.margin, "margin", lo=-64, hi=64)
         ck.flag(self.power_of_two, "power_of_two")
 
     def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
@@ -175,9 +161,9 @@ class DelayedScaling:
     kind: ClassVar[str] = "delayed"
 
     def __post_init__(self) -> None:
-        _int(self.margin, "margin", -64, 64)
-        _int(self.amax_history_len, "amax_history_len", 1, 1 << 20)
-        _choice(self.amax_compute_algo, "amax_compute_algo", AMAX_ALGOS)
+        ck.integer(self.margin, "margin", lo=-64, hi=64)
+        ck.integer(self.amax_history_len, "amax_history_len", lo=1, hi=1 << 20)
+        ck.choice(self.amax_compute_algo, "amax_compute_algo", AMAX_ALGOS)
 
     def new_state(self, fmt: Any) -> DelayedScalingState:
         """The per-tensor state (amax history and scale) for one tensor cast to ``fmt``."""
@@ -252,7 +238,7 @@ def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor") -> Array:
     nearest: ml_dtypes' E8M0 cast of amax / max_elem (round half up in the mantissa).
     """
     fmt = get_format(fmt)
-    rule = _choice(scale_rule, "scale_rule", SCALE_RULES)
+    rule = ck.choice(scale_rule, "scale_rule", SCALE_RULES)
     a = np.asarray(block_amax, dtype=np.float64)
     finite = np.isfinite(a)
     safe = np.where(finite & (a > 0), a, 1.0)
@@ -301,11 +287,11 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
     """
     x = ck.float_array(x, "x")
     fmt = get_format(fmt)
-    k = _int(block_size, "block_size", 1, 1 << 16)
+    k = ck.integer(block_size, "block_size", lo=1, hi=1 << 16)
     if x.ndim == 0:
         raise ValueError("x must have at least 1 dimension for MX blocks; got a scalar")
-    ax = _int(axis, "axis", -x.ndim, x.ndim - 1) % x.ndim
-    _choice(scale_rule, "scale_rule", SCALE_RULES)
+    ax = ck.integer(axis, "axis", lo=-x.ndim, hi=x.ndim - 1) % x.ndim
+    ck.choice(scale_rule, "scale_rule", SCALE_RULES)
     _check_rounding(rounding)
     ct = ck.compute_dtype(x.dtype)
     xb, n = _blocks(x.astype(ct, copy=False), ax, k)  # (..., nb, k)
@@ -341,9 +327,9 @@ class MXScaling:
     kind: ClassVar[str] = "mx"
 
     def __post_init__(self) -> None:
-        _int(self.block_size, "block_size", 1, 1 << 16)
-        _choice(self.scale_rule, "scale_rule", SCALE_RULES)
-        _int(self.axis, "axis", -32, 31)
+        ck.integer(self.block_size, "block_size", lo=1, hi=1 << 16)
+        ck.choice(self.scale_rule, "scale_rule", SCALE_RULES)
+        ck.integer(self.axis, "axis", lo=-32, hi=31)
 
     def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
             rng: np.random.Generator | None = None, axis: int | None = None) -> Array:
@@ -354,4 +340,3 @@ class MXScaling:
 
 
 SCALINGS = {"tensor": TensorScaling, "delayed": DelayedScaling, "mx": MXScaling}
-

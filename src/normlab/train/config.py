@@ -3,11 +3,14 @@ field, checked on creation so that an inconsistent run is refused before any wor
 
 from __future__ import annotations
 
-import math
+import dataclasses
+import inspect
+import re
+import typing
 from dataclasses import asdict, dataclass, field, fields
-from numbers import Real
-from typing import Any
+from typing import Any, Mapping, NamedTuple
 
+from .. import _checks as ck
 from ..models import GPTConfig
 from .precision import check_precision
 from .schedules import SCHEDULES, check_schedule
@@ -57,35 +60,37 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model, GPTConfig):
             raise TypeError(f"config: model must be a GPTConfig; got {type(self.model).__name__}")
-        if self.data not in DATA:
-            raise ValueError(f"config: data must be one of {DATA}; got {self.data!r}")
+        ck.choice(self.data, "config: data", DATA)
         if self.data == "file" and not self.data_path:
             raise ValueError("config: data='file' needs data_path (a UTF-8 text file)")
         if self.data != "file" and self.data_path is not None:
             raise ValueError(f"config: data_path is read only with data='file'; got data={self.data!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"config: optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
+        ck.choice(self.optimizer, "config: optimizer", OPTIMIZERS)
         for name in ("markov_order", "batch_size", "eval_interval", "eval_batches"):
-            _int(getattr(self, name), name, 1)
+            ck.integer(getattr(self, name), f"config: {name}", lo=1)
         for name in ("data_seed", "seed"):
-            _int(getattr(self, name), name, 0)
-        _int(self.warmup, "warmup", 0)
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"config: steps must be an integer >= 1; got {self.steps!r}")
+            ck.integer(getattr(self, name), f"config: {name}", lo=0)
+        ck.integer(self.warmup, "config: warmup", lo=0)
+        ck.integer(self.steps, "config: steps", lo=1)
         try:
             check_schedule(self.schedule, self.lr, self.warmup, self.steps, self.min_lr)
         except ValueError as exc:
             raise ValueError(f"config: {exc}") from None
-        _real(self.markov_alpha, "markov_alpha", "> 0", lambda v: v > 0)
-        _real(self.weight_decay, "weight_decay", ">= 0", lambda v: v >= 0)
-        _real(self.beta1, "beta1", "in [0, 1)", lambda v: 0 <= v < 1)
-        _real(self.beta2, "beta2", "in [0, 1)", lambda v: 0 <= v < 1)
-        _real(self.adam_eps, "adam_eps", ">= 0", lambda v: v >= 0)
-        _real(self.momentum, "momentum", "in [0, 1)", lambda v: 0 <= v < 1)
-        _real(self.divergence_factor, "divergence_factor", "> 1", lambda v: v > 1)
+        ck.real(self.markov_alpha, "config: markov_alpha", lo=0, lo_open=True)
+        ck.real(self.weight_decay, "config: weight_decay", lo=0)
+        ck.real(self.beta1, "config: beta1", lo=0, hi=1, hi_open=True)
+        ck.real(self.beta2, "config: beta2", lo=0, hi=1, hi_open=True)
+        ck.real(self.adam_eps, "config: adam_eps", lo=0)
+        ck.real(self.momentum, "config: momentum", lo=0, hi=1, hi_open=True)
+        ck.real(self.divergence_factor, "config: divergence_factor", lo=1, lo_open=True)
         if self.grad_clip is not None:
-            _real(self.grad_clip, "grad_clip", "> 0", lambda v: v > 0)
+            ck.real(self.grad_clip, "config: grad_clip", lo=0, lo_open=True)
         check_precision(self.precision, self.model)
+
+    def with_overrides(self, dotted: Mapping[str, Any]) -> "TrainConfig":
+        """This config with fields replaced by name, the model's as ``model.x`` (see
+        :func:`with_overrides`); the result is checked as any new config is."""
+        return with_overrides(self, dotted)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -105,14 +110,66 @@ class TrainConfig:
         return cls(**d)
 
 
-def _int(value: Any, name: str, lo: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"config: {name} must be an integer >= {lo}; got {value!r}")
+# ---- dataclass fields, read once for every command line and spec ----------------------------
+class FieldInfo(NamedTuple):
+    """One field of a config dataclass, as a command line or a spec needs it."""
+
+    name: str  # the field's name
+    type: Any  # its type without ``| None`` (int, float, str, bool, tuple[...], a dataclass)
+    optional: bool  # None is accepted
+    default: Any  # the dataclass's default
+    comment: str  # the ``# comment`` on its line in the source ('' when there is none)
 
 
-def _real(value: Any, name: str, what: str, ok) -> None:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
-        raise ValueError(f"config: {name} must be a finite number {what}; got {value!r}")
+def field_infos(cls: type) -> list[FieldInfo]:
+    """The fields of a dataclass in order, with their types (``X | None`` split into ``X`` and
+    ``optional``), defaults and the comments written after them in the class's source."""
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):  # pragma: no cover - source not available
+        source = ""
+    pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")
+    comments = {m.group(1): m.group(2).strip() for m in map(pattern.match, source.splitlines()) if m}
+    hints = typing.get_type_hints(cls)
+    defaults = cls()
+    out = []
+    for f in fields(cls):
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        optional = type(None) in args and typing.get_origin(hint) is not tuple
+        base = next((t for t in args if t is not type(None)), hint) if optional else hint
+        out.append(FieldInfo(f.name, base, optional, getattr(defaults, f.name),
+                             comments.get(f.name, "")))
+    return out
 
 
-__all__ = ["DATA", "OPTIMIZERS", "SCHEDULES", "TrainConfig", "default_model"]
+def with_overrides(config: Any, dotted: Mapping[str, Any]) -> Any:
+    """``config`` (a dataclass, possibly nested) with fields replaced: ``name`` for its own fields,
+    ``outer.inner`` for a nested dataclass's (``model.n_layers``, ``base.model.d_model``). An
+    unknown name is refused with a ValueError that lists the known ones (a did-you-mean); the
+    values are checked by the dataclasses themselves. ``config`` is not changed."""
+    from .._checks import known_keys
+
+    if not isinstance(dotted, Mapping):
+        raise TypeError(f"overrides must be a mapping of field names to values; got "
+                        f"{type(dotted).__name__}")
+    names = [f.name for f in fields(config)]
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in dotted.items():
+        head, dot, rest = str(key).partition(".")
+        known_keys([head], names, f"field of {type(config).__name__}")
+        if dot:
+            inner = getattr(config, head)
+            if not dataclasses.is_dataclass(inner):
+                raise ValueError(f"{head} of {type(config).__name__} has no fields; got {key!r}")
+            nested.setdefault(head, {})[rest] = value
+        else:
+            top[head] = value
+    for head, sub in nested.items():
+        top[head] = with_overrides(top.get(head, getattr(config, head)), sub)
+    return dataclasses.replace(config, **top)
+
+
+__all__ = ["DATA", "OPTIMIZERS", "SCHEDULES", "FieldInfo", "TrainConfig", "default_model",
+           "field_infos", "with_overrides"]

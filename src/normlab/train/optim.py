@@ -33,6 +33,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from .. import _checks as ck
 from .._checks import compute_dtype
 
 Round = Callable[[np.ndarray], np.ndarray] | None
@@ -52,17 +53,6 @@ def clip_grad_norm(grads: dict[str, np.ndarray], max_norm: float, total_norm: fl
 
 def _default_decay(params: dict[str, np.ndarray]) -> set[str]:
     return {k for k, p in params.items() if p.ndim >= 2}
-
-
-def _real(value, name: str, lo: float, hi: float, *, lo_open=False, hi_open=True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number; got {value!r}")
-    ok_lo = value > lo if lo_open else value >= lo
-    ok_hi = value < hi if hi_open else value <= hi
-    if not (ok_lo and ok_hi):
-        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
-        raise ValueError(f"{name} must be in {left}{lo}, {hi}{right}; got {value!r}")
-    return float(value)
 
 
 def _state_views(params: dict[str, np.ndarray], names: tuple[str, ...]):
@@ -107,7 +97,7 @@ class Optimizer:
         if not params:
             raise ValueError("the optimizer needs at least one parameter")
         self.params = params
-        self.weight_decay = _real(weight_decay, "weight_decay", 0.0, math.inf)
+        self.weight_decay = ck.real(weight_decay, "weight_decay", lo=0)
         self.decay = _default_decay(params) if decay is None else set(decay)
         unknown = self.decay - set(params)
         if unknown:
@@ -135,7 +125,7 @@ class Optimizer:
         missing = set(self.params) - set(grads)
         if missing:
             raise ValueError(f"gradients missing for {sorted(missing)}")
-        return _real(lr, "lr", 0.0, math.inf)
+        return ck.real(lr, "lr", lo=0)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Flat arrays for a checkpoint: ``t`` and ``<param>/<moment>``."""
@@ -172,12 +162,10 @@ class AdamW(Optimizer):
                  state_round: Round = None, param_round: Round = None, fused: bool = True):
         super().__init__(params, weight_decay=weight_decay, decay=decay, state_round=state_round,
                          param_round=param_round)
-        if not isinstance(fused, (bool, np.bool_)):
-            raise TypeError(f"fused must be True or False; got {fused!r}")
-        self.fused = bool(fused)  # False: always the NumPy lines below (the reference)
-        self.b1 = _real(betas[0], "beta1", 0.0, 1.0)
-        self.b2 = _real(betas[1], "beta2", 0.0, 1.0)
-        self.eps = _real(eps, "eps", 0.0, math.inf)
+        self.fused = ck.flag(fused, "fused")  # False: always the NumPy lines below (the reference)
+        self.b1 = ck.real(betas[0], "beta1", lo=0, hi=1, hi_open=True)
+        self.b2 = ck.real(betas[1], "beta2", lo=0, hi=1, hi_open=True)
+        self.eps = ck.real(eps, "eps", lo=0)
 
     def _fused(self, grads: dict[str, np.ndarray]) -> bool:
         """Whether this step runs the fused kernel (see the module's docstring)."""
@@ -249,7 +237,7 @@ class SGD(Optimizer):
                  state_round: Round = None, param_round: Round = None):
         super().__init__(params, weight_decay=weight_decay, decay=decay, state_round=state_round,
                          param_round=param_round)
-        self.momentum = _real(momentum, "momentum", 0.0, 1.0)
+        self.momentum = ck.real(momentum, "momentum", lo=0, hi=1, hi_open=True)
 
     def step(self, grads: dict[str, np.ndarray], lr: float) -> dict[str, float]:
         """One update with learning rate ``lr``; returns ||update||^2 per parameter."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 
+from .. import _checks as ck
+
 SCHEDULES = ("constant", "cosine", "inverse_sqrt")
 
 
 def check_schedule(schedule: str, lr: float, warmup: int, total: int, min_lr: float = 0.0) -> None:
     """Refuse an inconsistent schedule with a message that names the argument."""
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}; got {schedule!r}")
+    ck.choice(schedule, "schedule", SCHEDULES)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a finite number > 0; got {lr!r}")
     if not (isinstance(min_lr, (int, float)) and math.isfinite(min_lr) and 0 <= min_lr <= lr):

@@ -1,8 +1,10 @@
 """The lab's experiments, one module each (module names with underscores, CLI names with hyphens).
 
-Each module has ``NAME``, ``TITLE``, ``Config`` (defaults = the quick size), ``SIZES``,
-``run(config, progress) -> Result`` and ``plot(result, out_dir) -> list[str]``; see
-``normlab.lab.experiment``. A new experiment is a new module plus one line here.
+Each module reads top to bottom as ``CARD``, ``Config`` (defaults = the quick size) with
+``SIZES``, ``measure(config, ctx) -> data``, ``judge(data, config) -> [Check]``,
+``headline(data, config)`` and ``plot(result, out_dir)``; its longer notes are
+``notes/<module>.md``. See ``normlab.lab.framework`` and docs/architecture.md. A new experiment is
+a new module plus one line here.
 """
 
 # CLI name -> module, in the report's order.

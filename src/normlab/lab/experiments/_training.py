@@ -1,21 +1,21 @@
 """Shared set-up of the lab's training experiments: a grid of variants x learning rates x seeds
-built as ``TrainConfig``s, run through the sweep API (``normlab.lab.sweep.run_sweep``) on the
-executor the run options name, and each run's summary numbers and per-step curves read back.
+built as ``TrainConfig``s from the experiment's ``base``, run through the sweep API
+(``normlab.lab.sweep.run_sweep``) on the run context's executor, and each run's summary numbers
+and per-step curves read back.
 
-    runs = run_grid(base, {"baseline": {}, "qk-norm": {"model.qk_norm": "layernorm"}},
-                    lrs=[1e-3, 1e-2, 1e-1], seeds=[0], progress=progress,
+    runs = run_grid(config.base, {"baseline": {}, "qk-norm": {"model.qk_norm": "layernorm"}},
+                    ctx, lrs=[1e-3, 1e-2, 1e-1], seeds=[0],
                     series={"max_logit_0": lambda rec: rec["max_attn_logit"][0]})
     final_losses(runs, "qk-norm")            # {lr: mean final validation loss over seeds}
     sensitivity(runs, "qk-norm")             # Wortsman et al.'s LR sensitivity of that variant
 
 Where the runs go (a process pool by default, ``pool:N``, ``serial``, or Ray with
-``ray:ADDRESS``) and where the sweep's store lives come from
-``normlab.lab.experiment.run_options()``, set by ``normlab run`` / ``normlab report``
-(``--workers``, ``--ray``): they change where the runs execute, never the numbers, since every
-run is seeded. With a store (``normlab run`` and ``report`` put it under the experiment's output
-folder) an interrupted experiment keeps its finished runs; without one the sweep runs in a
-temporary directory that is removed afterwards. Either way the experiment's ``run`` returns plain
-data.
+``ray:ADDRESS``) and where the sweep's store lives come from the run context (``normlab run`` /
+``normlab report``: ``--workers``, ``--ray``): they change where the runs execute, never the
+numbers, since every run is seeded. With a store (``normlab run`` and ``report`` put it under
+the experiment's output folder) an interrupted experiment keeps its finished runs; without one
+the sweep runs in a temporary directory that is removed afterwards. Either way ``measure``
+returns plain data.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ...train import TrainConfig
-from ..experiment import null_progress, run_options
+from ..framework import RunContext
 
 Series = Mapping[str, Callable[[dict], float]]  # name -> value from one step's history record
 MAX_POINTS = 200  # per-step curves are kept at about this many steps (the last step always)
@@ -55,28 +55,6 @@ class Run:
     cpu_s: float = 0.0  # CPU seconds of the run's worker (not part of the numbers compared)
 
 
-def make_config(base: TrainConfig, overrides: Mapping[str, Any]) -> TrainConfig:
-    """``base`` with fields replaced: TrainConfig fields by name, model fields as ``model.x``."""
-    model = {k[len("model."):]: v for k, v in overrides.items() if k.startswith("model.")}
-    top = {k: v for k, v in overrides.items() if not k.startswith("model.")}
-    if model:
-        top["model"] = dataclasses.replace(base.model, **model)
-    return dataclasses.replace(base, **top)
-
-
-def executor_for(spec: str, runs: int):
-    """The sweep executor an executor name asks for (see ``RunOptions``): ``pool`` (one worker
-    per core, at most one per run), ``pool:N``, ``serial``, ``ray:auto|local|HOST:PORT``."""
-    from ..sweep import ProcessPool, RayExecutor, SerialExecutor, default_workers
-
-    if spec == "serial":
-        return SerialExecutor()
-    if spec.startswith("ray:"):
-        return RayExecutor(spec[len("ray:"):])
-    workers = int(spec[len("pool:"):]) if spec.startswith("pool:") else default_workers()
-    return ProcessPool(max(1, min(workers, runs)))
-
-
 def _sample(n: int, points: int = MAX_POINTS) -> list[int]:
     """About ``points`` indices in [0, n), evenly spaced, the first and last included."""
     if n <= points:
@@ -98,32 +76,32 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], *,
+def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], ctx: RunContext, *,
              lrs: Sequence[float] | None = None, seeds: Sequence[int] = (0,),
-             series: Series | None = None, progress=null_progress,
-             name: str = "grid") -> list[Run]:
+             series: Series | None = None, name: str = "grid") -> list[Run]:
     """Train every variant at every learning rate and seed through ``run_sweep``.
 
-    ``variants``: name -> overrides of ``base`` (see :func:`make_config`); ``lrs``: the peak
-    learning rates (None: the base's, or the variant's own ``lr`` override); ``series``: per-step
-    values to keep, sampled at about ``MAX_POINTS`` steps. ``name`` names the sweep's store under
-    the run options' store root. Returns one :class:`Run` per (variant, lr, seed), in that order.
+    ``variants``: name -> dotted overrides of ``base`` (``TrainConfig.with_overrides``); ``lrs``:
+    the peak learning rates (None: the base's, or the variant's own ``lr`` override); ``series``:
+    per-step values to keep, sampled at about ``MAX_POINTS`` steps. ``name`` names the sweep's
+    store under the context's store root. Returns one :class:`Run` per (variant, lr, seed), in
+    that order.
     """
-    opts = run_options()
     jobs: list[tuple[str, float, int, TrainConfig]] = []
     for vname, over in variants.items():
         for lr in (lrs if lrs is not None else [over.get("lr", base.lr)]):
             for seed in seeds:
-                cfg = make_config(base, {**over, "lr": float(lr), "seed": int(seed)})
+                cfg = base.with_overrides({**over, "lr": float(lr), "seed": int(seed)})
                 jobs.append((vname, float(lr), int(seed), cfg))
     from ..sweep import as_points, run_sweep
+    from ..sweep.executors import make_executor
 
     points = as_points([c for *_, c in jobs])
-    executor = executor_for(opts.executor, len(points))
+    executor = make_executor(ctx.executor, len(points))
     with tempfile.TemporaryDirectory(prefix="normlab-sweep-") as tmp:
-        store = Path(tmp) if opts.store is None else Path(opts.store) / name
+        store = Path(tmp) if ctx.store is None else Path(ctx.store) / name
         records = {r.id: r for r in run_sweep(points, store, executor=executor,
-                                              progress=progress)}
+                                              progress=ctx.progress)}
         from ..sweep import run_id
 
         return [_read(records[run_id(cfg)], vname, lr, seed, series or {})

@@ -19,12 +19,28 @@ import numpy as np
 
 from ...functional import batch_norm_forward, layer_norm_forward
 from ...nn import BatchNorm, LayerNorm
-from ..experiment import Check, Result, fmt, null_progress
+from ..framework import Card, Check, fmt
 
-NAME = "batchnorm-vs-layernorm"
-TITLE = "BatchNorm vs LayerNorm on sequences: padding, batch dependence, train/eval, decoding"
-CITATION = ("Ioffe & Szegedy 2015 (Alg. 1-2); Ba, Kiros & Hinton 2016; chapter 2.4 section 3 "
-            "and chapter 16.1")
+CARD = Card(
+    name="batchnorm-vs-layernorm",
+    title="BatchNorm vs LayerNorm on sequences: padding, batch dependence, train/eval, decoding",
+    citation="Ioffe & Szegedy 2015 (Alg. 1-2); Ba, Kiros & Hinton 2016; chapter 2.4 section 3 "
+             "and chapter 16.1",
+    claim="BatchNorm's statistics mix padding into real tokens, tie a token's output to the rest "
+          "of its batch, differ between training and inference, and do not exist when decoding "
+          "one token at a time; LayerNorm shows none of these.",
+    published="qualitative claims (chapter 2.4, 16.1); exact: E[sigma_B^2] = (m-1)/m sigma^2 and "
+              "the m/(m-1) correction (Ioffe & Szegedy, Alg. 2)",
+    method="float64; `batch` sequences of max_len/4 to `max_len` tokens of `width` features with "
+           "per-channel means and scales; normlab batch_norm_forward / BatchNorm (momentum 0.1) "
+           "/ LayerNorm.",
+    explanation="BatchNorm answers 'what did this feature look like in the current batch?', "
+                "LayerNorm 'what is the scale of this token's own feature vector?'. Only the "
+                "second has the same answer whatever the padding, the batch companions, the mode "
+                "or the decoding step, which is why Transformers use LayerNorm or RMSNorm. "
+                "normlab's BatchNorm takes a mask, which removes the padding problem, but not the "
+                "others.",
+)
 
 EXACT = 1e-12  # "no effect" in float64
 VISIBLE = 1e-2  # "a visible effect" on unit-scale outputs
@@ -191,28 +207,29 @@ def _decoding(cfg: Config, src: _Source) -> dict:
             "single_token_error": single_error, "leak_bn": leak_bn, "leak_ln": leak_ln}
 
 
-def run(config: Config, progress=null_progress) -> Result:
+def measure(config: Config, ctx) -> dict:
     rng = np.random.default_rng(config.seed)
     src = _Source(config.width, rng)
     steps = 3 + len(config.batch_sizes)
     pad = _padding(config, src, rng)
-    progress(1, steps, "padding")
+    ctx.progress(1, steps, "padding")
     comp = _companions(config, src)
-    progress(2, steps, "companions")
-    te = _train_eval(config, src, progress, 2, steps)
+    ctx.progress(2, steps, "companions")
+    te = _train_eval(config, src, ctx.progress, 2, steps)
     dec = _decoding(config, src)
-    progress(steps, steps, "decoding")
+    ctx.progress(steps, steps, "decoding")
+    return {"padding": pad, "companions": comp, "train_eval": te, "decoding": dec}
 
-    pr = pad["rows"]
+
+def judge(data: dict, config: Config) -> list[Check]:
+    return (_padding_checks(data["padding"]["rows"])
+            + [_companions_check(data["companions"]["rows"], config)]
+            + _train_eval_checks(data["train_eval"]) + _decoding_checks(data["decoding"]))
+
+
+def _padding_checks(pr: list[dict]) -> list[Check]:
     worst = max(pr, key=lambda r: r["pad_fraction"])
-    cr = comp["rows"]
-    tr = te["rows"]
-    mism = [r["mismatch"] for r in tr]
-    ms = [r["batch"] for r in tr]
-    tol = [max(0.01, 4 * r["se"]) for r in tr]
-    bias_ok = all(abs(r["biased_ratio"] - r["expected_biased"]) <= t for r, t in zip(tr, tol))
-    unb_ok = all(abs(r["unbiased_ratio"] - 1) <= t for r, t in zip(tr, tol))
-    checks = [
+    return [
         Check("padding contaminates BatchNorm's statistics (real tokens' outputs change)",
               "qualitative: 'padding contaminates those statistics'",
               f"max |dy| on real tokens = {fmt(worst['bn'])} at {worst['pad_fraction']:.0%} "
@@ -228,15 +245,30 @@ def run(config: Config, progress=null_progress) -> Result:
               "per-token statistics (Ba et al. 2016)",
               f"max |dy| = {fmt(max(r['ln'] for r in pr))}", f"< {EXACT:g}",
               max(r["ln"] for r in pr) < EXACT, "Ba et al. 2016; chapter 2.4"),
-        Check("with BatchNorm a token's output depends on the other examples in its batch; "
-              "with LayerNorm it does not",
-              "qualitative (chapter 16.1: 'generation should not depend on other examples')",
-              "spread of example 0's output over " + str(config.companions) + " batches: BN "
-              + ", ".join(f"{fmt(r['bn_spread'])} (B={r['batch']})" for r in cr)
-              + f"; LN {fmt(max(r['ln_spread'] for r in cr))}",
-              f"BN spread > {VISIBLE:g} at every B and LN spread < {EXACT:g}",
-              all(r["bn_spread"] > VISIBLE for r in cr)
-              and max(r["ln_spread"] for r in cr) < EXACT, "chapter 16.1 'In practice'"),
+    ]
+
+
+def _companions_check(cr: list[dict], config: Config) -> Check:
+    return Check(
+        "with BatchNorm a token's output depends on the other examples in its batch; "
+        "with LayerNorm it does not",
+        "qualitative (chapter 16.1: 'generation should not depend on other examples')",
+        "spread of example 0's output over " + str(config.companions) + " batches: BN "
+        + ", ".join(f"{fmt(r['bn_spread'])} (B={r['batch']})" for r in cr)
+        + f"; LN {fmt(max(r['ln_spread'] for r in cr))}",
+        f"BN spread > {VISIBLE:g} at every B and LN spread < {EXACT:g}",
+        all(r["bn_spread"] > VISIBLE for r in cr) and max(r["ln_spread"] for r in cr) < EXACT,
+        "chapter 16.1 'In practice'")
+
+
+def _train_eval_checks(te: dict) -> list[Check]:
+    tr = te["rows"]
+    mism = [r["mismatch"] for r in tr]
+    ms = [r["batch"] for r in tr]
+    tol = [max(0.01, 4 * r["se"]) for r in tr]
+    bias_ok = all(abs(r["biased_ratio"] - r["expected_biased"]) <= t for r, t in zip(tr, tol))
+    unb_ok = all(abs(r["unbiased_ratio"] - 1) <= t for r, t in zip(tr, tol))
+    return [
         Check("train/eval mismatch of BatchNorm, worst for small batches; none for LayerNorm",
               "qualitative; Ioffe & Szegedy Alg. 2 uses population statistics at inference",
               "mean |y_train - y_eval|: " + ", ".join(f"{fmt(g)} (m={m})" for g, m in
@@ -252,6 +284,11 @@ def run(config: Config, progress=null_progress) -> Result:
               + "; corrected: " + ", ".join(f"{r['unbiased_ratio']:.4f}" for r in tr),
               "each within max(1%, 4 standard errors) (papers.md: 1%)", bias_ok and unb_ok,
               "Ioffe & Szegedy 2015, Alg. 2 [V]"),
+    ]
+
+
+def _decoding_checks(dec: dict) -> list[Check]:
+    return [
         Check("decoding one token at a time: no batch statistics exist; eval-mode BN differs "
               "from what training computed, LayerNorm is identical",
               "qualitative ('there may be no meaningful batch at all')",
@@ -268,39 +305,18 @@ def run(config: Config, progress=null_progress) -> Result:
               f"{fmt(dec['leak_ln'])} (LN)", f"BN > {EXACT:g}, LN < {EXACT:g}",
               dec["leak_bn"] > EXACT and dec["leak_ln"] < EXACT, "chapter 2.4 section 3"),
     ]
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="BatchNorm's statistics mix padding into real tokens, tie a token's output to the "
-              "rest of its batch, differ between training and inference, and do not exist when "
-              "decoding one token at a time; LayerNorm shows none of these.",
-        citation=CITATION,
-        published="qualitative claims (chapter 2.4, 16.1); exact: E[sigma_B^2] = (m-1)/m sigma^2 "
-                  "and the m/(m-1) correction (Ioffe & Szegedy, Alg. 2)",
-        setting=f"float64; B={config.batch} sequences of {config.max_len // 4}-{config.max_len} "
-                f"tokens, C={config.width}, per-channel means and scales; normlab "
-                f"batch_norm_forward / BatchNorm (momentum 0.1) / LayerNorm; seed {config.seed}",
-        measured=f"padding moves real-token BN outputs by up to {fmt(worst['bn'])} (masked: "
-                 f"{fmt(max(r['bn_masked'] for r in pr))}, LN: "
-                 f"{fmt(max(r['ln'] for r in pr))}); train/eval gap {fmt(mism[0])} at m={ms[0]} "
-                 f"vs {fmt(mism[-1])} at m={ms[-1]}",
-        checks=checks,
-        explanation="BatchNorm answers 'what did this feature look like in the current batch?', "
-                    "LayerNorm 'what is the scale of this token's own feature vector?'. Only the "
-                    "second has the same answer whatever the padding, the batch companions, the "
-                    "mode or the decoding step, which is why Transformers use LayerNorm or "
-                    "RMSNorm. normlab's BatchNorm takes a mask, which removes the padding "
-                    "problem, but not the others.",
-        notes=["The chapter's Listing 16.3 writes the running update as m*running + (1-m)*batch "
-               "with m = 0.9; normlab follows PyTorch (momentum 0.1 = weight of the new batch), "
-               "the same update. Its listing also stores the biased batch variance; normlab, "
-               "like PyTorch and Ioffe & Szegedy's Alg. 2, stores the unbiased one (the m/(m-1) "
-               "row)."],
-        data={"padding": pad, "companions": comp, "train_eval": te, "decoding": dec},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    pr, tr = data["padding"]["rows"], data["train_eval"]["rows"]
+    worst = max(pr, key=lambda r: r["pad_fraction"])
+    return (f"padding moves real-token BN outputs by up to {fmt(worst['bn'])} (masked: "
+            f"{fmt(max(r['bn_masked'] for r in pr))}, LN: {fmt(max(r['ln'] for r in pr))}); "
+            f"train/eval gap {fmt(tr[0]['mismatch'])} at m={tr[0]['batch']} vs "
+            f"{fmt(tr[-1]['mismatch'])} at m={tr[-1]['batch']}")
+
+
+def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, floor_zeros, mark_zero_floor, save, style
 
     d = result.data

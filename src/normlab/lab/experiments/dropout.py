@@ -15,11 +15,24 @@ import numpy as np
 
 from ...functional import dropout_forward
 from ...nn import Dropout
-from ..experiment import Check, Result, fmt, null_progress
+from ..framework import Card, Check, fmt
 
-NAME = "dropout"
-TITLE = "Inverted dropout: expectation, train vs eval, added variance"
-CITATION = "Srivastava et al. 2014 (JMLR); the chapter, section 16.2 and Listing 16.3"
+CARD = Card(
+    name="dropout",
+    title="Inverted dropout: expectation, train vs eval, added variance",
+    citation="Srivastava et al. 2014 (JMLR); the chapter, section 16.2 and Listing 16.3",
+    claim="Inverted dropout divides kept values by 1 - p, so E[dropout(x)] = x and inference can "
+          "be the identity; in training it adds variance x^2 p/(1 - p).",
+    published="E[dropout(x)] = x; inference = identity (chapter, Listing 16.3)",
+    method="One fixed input x of `width` values, `draws` masks per drop probability; normlab "
+           "dropout_forward and the Dropout module (train/eval); a linear map of `fan_out` "
+           "outputs after dropout.",
+    explanation="Dropout is a regularizer, not a normalizer: it keeps the mean and adds noise "
+                "whose variance grows as p/(1 - p), 0.43 at p = 0.3 and 1 at p = 0.5. Because the "
+                "scaling happens at training time, the eval-mode layer is the identity. The "
+                "expectation is preserved only through linear maps; after a nonlinearity the "
+                "train-mode mean differs from the eval-mode value (last row).",
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +79,7 @@ def _moments(x: np.ndarray, p: float, draws: int, rng: np.random.Generator) -> d
     }
 
 
-def run(config: Config, progress=null_progress) -> Result:
+def measure(config: Config, ctx) -> dict:
     rng = np.random.default_rng(config.seed)
     C = config.width
     x = rng.normal(1.0, 1.0, size=C)  # (C,) a fixed input, no zeros
@@ -75,37 +88,51 @@ def run(config: Config, progress=null_progress) -> Result:
     rows = []
     for i, p in enumerate(config.p_drops):
         rows.append(_moments(x, float(p), config.draws, rng))
-        progress(i + 1, steps, f"p_drop={p}")
-
-    # Train vs eval with the module: eval is the identity, train is not.
+        ctx.progress(i + 1, steps, f"p_drop={p}")
     p_mid = config.p_drops[len(config.p_drops) // 2]
-    drop = Dropout(p_mid, rng=np.random.default_rng(config.seed + 1))
+    data = {"rows": rows, "x": x, "p_mid": p_mid, **_train_vs_eval(x, p_mid, config.seed)}
+    data.update(_through_linear(x, p_mid, config, rng))
+    ctx.progress(steps, steps, "done")
+    return data
+
+
+def _train_vs_eval(x: np.ndarray, p: float, seed: int) -> dict:
+    """The module in train and eval mode: eval is the identity, train is not."""
+    drop = Dropout(p, rng=np.random.default_rng(seed + 1))
     y_train = drop(x)
     drop.eval()
     y_eval = drop(x)
-    eval_diff = float(np.max(np.abs(y_eval - x)))
-    train_diff = float(np.max(np.abs(y_train - x)))
+    return {"eval_diff": float(np.max(np.abs(y_eval - x))),
+            "train_diff": float(np.max(np.abs(y_train - x)))}
 
-    # The variance added downstream: h = dropout(x) @ W has Var[h_j] = p/q * sum_i W_ij^2 x_i^2.
+
+def _through_linear(x: np.ndarray, p: float, config: Config, rng) -> dict:
+    """The variance added downstream: h = dropout(x) @ W has Var[h_j] = p/q sum_i W_ij^2 x_i^2."""
+    C = x.size
     W = rng.normal(0.0, 1.0 / np.sqrt(C), size=(C, config.fan_out))  # (C, C_out)
     n_lin = max(config.draws // 4, 200)
     X = np.broadcast_to(x, (n_lin, C))  # (N, C)
-    yd, _ = dropout_forward(X, p_mid, training=True, rng=rng)  # (N, C)
+    yd, _ = dropout_forward(X, p, training=True, rng=rng)  # (N, C)
     h_train = yd @ W  # (N, C_out)
     h_eval = x @ W  # (C_out,)
-    var_pred = p_mid / (1 - p_mid) * ((x**2) @ (W**2))  # (C_out,)
+    var_pred = p / (1 - p) * ((x**2) @ (W**2))  # (C_out,)
     var_meas = h_train.var(axis=0)  # (C_out,)
-    lin_ratio = float(var_meas.sum() / var_pred.sum())
-    lin_mean_err = float(np.abs(h_train.mean(axis=0) - h_eval).max() / np.abs(h_eval).max())
-    relu_train = float(np.maximum(h_train, 0).mean())
-    relu_eval = float(np.maximum(h_eval, 0).mean())
-    progress(steps, steps, "done")
+    return {"lin_ratio": float(var_meas.sum() / var_pred.sum()),
+            "lin_mean_err": float(np.abs(h_train.mean(axis=0) - h_eval).max()
+                                  / np.abs(h_eval).max()),
+            "relu_train": float(np.maximum(h_train, 0).mean()),
+            "relu_eval": float(np.maximum(h_eval, 0).mean())}
 
+
+def judge(data: dict, config: Config) -> list[Check]:
+    rows, p_mid = data["rows"], data["p_mid"]
     mean_ok = [abs(r["mean_ratio"] - 1) <= Z * r["mean_se"] for r in rows]
     var_ok = [abs(r["var_ratio"] - r["var_exact"]) <= Z * r["var_se"] for r in rows]
     kept_ok = [abs(r["kept"] - (1 - r["p"])) <= Z * r["kept_se"] for r in rows]
     ps = ", ".join(f"{r['p']:g}" for r in rows)
-    checks = [
+    eval_diff, train_diff = data["eval_diff"], data["train_diff"]
+    lin_ratio, relu_train, relu_eval = data["lin_ratio"], data["relu_train"], data["relu_eval"]
+    return [
         Check("E[dropout(x)] = x (inverted dropout keeps the expectation)",
               "exactly x", "E[y]/x = " + ", ".join(f"{r['mean_ratio']:.4f}" for r in rows)
               + f" at p = {ps}",
@@ -126,7 +153,7 @@ def run(config: Config, progress=null_progress) -> Result:
         Check("through a linear map h = dropout(x) W the variance adds up: "
               "Var[h_j] = p/(1-p) sum_i W_ij^2 x_i^2", "exact formula",
               f"measured / predicted (summed over {config.fan_out} outputs) = {lin_ratio:.4f} "
-              f"at p = {p_mid:g}; mean error {fmt(lin_mean_err)}",
+              f"at p = {p_mid:g}; mean error {fmt(data['lin_mean_err'])}",
               "|ratio - 1| < 0.05", abs(lin_ratio - 1) < 0.05, "follows from independence"),
         Check("after a nonlinearity the train-mode mean is not the eval-mode value",
               "- (the chapter's identity-at-inference is exact for linear maps only)",
@@ -135,31 +162,16 @@ def run(config: Config, progress=null_progress) -> Result:
               "Jensen's inequality; the 'variance shift' of Li et al. 2019",
               note="the noise dropout adds is not averaged away by a ReLU"),
     ]
-    mid = rows[len(rows) // 2]
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="Inverted dropout divides kept values by 1 - p, so E[dropout(x)] = x and inference "
-              "can be the identity; in training it adds variance x^2 p/(1 - p).",
-        citation=CITATION,
-        published="E[dropout(x)] = x; inference = identity (chapter, Listing 16.3)",
-        setting=f"one fixed x of {C} values, {config.draws} masks per p in p = {ps}; "
-                f"normlab dropout_forward and Dropout (train/eval); seed {config.seed}",
-        measured=f"E[y]/x = {mid['mean_ratio']:.4f}, Var[y]/x^2 = {mid['var_ratio']:.3f} "
-                 f"(exact {mid['var_exact']:.3f}) at p = {mid['p']:g}; eval max |y - x| = "
-                 f"{fmt(eval_diff)}",
-        checks=checks,
-        explanation="Dropout is a regularizer, not a normalizer: it keeps the mean and adds "
-                    "noise whose variance grows as p/(1 - p), 0.43 at p = 0.3 and 1 at p = 0.5. "
-                    "Because the scaling happens at training time, the eval-mode layer is the "
-                    "identity. The expectation is preserved only through linear maps; after a "
-                    "nonlinearity the train-mode mean differs from the eval-mode value (last row).",
-        data={"rows": rows, "x": x, "relu_train": relu_train, "relu_eval": relu_eval,
-              "p_mid": p_mid, "lin_ratio": lin_ratio},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    mid = data["rows"][len(data["rows"]) // 2]
+    return (f"E[y]/x = {mid['mean_ratio']:.4f}, Var[y]/x^2 = {mid['var_ratio']:.3f} "
+            f"(exact {mid['var_exact']:.3f}) at p = {mid['p']:g}; eval max |y - x| = "
+            f"{fmt(data['eval_diff'])}")
+
+
+def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     rows = result.data["rows"]

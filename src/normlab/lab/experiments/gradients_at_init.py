@@ -13,12 +13,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..experiment import Check, Result, fmt, null_progress
+from ..framework import Card, Check, fmt
 from ._setups import xiong_model
 
-NAME = "gradients-at-init"
-TITLE = "Gradients at initialization: Post-LN vs Pre-LN (Xiong et al. 2020)"
-CITATION = "Xiong et al. 2020, 'On Layer Normalization in the Transformer Architecture', Thm. 1, Fig. 3"
+CARD = Card(
+    name="gradients-at-init",
+    title="Gradients at initialization: Post-LN vs Pre-LN (Xiong et al. 2020)",
+    citation="Xiong et al. 2020, 'On Layer Normalization in the Transformer Architecture', "
+             "Thm. 1, Fig. 3",
+    claim="At initialization, Post-LN's gradient near the output does not shrink with depth (so "
+          "a large learning rate is unsafe without warmup), while Pre-LN's shrinks as 1/sqrt(L).",
+    published="last-layer ||dL/dW2|| ~1.6 for every depth with Post-LN, decreasing with Pre-LN "
+              "(Fig. 3c, d); theory: slopes 0 and -1/2",
+    method="normlab GPT as Xiong's simplified model: one head, W^Q = W^K = 0, ReLU FFN d->d, "
+           "Xavier, Gaussian inputs; ||E g|| of each block's FFN output weight over `batches` x "
+           "`batch` x `seq_len` tokens, averaged over `seeds` initializations.",
+    explanation="Post-LN puts a LayerNorm after every residual add, so the gradient that reaches "
+                "the last block's weights is not divided among layers; Pre-LN's residual stream "
+                "grows as sqrt(L) and the final LayerNorm divides the gradient by it. With Adam, "
+                "the large Post-LN gradients near the output at initialization are what "
+                "learning-rate warmup protects against.",
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +80,7 @@ def _slope(x, y) -> float:
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
-def run(config: Config, progress=null_progress) -> Result:
+def measure(config: Config, ctx) -> dict:
     cfg = config
     if cfg.profile_depth not in cfg.depths:
         raise ValueError(f"profile_depth ({cfg.profile_depth}) must be one of depths {cfg.depths}")
@@ -78,24 +93,33 @@ def run(config: Config, progress=null_progress) -> Result:
             for i in range(cfg.seeds):
                 runs.append(_grad_norms(placement, L, cfg, i))
                 done += L
-                progress(done, work, f"{placement}-LN L={L}")
+                ctx.progress(done, work, f"{placement}-LN L={L}")
             norms[(placement, L)] = np.array(runs)
-
     Ls = np.array(cfg.depths, dtype=float)
     last = {p: np.array([norms[(p, L)][:, -1].mean() for L in cfg.depths]) for p in ("post", "pre")}
     last_sd = {p: np.array([norms[(p, L)][:, -1].std() for L in cfg.depths]) for p in ("post", "pre")}
-    slope = {p: _slope(Ls, last[p]) for p in last}
     # the slope's spread over seeds (one slope per seed): how firm the fitted number is
     slope_se = {p: float(np.std([_slope(Ls, [norms[(p, L)][i, -1] for L in cfg.depths])
                                  for i in range(cfg.seeds)]) / np.sqrt(cfg.seeds)) for p in last}
     prof = {p: norms[(p, cfg.profile_depth)].mean(axis=0) for p in ("post", "pre")}
     layers = np.arange(1, cfg.profile_depth + 1)
-    pslope = {p: _slope(layers, prof[p]) for p in prof}
-    ratio = {p: float(prof[p][-1] / prof[p][0]) for p in prof}
-    post_bigger = bool(np.all(last["post"] > last["pre"]))
+    return {"depths": list(cfg.depths), "last": last, "last_sd": last_sd,
+            "slope": {p: _slope(Ls, last[p]) for p in last}, "slope_se": slope_se,
+            "profile": prof, "profile_slope": {p: _slope(layers, prof[p]) for p in prof},
+            "profile_depth": cfg.profile_depth}
 
+
+def _ratio(data: dict) -> dict:
+    """The per-layer profile's top / bottom gradient norm, per placement."""
+    return {p: float(v[-1] / v[0]) for p, v in data["profile"].items()}
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    cfg = config
+    slope, slope_se, last = data["slope"], data["slope_se"], data["last"]
+    pslope, ratio = data["profile_slope"], _ratio(data)
     Lstr = ", ".join(str(L) for L in cfg.depths)
-    checks = [
+    return [
         Check("Post-LN: the last layer's gradient does not depend on depth L",
               "~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
               f"log-log slope {slope['post']:+.3f} (+-{slope_se['post']:.3f} s.e. over seeds); "
@@ -111,7 +135,8 @@ def run(config: Config, progress=null_progress) -> Result:
         Check("Post-LN's last-layer gradient is larger than Pre-LN's (why it needs warmup)",
               "Post-LN bound larger by sqrt(L) (Thm. 1)",
               "post / pre = " + ", ".join(f"{a / b:.2f}" for a, b in zip(last["post"], last["pre"]))
-              + f" at L = {Lstr}", "post > pre at every L", post_bigger, "Xiong et al. Thm. 1 [V]"),
+              + f" at L = {Lstr}", "post > pre at every L",
+              all(a > b for a, b in zip(last["post"], last["pre"])), "Xiong et al. Thm. 1 [V]"),
         Check(f"Post-LN's gradient grows with the layer index; Pre-LN's does not (L = "
               f"{cfg.profile_depth})", "Fig. 3(a): Post-LN grows toward the output",
               f"per-layer log-log slope: post {pslope['post']:+.3f}, pre {pslope['pre']:+.3f}; "
@@ -125,46 +150,16 @@ def run(config: Config, progress=null_progress) -> Result:
               note="NormFormer, DeepNet and Mix-LN also find larger gradients in Pre-LN's bottom "
                    "layers; papers.md's simulation gives top/bottom 0.2-0.3"),
     ]
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="At initialization, Post-LN's gradient near the output does not shrink with depth "
-              "(so a large learning rate is unsafe without warmup), while Pre-LN's shrinks as "
-              "1/sqrt(L).",
-        citation=CITATION,
-        published="last-layer ||dL/dW2|| ~1.6 for every depth with Post-LN, decreasing with "
-                  "Pre-LN (Fig. 3c, d); theory: slopes 0 and -1/2",
-        setting=f"normlab GPT as Xiong's simplified model: d={cfg.d_model}, one head, "
-                f"W^Q = W^K = 0, ReLU FFN d->d, Xavier, Gaussian inputs, V={cfg.vocab}, "
-                f"n={cfg.seq_len}; ||E g|| over {cfg.batches * cfg.batch * cfg.seq_len} tokens, "
-                f"{cfg.seeds} seeds, L in {{{Lstr}}}, {cfg.dtype}",
-        measured=f"log-log slope vs L: Post-LN {slope['post']:+.2f}, Pre-LN {slope['pre']:+.2f} "
-                 f"(theory 0, -0.5); per-layer top/bottom at L={cfg.profile_depth}: post "
-                 f"{ratio['post']:.2f}, pre {ratio['pre']:.2f}",
-        checks=checks,
-        explanation="Post-LN puts a LayerNorm after every residual add, so the gradient that "
-                    "reaches the last block's weights is not divided among layers; Pre-LN's "
-                    "residual stream grows as sqrt(L) and the final LayerNorm divides the "
-                    "gradient by it. With Adam, the large Post-LN gradients near the output at "
-                    "initialization are what learning-rate warmup protects against.",
-        notes=[
-            "The model attends bidirectionally (GPTConfig(causal=False)): with W^Q = W^K = 0 "
-            "every position averages all n positions, as in the paper's encoder and its "
-            "analysis. papers.md's simulation of that model gives slopes -0.03 (post) and -0.56 "
-            "(pre).",
-            "With normlab's default causal attention (each position averages its prefix only) "
-            "the Post-LN slope stayed between +0.13 and +0.19 over every setting tried (targets "
-            "a fixed map of the input token or random; 512 to 2048 tokens per expected gradient; "
-            "5 to 12 seeds; float32 or float64): at or outside the +-0.15 tolerance. The causal "
-            "prefix, not the tolerance, was the difference; the tolerance is unchanged.",
-        ],
-        data={"depths": list(cfg.depths), "last": last, "last_sd": last_sd, "slope": slope,
-              "slope_se": slope_se, "profile": prof, "profile_slope": pslope,
-              "profile_depth": cfg.profile_depth},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    slope, ratio = data["slope"], _ratio(data)
+    return (f"log-log slope vs L: Post-LN {slope['post']:+.2f}, Pre-LN {slope['pre']:+.2f} "
+            f"(theory 0, -0.5); per-layer top/bottom at L={config.profile_depth}: post "
+            f"{ratio['post']:.2f}, pre {ratio['pre']:.2f}")
+
+
+def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     d = result.data

@@ -22,12 +22,27 @@ from ...functional import (
     rms_norm_forward,
 )
 from ...functional.rmsnorm import partial_width
-from ..experiment import Check, Result, fmt, null_progress
+from ..framework import Card, Check, fmt
 
-NAME = "invariances-and-cost"
-TITLE = "Invariances of BatchNorm, LayerNorm and RMSNorm; RMSNorm's cost"
-CITATION = ("Ba, Kiros & Hinton 2016, Table 1; Zhang & Sennrich 2019 (RMSNorm), Table 1 and "
-            "speed tables; Ioffe & Szegedy 2015, section 3.3")
+CARD = Card(
+    name="invariances-and-cost",
+    title="Invariances of BatchNorm, LayerNorm and RMSNorm; RMSNorm's cost",
+    citation="Ba, Kiros & Hinton 2016, Table 1; Zhang & Sennrich 2019 (RMSNorm), Table 1 and "
+             "speed tables; Ioffe & Szegedy 2015, section 3.3",
+    claim="LayerNorm is invariant to re-scaling and re-centering the weight matrix and to "
+          "re-scaling a single example, BatchNorm to re-scaling a weight vector and the dataset; "
+          "RMSNorm drops re-centering invariance, keeps re-scaling invariance, and saves time.",
+    published="the invariance table (Ba et al. Table 1, Zhang & Sennrich Table 1); RMSNorm "
+              "7%-64% faster than LayerNorm",
+    method="float64, h = N(x W^T) with x (`batch` x `d_in`) and W (`hidden` x `d_in`); timing: "
+           "normlab's NumPy ops, float32, forward + backward at `speed_shapes`, median of "
+           "`speed_repeats`.",
+    explanation="Each cell applies one transformation to the weights or the data and measures "
+                "how much the normalized output moves. Invariance to re-scaling W is what makes "
+                "the gradient shrink as the weights grow (implicit learning-rate adaptation): "
+                "doubling W halves dL/dW. RMSNorm gives up only the re-centering invariances, and "
+                "its saving comes from skipping the mean and the centering pass.",
+)
 
 # The invariance table of Ba et al. 2016 / Zhang & Sennrich 2019 (True = invariant) [V].
 COLUMNS = ("weight matrix re-scale", "weight matrix re-center", "weight vector re-scale",
@@ -198,34 +213,37 @@ def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
     return {"rows": rows}
 
 
-def run(config: Config, progress=null_progress) -> Result:
+def measure(config: Config, ctx) -> dict:
     import platform
 
     rng = np.random.default_rng(config.seed)
     steps = 3 + len(config.speed_shapes)
     inv = _invariance(config, rng)
-    progress(1, steps, "invariance grid")
+    ctx.progress(1, steps, "invariance grid")
     lr = _implicit_lr(config, rng)
-    progress(2, steps, "implicit learning rate")
+    ctx.progress(2, steps, "implicit learning rate")
     est = _estimation(config, rng)
-    progress(3, steps, "pRMSNorm estimate")
-    speed = _speed(config, rng, progress, 3, steps)
+    ctx.progress(3, steps, "pRMSNorm estimate")
+    speed = _speed(config, rng, ctx.progress, 3, steps)
+    return {"grid": inv["grid"], "columns": COLUMNS, "table": TABLE, "implicit_lr": lr,
+            "estimation": est, "speed": speed,
+            "machine": f"{platform.machine()}, NumPy {np.__version__}"}
 
-    grid = inv["grid"]
-    mismatches = []
+
+def _mismatches(grid: dict) -> list[str]:
+    """The cells of the invariance table our measurement disagrees with."""
+    out = []
     for name, expected in TABLE.items():
         for col, inv_expected, v in zip(COLUMNS, expected, grid[name]):
-            ok = v < INVARIANT if inv_expected else v > VARIANT
-            if not ok:
-                mismatches.append(f"{name}/{col}: {fmt(v)}")
+            if not (v < INVARIANT if inv_expected else v > VARIANT):
+                out.append(f"{name}/{col}: {fmt(v)}")
+    return out
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    mismatches, lr, est = _mismatches(data["grid"]), data["implicit_lr"], data["estimation"]
     n_cells = sum(len(v) for v in TABLE.values())
-    est_rows = est["rows"]
-    paper_row = min(est_rows, key=lambda r: abs(r["p"] - 0.0625))
-    est_ok = all(abs(r["rel_std"] / r["theory"] - 1) < 0.2 for r in est_rows)
-    sr = speed["rows"]
-    savings = [r["rms_saving"] for r in sr]
-    shapes = [f"{r['shape'][0]}x{r['shape'][1]}" for r in sr]
-    checks = [
+    return [
         Check(f"the invariance table: {n_cells} cells (BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
               f"6 transformations)", "Table 1 of Ba et al. 2016 and Zhang & Sennrich 2019",
               f"{n_cells - len(mismatches)} of {n_cells} cells match"
@@ -242,62 +260,48 @@ def run(config: Config, progress=null_progress) -> Result:
         Check("pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
               "p = 6.25% in the paper; 1/sqrt(2k) [D]",
               ", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f})"
-                        for r in est_rows),
-              "within +-20% of 1/sqrt(2k) at every p (papers.md section 2)", est_ok,
+                        for r in est["rows"]),
+              "within +-20% of 1/sqrt(2k) at every p (papers.md section 2)",
+              all(abs(r["rel_std"] / r["theory"] - 1) < 0.2 for r in est["rows"]),
               "Zhang & Sennrich 2019 [S]; papers.md [D]"),
         Check("RMSNorm equals LayerNorm on zero-mean input", "exact",
               f"max |RMSNorm - LayerNorm| = {fmt(est['rms_eq_ln_zero_mean'])}", "< 1e-12",
               est["rms_eq_ln_zero_mean"] < 1e-12, "definition"),
+        *_speed_checks(data["speed"]["rows"], data["machine"]),
+    ]
+
+
+def _speed_checks(sr: list[dict], machine: str) -> list[Check]:
+    savings = [r["rms_saving"] for r in sr]
+    shapes = [f"{r['shape'][0]}x{r['shape'][1]}" for r in sr]
+    return [
         Check("RMSNorm is faster than LayerNorm (forward + backward)",
               "7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
               "time saved: " + ", ".join(f"{100 * s:.0f}% ({sh})" for s, sh in zip(savings, shapes)),
               "at least 5% at every shape (papers.md section 2)", all(s >= 0.05 for s in savings),
               "Zhang & Sennrich 2019 abstract [V]",
               note="NumPy reference ops on this CPU, float32, median of interleaved runs: not "
-                   "the paper's frameworks or hardware"),
+                   f"the paper's frameworks or hardware ({machine})"),
         Check("pRMSNorm is not always faster than RMSNorm in practice",
               "the paper notes slicing overhead [S]",
               "pRMSNorm time saved vs LayerNorm: "
               + ", ".join(f"{100 * r['prms_saving']:.0f}% ({sh})" for r, sh in zip(sr, shapes)),
               "shown, not counted", None, "Zhang & Sennrich 2019 [S]"),
     ]
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="LayerNorm is invariant to re-scaling and re-centering the weight matrix and to "
-              "re-scaling a single example, BatchNorm to re-scaling a weight vector and the "
-              "dataset; RMSNorm drops re-centering invariance, keeps re-scaling invariance, and "
-              "saves time.",
-        citation=CITATION,
-        published="the invariance table (Ba et al. Table 1, Zhang & Sennrich Table 1); RMSNorm "
-                  "7%-64% faster than LayerNorm",
-        setting=f"float64, h = N(x W^T) with x ({config.batch}x{config.d_in}), W "
-                f"({config.hidden}x{config.d_in}), eps {config.eps:g}, delta {config.delta:g}, "
-                f"pRMSNorm p={config.prms_partial:g}; timing: normlab's NumPy ops, float32, "
-                f"shapes {', '.join(shapes)}, median of {config.speed_repeats}",
-        measured=f"{n_cells - len(mismatches)}/{n_cells} invariance cells match; pRMSNorm "
-                 f"k={paper_row['k']}: rel. std {paper_row['rel_std']:.4f} vs "
-                 f"{paper_row['theory']:.4f}; RMSNorm saves "
-                 + "/".join(f"{100 * s:.0f}%" for s in savings) + " of LayerNorm's time",
-        checks=checks,
-        explanation="Each cell applies one transformation to the weights or the data and "
-                    "measures how much the normalized output moves. Invariance to re-scaling W "
-                    "is what makes the gradient shrink as the weights grow (implicit learning-"
-                    "rate adaptation): doubling W halves dL/dW. RMSNorm gives up only the "
-                    "re-centering invariances, and its saving comes from skipping the mean and "
-                    "the centering pass.",
-        notes=["WeightNorm, the paper tables' other row, is not a normlab layer and is not "
-               "measured.",
-               "The timing compares normlab's own NumPy forward+backward, interleaved in one "
-               "run; a framework's fused LayerNorm kernel can beat an unfused RMSNorm "
-               "(papers.md section 2), so the saving is a property of these implementations, "
-               f"on this machine ({platform.machine()}, NumPy {np.__version__})."],
-        data={"grid": grid, "columns": COLUMNS, "table": TABLE, "implicit_lr": lr,
-              "estimation": est, "speed": speed},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    n_cells = sum(len(v) for v in TABLE.values())
+    rows = data["estimation"]["rows"]
+    paper_row = min(rows, key=lambda r: abs(r["p"] - 0.0625))
+    return (f"{n_cells - len(_mismatches(data['grid']))}/{n_cells} invariance cells match; "
+            f"pRMSNorm k={paper_row['k']}: rel. std {paper_row['rel_std']:.4f} vs "
+            f"{paper_row['theory']:.4f}; RMSNorm saves "
+            + "/".join(f"{100 * r['rms_saving']:.0f}%" for r in data["speed"]["rows"])
+            + " of LayerNorm's time")
+
+
+def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     d = result.data

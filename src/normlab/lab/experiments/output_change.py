@@ -14,13 +14,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...models import GPT, GPTConfig, deepnorm_beta
-from ..experiment import Check, Result, fmt, null_progress
+from ..framework import Card, Check, fmt
 from ._setups import gaussian_inputs_, hidden_states, xavier_
 
-NAME = "output-change"
-TITLE = "Output change under a small perturbation vs depth (Liu et al. 2020)"
-CITATION = ("Liu et al. 2020, 'Understanding the Difficulty of Training Transformers' (Admin), "
-            "output-change figure; Wang et al. 2022 (DeepNet)")
+CARD = Card(
+    name="output-change",
+    title="Output change under a small perturbation vs depth (Liu et al. 2020)",
+    citation="Liu et al. 2020, 'Understanding the Difficulty of Training Transformers' (Admin), "
+             "output-change figure; Wang et al. 2022 (DeepNet)",
+    claim="A small parameter perturbation changes a Post-LN Transformer's output by O(N) (N "
+          "sublayers) but a Pre-LN one's by O(log N): Post-LN's heavy dependence on its residual "
+          "branches amplifies updates. DeepNorm's scaled residual bounds it.",
+    published="output change at N=200: Post-LN ~2100, Pre-LN and Admin ~150-165 (ratio ~13); "
+              "Post-LN linear in N, Pre-LN linear in log N",
+    method="normlab GPT blocks (causal attention + ReLU FFN 4d), Xavier init (DeepNorm: gain "
+           "(8L)^-1/4, alpha (2L)^1/4), a fixed input of `seq_len` tokens, delta ~ N(0, "
+           "delta_std^2/d) on every block weight, averaged over `seeds`.",
+    explanation="In Post-LN every layer depends heavily on its own residual branch (the skip path "
+                "is renormalized after each add), so a change in any weight is carried and "
+                "re-amplified by every layer above it. In Pre-LN the skip path is the identity "
+                "and each branch's share of the growing stream shrinks, so the change grows only "
+                "logarithmically. That is Liu et al.'s explanation of why Post-LN needs warmup "
+                "and Admin/DeepNorm-style rescaling at depth.",
+)
 
 PLACEMENTS = ("post", "pre", "deepnorm")
 
@@ -72,7 +88,7 @@ def _r2(x, y) -> tuple[float, float]:
     return float(b), float(1 - resid.var() / y.var())
 
 
-def run(config: Config, progress=null_progress) -> Result:
+def measure(config: Config, ctx) -> dict:
     cfg = config
     if any(N % 2 or N < 2 for N in cfg.sublayers):
         raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got {cfg.sublayers}")
@@ -86,7 +102,7 @@ def run(config: Config, progress=null_progress) -> Result:
             for i in range(cfg.seeds):
                 vals.append(_change(p, N, cfg, i))
                 done += N
-                progress(done, work, f"{p} N={N}")
+                ctx.progress(done, work, f"{p} N={N}")
             rows.append(vals)
         raw[p] = np.array(rows)  # (len(N), seeds)
     N = np.array(cfg.sublayers, dtype=float)
@@ -95,16 +111,23 @@ def run(config: Config, progress=null_progress) -> Result:
     b_pre, r2_pre = _r2(np.log(N), mean["pre"])
     small = N <= 50
     b_post, r2_post = _r2(N[small], mean["post"][small])
-    _, r2_post_log = _r2(np.log(N[small]), mean["post"][small])
-    ratio = mean["post"] / mean["pre"]
+    return {"sublayers": list(cfg.sublayers), "mean": mean, "sem": sem,
+            "ratio": mean["post"] / mean["pre"],
+            "fits": {"pre_log": [b_pre, r2_pre], "post_lin": [b_post, r2_post]}}
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    N = np.array(data["sublayers"], dtype=float)
+    mean = {p: np.asarray(v) for p, v in data["mean"].items()}
+    post_rel_sem = np.asarray(data["sem"]["post"]) / mean["post"]
+    (b_pre, r2_pre), (b_post, r2_post) = data["fits"]["pre_log"], data["fits"]["post_lin"]
+    _, r2_post_log = _r2(np.log(N[N <= 50]), mean["post"][N <= 50])
+    ratio, dn = np.asarray(data["ratio"]), mean["deepnorm"]
     mid = (N >= 10) & (N <= 100)
-    ratio_up = bool(np.all(np.diff(ratio[mid]) > 0))
-    post_rel_sem = sem["post"] / mean["post"]
-    dn = mean["deepnorm"]
     dn_flat = float(dn[-1] / dn[0])
     dn_below = bool(np.all(dn[N >= 10] < mean["post"][N >= 10]))
     Nmax = int(N[-1])
-    checks = [
+    return [
         Check("Pre-LN's output change grows logarithmically in N",
               "O(log N): ~150-165 at N=200 on a log-x plot (figure)",
               f"fit a + b ln N: b = {fmt(b_pre)}, R^2 = {r2_pre:.3f}",
@@ -122,7 +145,7 @@ def run(config: Config, progress=null_progress) -> Result:
               + f" (Post-LN's standard error over seeds at N >= 50: "
               + "/".join(f"{100 * v:.0f}%" for v in post_rel_sem[N >= 50]) + ")",
               f"post / pre > 3 at N = {Nmax} and increasing over N in [10, 100] (papers.md)",
-              bool(ratio[-1] > 3) and ratio_up, "Liu et al. 2020 [V]"),
+              bool(ratio[-1] > 3) and bool(np.all(np.diff(ratio[mid]) > 0)), "Liu et al. 2020 [V]"),
         Check("DeepNorm bounds the output change independently of depth",
               "model update bounded by O(eta), independent of depth (Wang et al. 2022)",
               f"deepnorm ||dF||^2 = {fmt(dn[0])} at N={int(N[0])}, {fmt(dn[-1])} at N={Nmax} "
@@ -130,45 +153,16 @@ def run(config: Config, progress=null_progress) -> Result:
               f"change(N={Nmax}) / change(N={int(N[0])}) < 2 and below Post-LN at every N >= 10",
               dn_flat < 2 and dn_below, "Wang et al. 2022 [S]"),
     ]
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="A small parameter perturbation changes a Post-LN Transformer's output by O(N) "
-              "(N sublayers) but a Pre-LN one's by O(log N): Post-LN's heavy dependence on its "
-              "residual branches amplifies updates. DeepNorm's scaled residual bounds it.",
-        citation=CITATION,
-        published="output change at N=200: Post-LN ~2100, Pre-LN and Admin ~150-165 (ratio ~13); "
-                  "Post-LN linear in N, Pre-LN linear in log N",
-        setting=f"normlab GPT blocks (causal attention + ReLU FFN 4d), d={cfg.d_model}, "
-                f"{cfg.n_heads} heads, Xavier init (DeepNorm: gain (8L)^-1/4, alpha (2L)^1/4), "
-                f"{cfg.seq_len} tokens, delta ~ N(0, {cfg.delta_std}^2/d) on every block weight, "
-                f"{cfg.seeds} seeds, N in {{{', '.join(str(n) for n in cfg.sublayers)}}}, "
-                f"{cfg.dtype}",
-        measured=f"||dF||^2 at N={Nmax}: post {fmt(mean['post'][-1])}, pre {fmt(mean['pre'][-1])}, "
-                 f"deepnorm {fmt(dn[-1])}; post/pre {ratio[-1]:.1f}; pre vs ln N R^2 "
-                 f"{r2_pre:.2f}",
-        checks=checks,
-        explanation="In Post-LN every layer depends heavily on its own residual branch (the skip "
-                    "path is renormalized after each add), so a change in any weight is carried "
-                    "and re-amplified by every layer above it. In Pre-LN the skip path is the "
-                    "identity and each branch's share of the growing stream shrinks, so the "
-                    "change grows only logarithmically. That is Liu et al.'s explanation of why "
-                    "Post-LN needs warmup and Admin/DeepNorm-style rescaling at depth.",
-        notes=["The rules are papers.md's (section 5), fixed before measuring. Post-LN's "
-               "output change has a large spread over seeds at N >= 50, so its ratio to "
-               "Pre-LN is noisy there; papers.md recommends d >= 128 and more seeds, which the "
-               "full size uses (d=128, 24 seeds).",
-               "Admin (profiled omega) is not a normlab placement and is not measured; "
-               "DeepNorm is LN(alpha x + F(x)) with normlab's decoder-only constants.",
-               "As in papers.md's simulation, Post-LN's change is noisy and can saturate at the "
-               "largest N; the absolute values depend on d, the perturbation and the output's "
-               "scale, so the comparison is by ratio and shape, not by the paper's 2100."],
-        data={"sublayers": list(cfg.sublayers), "mean": mean, "sem": sem, "ratio": ratio,
-              "fits": {"pre_log": [b_pre, r2_pre], "post_lin": [b_post, r2_post]}},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    mean, r2_pre = data["mean"], data["fits"]["pre_log"][1]
+    return (f"||dF||^2 at N={data['sublayers'][-1]}: post {fmt(mean['post'][-1])}, pre "
+            f"{fmt(mean['pre'][-1])}, deepnorm {fmt(mean['deepnorm'][-1])}; post/pre "
+            f"{data['ratio'][-1]:.1f}; pre vs ln N R^2 {r2_pre:.2f}")
+
+
+def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     d = result.data

@@ -18,12 +18,30 @@ import numpy as np
 from ...nn import FULL_PRECISION, Numerics
 from ...precision import WeightUpdater, get_format, quantize
 from ...precision import demos
-from ..experiment import Check, Result, fmt, null_progress
+from ..._files import number
+from ..framework import Card, Check, fmt
 
-NAME = "precision-basics"
-TITLE = "Precision basics: fp16 range and loss scaling, lost updates, bf16 summation"
-CITATION = ("Micikevicius et al. 2017, 'Mixed Precision Training' (ICLR 2018); the chapter, "
-            "section 16.3 and Listing 16.4; ml_dtypes' bfloat16 summation example")
+CARD = Card(
+    name="precision-basics",
+    title="Precision basics: fp16 range and loss scaling, lost updates, bf16 summation",
+    citation="Micikevicius et al. 2017, 'Mixed Precision Training' (ICLR 2018); the chapter, "
+             "section 16.3 and Listing 16.4; ml_dtypes' bfloat16 summation example",
+    claim="float16 overflows above 65504 and flushes small gradients to zero, which loss scaling "
+          "fixes; bfloat16 keeps float32's range but rounds coarsely, so small updates and long "
+          "sums are lost without float32 master weights and accumulators.",
+    published="fp16 max 65504, min subnormal 2^-24; SSD: 31% of activation gradients lost in "
+              "FP16 without scaling; updates below 2^-11 |w| lost in fp16",
+    method="normlab.precision (quantize, WeightUpdater, demos); gradients of normlab's tiny model "
+           "recorded at the gradient rounding point, at init and after `train_steps` AdamW steps.",
+    explanation="Range and precision fail differently. float16's 5 exponent bits overflow at "
+                "65504 and underflow below 2^-24, and a small model's gradients sit mostly below "
+                "float16's normal range: multiplying the loss by S shifts the whole histogram "
+                "right by log2 S octaves, into range, and dividing the gradients by S afterwards "
+                "undoes it. bfloat16 has float32's exponent range but 8 significant bits, so an "
+                "update smaller than half an ulp of the weight, or a term smaller than half the "
+                "spacing of a running sum, is rounded away: float32 master weights and float32 "
+                "accumulators keep them.",
+)
 
 
 @dataclass(frozen=True)
@@ -133,38 +151,42 @@ def _trajectories(cfg: Config) -> dict:
     return {"updates": traj, "sum_bf16": bf, "sum_fp32": f32, "sum_exact": float(vals.sum())}
 
 
-def run(config: Config, progress=null_progress) -> Result:
+def measure(config: Config, ctx) -> dict:
     cfg = config
     fp16, bf16 = demos.fp16_overflows_but_bfloat16_keeps_range()
     g_plain, g_scaled = demos.tiny_gradient_survives_loss_scaling(1e-8, 2.0**16)
-    grads = _model_gradients(cfg, progress)
+    grads = _model_gradients(cfg, ctx.progress)
     stag_bf = demos.update_stagnation("bfloat16", 1.0, -1e-3, cfg.update_steps // 2)
     stag_fp = demos.update_stagnation("float16", 1.0, 2.0**-12, cfg.update_steps)
-    progress(3, 4, "updates and sums")
+    ctx.progress(3, 4, "updates and sums")
     tr = _trajectories(cfg)
     harm16 = demos.harmonic_stagnation("float16")
     harm_bf = demos.harmonic_stagnation("bfloat16")
-    progress(4, 4, "done")
+    ctx.progress(4, 4, "done")
+    return {"grads": grads, "traj": tr, "harmonic": {"float16": harm16, "bfloat16": harm_bf},
+            "fp16_range": [FP16.min_subnormal, FP16.min_normal, FP16.max_finite],
+            "range": {"float16": [float(v) for v in fp16], "bfloat16": [float(v) for v in bf16]},
+            "tiny_gradient": [float(g_plain), float(g_scaled)],
+            "stagnation": {"bfloat16": stag_bf, "float16": stag_fp}}
 
+
+def _row(rows: list[dict], S: float) -> dict:
+    return next(r for r in rows if r["scale"] == S)
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    return _format_checks(data) + _gradient_checks(data, config) + _update_checks(data, config)
+
+
+def _format_checks(data: dict) -> list[Check]:
+    fp16 = np.array([number(v) for v in data["range"]["float16"]])
+    bf16 = np.array(data["range"]["bfloat16"])
+    g_plain, g_scaled = data["tiny_gradient"]
     fmt_ok = (FP16.max_finite == 65504.0 and FP16.min_normal == 2.0**-14
               and FP16.min_subnormal == 2.0**-24)
     range_ok = bool(np.all(np.isinf(fp16)) and np.all(np.isfinite(bf16))
                     and np.all(np.abs(bf16 / np.array([1e5, 1e30]) - 1) <= 2.0**-8))
-    init, trained = grads["init"], grads["trained"]
-
-    def row(rows, S):
-        return next(r for r in rows if r["scale"] == S)
-
-    plain = [row(d["rows"], 1.0) for d in (init, trained)]
-    below_normal = [p["flushed"] + p["subnormal"] for p in plain]
-    big = [S for S in cfg.scales if S >= 1024]
-    scaled_ok = all(row(d["rows"], S)["flushed"] <= row(d["rows"], 1.0)["flushed"] / 10
-                    for d in (init, trained) for S in big)
-    no_overflow = all(r["overflow"] == 0 for d in (init, trained) for r in d["rows"])
-    n_up = cfg.update_steps
-    sum_bf, sum_32, exact = tr["sum_bf16"][-1], tr["sum_fp32"][-1], tr["sum_exact"]
-    S16 = 65536.0 if 65536.0 in cfg.scales else max(cfg.scales)
-    checks = [
+    return [
         Check("float16's range: max 65504, smallest normal 2^-14, smallest subnormal 2^-24",
               "65504; 6.1e-5; 6.0e-8 (Micikevicius et al.; the chapter)",
               f"{FP16.max_finite:g}; {FP16.min_normal:.3g}; {FP16.min_subnormal:.3g} "
@@ -172,7 +194,7 @@ def run(config: Config, progress=null_progress) -> Result:
               "Micikevicius et al. 2017 [S]; chapter 16.3"),
         Check("[1e5, 1e30] overflow in float16 but stay finite in bfloat16 (Listing 16.4)",
               "float16: inf, inf; bfloat16 keeps float32's range",
-              f"float16 {fp16.tolist()}; bfloat16 {[float(v) for v in bf16]}",
+              f"float16 {fp16.tolist()}; bfloat16 {bf16.tolist()}",
               "float16 both inf; bfloat16 both finite within 2^-8 relative", range_ok,
               "chapter Listing 16.4"),
         Check("a gradient of 1e-8 underflows in float16 and survives a loss scale of 2^16",
@@ -181,6 +203,19 @@ def run(config: Config, progress=null_progress) -> Result:
               "0 exactly, then within float16's half-ulp (2^-11) of 1e-8",
               g_plain == 0.0 and abs(g_scaled / 1e-8 - 1) <= 2.0**-11,
               "chapter Listing 16.4"),
+    ]
+
+
+def _gradient_checks(data: dict, cfg: Config) -> list[Check]:
+    init, trained = data["grads"]["init"], data["grads"]["trained"]
+    plain = [_row(d["rows"], 1.0) for d in (init, trained)]
+    below_normal = [p["flushed"] + p["subnormal"] for p in plain]
+    big = [S for S in cfg.scales if S >= 1024]
+    scaled_ok = all(_row(d["rows"], S)["flushed"] <= _row(d["rows"], 1.0)["flushed"] / 10
+                    for d in (init, trained) for S in big)
+    no_overflow = all(r["overflow"] == 0 for d in (init, trained) for r in d["rows"])
+    S16 = 65536.0 if 65536.0 in cfg.scales else max(cfg.scales)
+    return [
         Check("real gradients fall below float16's normal range; some flush to zero",
               "SSD: 31% of activation gradients became 0 in FP16; most of FP16's range unused",
               f"flushed to 0: {100 * plain[0]['flushed']:.2f}% at init, "
@@ -194,10 +229,19 @@ def run(config: Config, progress=null_progress) -> Result:
         Check("loss scaling moves them into range without overflow",
               "scales 8 to 32K used; 8 sufficed for SSD, bigLSTM needed 128",
               "flushed at S = " + ", ".join(
-                  f"{S:g}: {100 * row(init['rows'], S)['flushed']:.3g}%" for S in cfg.scales)
+                  f"{S:g}: {100 * _row(init['rows'], S)['flushed']:.3g}%" for S in cfg.scales)
               + f" (init); overflow: {'none' if no_overflow else 'some'} up to S = {S16:g}",
               "S >= 1024 flushes <= 1/10 of the unscaled fraction; nothing overflows at any S",
               scaled_ok and no_overflow, "Micikevicius et al. 2017 [S]"),
+    ]
+
+
+def _update_checks(data: dict, cfg: Config) -> list[Check]:
+    stag_bf, stag_fp = data["stagnation"]["bfloat16"], data["stagnation"]["float16"]
+    harm16, harm_bf = data["harmonic"]["float16"], data["harmonic"]["bfloat16"]
+    tr, n_up = data["traj"], cfg.update_steps
+    sum_bf, sum_32, exact = tr["sum_bf16"][-1], tr["sum_fp32"][-1], tr["sum_exact"]
+    return [
         Check("without fp32 master weights a bfloat16 weight stops moving",
               "updates below half an ulp are lost (chapter 16.3; Micikevicius et al.)",
               f"1.0 + {n_up // 2} x (-1e-3): direct {stag_bf['direct']:g}, master "
@@ -222,41 +266,19 @@ def run(config: Config, progress=null_progress) -> Result:
               f"float16 at n = {harm16[0]} ({harm16[1]:g}); bfloat16 at n = {harm_bf[0]} "
               f"({harm_bf[1]:g})", "shown, not counted", None, "Higham's demo_harmonic"),
     ]
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="float16 overflows above 65504 and flushes small gradients to zero, which loss "
-              "scaling fixes; bfloat16 keeps float32's range but rounds coarsely, so small "
-              "updates and long sums are lost without float32 master weights and accumulators.",
-        citation=CITATION,
-        published="fp16 max 65504, min subnormal 2^-24; SSD: 31% of activation gradients lost "
-                  "in FP16 without scaling; updates below 2^-11 |w| lost in fp16",
-        setting=f"normlab.precision (quantize, WeightUpdater, demos); gradients of normlab's "
-                f"tiny model ({grads['model']}) recorded at the gradient rounding point, at init "
-                f"and after {trained['steps']} AdamW steps; seed {cfg.seed}",
-        measured=f"fp16 flushes {100 * plain[0]['flushed']:.1f}% of nonzero gradients at init "
-                 f"({100 * below_normal[0]:.0f}% below 2^-14), "
-                 f"{100 * row(init['rows'], 1024.0)['flushed'] if 1024.0 in cfg.scales else 0:.3g}"
-                 f"% at S=1024; bf16 weight stuck at {stag_bf['direct']:g}; bf16 sum {sum_bf:g}",
-        checks=checks,
-        explanation="Range and precision fail differently. float16's 5 exponent bits overflow "
-                    "at 65504 and underflow below 2^-24, and a small model's gradients sit "
-                    "mostly below float16's normal range: multiplying the loss by S shifts the "
-                    "whole histogram right by log2 S octaves, into range, and dividing the "
-                    "gradients by S afterwards undoes it. bfloat16 has float32's exponent range "
-                    "but 8 significant bits, so an update smaller than half an ulp of the "
-                    "weight, or a term smaller than half the spacing of a running sum, is "
-                    "rounded away: float32 master weights and float32 accumulators keep them.",
-        notes=["The gradient values are every array the model's backward passes through its "
-               "gradient rounding hook (Numerics.grad), i.e. exactly what a precision policy's "
-               "gradient format rounds; Micikevicius et al.'s histogram is of the activation "
-               "gradients of SSD."],
-        data={"grads": grads, "traj": tr, "harmonic": {"float16": harm16, "bfloat16": harm_bf},
-              "fp16_range": [FP16.min_subnormal, FP16.min_normal, FP16.max_finite]},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    init = data["grads"]["init"]
+    plain = _row(init["rows"], 1.0)
+    at_1024 = 100 * _row(init["rows"], 1024.0)["flushed"] if 1024.0 in config.scales else 0
+    return (f"fp16 flushes {100 * plain['flushed']:.1f}% of nonzero gradients at init "
+            f"({100 * (plain['flushed'] + plain['subnormal']):.0f}% below 2^-14), {at_1024:.3g}"
+            f"% at S=1024; bf16 weight stuck at {data['stagnation']['bfloat16']['direct']:g}; "
+            f"bf16 sum {data['traj']['sum_bf16'][-1]:g}")
+
+
+def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     d = result.data

@@ -27,14 +27,31 @@ from ...models import GPTConfig
 from ...precision import get_policy
 from ...precision.policy import LossScaling
 from ...train import TrainConfig
-from ..experiment import Check, Result, fmt, null_progress
+from ..framework import Card, Check, fmt
+from ..._files import number
 from . import _training as T
 
-NAME = "precision-recipes"
-TITLE = "Precision recipes in training: fp32, AMP bf16/fp16, no loss scaling, pure bf16, fp8, MX"
-CITATION = ("Micikevicius et al. 2017, 'Mixed Precision Training' (ICLR 2018); the chapter, "
-            "section 16.3; Zamirai et al. 2020 (pure bf16); NVIDIA TransformerEngine recipes "
-            "(fp8_hybrid, MXFP8)")
+CARD = Card(
+    name="precision-recipes",
+    title="Precision recipes in training: fp32, AMP bf16/fp16, no loss scaling, pure bf16, fp8, MX",
+    citation="Micikevicius et al. 2017, 'Mixed Precision Training' (ICLR 2018); the chapter, "
+             "section 16.3; Zamirai et al. 2020 (pure bf16); NVIDIA TransformerEngine recipes "
+             "(fp8_hybrid, MXFP8)",
+    claim="Mixed precision (16-bit compute, fp32 master weights and accumulation) trains as well "
+          "as fp32; fp16 needs loss scaling once gradients are small, bf16 does not; without "
+          "fp32 master weights small updates are lost and training falls behind.",
+    published="mixed precision matches fp32 (ResNet-50 75.92 vs 76.04; SSD 76.9 vs 77.1 with loss "
+              "scaling, diverges without); fp16 weight updates: 80% relative accuracy loss",
+    method="normlab GPT, Pre-LN, on the order-2 Markov source; AdamW, warmup 5% then cosine "
+           "(`base`); every recipe x `seeds` through the sweep API, the small-gradient runs with "
+           "the loss times `small_gradients` in the backward.",
+    explanation="Range and precision fail differently in training. fp16's 5 exponent bits flush "
+                "small gradients to zero, so a model whose gradients are small stops learning "
+                "unless the loss is scaled up first; bf16 keeps float32's range and needs no "
+                "scaling. Both have few significant bits, so an update smaller than half an ulp "
+                "of the weight is rounded away unless the optimizer updates a float32 master "
+                "copy: pure bf16 training stalls as the learning rate decays.",
+)
 
 TOLERANCE = 0.02  # nats: |L - L_fp32| < 0.02 for a recipe that tracks fp32 (papers.md G)
 SMALL = "x1e-4"  # the label of the small-gradient runs
@@ -64,35 +81,29 @@ def _recipes(cfg: Config) -> dict[str, str]:
     }
 
 
+BASE = TrainConfig(  # lr near the best of the attention-logit sweep's grid
+    model=GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2),
+    data="markov", lr=1e-2, warmup=50, schedule="cosine", steps=1000, batch_size=16,
+    eval_interval=100)
+
+
 @dataclass(frozen=True)
 class Config:
-    d_model: int = 32  # C
-    n_heads: int = 2  # H
-    n_layers: int = 2  # L
-    seq_len: int = 32  # T
-    batch: int = 16  # B
-    vocab: int = 16  # V: symbols of the order-2 Markov source
-    steps: int = 1000  # optimizer steps: warmup 5%, cosine to 0
-    lr: float = 1e-2  # peak learning rate (near the best of the attention-logit sweep's grid)
+    base: TrainConfig = BASE  # every run's model, data and optimizer (the precision varies)
     small_gradients: float = 1e-4  # the knob: the backward's loss is multiplied by this
     seeds: int = 1  # training seeds (the gaps are averaged over them)
     seed: int = 0  # the first seed
 
 
 SIZES = {
-    "tiny": {"d_model": 16, "n_heads": 1, "n_layers": 1, "seq_len": 16, "batch": 4, "steps": 40},
+    "tiny": {"base.steps": 40, "base.warmup": 2, "base.eval_interval": 4, "base.batch_size": 4,
+             "base.model.d_model": 16, "base.model.n_heads": 1, "base.model.n_layers": 1,
+             "base.model.seq_len": 16},
     "quick": {},
-    "full": {"d_model": 64, "n_heads": 4, "n_layers": 4, "seq_len": 64, "steps": 3000,
-             "seeds": 2},
+    "full": {"seeds": 2, "base.steps": 3000, "base.warmup": 150, "base.eval_interval": 300,
+             "base.model.d_model": 64, "base.model.n_heads": 4, "base.model.n_layers": 4,
+             "base.model.seq_len": 64},
 }
-
-
-def _base(cfg: Config) -> TrainConfig:
-    model = GPTConfig(vocab_size=cfg.vocab, seq_len=cfg.seq_len, n_layers=cfg.n_layers,
-                      d_model=cfg.d_model, n_heads=cfg.n_heads)
-    return TrainConfig(model=model, data="markov", lr=cfg.lr, warmup=max(1, cfg.steps // 20),
-                       schedule="cosine", steps=cfg.steps, batch_size=cfg.batch,
-                       eval_interval=max(1, cfg.steps // 10), seed=cfg.seed)
 
 
 SERIES = {"nll": lambda rec: rec["nll"], "update_rms": lambda rec: rec["update_rms"],
@@ -119,12 +130,12 @@ def _swing(runs: list[T.Run], *variants: str) -> float | None:
     return max(diffs) if diffs else None
 
 
-def run(config: Config, progress=null_progress) -> Result:
+def measure(config: Config, ctx) -> dict:
     cfg = config
     recipes = _recipes(cfg)
-    seeds = [cfg.seed + i for i in range(cfg.seeds)]
-    runs = T.run_grid(_base(cfg), {k: {"precision": v} for k, v in recipes.items()},
-                      seeds=seeds, series=SERIES, progress=progress, name="recipes")
+    runs = T.run_grid(cfg.base, {k: {"precision": v} for k, v in recipes.items()}, ctx,
+                      seeds=[cfg.seed + i for i in range(cfg.seeds)], series=SERIES,
+                      name="recipes")
     T.require_finished(runs)
     ref = {r.seed: r for r in runs if r.variant == "fp32"}
     per: dict[str, dict] = {}
@@ -138,59 +149,92 @@ def run(config: Config, progress=null_progress) -> Result:
                      "skipped": int(sum(r.skipped_steps for r in rs)),
                      "stopped": [r.reason for r in rs if r.status != "done"],
                      "late_update_rms": _mean(_late_update_rms(r) for r in rs)}
-    gap = {k: v["gap"] for k, v in per.items()}
-    fp32 = per["fp32"]["loss"]
-    tol = TOLERANCE
-    s_un, s_sc, s_bf = (f"fp16 {SMALL}, no loss scaling", f"fp16 {SMALL}, loss scale 2^16",
-                        f"bf16 {SMALL}, no loss scaling")
-    skipped = per["amp_fp16"]["skipped"]
     scales = [r.curves["loss_scale"][-1] for r in runs
               if r.variant == "amp_fp16" and r.curves.get("loss_scale")]
-    final_scale = scales[0] if scales and scales[0] is not None else math.nan
-    upd_ratio = (per["pure_bf16"]["late_update_rms"] / per["amp_bf16"]["late_update_rms"]
-                 if per["pure_bf16"]["late_update_rms"] and per["amp_bf16"]["late_update_rms"]
-                 else math.nan)
+    return {"per": per, "runs": T.as_data(runs), "recipes": list(recipes),
+            "fp32_loss": per["fp32"]["loss"], "tolerance": TOLERANCE, "steps": cfg.base.steps,
+            "final_scale": scales[0] if scales and scales[0] is not None else math.nan,
+            "swing": _swing(runs, "amp_bf16", "amp_fp16", "fp16, no loss scaling")}
 
-    def g(name: str) -> str:
-        return f"{gap[name]:+.4f}"
 
-    checks = [
+S_UN, S_SC, S_BF = (f"fp16 {SMALL}, no loss scaling", f"fp16 {SMALL}, loss scale 2^16",
+                    f"bf16 {SMALL}, no loss scaling")
+
+
+def _gap(data: dict, name: str) -> float:
+    return number(data["per"][name]["gap"])
+
+
+def _g(data: dict, name: str) -> str:
+    return f"{_gap(data, name):+.4f}"
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    return (_mixed_checks(data) + _small_gradient_checks(data) + [_master_check(data)]
+            + _shown_checks(data, config))
+
+
+def _mixed_checks(data: dict) -> list[Check]:
+    tol = TOLERANCE
+    return [
         Check("bf16 mixed precision (fp32 master weights and accumulation) tracks fp32",
               "ImageNet: ResNet-50 75.92% fp32 vs 76.04% mixed (Micikevicius Table 1); "
               f"papers.md G: |L - L_fp32| < {tol:g}",
-              f"amp_bf16 - fp32 = {g('amp_bf16')} nats (fp32 {fmt(fp32, 4)})",
-              f"|gap| < {tol:g} nats", abs(gap["amp_bf16"]) < tol,
+              f"amp_bf16 - fp32 = {_g(data, 'amp_bf16')} nats (fp32 {fmt(data['fp32_loss'], 4)})",
+              f"|gap| < {tol:g} nats", abs(_gap(data, "amp_bf16")) < tol,
               "Micikevicius et al. 2017 [S]; papers.md section 11 G"),
         Check("fp16 mixed precision with dynamic loss scaling tracks fp32",
               f"SSD 76.9 fp32 vs 77.1 mixed with scaling; papers.md G: |L - L_fp32| < {tol:g}",
-              f"amp_fp16 - fp32 = {g('amp_fp16')} nats; {skipped} skipped step(s)",
-              f"|gap| < {tol:g} nats", abs(gap["amp_fp16"]) < tol,
+              f"amp_fp16 - fp32 = {_g(data, 'amp_fp16')} nats; "
+              f"{data['per']['amp_fp16']['skipped']} skipped step(s)",
+              f"|gap| < {tol:g} nats", abs(_gap(data, "amp_fp16")) < tol,
               "Micikevicius et al. 2017 [S]; papers.md section 11 G"),
+    ]
+
+
+def _small_gradient_checks(data: dict) -> list[Check]:
+    tol, stopped = TOLERANCE, data["per"][S_UN]["stopped"]
+    return [
         Check("small gradients: fp16 without loss scaling loses them and falls behind",
               "SSD without loss scaling diverges; bigLSTM needs a scale of 128 (Micikevicius "
               "4.1-4.3); papers.md G: 'make gradients small on purpose'",
-              f"{s_un}: gap {g(s_un)} nats" + (f" (stopped: {per[s_un]['stopped'][0]})"
-                                                if per[s_un]["stopped"] else ""),
-              f"gap > {tol:g} nats", gap[s_un] > tol, "Micikevicius et al. 2017 [S]"),
+              f"{S_UN}: gap {_g(data, S_UN)} nats" + (f" (stopped: {stopped[0]})"
+                                                      if stopped else ""),
+              f"gap > {tol:g} nats", _gap(data, S_UN) > tol, "Micikevicius et al. 2017 [S]"),
         Check("small gradients: a loss scale of 2^16 brings fp16 back to fp32",
               f"with scaling SSD matches fp32 (77.1 vs 76.9); papers.md G: |gap| < {tol:g}",
-              f"{s_sc}: gap {g(s_sc)} nats", f"|gap| < {tol:g} nats", abs(gap[s_sc]) < tol,
-              "Micikevicius et al. 2017 [S]; papers.md section 11 G"),
+              f"{S_SC}: gap {_g(data, S_SC)} nats", f"|gap| < {tol:g} nats",
+              abs(_gap(data, S_SC)) < tol, "Micikevicius et al. 2017 [S]; papers.md section 11 G"),
         Check("small gradients: bf16 needs no loss scaling (float32's exponent range)",
               "'fp16 needs loss scaling, whereas bf16 often avoids it' (chapter 16.3)",
-              f"{s_bf}: gap {g(s_bf)} nats", f"|gap| < {tol:g} nats", abs(gap[s_bf]) < tol,
-              "chapter 16.3"),
-        Check("without fp32 master weights (pure bf16) training falls behind",
-              "fp16-only weight updates: 80% relative accuracy loss (Mandarin, Micikevicius 3.1); "
-              "pure bf16 with nearest rounding loses small updates (Zamirai et al. 2020)",
-              f"pure_bf16 - fp32 = {g('pure_bf16')} nats; applied update RMS over the last 10% "
-              f"of steps {fmt(upd_ratio)} x amp_bf16's", f"gap > {tol:g} nats",
-              gap["pure_bf16"] > tol, "Micikevicius et al. 2017 [S]; Zamirai et al. 2020 [S]",
-              note="the update RMS is of the change actually applied to the stored weights: "
-                   "updates below half a bf16 ulp round away"),
+              f"{S_BF}: gap {_g(data, S_BF)} nats", f"|gap| < {tol:g} nats",
+              abs(_gap(data, S_BF)) < tol, "chapter 16.3"),
+    ]
+
+
+def _master_check(data: dict) -> Check:
+    pure, amp = (data["per"][k]["late_update_rms"] for k in ("pure_bf16", "amp_bf16"))
+    ratio = pure / amp if pure and amp else math.nan
+    swing = "" if data["swing"] is None else (
+        f"; the mixed-precision recipes' validation loss differs from fp32's by up to "
+        f"{data['swing']:.3f} nats at some evaluation")
+    return Check(
+        "without fp32 master weights (pure bf16) training falls behind",
+        "fp16-only weight updates: 80% relative accuracy loss (Mandarin, Micikevicius 3.1); "
+        "pure bf16 with nearest rounding loses small updates (Zamirai et al. 2020)",
+        f"pure_bf16 - fp32 = {_g(data, 'pure_bf16')} nats; applied update RMS over the last 10% "
+        f"of steps {fmt(ratio)} x amp_bf16's", f"gap > {TOLERANCE:g} nats",
+        _gap(data, "pure_bf16") > TOLERANCE,
+        "Micikevicius et al. 2017 [S]; Zamirai et al. 2020 [S]",
+        note="the update RMS is of the change actually applied to the stored weights: updates "
+             "below half a bf16 ulp round away" + swing)
+
+
+def _shown_checks(data: dict, config: Config) -> list[Check]:
+    return [
         Check("fp16 without loss scaling, gradients as they come",
               "ImageNet CNNs needed no loss scaling (Micikevicius 4.1)",
-              f"fp16, no loss scaling - fp32 = {g('fp16, no loss scaling')} nats",
+              f"fp16, no loss scaling - fp32 = {_g(data, 'fp16, no loss scaling')} nats",
               "shown, not counted (papers.md G: report the no-scaling gap)", None,
               "Micikevicius et al. 2017 [S]",
               note="the tiny model's gradients sit mostly inside fp16's range (see "
@@ -198,70 +242,31 @@ def run(config: Config, progress=null_progress) -> Result:
         Check("the dynamic loss scaler skips only the steps that overflow",
               "back off x0.5 and skip on inf/NaN, x2 after 2000 clean steps: about 1 skip per "
               "2000 steps once settled (precision.md section 7)",
-              f"{skipped} skipped in {cfg.steps * cfg.seeds} steps; final scale "
-              f"{fmt(final_scale)}",
+              f"{data['per']['amp_fp16']['skipped']} skipped in "
+              f"{config.base.steps * config.seeds} steps; final scale "
+              f"{fmt(number(data['final_scale']))}",
               "shown, not counted", None, "torch.amp.GradScaler; precision.md section 7"),
         Check("fp8 recipes (TransformerEngine's HYBRID with delayed scaling; MXFP8)",
               "8-bit training matching 16-bit baselines is reported for GPT models (FP8 Formats "
               "for Deep Learning, Micikevicius et al. 2022) [R: not in the reference notes]",
-              f"fp8_hybrid - fp32 = {g('fp8_hybrid')}; mxfp8 - fp32 = {g('mxfp8')} nats",
+              f"fp8_hybrid - fp32 = {_g(data, 'fp8_hybrid')}; mxfp8 - fp32 = "
+              f"{_g(data, 'mxfp8')} nats",
               "shown, not counted (no verified published number)", None, "[R]"),
     ]
-    notes = [
-        "Every recipe is emulated on a CPU: values are rounded onto each format's grid at the "
-        "points a GPU would store them (normlab.nn.numerics), matrix multiplies accumulate in "
-        "float32. The gaps measure the formats' rounding, not their speed.",
-        f"The small-gradient runs multiply the loss by {cfg.small_gradients:g} before the "
-        "backward (a static loss scaler with S < 1) and divide the gradients by it before the "
-        "optimizer, so AdamW sees the same gradients as fp32 and only the low-precision "
-        "backward sees small values, as in a model whose gradients are small (the paper's SSD, "
-        "or late training). papers.md G suggests this knob; the unscaled recipes at normal "
-        "gradient size are the published setting.",
-        f"Tolerance {tol:g} nats from papers.md reproduction G; all runs share the seed, the "
-        "initialization and the batches, so a gap is a paired difference.",
-        "The full size trains d=64, L=4, T=64 for 3000 steps with two seeds (20 runs).",
-    ]
-    swing = _swing(runs, "amp_bf16", "amp_fp16", "fp16, no loss scaling")
-    if swing is not None:
-        notes.insert(3, f"Even paired, the gap wanders during training: the mixed-precision "
-                        f"recipes' validation loss differs from fp32's by up to {swing:.3f} nats "
-                        f"at some evaluation (the second plot), so a final gap near the "
-                        f"tolerance (pure_bf16: {gap['pure_bf16']:+.4f}) is within that swing; "
-                        f"the applied update RMS (ratio {fmt(upd_ratio)} to amp_bf16's) shows "
-                        f"the lost updates directly.")
-    measured = (f"gap to fp32 (nats): amp_bf16 {g('amp_bf16')}, amp_fp16 {g('amp_fp16')} "
-                f"({skipped} skipped), fp16 unscaled {g('fp16, no loss scaling')}, pure_bf16 "
-                f"{g('pure_bf16')}, fp8_hybrid {g('fp8_hybrid')}, mxfp8 {g('mxfp8')}; small "
-                f"gradients: fp16 unscaled {g(s_un)}, scaled {g(s_sc)}, bf16 {g(s_bf)}")
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="Mixed precision (16-bit compute, fp32 master weights and accumulation) trains as "
-              "well as fp32; fp16 needs loss scaling once gradients are small, bf16 does not; "
-              "without fp32 master weights small updates are lost and training falls behind.",
-        citation=CITATION,
-        published="mixed precision matches fp32 (ResNet-50 75.92 vs 76.04; SSD 76.9 vs 77.1 with "
-                  "loss scaling, diverges without); fp16 weight updates: 80% relative accuracy "
-                  "loss",
-        setting=f"normlab GPT, Pre-LN, d={cfg.d_model}, H={cfg.n_heads}, L={cfg.n_layers}, "
-                f"T={cfg.seq_len}, B={cfg.batch}, order-2 Markov source V={cfg.vocab}; AdamW lr "
-                f"{cfg.lr:g}, warmup 5%, cosine; {cfg.steps} steps; {len(recipes)} recipes x "
-                f"{cfg.seeds} seed(s) through the sweep API",
-        measured=measured,
-        checks=checks,
-        explanation="Range and precision fail differently in training. fp16's 5 exponent bits "
-                    "flush small gradients to zero, so a model whose gradients are small stops "
-                    "learning unless the loss is scaled up first; bf16 keeps float32's range and "
-                    "needs no scaling. Both have few significant bits, so an update smaller than "
-                    "half an ulp of the weight is rounded away unless the optimizer updates a "
-                    "float32 master copy: pure bf16 training stalls as the learning rate decays.",
-        notes=notes,
-        data={"per": per, "runs": T.as_data(runs), "recipes": list(recipes),
-              "fp32_loss": fp32, "tolerance": tol, "steps": cfg.steps},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    def g(name):
+        return _g(data, name)
+
+    return (f"gap to fp32 (nats): amp_bf16 {g('amp_bf16')}, amp_fp16 {g('amp_fp16')} "
+            f"({data['per']['amp_fp16']['skipped']} skipped), fp16 unscaled "
+            f"{g('fp16, no loss scaling')}, pure_bf16 {g('pure_bf16')}, fp8_hybrid "
+            f"{g('fp8_hybrid')}, mxfp8 {g('mxfp8')}; small gradients: fp16 unscaled {g(S_UN)}, "
+            f"scaled {g(S_SC)}, bf16 {g(S_BF)}")
+
+
+def plot(result, out_dir) -> list[str]:
     from matplotlib import colormaps
 
     from ..plotting import figure, save, style

@@ -17,13 +17,28 @@ import numpy as np
 
 from ...models import Residual
 from ...nn import Module
-from ..experiment import Check, Result, fmt, null_progress
+from ..framework import Card, Check, fmt
 from ._setups import xiong_model
 
-NAME = "residual-growth"
-TITLE = "Residual stream growth with depth: none, Pre-LN, Post-LN"
-CITATION = ("chapter 2.4 section 2 and self-check quiz; Xiong et al. 2020, Lemma 2; "
-            "papers.md section 9 (Peri-LN)")
+CARD = Card(
+    name="residual-growth",
+    title="Residual stream growth with depth: none, Pre-LN, Post-LN",
+    citation="chapter 2.4 section 2 and self-check quiz; Xiong et al. 2020, Lemma 2; "
+             "papers.md section 9 (Peri-LN)",
+    claim="Without normalization the residual stream x_L = x_0 + sum F_l grows with depth; "
+          "Pre-LN lets it grow (linearly in ||x||^2), Post-LN holds it fixed.",
+    published="10 blocks adding 2 give 20 (chapter); Post-LN E||x^{post,5}||^2 = 1.5 d, "
+              "Pre-LN between (1 + l/2) d and (1 + 3l/2) d (Xiong et al. Lemma 2)",
+    method="normlab Residual (no norm) for the chapter's sum; normlab GPT as Xiong's simplified "
+           "model (one head, uniform bidirectional attention, ReLU FFN d->d, Xavier, Gaussian "
+           "inputs), averaged over `seeds` initializations.",
+    explanation="Every residual block adds its branch to the stream. With no norm the branches "
+                "read the growing stream and grow with it. Pre-LN normalizes the branch's input, "
+                "so each block adds about the same amount and ||x||^2 grows linearly: the final "
+                "LayerNorm then has to divide by sqrt(l). Post-LN normalizes the stream itself "
+                "after every add, so its scale never changes, at the price of a LayerNorm "
+                "Jacobian on the identity path (see gradients-at-init and output-change).",
+)
 
 PLACEMENTS = ("none", "pre", "post", "sandwich", "deepnorm")
 
@@ -107,52 +122,58 @@ def _profiles(cfg: Config, progress, steps) -> dict:
     return {"profile": prof, "post5": np.mean(post5, axis=0), "post5_sd": np.std(post5, axis=0)}
 
 
-def run(config: Config, progress=null_progress) -> Result:
-    cfg = config
-    steps = len(PLACEMENTS) * cfg.seeds
-    ch = _chapter(cfg)
-    pr = _profiles(cfg, progress, steps)
-    L = cfg.n_layers
-    l = np.arange(1, L + 1)
-    prof = pr["profile"]
-    lo, hi = 1 + l / 2, 1 + 1.5 * l
-    pre = prof["pre"]
-    pre_ok = bool(np.all((pre >= lo) & (pre <= hi)))
-    post5 = pr["post5"]
-    post5_err = float(np.max(np.abs(post5 - 1.5)))
+def measure(config: Config, ctx) -> dict:
+    steps = len(PLACEMENTS) * config.seeds
+    l = np.arange(1, config.n_layers + 1)
+    pr = _profiles(config, ctx.progress, steps)
+    return {"chapter": _chapter(config), "profile": pr["profile"], "post5": pr["post5"],
+            "post5_sd": pr["post5_sd"], "bounds": {"lo": 1 + l / 2, "hi": 1 + 1.5 * l},
+            "n_layers": config.n_layers}
+
+
+def _summary(data: dict, cfg: Config) -> dict:
+    """The numbers the checks and the headline read."""
+    prof = {k: np.asarray(v) for k, v in data["profile"].items()}
+    post5 = np.asarray(data["post5"])
+    return {"prof": prof, "pre": prof["pre"], "none": prof["none"], "post5": post5,
+            "post5_err": float(np.max(np.abs(post5 - 1.5))),
+            "lo": np.asarray(data["bounds"]["lo"]), "hi": np.asarray(data["bounds"]["hi"]),
+            "aligned": data["chapter"]["aligned"][-1], "orth": data["chapter"]["orthogonal"][-1]}
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    cfg, L = config, config.n_layers
+    s = _summary(data, cfg)
+    prof, pre, none, post5, lo, hi = (s[k] for k in ("prof", "pre", "none", "post5", "lo", "hi"))
     post_stream = np.sqrt(prof["post"])  # RMS after each block
-    none = prof["none"]
-    none_ok = bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0])
     expected = cfg.chapter_blocks * cfg.chapter_add
-    aligned, orth = ch["aligned"][-1], ch["orthogonal"][-1]
-    orth_expected = cfg.chapter_add * np.sqrt(cfg.chapter_blocks)
-    checks = [
+    return [
         Check(f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
               f"{cfg.chapter_add:g} give {expected:g}", f"{expected:g} (chapter 2.4 quiz)",
-              f"||x_{cfg.chapter_blocks}|| = {aligned:.12g}", "|measured - 20| < 1e-12",
-              abs(aligned - expected) < 1e-12, "chapter 2.4, section 2 and quiz"),
+              f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}", "|measured - 20| < 1e-12",
+              abs(s["aligned"] - expected) < 1e-12, "chapter 2.4, section 2 and quiz"),
         Check("the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
-              f"2 sqrt(10) = {orth_expected:.4f} (arithmetic)", f"||x_L|| = {orth:.4f}",
-              "shown, not counted", None, "arithmetic",
+              f"2 sqrt(10) = {cfg.chapter_add * np.sqrt(cfg.chapter_blocks):.4f} (arithmetic)",
+              f"||x_L|| = {s['orth']:.4f}", "shown, not counted", None, "arithmetic",
               note="random branches at initialization are close to orthogonal: the stream's "
                    "norm grows as sqrt(L) when the branches do not scale with the stream"),
         Check("without normalization the stream grows with depth",
               "'the scale of the running sum can grow roughly with the number of blocks'",
               f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
-              "strictly increasing in l and the last > 2 x the first", none_ok,
-              "chapter 2.4, section 2",
+              "strictly increasing in l and the last > 2 x the first",
+              bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0]), "chapter 2.4, section 2",
               note="each branch scales with its input here (no norm in front of it), so the "
                    "growth is geometric, not linear"),
         Check("Pre-LN: the stream grows linearly, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d",
-              f"Lemma 2 bounds; papers.md [D]: 13.25 at l=12 (bounds 7 to 19)",
+              "Lemma 2 bounds; papers.md [D]: 13.25 at l=12 (bounds 7 to 19)",
               f"E||x_l||^2/d = {fmt(pre[0])} at l=1 ... {fmt(pre[-1])} at l={L} "
               f"(bounds {lo[-1]:g} to {hi[-1]:g})", "inside the bounds at every l",
-              pre_ok, "Xiong et al. Lemma 2 [V]"),
+              bool(np.all((pre >= lo) & (pre <= hi))), "Xiong et al. Lemma 2 [V]"),
         Check("Post-LN holds the stream fixed: E||x^{post,5}||^2 = 1.5 d at every layer",
               "1.5 d for all l > 0 (Lemma 2); papers.md [D]: 1.50 +- 0.05",
               f"E||x^(post,5)||^2/d = {fmt(post5.min())} to {fmt(post5.max())} over l = 1..{L}; "
               f"stream RMS after each block {fmt(post_stream.min())} to {fmt(post_stream.max())}",
-              "|measured - 1.5| < 0.1 at every l (papers.md section 12)", post5_err < 0.1,
+              "|measured - 1.5| < 0.1 at every l (papers.md section 12)", s["post5_err"] < 0.1,
               "Xiong et al. Lemma 2 [V]"),
         Check("Sandwich (Peri-LN) and DeepNorm", "Peri-LN: bounded growth, about sqrt(l) "
               "(papers.md section 9)",
@@ -160,39 +181,16 @@ def run(config: Config, progress=null_progress) -> Result:
               f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
               "shown, not counted", None, "Kim et al. 2025 [S]; Wang et al. 2022"),
     ]
-    return Result(
-        name=NAME,
-        title=TITLE,
-        claim="Without normalization the residual stream x_L = x_0 + sum F_l grows with depth; "
-              "Pre-LN lets it grow (linearly in ||x||^2), Post-LN holds it fixed.",
-        citation=CITATION,
-        published="10 blocks adding 2 give 20 (chapter); Post-LN E||x^{post,5}||^2 = 1.5 d, "
-                  "Pre-LN between (1 + l/2) d and (1 + 3l/2) d (Xiong et al. Lemma 2)",
-        setting=f"normlab Residual (no norm) for the chapter's sum; normlab GPT as Xiong's "
-                f"simplified model (d={cfg.d_model}, one head, uniform bidirectional attention, ReLU "
-                f"FFN d->d, Xavier, Gaussian inputs), L={L}, {cfg.batch}x{cfg.seq_len} tokens, "
-                f"{cfg.seeds} seeds, {cfg.dtype}",
-        measured=f"chapter sum {aligned:g}; E||x_L||^2/d at l={L}: none {fmt(none[-1])}, "
-                 f"pre {fmt(pre[-1])}, post (x^post,5) {fmt(post5[-1])}; post max |dev from 1.5| "
-                 f"{fmt(post5_err)}",
-        checks=checks,
-        explanation="Every residual block adds its branch to the stream. With no norm the "
-                    "branches read the growing stream and grow with it. Pre-LN normalizes the "
-                    "branch's input, so each block adds about the same amount and ||x||^2 "
-                    "grows linearly: the final LayerNorm then has to divide by sqrt(l). Post-LN "
-                    "normalizes the stream itself after every add, so its scale never changes, "
-                    "at the price of a LayerNorm Jacobian on the identity path (see "
-                    "gradients-at-init and output-change).",
-        notes=["The simplified model attends bidirectionally (GPTConfig(causal=False)), as the "
-               "paper's analysis does; papers.md's simulation of it gives 13.25 for Pre-LN at "
-               "l=12. Uniform attention over a causal prefix adds a larger component shared "
-               "across positions and puts Pre-LN's growth nearer the upper bound."],
-        data={"chapter": ch, "profile": prof, "post5": post5, "post5_sd": pr["post5_sd"],
-              "bounds": {"lo": lo, "hi": hi}, "n_layers": L},
-    )
 
 
-def plot(result: Result, out_dir) -> list[str]:
+def headline(data: dict, config: Config) -> str:
+    s = _summary(data, config)
+    return (f"chapter sum {s['aligned']:g}; E||x_L||^2/d at l={config.n_layers}: none "
+            f"{fmt(s['none'][-1])}, pre {fmt(s['pre'][-1])}, post (x^post,5) "
+            f"{fmt(s['post5'][-1])}; post max |dev from 1.5| {fmt(s['post5_err'])}")
+
+
+def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     d = result.data

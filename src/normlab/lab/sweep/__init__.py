@@ -16,7 +16,8 @@ SerialExecutor())``), and ``lr_sensitivity(lrs, losses, loss_at_init)`` is the m
 
 Modules: ``spec`` (TOML specs, points, run ids), ``store`` (one directory per run, atomic
 writes), ``task`` (what a worker runs), ``executors`` (serial, process pool, Ray), ``runner``
-(``run_sweep``), ``summary`` (tables, metric, figures), ``cli`` (``normlab sweep``).
+(``run_sweep``), ``summary`` (tables, metric, figures). The command ``normlab sweep`` is
+``normlab.lab.commands.sweep``.
 """
 
 from .executors import ProcessPool, RayExecutor, RayUnavailable, SerialExecutor, default_workers

@@ -216,5 +216,80 @@ class RayExecutor:
                 ray.shutdown()
 
 
-__all__ = ["ProcessPool", "RayExecutor", "RayUnavailable", "SerialExecutor", "default_workers",
-           "import_ray"]
+# ---- where runs execute, as one name: the --workers / --ray flags of run, report and sweep -----
+EXECUTORS = ("pool", "pool:N", "serial", "ray:auto", "ray:local", "ray:local:N", "ray:HOST:PORT")
+
+
+def check_executor(spec: Any) -> str:
+    """Refuse an executor name that is not one of :data:`EXECUTORS` (N >= 1): a TypeError for a
+    value that is not a string, a ValueError for an unknown name."""
+    if not isinstance(spec, str):
+        raise TypeError(f"executor must be a string, one of {', '.join(EXECUTORS)}; "
+                        f"got {type(spec).__name__}")
+    head, _, tail = spec.partition(":")
+    ok = (spec in ("pool", "serial") or (head == "pool" and tail.isdigit() and int(tail) >= 1)
+          or (head == "ray" and bool(tail.strip()) and not tail.startswith("local:"))
+          or (tail.startswith("local:") and tail[6:].isdigit() and int(tail[6:]) >= 1))
+    if not ok:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}; got {spec!r}")
+    return spec
+
+
+def make_executor(spec: str, runs: int):
+    """The executor an executor name asks for: ``pool`` (a worker per core, at most one per run),
+    ``pool:N``, ``serial``, ``ray:auto``, ``ray:local`` (``ray:local:N``: N CPUs) or
+    ``ray:HOST:PORT``."""
+    head, _, tail = check_executor(spec).partition(":")
+    if spec == "serial":
+        return SerialExecutor()
+    if head == "ray":
+        if tail.startswith("local:"):
+            return RayExecutor("local", num_cpus=int(tail[6:]))
+        return RayExecutor(tail)
+    workers = int(tail) if tail else default_workers()
+    return ProcessPool(max(1, min(workers, runs)))
+
+
+def add_executor_arguments(p) -> None:
+    """``--workers`` / ``--ray``: where training runs execute (``normlab run``, ``report`` and
+    ``sweep``); every run is seeded, so the numbers do not depend on it."""
+    p.add_argument("--workers", metavar="N", default=None,
+                   help="processes of the local pool (default: one per core, at most one per "
+                   "run); with --ray local, the local instance's CPUs")
+    p.add_argument("--ray", metavar="auto|ADDRESS|local", default=None,
+                   help="run the training runs as Ray tasks: 'auto' joins the running cluster, "
+                   "ADDRESS (HOST:PORT or ray://HOST:PORT) that cluster, 'local' starts a "
+                   "private local instance to try it out; needs normlab[ray]")
+
+
+def executor_from_args(args) -> str:
+    """The executor name (see :func:`make_executor`) that ``--workers`` and ``--ray`` ask for;
+    bad values raise ``normlab.lab.cli.UsageError`` naming the flag."""
+    from ..cli import UsageError
+
+    workers = args.workers
+    if workers is not None:
+        text = str(workers)
+        if not text.isdigit() or int(text) < 1:
+            raise UsageError(f"--workers must be an integer >= 1; got {workers!r}")
+        workers = int(text)
+    if args.ray is None:
+        return "pool" if workers is None else f"pool:{workers}"
+    ray = str(args.ray).strip()
+    if not (ray in ("auto", "local") or _host_port(ray.removeprefix("ray://"))):
+        raise UsageError(f"--ray must be auto, local or HOST:PORT (a port 1-65535); got "
+                         f"{args.ray!r}")
+    if workers is not None and ray != "local":
+        raise UsageError("--workers sizes the local pool (or --ray local); on a Ray cluster its "
+                         "CPUs do")
+    return f"ray:{ray}" if workers is None else f"ray:local:{workers}"
+
+
+def _host_port(text: str) -> bool:
+    host, sep, port = text.rpartition(":")
+    return bool(sep and host and port.isdigit() and 1 <= int(port) <= 65535)
+
+
+__all__ = ["EXECUTORS", "ProcessPool", "RayExecutor", "RayUnavailable", "SerialExecutor",
+           "add_executor_arguments", "check_executor", "default_workers", "executor_from_args",
+           "import_ray", "make_executor"]

@@ -7,7 +7,11 @@ scripts, fonts, style sheets or images from the network.
 
 Each experiment's result is cached in ``OUT/<name>/result.json`` (with its figures) as soon as it
 finishes, so an interrupted report resumes where it stopped; a result is reused only when the
-configuration and the experiment's source are unchanged.
+configuration and the experiment's source are unchanged. ``--rejudge`` measures nothing: it judges
+the cached measurements again with the experiments' current rules and rewrites the page.
+
+Every argument is checked before any file is touched; the page and ``summary.json`` are written
+atomically (``normlab._files``).
 """
 
 from __future__ import annotations
@@ -19,21 +23,14 @@ import html
 import json
 import os
 import platform
-import sys
+import re
 import time
 import traceback
 from pathlib import Path
 
-from .experiment import (
-    NOT_REPRODUCED,
-    PARTLY,
-    REPRODUCED,
-    VERDICT_RULE,
-    Result,
-    add_size_arguments,
-    registry,
-    run_experiment,
-)
+from ..arguments import add_output_arguments, add_size_arguments
+from ..framework import NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICT_RULE, Result, registry
+from ..sweep.executors import add_executor_arguments
 
 DEFAULT_OUT = "normlab-report"
 REPORT_FILE = "report.html"
@@ -97,16 +94,43 @@ def _section(result: Result, exp_dir: Path | None) -> str:
             f"<td class='num'>{_e(c.measured)}</td><td>{_e(c.rule)}</td>"
             f"<td class='{_e(c.status)}'>{_e(c.status)}</td></tr>")
     parts.append("</table>")
-    if r.notes:
-        parts.append("<div class='note'><p><b>Notes and known differences.</b></p><ul>")
-        parts.extend(f"<li>{_e(n)}</li>" for n in r.notes)
-        parts.append("</ul></div>")
+    if r.notes.strip():
+        parts.append("<div class='note'><p><b>Notes and known differences.</b></p>"
+                     f"{markdown_html(r.notes)}</div>")
     parts.append(f"<p class='meta'>size {_e(r.size)}, run time {r.wall_s:.1f} s. "
                  f"Verdict rule: {_e(r.verdict_rule)}</p>")
     parts.append("<details><summary>configuration</summary><pre>"
                  f"{_e(json.dumps(r.config, indent=1))}</pre></details>")
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def markdown_html(text: str) -> str:
+    """The notes' markdown as HTML: paragraphs, ``- `` bullet lists (an indented line continues
+    an item) and `code`; everything else is escaped text."""
+    blocks: list[tuple[str, list[str]]] = []  # ("p" or "li", lines)
+    for line in text.splitlines():
+        if not line.strip():
+            blocks.append(("", []))
+        elif line.startswith("- "):
+            blocks.append(("li", [line[2:]]))
+        elif blocks and blocks[-1][0] and (line.startswith(" ") or blocks[-1][0] == "p"):
+            blocks[-1][1].append(line.strip())
+        else:
+            blocks.append(("p", [line.strip()]))
+    out, in_list = [], False
+    for kind, lines in blocks:
+        if kind != "li" and in_list:
+            out.append("</ul>")
+            in_list = False
+        if not kind:
+            continue
+        body = re.sub(r"`([^`]+)`", r"<code>\1</code>", _e(" ".join(lines)))
+        if kind == "li" and not in_list:
+            out.append("<ul>")
+            in_list = True
+        out.append(f"<li>{body}</li>" if kind == "li" else f"<p>{body}</p>")
+    return "".join(out + (["</ul>"] if in_list else []))
 
 
 def _error_section(name: str, error: str) -> str:
@@ -181,29 +205,27 @@ def write_report(
     use_cache: bool = True,
     show_progress: bool = True,
     executor: str = "pool",
+    rejudge: bool = False,
 ) -> tuple[Path, list[tuple[str, Result | None, Path | None, str]], float]:
-    """Run (or reuse) each experiment, then write ``out_dir/report.html``. ``executor`` runs the
-    training experiments' sweeps (``RunOptions.executor``: pool, pool:N, serial, ray:ADDRESS).
+    """Run (or reuse) each experiment, then write ``out_dir/report.html`` and ``summary.json``.
+    ``executor`` runs the training experiments' sweeps (pool, pool:N, serial, ray:ADDRESS);
+    ``rejudge`` measures nothing and judges the cached measurements again.
 
     Returns the page's path, the entries and this invocation's wall time in seconds.
     """
-    import numpy as np
-
-    from .. import __version__
-    from .progress import _Plain, reporter
+    from ..progress import _Plain, reporter
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = list(registry()) if names is None else list(names)
-    entries = []
     reused: list[str] = []
     t0 = time.perf_counter()
+    one = _rejudge_one if rejudge else _run_one(size, seed, out, use_cache, executor)
 
-    def one(rep, name):
+    def entry(rep, name):
         cb = rep.start(name)
         try:
-            o = run_experiment(name, size=size, seed=seed, out_dir=out, progress=cb,
-                               use_cache=use_cache, executor=executor)
+            o = one(name, out, cb)
         except KeyboardInterrupt:
             raise
         except Exception:  # the page reports it; the other experiments still run
@@ -212,19 +234,44 @@ def write_report(
             return (name, None, None, err)
         if o.reused:
             reused.append(name)
-        how = "cached" if o.reused else f"{o.result.wall_s:.1f} s"
+        how = "judged again" if rejudge else ("cached" if o.reused else f"{o.result.wall_s:.1f} s")
         rep.finish(name, f"{o.result.verdict} ({how})")
         return (name, o.result, o.out_dir, "")
 
     if show_progress:
         with reporter(len(names)) as rep:
-            entries = [one(rep, n) for n in names]
+            entries = [entry(rep, n) for n in names]
     else:
         rep = _Plain(open(os.devnull, "w"))
-        entries = [one(rep, n) for n in names]
+        entries = [entry(rep, n) for n in names]
     elapsed = time.perf_counter() - t0
+    _write_page(out, entries, _meta(size, entries, elapsed, reused), elapsed, reused, size)
+    return out / REPORT_FILE, entries, elapsed
+
+
+def _run_one(size, seed, out, use_cache, executor):
+    from ..framework import run_experiment
+
+    def one(name, out_dir, progress):
+        return run_experiment(name, size=size, seed=seed, out_dir=out_dir, progress=progress,
+                              use_cache=use_cache, executor=executor)
+
+    return one
+
+
+def _rejudge_one(name, out_dir, progress):
+    from ..framework import rejudge
+
+    return rejudge(name, out_dir)
+
+
+def _meta(size: str, entries, elapsed: float, reused: list[str]) -> dict:
+    import numpy as np
+
+    from ... import __version__
+
     compute = sum(r.wall_s for _, r, _, _ in entries if r is not None)
-    meta = {
+    return {
         "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "size": size,
         "experiments' run time (sum)": f"{compute:.0f} s",
@@ -237,12 +284,17 @@ def write_report(
         "threads": ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in
                              ("OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")),
     }
-    path = out / REPORT_FILE
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(build_html(entries, meta), encoding="utf-8")
-    os.replace(tmp, path)
+
+
+def _write_page(out: Path, entries, meta: dict, elapsed: float, reused: list[str],
+                size: str) -> None:
+    """``report.html`` and ``summary.json``, each written atomically."""
+    from ..._files import atomic_write, write_json
+
+    atomic_write(out / REPORT_FILE, build_html(entries, meta), what="report page")
     summary = {
-        "size": size, "wall_s_this_invocation": elapsed, "wall_s_experiments": compute,
+        "size": size, "wall_s_this_invocation": elapsed,
+        "wall_s_experiments": sum(r.wall_s for _, r, _, _ in entries if r is not None),
         "reused": reused,
         "experiments": [
             {"name": n, "verdict": (r.verdict if r is not None else "error"),
@@ -250,36 +302,53 @@ def write_report(
              "wall_s": (r.wall_s if r is not None else None)}
             for n, r, _, err in entries],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    return path, entries, elapsed
+    write_json(out / "summary.json", summary, what="report summary")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT}/)")
+    add_output_arguments(p, DEFAULT_OUT, "output folder")
     add_size_arguments(p)
-    p.add_argument("--seed", type=int, default=None, help="seed for every experiment")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
     p.add_argument("--no-cache", action="store_true",
                    help="recompute every experiment instead of reusing finished results")
-    from .run import add_executor_arguments
-
+    p.add_argument("--rejudge", action="store_true",
+                   help="measure nothing: judge the cached measurements in OUT again with the "
+                   "experiments' current rules, and rewrite the page")
     add_executor_arguments(p)
 
 
-def main(args: argparse.Namespace) -> int:
-    from .run import executor_of
+def check_names(names: list[str] | None) -> list[str] | None:
+    """``--only``'s names, each a known experiment (hyphens or underscores); refused otherwise
+    with the closest name and the list."""
+    from ... import _checks as ck
+    from ..arguments import check_flag
 
-    path, entries, elapsed = write_report(args.out, size=args.size, names=args.only,
-                                          seed=args.seed, use_cache=not args.no_cache,
-                                          executor=executor_of(args))
+    if names is None:
+        return None
+    known = list(registry())
+    spelled = [str(n).replace("_", "-") for n in names]
+    check_flag(lambda v, flag: ck.known_keys(v, known, f"experiment in {flag}"), spelled,
+               "--only")
+    return spelled
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..arguments import check_output_arguments, make_output_dir
+    from ..cli import UsageError
+    from ..sweep.executors import executor_from_args
+
+    seed = check_output_arguments(args)
+    names = check_names(args.only)
+    executor = executor_from_args(args)
+    if args.rejudge and (args.no_cache or seed is not None):
+        raise UsageError("--rejudge measures nothing: it takes no --no-cache or --seed")
+    make_output_dir(args.out)
+    path, entries, elapsed = write_report(args.out, size=args.size, names=names, seed=seed,
+                                          use_cache=not args.no_cache, executor=executor,
+                                          rejudge=args.rejudge)
     print()
     for name, r, _, err in entries:
         verdict = r.verdict if r is not None else "did not finish"
         print(f"{name:<26} {verdict:<18} {r.measured if r is not None else ''}")
     print(f"\nwrote {path} in {elapsed:.0f} s")
     return 1 if any(r is None for _, r, _, _ in entries) else 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(argparse.Namespace(out=DEFAULT_OUT, size="quick", only=None, seed=None,
-                                     no_cache=False, workers=None, ray=None)))

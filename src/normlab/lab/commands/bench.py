@@ -15,7 +15,6 @@ ratios with the thread count and library versions; ``--json PATH`` writes the sa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 OPS = ("layer_norm", "rms_norm", "add_layer_norm")
@@ -36,9 +35,9 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool):
     """{(impl, pass): callable} for one op and shape; impl in kernel/reference/torch."""
     import numpy as np
 
-    from .. import functional as F
-    from .. import kernels as K
-    from ..functional import add_norm as A
+    from ... import functional as F
+    from ... import kernels as K
+    from ...functional import add_norm as A
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(rows, d)).astype(np.float32)
@@ -126,8 +125,8 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
         stream=sys.stdout) -> dict:
     import numpy as np
 
-    from .. import kernels as K
-    from .timing import environment, measure
+    from ... import kernels as K
+    from ..timing import environment, measure
 
     compile_s = K.warm_up()
     env = environment()
@@ -193,10 +192,46 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
     return results
 
 
+ARRAYS = 12  # float32 arrays of rows x d alive at once (inputs, outputs, gradients, torch's)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every flag, before anything is compiled or timed: counts >= 1, the arrays within half the
+    machine's memory, ``--json`` a new or regular file in an existing folder. Raises UsageError."""
+    from ... import _checks as ck
+    from ..._files import check_output_path
+    from ..arguments import check_flag
+    from ..cli import UsageError
+
+    check_flag(ck.integer, args.rows, "--rows", lo=1)
+    check_flag(ck.integer, args.repeats, "--repeats", lo=1)
+    for d in args.widths:
+        check_flag(ck.integer, d, "--widths", lo=1)
+    need = ARRAYS * 4 * args.rows * max(args.widths)
+    have = _memory_bytes()
+    if have and need > have // 2:
+        raise UsageError(f"--rows {args.rows} x --widths {max(args.widths)} needs about "
+                         f"{need / 2**30:.1f} GiB for its arrays; this machine has "
+                         f"{have / 2**30:.1f} GiB (at most half is used)")
+    check_flag(lambda path, flag: check_output_path(path, what=flag), args.json, "--json")
+
+
+def _memory_bytes() -> int:
+    """Physical memory in bytes (0 where the system does not say)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    from ..._files import write_json
+
+    check_arguments(args)
     results = run(args.rows, args.widths, args.repeats, args.ops, not args.no_reference)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+        write_json(args.json, results, what="--json")
         print(f"wrote {args.json}")
     return 0

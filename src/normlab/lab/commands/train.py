@@ -25,62 +25,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import re
 import sys
-import typing
 
 ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
            "batch_size": ["--batch"], "seq_len": ["--seq"]}
 NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
 
 
-def _field_comments(cls) -> dict[str, str]:
-    """``name -> comment`` from the ``name: type = default  # comment`` lines of a dataclass."""
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):  # pragma: no cover - source not available
-        return {}
-    pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")
-    return {m.group(1): m.group(2).strip() for m in map(pattern.match, source.splitlines()) if m}
-
-
-def _optional(parse):
-    def parser(text: str):
-        return None if text.lower() == "none" else parse(text)
-
-    parser.__name__ = parse.__name__
-    return parser
-
-
-def _add_fields(group, cls, defaults, prefix: str) -> None:
-    comments = _field_comments(cls)
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.name in NOT_FLAGS:
-            continue
-        hint = hints[f.name]
-        default = getattr(defaults, f.name)
-        optional = type(None) in typing.get_args(hint)
-        base = next((t for t in typing.get_args(hint) if t is not type(None)), hint)
-        help_ = f"{comments.get(f.name, f.name)} (default: {default})"
-        names = [f"--{f.name.replace('_', '-')}", *ALIASES.get(f.name, [])]
-        dest = prefix + f.name
-        if base is bool:
-            group.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_)
-            continue
-        parse = _optional(base) if optional else base
-        metavar = f.name.upper() + ("|none" if optional else "")
-        group.add_argument(*names, dest=dest, type=parse, default=None, metavar=metavar, help=help_)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..models import GPTConfig
-    from ..train.config import TrainConfig, default_model
+    from ...models import GPTConfig
+    from ...train.config import TrainConfig, default_model
+    from ..arguments import add_config_arguments
 
-    _add_fields(p.add_argument_group("model"), GPTConfig, default_model(), "model.")
-    _add_fields(p.add_argument_group("training"), TrainConfig, TrainConfig(), "")
+    add_config_arguments(p.add_argument_group("model"), GPTConfig, prefix="model.", flag_prefix="",
+                         defaults=default_model(), skip=NOT_FLAGS, aliases=ALIASES)
+    add_config_arguments(p.add_argument_group("training"), TrainConfig, skip=NOT_FLAGS,
+                         aliases=ALIASES)
     out = p.add_argument_group("output")
     out.add_argument("--json", metavar="PATH", help="write the config, per-step metrics and summary "
                      "to PATH as JSON (written atomically)")
@@ -97,15 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, base=None):
     """A TrainConfig: ``base`` (default: the defaults) with every flag that was given."""
-    from ..train.config import TrainConfig
+    from ...train.config import TrainConfig
+    from ..arguments import config_overrides
 
     base = TrainConfig() if base is None else base
-    given = {k: v for k, v in vars(args).items() if v is not None}
-    model_kw = {k[len("model."):]: v for k, v in given.items() if k.startswith("model.")}
-    train_names = {f.name for f in dataclasses.fields(TrainConfig)} - {"model"}
-    train_kw = {k: v for k, v in given.items() if k in train_names}
-    model = dataclasses.replace(base.model, **model_kw)
-    return dataclasses.replace(base, model=model, **train_kw)
+    return base.with_overrides(config_overrides(args))
 
 
 def keep_freed_memory() -> bool:
@@ -134,8 +91,8 @@ def flag(field: str) -> str:
 def _config_error(exc: Exception) -> str:
     """A config's message with its field written as the flag (``config: lr must ...`` ->
     ``--lr must ...``)."""
-    from ..models import GPTConfig
-    from ..train.config import TrainConfig
+    from ...models import GPTConfig
+    from ...train.config import TrainConfig
 
     text = str(exc).removeprefix("config: ")
     names = {f.name for f in dataclasses.fields(TrainConfig)} | {f.name for f in dataclasses.fields(GPTConfig)}
@@ -148,17 +105,20 @@ def _config_error(exc: Exception) -> str:
 def _check_data_flags(args: argparse.Namespace) -> None:
     """``--data-path`` alone means ``--data file`` (said on stderr); with another ``--data`` it
     is refused, and so is ``--vocab-size`` where a corpus sets the vocabulary."""
-    from .cli import UsageError
+    from ..arguments import OVERRIDE
+    from ..cli import UsageError
 
-    if args.data_path is not None:
-        if args.data is None:
-            args.data = "file"  # said once every check has passed (a refusal stays one line)
+    data = getattr(args, OVERRIDE + "data")
+    if getattr(args, OVERRIDE + "data_path") is not None:
+        if data is None:
+            data = "file"  # said once every check has passed (a refusal stays one line)
+            setattr(args, OVERRIDE + "data", data)
             args.data_implied = True
-        elif args.data != "file":
-            raise UsageError(f"--data-path is read only with --data file; got --data {args.data} "
+        elif data != "file":
+            raise UsageError(f"--data-path is read only with --data file; got --data {data} "
                              f"(drop --data-path, or give --data file)")
-    if args.data in ("pydoc", "file") and getattr(args, "model.vocab_size") is not None:
-        raise UsageError(f"--vocab-size: with --data {args.data} the corpus sets the vocabulary "
+    if data in ("pydoc", "file") and getattr(args, OVERRIDE + "model.vocab_size") is not None:
+        raise UsageError(f"--vocab-size: with --data {data} the corpus sets the vocabulary "
                          f"(its distinct characters); drop --vocab-size")
 
 
@@ -177,8 +137,8 @@ def _check_paths(args: argparse.Namespace, cfg) -> None:
     its own run or with --overwrite."""
     from pathlib import Path
 
-    from .._files import check_distinct, check_output_path
-    from .cli import UsageError
+    from ..._files import check_distinct, check_output_path
+    from ..cli import UsageError
 
     outputs = {"--json": args.json, "--checkpoint": args.checkpoint}
     try:
@@ -203,14 +163,14 @@ def _build(args: argparse.Namespace):
     """The checked config and the trainer (a fresh one, or the one saved in --resume); a
     UsageError naming the flag for anything that cannot run. Returns (trainer, None) or (None,
     message) when a resume has nothing to do."""
-    from .._files import check_input_file
-    from ..train import CheckpointError, Trainer
-    from ..train import checkpoint as ckpt
-    from ..train.budget import MemoryBudgetError, check_memory
-    from ..train.config import TrainConfig
-    from ..train.data import MAX_TEXT_BYTES
-    from ..train.trainer import same_run
-    from .cli import UsageError
+    from ..._files import check_input_file
+    from ...train import CheckpointError, Trainer
+    from ...train import checkpoint as ckpt
+    from ...train.budget import MemoryBudgetError, check_memory
+    from ...train.config import TrainConfig
+    from ...train.data import MAX_TEXT_BYTES
+    from ...train.trainer import same_run
+    from ..cli import UsageError
 
     if args.checkpoint_every is not None and (args.checkpoint is None or args.checkpoint_every < 1):
         raise UsageError("--checkpoint-every needs --checkpoint PATH and N >= 1")
@@ -262,8 +222,8 @@ def _build(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    from .._files import dumps_json, atomic_write
-    from .progress import reporter
+    from ..._files import write_json
+    from ..progress import reporter
 
     trainer, nothing = _build(args)
     if getattr(args, "data_implied", False):
@@ -286,7 +246,7 @@ def main(args: argparse.Namespace) -> int:
             result = trainer.run(progress=rep.start("train"), **run)
             rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
     if args.json is not None:
-        atomic_write(args.json, dumps_json(result.to_dict(), indent=1) + "\n", what="--json")
+        write_json(args.json, result.to_dict(), what="--json", indent=1)
     if result.stopped is not None and args.checkpoint is not None:
         print(f"normlab train: the run stopped early; {args.checkpoint} was not written (it keeps "
               f"what it held)", file=sys.stderr)

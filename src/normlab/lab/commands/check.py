@@ -1,10 +1,11 @@
 """``normlab check``: gradient-check every op and compare it with PyTorch.
 
 For each op, the float64 row checks the hand-written backward against central finite differences
-and the forward against PyTorch in float64. The float32, float16 and bfloat16 rows compare
-normlab and PyTorch *each against PyTorch's float64 result on the same rounded inputs*: an op
-passes when its error is at most twice PyTorch's plus a few units of the format's epsilon (the
-tolerance pattern of flash-attention's tests), so neither library is taken as exact.
+and the forward and backward against PyTorch in float64. The float32, float16 and bfloat16 rows
+compare normlab and PyTorch *each against PyTorch's float64 result on the same rounded inputs*
+(``normlab.testing.parity``, the driver the tests use, with the same tolerances): an op passes
+when its error is at most twice PyTorch's plus a few units of the format's epsilon (the tolerance
+pattern of flash-attention's tests), so neither library is taken as exact.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from .. import functional as Fn
-from ..testing import errors, format_eps, gradcheck
+from ... import functional as Fn
+from ...testing import gradcheck
+from ...testing.parity import DEFAULT, GEMM, Tolerance, dyt_scales
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 
@@ -33,8 +35,8 @@ class OpCheck:
     backward: Callable[[np.ndarray, Any], tuple]  # -> gradients in the order of inputs
     torch: Callable[..., Any] | None = None  # torch(**tensors) -> out tensor, or None
     out_mask: Callable[[dict], np.ndarray] | None = None  # outputs that carry gradient
-    min_ulps: float = 0.0  # low formats: an error this many epsilons passes (matrix products,
-    #                        whose sums torch orders differently)
+    tol: Tolerance = DEFAULT  # GEMM for matrix products, whose sums torch orders differently
+    scales: Callable | None = None  # natural magnitudes of gradients that are sums (parity)
 
 
 def _norm_inputs(rng, shape=(3, 5, 16), params=("gamma", "beta")):
@@ -74,7 +76,7 @@ def _bn(training, mask=None):
 def _torch_ops():
     """PyTorch's versions, or None when torch is not installed."""
     try:
-        from ..testing import oracles as O
+        from ...testing import oracles as O
     except ImportError:
         return None
     import torch
@@ -152,40 +154,40 @@ def op_checks() -> list[OpCheck]:
         OpCheck("batch_norm(eval)", _bn_inputs, bn_eval, bn_eval_b),
         OpCheck("dyt", lambda rng: {"x": rng.normal(size=(3, 5, 16)), "alpha": np.array(0.7),
                                     "gamma": rng.normal(size=16), "beta": rng.normal(size=16)},
-                Fn.dyt_forward, Fn.dyt_backward),
+                Fn.dyt_forward, Fn.dyt_backward, scales=dyt_scales),
         OpCheck("dropout(p=0.3)", lambda rng: {"x": rng.normal(size=(3, 5, 16))},
                 _dropout_forward, Fn.dropout_backward),
         OpCheck("linear", lambda rng: {"x": rng.normal(size=(3, 5, 16)),
                                        "weight": rng.normal(size=(12, 16)) / 4,
                                        "bias": rng.normal(size=12)},
-                Fn.linear_forward, Fn.linear_backward, min_ulps=64),
+                Fn.linear_forward, Fn.linear_backward, tol=GEMM),
         OpCheck("embedding", lambda rng: {"weight": rng.normal(size=(11, 16))},
                 partial(Fn.embedding_forward, _IDS),
-                lambda dout, cache: Fn.embedding_backward(dout, cache)[1:], min_ulps=64),
+                lambda dout, cache: Fn.embedding_backward(dout, cache)[1:], tol=GEMM),
         OpCheck("gelu(tanh)", lambda rng: {"x": rng.normal(0, 2, size=(3, 5, 16))},
-                partial(Fn.gelu_forward, approximate="tanh"), Fn.gelu_backward, min_ulps=64),
+                partial(Fn.gelu_forward, approximate="tanh"), Fn.gelu_backward, tol=GEMM),
         OpCheck("gelu(erf)", lambda rng: {"x": rng.normal(0, 2, size=(3, 5, 16))},
-                Fn.gelu_forward, Fn.gelu_backward, min_ulps=64),
+                Fn.gelu_forward, Fn.gelu_backward, tol=GEMM),
         OpCheck("relu", lambda rng: {"x": rng.normal(0, 2, size=(3, 5, 16))},
                 Fn.relu_forward, Fn.relu_backward),
         OpCheck("swiglu", lambda rng: {"a": rng.normal(0, 2, size=(3, 5, 16)),
                                        "b": rng.normal(size=(3, 5, 16))},
-                Fn.swiglu_forward, Fn.swiglu_backward, min_ulps=64),
+                Fn.swiglu_forward, Fn.swiglu_backward, tol=GEMM),
         OpCheck("softmax", lambda rng: {"x": rng.normal(0, 3, size=(3, 5, 16))},
-                Fn.softmax_forward, Fn.softmax_backward, min_ulps=64),
+                Fn.softmax_forward, Fn.softmax_backward, tol=GEMM),
         OpCheck("attention", _heads, Fn.attention_forward, _first(3, Fn.attention_backward),
-                min_ulps=64),
+                tol=GEMM),
         OpCheck("attention(qk-norm, rope, cap)", partial(_heads, qk_norm=True),
                 partial(Fn.attention_forward, qk_norm="rmsnorm", rope=_ROPE, softcap=2.0),
-                _first(5, Fn.attention_backward), min_ulps=64),
+                _first(5, Fn.attention_backward), tol=GEMM),
         OpCheck("cross_entropy", lambda rng: {"logits": rng.normal(0, 3, size=(3, 5, 13))},
                 partial(Fn.cross_entropy_forward, targets=_TARGETS),
-                _first(1, Fn.cross_entropy_backward), min_ulps=64),
+                _first(1, Fn.cross_entropy_backward), tol=GEMM),
         OpCheck("cross_entropy(cap, z, smooth)",
                 lambda rng: {"logits": rng.normal(0, 3, size=(3, 5, 13))},
                 partial(Fn.cross_entropy_forward, targets=_TARGETS, softcap=3.0, z_loss=1e-2,
                         label_smoothing=0.1),
-                _first(1, Fn.cross_entropy_backward), min_ulps=64),
+                _first(1, Fn.cross_entropy_backward), tol=GEMM),
     ]
 
 
@@ -202,52 +204,28 @@ class Row:
     note: str = ""
 
 
-def _cast(d: dict[str, np.ndarray], dtype: np.dtype) -> dict[str, np.ndarray]:
-    return {k: v.astype(dtype) for k, v in d.items()}
-
-
 def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
-    rng = np.random.default_rng(rng_seed)
-    base = op.inputs(rng)
+    """One op in one dtype: finite differences (float64) and PyTorch parity (``torch_parity``)."""
+    from ...testing.parity import torch_parity
+
+    base = op.inputs(np.random.default_rng(rng_seed))
     dtype = np.dtype(getattr(ml_dtypes, dtype_name) if dtype_name == "bfloat16" else dtype_name)
-    inputs = _cast(base, dtype)
-    exact = _cast(inputs, np.float64)  # the rounded inputs, exactly, in float64
     row = Row(op.name, dtype_name)
-    out, cache = op.forward(*inputs.values())
-    dout64 = np.random.default_rng(rng_seed + 1).normal(size=out.shape)
-    if op.out_mask is not None:
-        dout64 = dout64 * op.out_mask(base)
-    dout = dout64.astype(dtype)
-    grads = op.backward(dout, cache)
-    grads = dict(zip(inputs, grads if isinstance(grads, tuple) else (grads,)))
-    eps = format_eps(dtype)
+    mask = None if op.out_mask is None else op.out_mask(base)  # padded outputs: don't-care
     if dtype_name == "float64":
-        fwd = op.forward
-        if op.out_mask is not None:
-            mask = op.out_mask(base)
-            fwd = lambda *a: (op.forward(*a)[0] * mask, op.forward(*a)[1])  # noqa: E731
-        rep = gradcheck(fwd, op.backward, exact, rng=np.random.default_rng(rng_seed + 2))
-        row.fd = rep.max_rel
-        row.ok = rep.passed
+        fwd = op.forward if mask is None else (
+            lambda *a: (op.forward(*a)[0] * mask, op.forward(*a)[1]))
+        rep = gradcheck(fwd, op.backward, base, rng=np.random.default_rng(rng_seed + 2))
+        row.fd, row.ok = rep.max_rel, rep.passed
     if torch_fn is None:
         return row
-    from ..testing import oracles as O
-
-    wrt = tuple(k for k, g in grads.items() if g is not None)
-    ref_out, ref_grads = O.vjp(torch_fn, exact, np.asarray(dout, np.float64), wrt)
-    t_out, t_grads = O.vjp(torch_fn, inputs, dout, wrt)
-    keep = 1.0 if op.out_mask is None else op.out_mask(base)  # padded outputs are don't-care
-    row.fwd = errors(out.astype(np.float64) * keep, ref_out.astype(np.float64) * keep)[1]
-    row.fwd_torch = errors(t_out.astype(np.float64) * keep, ref_out.astype(np.float64) * keep)[1]
-    row.bwd = max(errors(grads[k], ref_grads[k])[1] for k in wrt)
-    row.bwd_torch = max(errors(t_grads[k], ref_grads[k])[1] for k in wrt)
-    if dtype_name == "float64":
-        row.ok &= row.fwd <= 1e-12 and row.bwd <= 1e-10
-    else:
-        def within(ours, theirs):
-            return ours <= max(2 * theirs + 8 * eps, op.min_ulps * eps)
-
-        row.ok &= within(row.fwd, row.fwd_torch) and within(row.bwd, row.bwd_torch)
+    report = torch_parity(op.forward, op.backward, torch_fn, base, dtype,
+                          np.random.default_rng(rng_seed + 1), out_keep=mask, scales=op.scales, tol=op.tol)
+    row.fwd, row.fwd_torch = report.forward.ours, report.forward.torch
+    row.bwd, row.bwd_torch = report.backward()
+    row.ok &= report.ok
+    if not report.ok:
+        row.note = report.failures()
     return row
 
 

@@ -17,9 +17,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also print the precision-policy presets")
 
 
-def main(args: argparse.Namespace) -> int:
-    from ..precision import PRESETS, format_table, get_format
+def check_values(names: list[str]) -> list:
+    """``--values``' formats, each known and of at most 8 bits; refused (UsageError) otherwise."""
+    from ...precision import get_format
+    from ..cli import UsageError
 
+    formats = []
+    for name in names:
+        try:
+            fmt = get_format(name, "--values")
+        except (TypeError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+        if fmt.bits > 8:
+            raise UsageError(f"--values lists formats of at most 8 bits; {name} has {fmt.bits}")
+        formats.append(fmt)
+    return formats
+
+
+def main(args: argparse.Namespace) -> int:
+    from ...precision import PRESETS, format_table
+
+    formats = check_values(args.values)
     print(format_table())
     print()
     print("eps = 2^-M, the gap above 1.0 (unit roundoff u = eps/2). Names are ml_dtypes'; "
@@ -27,15 +45,7 @@ def main(args: argparse.Namespace) -> int:
           "(e4m3fn: 464 -> 448, 465 -> NaN; saturate with overflow=\"saturate\").\n"
           "float8_e8m0fnu is the MX scale: unsigned powers of two 2^-127 .. 2^127, no zero, "
           "0xFF = NaN.")
-    for name in args.values:
-        try:
-            fmt = get_format(name, "--values")
-        except ValueError as exc:
-            print(f"error: {exc}")
-            return 2
-        if fmt.bits > 8:
-            print(f"error: --values lists formats of at most 8 bits; {name} has {fmt.bits}")
-            return 2
+    for fmt in formats:
         print()
         print(fmt.describe())
         print("  " + " ".join(f"{v:g}" for v in fmt.values()))

@@ -31,13 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC.toml", help="the sweep: [base], [grid], [random], seeds")
     p.add_argument("--out", metavar="DIR", default=None,
                    help=f"the results store (default: {DEFAULT_ROOT}/<spec name>)")
-    p.add_argument("--workers", type=int, metavar="N", default=None,
-                   help="processes of the local pool (default: one per core, at most one per "
-                   "point); with --ray local, the local instance's CPUs")
-    p.add_argument("--ray", metavar="auto|ADDRESS|local", default=None,
-                   help="run the points as Ray tasks: 'auto' joins the running cluster, ADDRESS "
-                   "(HOST:PORT or ray://HOST:PORT) that cluster, 'local' starts a private local "
-                   "instance to try it out; needs normlab[ray]")
+    from ..sweep.executors import add_executor_arguments
+
+    add_executor_arguments(p)
     p.add_argument("--summary", action="store_true",
                    help="run nothing: print the table and write the plots to OUT/summary/")
     p.add_argument("--lr-range", nargs=2, type=float, metavar=("A", "B"), default=None,
@@ -64,12 +60,12 @@ def main(args: argparse.Namespace) -> int:
     import threading
 
     from ...train.budget import MemoryBudgetError
-    from . import (RayExecutor, SpecError, SweepSpec, load_spec, plot_summary, print_summary,
-                   read_sweep, run_sweep, summarize)
-    from .executors import ProcessPool, RayUnavailable, default_workers, import_ray
-    from .runner import check_points_fit, note
-    from .spec import MAX_POINTS
-    from .store import FAILED, StoreError
+    from ..sweep import (SpecError, SweepSpec, load_spec, plot_summary, print_summary,
+                         read_sweep, run_sweep, summarize)
+    from ..sweep.executors import RayUnavailable, executor_from_args, import_ray, make_executor
+    from ..sweep.runner import check_points_fit, note
+    from ..sweep.spec import MAX_POINTS
+    from ..sweep.store import FAILED, StoreError
 
     def refuse(message: str) -> int:
         print(f"normlab sweep: {message}", file=sys.stderr)
@@ -77,10 +73,7 @@ def main(args: argparse.Namespace) -> int:
 
     if args.max_points is not None and args.max_points < 1:
         return refuse(f"--max-points must be an integer >= 1; got {args.max_points}")
-    if args.workers is not None and args.workers < 1:
-        return refuse(f"--workers must be >= 1; got {args.workers}")
-    if args.ray is not None and args.workers is not None and args.ray != "local":
-        return refuse("--workers sizes the local pool (or --ray local); on a Ray cluster its CPUs do")
+    where = executor_from_args(args)
     cap = args.max_points or MAX_POINTS
     try:
         spec: SweepSpec = load_spec(args.spec, max_points=None if args.dry_run else cap)
@@ -115,7 +108,8 @@ def main(args: argparse.Namespace) -> int:
 
         try:
             files = plot_summary(summary, out / SUMMARY_DIR)
-            write_json(out / SUMMARY_DIR / "summary.json", summary.to_dict(), what="summary", indent=1)
+            write_json(out / SUMMARY_DIR / "summary.json", summary.to_dict(), what="sweep summary",
+                       indent=1)
         except OSError as exc:
             return refuse(f"--out {out}: cannot write the summary: {exc.strerror or exc}")
         except ValueError as exc:
@@ -127,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         check_points_fit(todo)
         if todo:
-            from .store import RunStore
+            from ..sweep.store import RunStore
 
             RunStore(out).check_writable()
     except (MemoryBudgetError, StoreError) as exc:
@@ -137,9 +131,7 @@ def main(args: argparse.Namespace) -> int:
             import_ray()
         except RayUnavailable as exc:
             return refuse(f"--ray {args.ray}: {exc}")
-        executor = RayExecutor("local" if args.ray == "local" else args.ray, num_cpus=args.workers)
-    else:
-        executor = ProcessPool(args.workers or max(1, min(default_workers(), len(todo))))
+    executor = make_executor(where, max(len(todo), 1))
     print(f"normlab sweep: {len(points)} points from {args.spec} on {executor.describe()}; "
           f"store {out}", file=sys.stderr)
 
@@ -182,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _varied(varied: dict) -> str:
-    from .spec import short_name
+    from ..sweep.spec import short_name
 
     return " ".join(f"{short_name(k)}={v}" for k, v in varied.items())
 

@@ -1,0 +1,417 @@
+"""The lab's framework: an experiment is a card, a measurement and a judgement.
+
+An experiment is a module in ``normlab.lab.experiments`` that reads top to bottom as
+
+* ``CARD``: a :class:`Card` (name, title, citation, claim, published figure, method,
+  explanation): the text that does not depend on a measurement;
+* ``Config``: a frozen dataclass, a comment per field, with a ``seed`` field; its defaults are the
+  ``quick`` size, and ``SIZES = {"tiny": {...}, "quick": {}, "full": {...}}`` holds the overrides
+  of each size (dotted names reach into a nested config: ``"base.steps"``); ``tiny`` runs in
+  seconds and is what the tests use. A training experiment has one ``base: TrainConfig`` field
+  (the model, data and optimizer of every run) plus its grid;
+* ``measure(config, ctx) -> dict``: pure and seeded; JSON-able data, nothing written.
+  ``ctx`` (:class:`RunContext`) carries the progress callback, the executor and the sweep store;
+* ``judge(data, config) -> list[Check]``: the side-by-side rows from the data alone, and
+  ``headline(data, config) -> str``: the headline measured numbers;
+* ``plot(result, out_dir) -> list[str]``: PNG figures from ``result.data``; their file names.
+
+Longer notes (known differences, knobs tried) are ``experiments/notes/<module>.md``, embedded in
+the report. The framework builds the :class:`Result`: the card's text, the setting written from
+the config and the size table, the checks, and the verdict by one stated rule,
+:data:`VERDICT_RULE`. Since ``judge`` reads only the data, a cached measurement can be judged
+again without rerunning it (:func:`rejudge`, ``normlab report --rejudge``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from .._files import jsonable, read_json, write_json
+from .sweep.executors import check_executor
+
+REPRODUCED = "reproduced"
+PARTLY = "partly reproduced"
+NOT_REPRODUCED = "not reproduced"
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED)
+
+VERDICT_RULE = (
+    "reproduced when every counted check passes; partly reproduced when at least one passes but "
+    "not all; not reproduced when none passes. Rows marked 'shown' (a documented difference from "
+    "the paper, or a number with no published counterpart) are reported but not counted."
+)
+
+SIZES = ("tiny", "quick", "full")
+RESULT_FILE = "result.json"
+NOTES_DIR = Path(__file__).with_name("experiments") / "notes"
+
+
+# ---- what an experiment says, and what it returns ------------------------------------------
+class Card(NamedTuple):
+    """The text of an experiment that no measurement changes."""
+
+    name: str  # the CLI name, with hyphens
+    title: str  # a human title
+    citation: str  # the papers (and chapter) the claim comes from
+    claim: str  # the headline claim, one or two sentences
+    published: str  # the headline published number or figure, as text
+    method: str  # what is measured and how (the sizes come from the config, never from here)
+    explanation: str = ""  # a short paragraph for the report
+
+
+@dataclass
+class Check:
+    """One row of the side-by-side table: a claim, the paper's number, ours, and the rule."""
+
+    claim: str  # what is claimed, in one line
+    published: str  # the paper's number or figure, as text ("-" when the paper gives none)
+    measured: str  # our number(s), as text
+    rule: str  # the pass rule, stated in terms of the numbers
+    passed: bool | None  # True / False; None = shown but not counted (documented difference)
+    source: str = ""  # citation and provenance tag, e.g. "Xiong et al. 2020, Lemma 2 [V]"
+    note: str = ""  # a known difference from the paper, or what the number means
+
+    @property
+    def status(self) -> str:
+        return "shown" if self.passed is None else ("pass" if self.passed else "FAIL")
+
+
+def verdict_of(checks: list[Check]) -> str:
+    """The verdict by :data:`VERDICT_RULE`."""
+    counted = [c.passed for c in checks if c.passed is not None]
+    if not counted:
+        raise ValueError("a Result needs at least one counted check (passed True or False)")
+    if all(counted):
+        return REPRODUCED
+    return PARTLY if any(counted) else NOT_REPRODUCED
+
+
+@dataclass
+class Result:
+    """What the framework makes of a measurement: claims, numbers, checks, the data behind the
+    plots."""
+
+    name: str  # the experiment's CLI name
+    title: str  # a human title
+    claim: str  # the headline claim, one or two sentences
+    citation: str  # the papers (and chapter) the claim comes from
+    published: str  # the headline published number or figure, as text
+    setting: str  # our setting: the method, then the configuration's values
+    measured: str  # the headline measured numbers, as text
+    checks: list[Check]  # the side-by-side rows; the verdict is computed from them
+    explanation: str = ""  # a short paragraph for the report
+    notes: str = ""  # the experiment's notes (markdown): known differences, knobs tried
+    data: dict[str, Any] = field(default_factory=dict)  # what measure() returned (JSON-able)
+    config: dict[str, Any] = field(default_factory=dict)  # the configuration, as JSON
+    size: str = ""  # tiny / quick / full
+    wall_s: float = 0.0  # seconds measure() took
+    figures: list[str] = field(default_factory=list)  # PNG file names next to result.json
+    cache_key: str = ""  # the hash of the configuration and the source (see cache_key)
+    verdict_rule: str = VERDICT_RULE
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of(self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["verdict"] = self.verdict
+        return jsonable(d)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Result":
+        d = dict(d)
+        d.pop("verdict", None)
+        d["checks"] = [Check(**c) for c in d.get("checks", [])]
+        if isinstance(d.get("notes"), list):  # written before the notes became markdown
+            d["notes"] = "\n".join(f"- {n}" for n in d["notes"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """A number for a table: 3 significant digits, scientific outside [1e-3, 1e5)."""
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return repr(x) if not math.isfinite(x) else "0"
+    if 1e-3 <= abs(x) < 1e5:
+        return f"{x:.{digits}g}"
+    return f"{x:.{max(digits - 1, 0)}e}"
+
+
+# ---- the run context -----------------------------------------------------------------------
+class Progress(Protocol):
+    def __call__(self, done: float, total: float, note: str = "") -> None: ...
+
+
+def null_progress(done: float, total: float, note: str = "") -> None:
+    """A progress callback that does nothing."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What ``measure`` may use besides its config. None of it is part of the result or the
+    cache key: every run is seeded, and each executor gives the same numbers."""
+
+    progress: Progress = null_progress  # called as progress(done, total, note)
+    executor: str = "pool"  # where training runs execute (sweep.executors.make_executor)
+    store: Path | None = None  # root of the experiment's sweep stores (finished runs are reused
+    #                            by a rerun); None: a temporary directory, removed afterwards
+
+    def __post_init__(self) -> None:
+        check_executor(self.executor)
+
+
+# ---- the registry and configurations -------------------------------------------------------
+def registry() -> dict[str, str]:
+    """CLI name -> module path, in the report's order."""
+    from .experiments import EXPERIMENTS
+
+    return dict(EXPERIMENTS)
+
+
+def load(name: str):
+    """The experiment module for a CLI name (hyphens) or module name (underscores)."""
+    reg = registry()
+    key = str(name).replace("_", "-")
+    if key not in reg:
+        raise KeyError(f"no experiment named {name!r}; the lab has: {', '.join(reg)}")
+    return importlib.import_module(reg[key])
+
+
+def configure(module, size: str = "quick", seed: int | None = None,
+              overrides: dict[str, Any] | None = None):
+    """The module's Config at a size (``tiny``, ``quick``, ``full``), with a seed and
+    ``overrides`` (field names; dotted names reach into a nested config)."""
+    from .._checks import choice, integer
+    from ..train.config import with_overrides
+
+    choice(size, "size", SIZES)
+    values = dict(module.SIZES.get(size, {}))
+    if seed is not None:
+        values["seed"] = integer(seed, "seed", lo=0)
+    values.update(overrides or {})
+    config = with_overrides(module.Config(), values)
+    check_fields(config, module.Config())
+    return config
+
+
+def check_fields(config, defaults) -> None:
+    """The lab's rule for an experiment's own fields, checked before anything runs: a value of
+    its default's kind (an integer where the default is one, a real number, text, a non-empty
+    tuple of such), finite, and positive where the default is (sizes, counts, scales, rates;
+    zero allowed where the default is zero). Nested configs check themselves (TrainConfig)."""
+    for f in dataclasses.fields(config):
+        value, default = getattr(config, f.name), getattr(defaults, f.name)
+        if default is None or dataclasses.is_dataclass(default):
+            continue
+        if isinstance(default, tuple):
+            if not isinstance(value, tuple) or not value:
+                raise TypeError(f"{f.name} must be a non-empty tuple like {default!r}; "
+                                f"got {value!r}")
+            for v in value:
+                _check_like(v, default[0], f.name)
+        else:
+            _check_like(value, default, f.name)
+
+
+def _check_like(value: Any, default: Any, name: str) -> None:
+    from .._checks import flag, integer, real
+
+    if isinstance(default, bool):
+        flag(value, name)
+    elif isinstance(default, int):
+        integer(value, name, lo=1 if default >= 1 else 0)
+    elif isinstance(default, float):
+        real(value, name, lo=0, lo_open=default > 0)
+    elif isinstance(default, tuple):  # a tuple of tuples: (rows, width) shapes
+        if not isinstance(value, tuple) or len(value) != len(default):
+            raise TypeError(f"{name} must hold tuples like {default!r}; got {value!r}")
+        for v, d in zip(value, default):
+            _check_like(v, d, name)
+    elif isinstance(default, str) and (not isinstance(value, str) or not value.strip()):
+        raise TypeError(f"{name} must be a non-empty string; got {value!r}")
+
+
+def config_from_json(cls: type, d: dict[str, Any]):
+    """A Config rebuilt from its JSON form (``Result.config``): lists back to tuples, nested
+    dicts back to their dataclasses."""
+    from ..train.config import field_infos
+
+    values = {}
+    for info in field_infos(cls):
+        v = d[info.name]
+        if dataclasses.is_dataclass(info.type) and isinstance(v, dict):
+            v = info.type.from_dict(v) if hasattr(info.type, "from_dict") else config_from_json(
+                info.type, v)
+        values[info.name] = _tuples(v)
+    return cls(**values)
+
+
+def _tuples(v: Any) -> Any:
+    """JSON's lists back to the config's tuples, nested ones too."""
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def setting_of(module, config, size: str) -> str:
+    """Our setting, written from the config (never by hand): the card's method, then every
+    field, the nested configs' fields that differ from their defaults."""
+    return f"{module.CARD.method} {size} size: {_fields_text(config)}."
+
+
+def _fields_text(config, prefix: str = "") -> str:
+    parts = []
+    for f in dataclasses.fields(config):
+        v = getattr(config, f.name)
+        if dataclasses.is_dataclass(v):
+            inner = _changed_text(v, type(v)(), f"{prefix}{f.name}.")
+            parts.append(inner)
+        else:
+            parts.append(f"{prefix}{f.name}={_value_text(v)}")
+    return ", ".join(p for p in parts if p)
+
+
+def _changed_text(config, default, prefix: str) -> str:
+    parts = []
+    for f in dataclasses.fields(config):
+        v, d = getattr(config, f.name), getattr(default, f.name)
+        if dataclasses.is_dataclass(v):
+            parts.append(_changed_text(v, d, f"{prefix}{f.name}."))
+        elif v != d:
+            parts.append(f"{prefix}{f.name}={_value_text(v)}")
+    return ", ".join(p for p in parts if p)
+
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_value_text(x) for x in v) + ")"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def notes_of(module) -> str:
+    """The experiment's notes (``experiments/notes/<module>.md``), '' when it has none."""
+    path = NOTES_DIR / (module.__name__.rsplit(".", 1)[-1] + ".md")
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def cache_key(module, config) -> str:
+    """A hash of the configuration, the experiment's source and notes, and the lab's shared
+    set-ups (``experiments/_*.py``): editing either re-runs it. (After changing normlab's core,
+    rerun with ``--no-cache``.)"""
+    from .. import __version__
+
+    h = hashlib.sha256()
+    h.update(json.dumps(jsonable(dataclasses.asdict(config)), sort_keys=True).encode())
+    h.update(inspect.getsource(module).encode())
+    h.update(notes_of(module).encode())
+    h.update(__version__.encode())
+    for helper in sorted(Path(__file__).with_name("experiments").glob("_*.py")):
+        h.update(helper.read_bytes())
+    return h.hexdigest()[:16]
+
+
+# ---- measuring, judging, caching -----------------------------------------------------------
+def result_of(module, config, data: dict[str, Any], size: str) -> Result:
+    """The Result of a measurement: the card, the setting, the judgement of ``data`` (in its JSON
+    form, so that a fresh and a cached measurement are judged alike)."""
+    card = module.CARD
+    data = jsonable(data)
+    return Result(
+        name=card.name, title=card.title, claim=card.claim, citation=card.citation,
+        published=card.published, setting=setting_of(module, config, size),
+        measured=module.headline(data, config), checks=list(module.judge(data, config)),
+        explanation=card.explanation, notes=notes_of(module), data=data,
+        config=jsonable(dataclasses.asdict(config)), size=size,
+        cache_key=cache_key(module, config))
+
+
+@dataclass
+class Outcome:
+    result: Result
+    reused: bool  # True when a finished result was read from the cache
+    out_dir: Path | None
+
+
+def read_cached(exp_dir: Path, key: str | None) -> Result | None:
+    """The result in ``exp_dir`` (None when missing, damaged, or of another cache key; any key
+    when ``key`` is None)."""
+    path = exp_dir / RESULT_FILE
+    if not path.is_file():
+        return None
+    try:
+        result = Result.from_json(read_json(path, what="cached result"))
+    except (ValueError, TypeError, KeyError):
+        return None
+    return result if key is None or result.cache_key == key else None
+
+
+def _write(result: Result, module, exp_dir: Path, plots: bool) -> None:
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    if plots:
+        result.figures = list(module.plot(result, exp_dir))
+    write_json(exp_dir / RESULT_FILE, result.to_json(), what="result")
+
+
+def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
+                   overrides: dict[str, Any] | None = None, out_dir=None,
+                   progress: Progress = null_progress, use_cache: bool = True,
+                   plots: bool = True, executor: str = "pool") -> Outcome:
+    """Measure one experiment (or reuse its cached result) and write ``result.json`` and figures.
+
+    With ``out_dir``, the files go to ``out_dir/<name>/``; a finished result there with the same
+    configuration and source is reused, so an interrupted report resumes where it stopped. The
+    context's store is ``out_dir/<name>/sweep/<cache key>/``, so an interrupted training
+    experiment keeps its finished runs (stores of other configurations, and with
+    ``use_cache=False`` this one, are removed first).
+    """
+    check_executor(executor)
+    module = load(name)
+    config = configure(module, size, seed, overrides)
+    key = cache_key(module, config)
+    exp_dir = None if out_dir is None else Path(out_dir) / module.CARD.name
+    if exp_dir is not None and use_cache:
+        cached = read_cached(exp_dir, key)
+        if cached is not None:
+            if plots and not all((exp_dir / f).is_file() for f in cached.figures):
+                _write(cached, module, exp_dir, plots)  # a missing figure is redrawn
+            return Outcome(cached, True, exp_dir)
+    store = None
+    if exp_dir is not None:
+        store = exp_dir / "sweep" / key
+        if store.parent.is_dir():  # stale stores: other configurations, or no cache wanted
+            for old in store.parent.iterdir():
+                if old.is_dir() and (old != store or not use_cache):
+                    shutil.rmtree(old)
+    t0 = time.perf_counter()
+    data = module.measure(config, RunContext(progress, executor, store))
+    wall = time.perf_counter() - t0
+    result = result_of(module, config, data, size)
+    result.wall_s = wall
+    if exp_dir is not None:
+        _write(result, module, exp_dir, plots)
+    return Outcome(result, False, exp_dir)
+
+
+def rejudge(name: str, out_dir) -> Outcome:
+    """Judge the measurement cached in ``out_dir/<name>/`` again with the experiment's current
+    ``judge`` and card, without measuring anything; rewrites ``result.json`` (figures kept).
+    Raises FileNotFoundError when there is no readable cached result."""
+    module = load(name)
+    exp_dir = Path(out_dir) / module.CARD.name
+    cached = read_cached(exp_dir, None)
+    if cached is None:
+        raise FileNotFoundError(f"no cached result to judge again in {exp_dir}")
+    config = config_from_json(module.Config, cached.config)
+    result = result_of(module, config, cached.data, cached.size)
+    result.wall_s, result.figures = cached.wall_s, cached.figures
+    write_json(exp_dir / RESULT_FILE, result.to_json(), what="result")
+    return Outcome(result, True, exp_dir)
