@@ -12,7 +12,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.lab.experiment import configure
+from normlab.lab.framework import configure, evaluate
 from normlab.lab.experiments import residual_growth
 from normlab.models import GPT, GPTConfig, Residual
 from normlab.nn import Module
@@ -75,8 +75,9 @@ assert abs(sq.mean() - 40) < 4 * sq.std() / np.sqrt(sq.size)
 # LayerNorm). Here at a notebook size (the lab's quick size uses d = 128 and 24 seeds):
 
 # %%
-cfg = configure(residual_growth, "quick", d_model=64, n_layers=12, seeds=6, batch=4)
-result = residual_growth.run(cfg)
+cfg = configure(residual_growth, "quick",
+                overrides=dict(d_model=64, n_layers=12, seeds=6, batch=4))
+result = evaluate(residual_growth, cfg)
 prof, L = result.data["profile"], cfg.n_layers
 l = np.arange(1, L + 1)
 

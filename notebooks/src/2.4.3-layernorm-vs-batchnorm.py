@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from normlab.functional import batch_norm_backward, batch_norm_forward, layer_norm_backward, layer_norm_forward
-from normlab.lab.experiment import configure
+from normlab.lab.framework import configure, evaluate
 from normlab.lab.experiments import batchnorm_vs_layernorm
 from normlab.models import GPT, GPTConfig
 
@@ -52,9 +52,10 @@ assert np.array_equal(ln_batch[0, 0], ln_alone[0])
 # (32 channels, batches of 16 sequences of lengths 8 to 32), here at a notebook size:
 
 # %%
-cfg = configure(batchnorm_vs_layernorm, "quick", mc_batches=400, warmup_batches=100,
-                mismatch_batches=60, companions=20)
-result = batchnorm_vs_layernorm.run(cfg)
+cfg = configure(batchnorm_vs_layernorm, "quick",
+                overrides=dict(mc_batches=400, warmup_batches=100, mismatch_batches=60,
+                               companions=20))
+result = evaluate(batchnorm_vs_layernorm, cfg)
 for check in result.checks:
     print(f"[{'pass' if check.passed else 'shown' if check.passed is None else 'FAIL'}] "
           f"{check.claim}\n       {check.measured}")

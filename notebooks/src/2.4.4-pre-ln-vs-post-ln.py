@@ -14,7 +14,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.lab.experiment import configure
+from normlab.lab.framework import configure, evaluate
 from normlab.lab.experiments import gradients_at_init
 from normlab.models import Residual
 from normlab.nn import MLP
@@ -54,10 +54,12 @@ for placement, by_hand in (("post", lambda F, N, x: N(x + F(x))),
 # Here at d = 128, depths 6, 12, 24, 4 seeds (the lab's quick size goes to L = 48 with 6 seeds):
 
 # %%
-cfg = configure(gradients_at_init, "quick", batch=8, depths=(6, 12, 24), profile_depth=12,
-                seeds=4)
-result = gradients_at_init.run(cfg)
-data = result.data
+cfg = configure(gradients_at_init, "quick",
+                overrides=dict(batch=8, depths=(6, 12, 24), profile_depth=12, seeds=4))
+result = evaluate(gradients_at_init, cfg)
+data = result.data  # JSON-able: lists, read back as arrays below
+last = {p: np.asarray(data["last"][p]) for p in ("post", "pre")}
+profile = {p: np.asarray(data["profile"][p]) for p in ("post", "pre")}
 for check in result.checks:
     print(f"[{'pass' if check.passed else 'shown' if check.passed is None else 'FAIL'}] "
           f"{check.claim}\n       {check.measured}")
@@ -65,8 +67,8 @@ for check in result.checks:
 Ls = np.array(data["depths"])
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for p in ("post", "pre"):
-    axes[0].loglog(Ls, data["last"][p], "o-", label=f"{p}-LN (slope {data['slope'][p]:+.2f})")
-axes[0].loglog(Ls, data["last"]["pre"][0] * np.sqrt(Ls[0] / Ls), ":", c="grey", label="1/sqrt(L)")
+    axes[0].loglog(Ls, last[p], "o-", label=f"{p}-LN (slope {data['slope'][p]:+.2f})")
+axes[0].loglog(Ls, last["pre"][0] * np.sqrt(Ls[0] / Ls), ":", c="grey", label="1/sqrt(L)")
 axes[0].set(xlabel="depth L", ylabel="||E dL/dW2|| of the last block",
             title="last layer vs depth (Fig. 3c, d)")
 axes[0].set_xticks(Ls, [str(L) for L in Ls], minor=False)
@@ -74,7 +76,7 @@ axes[0].set_xticks([], minor=True)
 axes[0].legend(fontsize=8)
 layers = np.arange(1, cfg.profile_depth + 1)
 for p in ("post", "pre"):
-    axes[1].plot(layers, data["profile"][p] / data["profile"][p][0], "o-", label=f"{p}-LN")
+    axes[1].plot(layers, profile[p] / profile[p][0], "o-", label=f"{p}-LN")
 axes[1].axhline(1, c="grey", lw=0.5)
 axes[1].set(xlabel="layer l (1 = nearest the input)", ylabel="relative to layer 1",
             title=f"per layer, L = {cfg.profile_depth} (Fig. 3a, b)")
@@ -84,9 +86,9 @@ plt.tight_layout(); plt.show()
 slope, se = data["slope"], data["slope_se"]
 assert -0.7 <= slope["pre"] <= -0.3  # Pre-LN: ~ 1/sqrt(L) (theory -1/2)
 assert abs(slope["post"]) < 0.15 + 3 * se["post"]  # Post-LN: flat in L within its seed spread
-ratio = data["last"]["post"] / data["last"]["pre"]
+ratio = last["post"] / last["pre"]
 assert np.all(ratio > 1) and np.all(np.diff(ratio) > 0)  # the gap widens with depth, ~ sqrt(L)
-prof = {p: np.asarray(data["profile"][p]) for p in ("post", "pre")}
+prof = profile
 assert prof["post"][-1] > prof["post"][0]  # Post-LN: largest near the output
 assert prof["pre"][-1] < 0.5 * prof["pre"][0]  # Pre-LN: largest near the input
 

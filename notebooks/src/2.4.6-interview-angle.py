@@ -10,7 +10,7 @@ import numpy as np
 
 from normlab.functional import (batch_norm_forward, layer_norm_backward, layer_norm_forward,
                                 rms_norm_forward)
-from normlab.lab.experiment import configure
+from normlab.lab.framework import configure, evaluate
 from normlab.lab.experiments import gradients_at_init
 from normlab.models import Residual
 from normlab.nn import MLP
@@ -50,8 +50,10 @@ assert np.abs(bn_pad - bn_real)[mask].max() > 0.1 and np.array_equal(ln_pad[0], 
 # `2.4.4-pre-ln-vs-post-ln.ipynb` for the paper's and normlab's numbers.)
 
 # %%
-result = gradients_at_init.run(configure(gradients_at_init, "quick", d_model=64, vocab=64, batch=8,
-                                         batches=1, depths=(4, 16), profile_depth=16, seeds=2))
+cfg = configure(gradients_at_init, "quick",
+                overrides=dict(d_model=64, vocab=64, batch=8, batches=1, depths=(4, 16),
+                               profile_depth=16, seeds=2))
+result = evaluate(gradients_at_init, cfg)
 last = result.data["last"]
 ratio = np.array(last["post"]) / np.array(last["pre"])
 print("last block's ||E dL/dW2||, L = 4 and 16: post", np.round(last["post"], 3), " pre",

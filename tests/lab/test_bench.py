@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from normlab.lab import bench
+from normlab.lab.commands import bench
 
 
 def test_bench_rows_and_ratios():

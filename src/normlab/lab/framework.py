@@ -334,6 +334,13 @@ def result_of(module, config, data: dict[str, Any], size: str) -> Result:
         cache_key=cache_key(module, config))
 
 
+def evaluate(module, config, ctx: RunContext | None = None, size: str = "quick") -> Result:
+    """Measure and judge one configuration in memory (no files, no cache): the Result that
+    ``normlab run`` would write, for notebooks and scripts. ``config`` from :func:`configure`."""
+    data = module.measure(config, RunContext() if ctx is None else ctx)
+    return result_of(module, config, data, size)
+
+
 @dataclass
 class Outcome:
     result: Result
