@@ -30,10 +30,14 @@ def test_train_step_benchmark_prints_the_table_and_the_profile():
 def test_model_flops_count_the_linear_and_attention_products():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     argv, sys.argv = sys.argv, ["train_step.py"]
+    environ = dict(os.environ)  # the script sets the thread variables at import: put them back
     try:
         import train_step
     finally:
         sys.argv = argv
+        sys.path.remove(str(ROOT / "benchmarks"))
+        os.environ.clear()
+        os.environ.update(environ)
     cfg = train_step.GPTConfig(vocab_size=64, seq_len=64, n_layers=4, d_model=128, n_heads=4)
     flops, shapes = train_step.model_flops(cfg, 16, 64)
     linear = 6 * 1024 * (4 * (3 * 128 * 128 + 128 * 128 + 2 * 128 * 512) + 128 * 64)
