@@ -122,6 +122,12 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         raise _unknown(name, where)
     if f.optional and isinstance(value, str) and value.lower() == "none":
         return None
+    if typing.get_origin(f.kind) is tuple:  # e.g. model.window_layers: a list of integers
+        if not (isinstance(value, (list, tuple))
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+            raise SpecError(f"{where}: {name} must be a list of integers"
+                            + (' or "none"' if f.optional else "") + f"; got {value!r}", field=name)
+        return tuple(value)
     ok = {bool: lambda v: isinstance(v, bool),
           int: lambda v: isinstance(v, int) and not isinstance(v, bool),
           float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
