@@ -99,8 +99,11 @@ class GPTConfig:
         ck.real(self.embed_scale, "config: embed_scale", lo=0, lo_open=True)
         ck.real(self.rope_factor, "config: rope_factor", lo=1)
         ck.real(self.rope_low_freq_factor, "config: rope_low_freq_factor", lo=0, lo_open=True)
-        ck.real(self.rope_high_freq_factor, "config: rope_high_freq_factor",
-                lo=self.rope_low_freq_factor, lo_open=True)
+        ck.real(self.rope_high_freq_factor, "config: rope_high_freq_factor", lo=0, lo_open=True)
+        if not self.rope_high_freq_factor > self.rope_low_freq_factor:
+            raise ValueError(f"config: rope_high_freq_factor must be a finite number > "
+                             f"rope_low_freq_factor ({self.rope_low_freq_factor!r}); got "
+                             f"{self.rope_high_freq_factor!r}")
         if self.norm_offset and self.norm != "rmsnorm":
             raise ValueError(f"config: norm_offset applies to the RMSNorm gain; norm is {self.norm!r}")
         if self.sliding_window is not None and not self.causal:
