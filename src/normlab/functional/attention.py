@@ -83,6 +83,36 @@ def _grouped(a: Array, groups: int) -> Array:
     return a.reshape(B, H // groups, groups, T, X)
 
 
+# The four products of attention with grouped key/value heads (shared with normlab.kernels):
+# query head h reads key/value head h // G; the gradients of k and v sum over each group.
+def _scores(q: Array, k: Array) -> Array:
+    """s = q k^T: (B, H, T, D), (B, Hkv, T, D) -> (B, H, T, T)."""
+    B, H, T, _ = q.shape
+    return (_grouped(q, H // k.shape[1]) @ k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)
+
+
+def _mix(p: Array, v: Array) -> Array:
+    """out = p v: (B, H, T, T), (B, Hkv, T, D) -> (B, H, T, D)."""
+    B, H, T, _ = p.shape
+    return (_grouped(p, H // v.shape[1]) @ v[:, :, None]).reshape(B, H, T, v.shape[-1])
+
+
+def _mix_backward(dy: Array, p: Array, v: Array) -> tuple[Array, Array]:
+    """``(dp, dv)`` of out = p v: dp = dy v^T (B, H, T, T), dv = p^T dy summed per group."""
+    dyg = _grouped(dy, p.shape[1] // v.shape[1])  # (B, Hkv, G, T, D)
+    dv = (_grouped(p, dyg.shape[2]).swapaxes(-1, -2) @ dyg).sum(axis=2)  # (B, Hkv, T, D)
+    dp = (dyg @ v[:, :, None].swapaxes(-1, -2)).reshape(p.shape)  # (B, H, T, T)
+    return dp, dv
+
+
+def _scores_backward(ds: Array, q: Array, k: Array) -> tuple[Array, Array]:
+    """``(dq, dk)`` of s = q k^T: dq = ds k (B, H, T, D), dk = ds^T q summed per group."""
+    dsg = _grouped(ds, q.shape[1] // k.shape[1])  # (B, Hkv, G, T, T)
+    dq = (dsg @ k[:, :, None]).reshape(q.shape)  # (B, H, T, D)
+    dk = (dsg.swapaxes(-1, -2) @ _grouped(q, dsg.shape[2])).sum(axis=2)  # (B, Hkv, T, D)
+    return dq, dk
+
+
 def _norm_forward(kind: str, x: Array, weight: Array, eps: float):
     if kind == "rmsnorm":
         return rms_norm_forward(x, weight, eps)
@@ -174,7 +204,6 @@ def attention_forward(
     B, H, T, D = q.shape
     dtypes = (q.dtype, k.dtype, v.dtype)
     ct = ck.compute_dtype(q.dtype)
-    G = H // k.shape[1]  # query heads per key/value head
 
     q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
     q_norm = k_norm = rope_caches = None
@@ -186,7 +215,7 @@ def attention_forward(
         k, rk = rope_forward(k, *rope)
         rope_caches = (rq, rk)
     mask = causal_mask(T, ct, window) if causal else None  # (T, T) -inf above the diagonal
-    s = (_grouped(q, G) @ k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)  # (B, H, T, T)
+    s = _scores(q, k)  # (B, H, T, T)
     s *= ct.type(scale)
     if mask is not None:
         s += mask
@@ -201,7 +230,7 @@ def attention_forward(
     p_used, drop = p, None
     if training and p_drop > 0.0:
         p_used, drop = dropout_forward(p, p_drop, training=True, rng=rng)
-    out = (_grouped(p_used, G) @ v[:, :, None]).reshape(B, H, T, D)  # (B, H, T, D)
+    out = _mix(p_used, v)  # (B, H, T, D)
     cache = AttentionCache(q, k, v, sm_cache, p_used, drop, tanh, softcap, scale, q_norm, k_norm,
                            qk_norm, rope_caches, dtypes, max_logit)
     return ck.out_cast(out, dtypes[0]), cache
@@ -217,20 +246,15 @@ def attention_backward(
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", c.q.shape, "the shape of the forward's output")
     ct = c.v.dtype
-    G = c.q.shape[1] // c.k.shape[1]  # query heads per key/value head
     dy = dout.astype(ct, copy=False)  # (B, H, T, D)
-    dyg = _grouped(dy, G)  # (B, Hkv, G, T, D)
-    dv = (_grouped(c.p_used, G).swapaxes(-1, -2) @ dyg).sum(axis=2)  # (B, Hkv, T, D)
-    dp = (dyg @ c.v[:, :, None].swapaxes(-1, -2)).reshape(c.p_used.shape)  # (B, H, T, T)
+    dp, dv = _mix_backward(dy, c.p_used, c.v)  # (B, H, T, T), (B, Hkv, T, D)
     if c.dropout is not None:
         dp = dropout_backward(dp, c.dropout)
     ds = softmax_backward(dp, c.softmax)  # (B, H, T, T), zero where masked
     if c.tanh is not None:
         ds *= 1.0 - c.tanh * c.tanh
     ds *= ct.type(c.scale)
-    dsg = _grouped(ds, G)  # (B, Hkv, G, T, T)
-    dq = (dsg @ c.k[:, :, None]).reshape(c.q.shape)  # (B, H, T, D)
-    dk = (dsg.swapaxes(-1, -2) @ _grouped(c.q, G)).sum(axis=2)  # (B, Hkv, T, D)
+    dq, dk = _scores_backward(ds, c.q, c.k)  # (B, H, T, D), (B, Hkv, T, D)
     if c.rope is not None:
         dq = rope_backward(dq, c.rope[0])[0]
         dk = rope_backward(dk, c.rope[1])[0]

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _checks as ck
 from ..functional import attention as _ref
-from ..functional.attention import AttentionCache, _grouped
+from ..functional.attention import AttentionCache, _mix, _mix_backward, _scores, _scores_backward
 from ..functional.softmax import SoftmaxCache
 from .softmax import _backward as _softmax_backward
 from .softmax import _forward as _softmax_forward
@@ -59,12 +59,10 @@ def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options
         o["training"], o["rng"], o["causal"], o["scale"])
     ck.positive(o.get("qk_norm_eps", 1e-6), "qk_norm_eps")
     ct = q.dtype
-    B, H, T, D = q.shape
-    G = H // k.shape[1]  # query heads per key/value head
-    s = (_grouped(q, G) @ k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)  # (B, H, T, T)
+    s = _scores(q, k)  # (B, H, T, T)
     s *= ct.type(scale)
     p, _, tanh, rowmax = _softmax_forward(s, causal, softcap)  # (B, H, T, T), rows (B H T,)
-    out = (_grouped(p, G) @ v[:, :, None]).reshape(B, H, T, D)  # (B, H, T, D)
+    out = _mix(p, v)  # (B, H, T, D)
     cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
                            scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()))
     return out, cache
@@ -80,17 +78,12 @@ def attention_backward(dout, cache: AttentionCache):
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", c.q.shape, "the shape of the forward's output")
     ct = c.v.dtype
-    G = c.q.shape[1] // c.k.shape[1]  # query heads per key/value head
     dy = dout.astype(ct, copy=False)  # (B, H, T, D)
-    dyg = _grouped(dy, G)  # (B, Hkv, G, T, D)
     p = c.softmax.p  # (B, H, T, T)
-    dv = (_grouped(p, G).swapaxes(-1, -2) @ dyg).sum(axis=2)  # (B, Hkv, T, D)
-    dp = (dyg @ c.v[:, :, None].swapaxes(-1, -2)).reshape(p.shape)  # (B, H, T, T)
+    dp, dv = _mix_backward(dy, p, c.v)  # (B, H, T, T), (B, Hkv, T, D)
     ds = _softmax_backward(dp, p, c.tanh, ct)  # (B, H, T, T), zero where masked
     ds *= ct.type(c.scale)
-    dsg = _grouped(ds, G)  # (B, Hkv, G, T, T)
-    dq = (dsg @ c.k[:, :, None]).reshape(c.q.shape)  # (B, H, T, D)
-    dk = (dsg.swapaxes(-1, -2) @ _grouped(c.q, G)).sum(axis=2)  # (B, Hkv, T, D)
+    dq, dk = _scores_backward(ds, c.q, c.k)  # (B, H, T, D), (B, Hkv, T, D)
     return dq, dk, dv, None, None
 
 
