@@ -3,6 +3,7 @@
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from normlab.lab.cli import main as cli
 from normlab.lab.commands.report import markdown_html, write_report
 
 REAL = ["dropout", "batchnorm-vs-layernorm"]  # two cheap real ones
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _parse(page: str) -> ET.Element:
@@ -36,6 +38,12 @@ def test_report_is_well_formed_and_self_contained(tmp_path):
     for _, r, _, _ in entries:
         assert r.verdict in page and r.title in page
     assert (tmp_path / "summary.json").is_file()
+    # each experiment links to the companion notebooks that teach it, and they exist
+    for name in REAL:
+        links = root.findall(f".//section[@id='{name}']//a")
+        assert links, f"{name}: no notebook link"
+        for a in links:
+            assert (ROOT / "notebooks" / a.get("href").removeprefix("../notebooks/")).is_file()
 
 
 def test_interrupted_report_resumes(with_fake, tmp_path):

@@ -117,13 +117,13 @@ def test_build_parses_percent_cells():
 def test_index_maps_every_experiment_to_notebooks():
     from normlab.lab.experiments import EXPERIMENTS
 
-    index = json.loads((NOTEBOOKS / "index.json").read_text(encoding="utf-8"))
+    index = json.loads((ROOT / "src/normlab/lab/experiments/notebooks.json").read_text(encoding="utf-8"))
     assert sorted(index) == sorted(EXPERIMENTS)
     # DyT (Zhu et al. 2025) is in neither chapter: no notebook teaches it
     assert [e for e, nbs in index.items() if not nbs] == ["dyt"]
     for experiment, notebooks in index.items():
         for nb in notebooks:
-            assert nb in NAMES, f"index.json: {experiment} -> {nb}, which does not exist"
+            assert nb in NAMES, f"notebooks.json: {experiment} -> {nb}, which does not exist"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -81,6 +81,11 @@ def _section(result: Result, exp_dir: Path | None) -> str:
              f"<p><b>Measured.</b> {_e(r.measured)}</p>"]
     if r.explanation:
         parts.append(f"<p>{_e(r.explanation)}</p>")
+    taught = notebooks_of(r.name)
+    if taught:
+        links = ", ".join(f'<a href="../notebooks/{_e(nb)}">{_e(nb)}</a>' for nb in taught)
+        parts.append(f"<p><b>Learn it with the chapters.</b> The companion notebooks "
+                     f"(<code>notebooks/</code>): {links}</p>")
     for fig in r.figures:
         path = None if exp_dir is None else exp_dir / fig
         if path is not None and path.is_file():
@@ -103,6 +108,14 @@ def _section(result: Result, exp_dir: Path | None) -> str:
                  f"{_e(json.dumps(r.config, indent=1))}</pre></details>")
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def notebooks_of(name: str) -> list[str]:
+    """The companion notebooks that teach experiment ``name`` (``experiments/notebooks.json``)."""
+    from importlib.resources import files
+
+    index = json.loads(files("normlab.lab.experiments").joinpath("notebooks.json").read_text("utf-8"))
+    return list(index.get(name, []))
 
 
 def markdown_html(text: str) -> str:
