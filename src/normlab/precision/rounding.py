@@ -2,7 +2,8 @@
 
 ``quantize(x, fmt)`` returns the values of ``x`` rounded once to ``fmt``, as float32 (float64 for
 float64 input). It never rounds through an intermediate format: float64 inputs are rounded from
-their own 53 bits (ml_dtypes' casts from float64 go through float32 and can round twice).
+their own 53 bits (ml_dtypes' casts from float64 before version 0.7 go through float32 and can
+round twice).
 
 How it works. Let ``a`` be the bits of |x| read as an unsigned integer (uint32 for float32); ``a``
 grows with |x|, and inside one binade it is linear in |x|. Above the target's smallest normal
