@@ -32,6 +32,47 @@ def test_verdict_rule(passes, verdict):
     assert E.verdict_of([_check(p) for p in passes]) == verdict
 
 
+def _inconclusive():
+    return E.Check("c", "p", "m", "r", None, inconclusive=True)
+
+
+def _identity(holds):
+    return E.Check("c", "p", "m", "r", holds, identity=True)
+
+
+@pytest.mark.parametrize("checks, verdict", [
+    ([_inconclusive(), _inconclusive()], E.INCONCLUSIVE),
+    ([_check(True), _inconclusive()], E.PARTLY),
+    ([_check(False), _inconclusive()], E.NOT_REPRODUCED),
+    ([_check(True), _identity(False)], E.REPRODUCED),  # identities are counted apart
+    ([_check(False), _identity(True)], E.NOT_REPRODUCED),
+])
+def test_verdict_rule_with_intervals_and_identities(checks, verdict):
+    assert E.verdict_of(checks) == verdict
+    assert [c.status for c in checks if c.inconclusive] == [E.INCONCLUSIVE] * sum(
+        c.inconclusive for c in checks)
+
+
+def test_identity_and_inconclusive_status():
+    assert _identity(True).status == "holds" and _identity(False).status == "FAIL"
+    assert not _identity(True).counted and _inconclusive().counted
+    with pytest.raises(ValueError, match="inconclusive"):
+        E.Check("c", "p", "m", "r", True, inconclusive=True)
+
+
+def test_decided_check_reads_the_interval():
+    from normlab.lab.stats import Interval
+    iv = Interval(1.0, 0.5, 1.5, 4, "mean +- 2 se")
+    above = E.Check.decided("c", "p", iv, 0.2, "above")
+    straddle = E.Check.decided("c", "p", iv, 1.0, "above")
+    below = E.Check.decided("c", "p", iv, 2.0, "below")
+    assert above.passed is True and straddle.inconclusive and below.passed is True
+    assert E.Check.decided("c", "p", iv, 0.2, "below").passed is False
+    assert above.interval == [0.5, 1.5] and "[0.5, 1.5]" in above.measured and "> 0.2" in above.rule
+    back = E.Result.from_json(E.Result("n", "t", "c", "ci", "p", "s", "m", [straddle]).to_json())
+    assert back.checks[0].inconclusive and back.verdict == E.INCONCLUSIVE
+
+
 def test_verdict_needs_a_counted_check():
     with pytest.raises(ValueError, match="counted"):
         E.verdict_of([_check(None)])

@@ -42,12 +42,16 @@ from .sweep.executors import check_executor
 REPRODUCED = "reproduced"
 PARTLY = "partly reproduced"
 NOT_REPRODUCED = "not reproduced"
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED)
+
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE)
 
 VERDICT_RULE = (
-    "reproduced when every counted check passes; partly reproduced when at least one passes but "
-    "not all; not reproduced when none passes. Rows marked 'shown' (a documented difference from "
-    "the paper, or a number with no published counterpart) are reported but not counted."
+    "over the counted empirical checks: reproduced when every one passes; not reproduced when "
+    "none passes and at least one fails; inconclusive when every one is inconclusive (its "
+    "interval over seeds straddles the threshold); partly reproduced otherwise. Identities (true "
+    "by construction) are shown and counted apart; rows marked 'shown' (a documented difference "
+    "from the paper, or a number with no published counterpart) are reported but not counted."
 )
 
 SIZES = ("tiny", "quick", "full")
@@ -70,29 +74,71 @@ class Card(NamedTuple):
 
 @dataclass
 class Check:
-    """One row of the side-by-side table: a claim, the paper's number, ours, and the rule."""
+    """One row of the side-by-side table: a claim, the paper's number, ours, and the rule.
+
+    A check on a random or training quantity is decided from an interval over seeds
+    (:mod:`normlab.lab.stats`): ``interval`` holds it, and ``inconclusive`` says it straddled the
+    threshold (``passed`` is then None). An ``identity`` holds by construction (a format constant,
+    a definitional property): it is shown and counted apart from the empirical claims."""
 
     claim: str  # what is claimed, in one line
     published: str  # the paper's number or figure, as text ("-" when the paper gives none)
-    measured: str  # our number(s), as text
+    measured: str  # our number(s), as text (with the interval the rule read)
     rule: str  # the pass rule, stated in terms of the numbers
-    passed: bool | None  # True / False; None = shown but not counted (documented difference)
+    passed: bool | None  # True / False; None = shown but not counted, or inconclusive
     source: str = ""  # citation and provenance tag, e.g. "Xiong et al. 2020, Lemma 2 [V]"
     note: str = ""  # a known difference from the paper, or what the number means
+    interval: list[float] | None = None  # [lo, hi] over seeds, when the rule read one
+    inconclusive: bool = False  # the interval straddles the threshold
+    identity: bool = False  # true by construction: counted apart from the empirical claims
+
+    def __post_init__(self) -> None:
+        if self.inconclusive and self.passed is not None:
+            raise ValueError("an inconclusive check has passed=None")
+
+    @classmethod
+    def decided(cls, claim: str, published: str, interval, threshold: float, side: str, *,
+                rule: str = "", measured: str = "", digits: int = 3, **kw) -> "Check":
+        """A check decided by ``stats.decide(interval, threshold, side)``: pass when the whole
+        interval is beyond the threshold, FAIL when it is wholly short, inconclusive otherwise.
+        ``measured`` defaults to the interval's text, ``rule`` to the comparison."""
+        from .stats import decide
+
+        passed = decide(interval, threshold, side)
+        word = ">" if side == "above" else "<"
+        return cls(claim, published, measured or interval.text(digits),
+                   rule or f"{interval.method} interval {word} {threshold:g}", passed,
+                   interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
+
+    @property
+    def counted(self) -> bool:
+        """An empirical check that is counted in the verdict (decided or inconclusive)."""
+        return not self.identity and (self.passed is not None or self.inconclusive)
 
     @property
     def status(self) -> str:
-        return "shown" if self.passed is None else ("pass" if self.passed else "FAIL")
+        if self.inconclusive:
+            return INCONCLUSIVE
+        if self.passed is None:
+            return "shown"
+        if self.identity:
+            return "holds" if self.passed else "FAIL"
+        return "pass" if self.passed else "FAIL"
 
 
 def verdict_of(checks: list[Check]) -> str:
     """The verdict by :data:`VERDICT_RULE`."""
-    counted = [c.passed for c in checks if c.passed is not None]
+    counted = [c.passed for c in checks if c.counted]
     if not counted:
-        raise ValueError("a Result needs at least one counted check (passed True or False)")
-    if all(counted):
+        raise ValueError("a Result needs at least one counted empirical check (passed True or "
+                         "False, or inconclusive)")
+    if all(p is True for p in counted):
         return REPRODUCED
-    return PARTLY if any(counted) else NOT_REPRODUCED
+    if all(p is None for p in counted):
+        return INCONCLUSIVE
+    if not any(p is True for p in counted):
+        return NOT_REPRODUCED
+    return PARTLY
 
 
 @dataclass

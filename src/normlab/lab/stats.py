@@ -1,0 +1,101 @@
+"""Intervals over seeds, and checks decided from them.
+
+A training or random quantity is a distribution, not a number: a check on it is decided from
+several seeds with an interval, and the rule compares the interval with the threshold, never a
+point. Over ``n`` seeds with mean ``m`` and sample standard deviation ``s``::
+
+    mean_interval:   m +- 2 s / sqrt(n)                       (about 95% for n >= 3 normal draws)
+    paired_interval: the mean_interval of a_i - b_i, arms that share seed i
+    bootstrap:       percentiles (2.5, 97.5) of the statistic over resamples of the seeds
+
+An interval entirely beyond the threshold passes, entirely short of it fails, and one that
+straddles it is *inconclusive* (:func:`decide`). A diverged run is not NaN: :func:`outcome` reads
+it as the value its caller names (the loss at initialisation, say), so a comparison is never
+silently false.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+
+INCONCLUSIVE = "inconclusive"
+ABOVE, BELOW = "above", "below"
+
+
+class Interval(NamedTuple):
+    """An estimate over seeds: the centre, the interval [lo, hi], the seeds it saw, and how."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+    method: str  # "mean +- 2 se", "paired mean +- 2 se", "bootstrap 95%"
+
+    def text(self, digits: int = 3) -> str:
+        """'0.412 [0.301, 0.523] (n=5)'."""
+        f = _fmt(digits)
+        return f"{f(self.mean)} [{f(self.lo)}, {f(self.hi)}] (n={self.n})"
+
+
+def _fmt(digits: int) -> Callable[[float], str]:
+    return lambda v: "nan" if not math.isfinite(v) else f"{v:.{digits}g}"
+
+
+def _values(values: Sequence[float], name: str) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if v.size < 2:
+        raise ValueError(f"{name}: an interval needs at least 2 seeds, got {v.size}")
+    if not np.isfinite(v).all():
+        raise ValueError(f"{name}: values must be finite (read a diverged run with outcome() "
+                         f"first), got {v.tolist()}")
+    return v
+
+
+def mean_interval(values: Sequence[float]) -> Interval:
+    """Mean +- 2 standard errors over seeds (sample standard deviation, ddof=1)."""
+    v = _values(values, "values")
+    m, se = float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+    return Interval(m, m - 2 * se, m + 2 * se, int(v.size), "mean +- 2 se")
+
+
+def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """The interval of the difference a - b, seed by seed (arms that share seeds)."""
+    va, vb = _values(a, "a"), _values(b, "b")
+    if va.shape != vb.shape:
+        raise ValueError(f"a and b must pair seed by seed, got {va.size} and {vb.size} values")
+    return mean_interval(va - vb)._replace(method="paired mean +- 2 se")
+
+
+def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
+                       *, resamples: int = 2000, seed: int = 0) -> Interval:
+    """A percentile bootstrap 95% interval of ``statistic`` over the seeds (fixed resampling seed,
+    so a result is judged alike every time)."""
+    v = _values(values, "values")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, v.size, size=(resamples, v.size))
+    stats = np.array([statistic(v[i]) for i in idx], dtype=np.float64)
+    lo, hi = np.percentile(stats, [2.5, 97.5])
+    return Interval(float(statistic(v)), float(lo), float(hi), int(v.size), "bootstrap 95%")
+
+
+def decide(interval: Interval, threshold: float, side: str = ABOVE) -> bool | None:
+    """True when the whole interval is on ``side`` of ``threshold`` ("above": lo > threshold;
+    "below": hi < threshold), False when the whole interval is on the other side, None
+    (inconclusive) when it straddles the threshold."""
+    if side not in (ABOVE, BELOW):
+        raise ValueError(f"side must be 'above' or 'below', got {side!r}")
+    lo, hi = (interval.lo, interval.hi) if side == ABOVE else (-interval.hi, -interval.lo)
+    t = threshold if side == ABOVE else -threshold
+    if lo > t:
+        return True
+    if hi <= t:
+        return False
+    return None
+
+
+def outcome(value: float | None, diverged_as: float) -> float:
+    """A run's value, or ``diverged_as`` when the run diverged (None, NaN or inf)."""
+    return diverged_as if value is None or not math.isfinite(value) else float(value)
