@@ -205,3 +205,23 @@ def test_a_journal_that_is_not_a_regular_file_is_refused_never_opened(tmp_path):
     with pytest.raises(StoreError, match="events.jsonl' is not a regular file"):
         run_sweep([tiny()], out, executor=SerialExecutor())
     assert RunStore(out).events() == []
+
+
+def test_a_kill_between_a_runs_status_and_its_journal_line_waits_for_both():
+    """SIGTERM raised inside the critical section is delivered only after it: the status and the
+    journal line of a finished run are written together."""
+    import signal
+
+    from normlab.lab.sweep.store import _signals_held
+
+    seen = []
+    old = signal.signal(signal.SIGTERM, lambda *_: seen.append("term"))
+    try:
+        with _signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # Python runs handlers between bytecodes: give it the chance
+                pass
+            assert seen == []
+        assert seen == ["term"]
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -13,7 +13,8 @@ Layout::
 Every file is written to a temporary file in the same directory, flushed to disk, and renamed
 over its name (``os.replace``): a reader sees the old file or the new one, never part of one. A
 run is finished when its ``status.json`` says ``done`` or ``diverged``; because that file is
-written after the others, a finished run has all its files. A directory without a final status
+written after the others, a finished run has all its files. Its journal line is written with it,
+with SIGINT and SIGTERM held back in between, so the journal holds one outcome per finished run. A directory without a final status
 (killed mid-run, or ``failed``) is run again on the next sweep: its leftovers and any temporary
 file of a killed writer are removed first. Finished runs are never written again.
 
@@ -36,10 +37,13 @@ work; there is no lock, because sequential reruns (the case that matters) need n
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
 import os
+import signal
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,11 +289,26 @@ class RunStore:
         meta = {k: payload.get(k)
                 for k in ("status", "reason", "traceback", "wall_s", "cpu_s", "host", "pid")}
         meta.update(attempt=attempt, finished_at=_now(), normlab=_version())
-        _write(d / "status.json", {k: v for k, v in meta.items() if v is not None or k == "reason"})
-        self._log(status, point.id, attempt=attempt, wall_s=payload.get("wall_s"))
+        with _signals_held():  # a kill lands before the status or after its journal line
+            _write(d / "status.json", {k: v for k, v in meta.items() if v is not None or k == "reason"})
+            self._log(status, point.id, attempt=attempt, wall_s=payload.get("wall_s"))
         return RunRecord(point.id, point.config.to_dict(), status, payload.get("reason"), result,
                          payload.get("wall_s"), d, reused=False, varied=dict(point.varied),
                          cpu_s=payload.get("cpu_s"))
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT and SIGTERM back until the block ends (main thread only; elsewhere, and where
+    the platform cannot mask signals, a no-op). A held signal is delivered on leaving."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _write(path: Path, payload: Any) -> None:
