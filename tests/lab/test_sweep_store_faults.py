@@ -225,3 +225,21 @@ def test_a_kill_between_a_runs_status_and_its_journal_line_waits_for_both():
         assert seen == ["term"]
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def test_a_run_killed_between_its_status_and_its_journal_line_is_mended_by_the_next_sweep(tmp_path):
+    """SIGKILL cannot be held back: the next sweep writes the missing outcome line, once."""
+    a, b, c = tiny(lr=1e-3), tiny(lr=2e-3), tiny(lr=3e-3)
+    out = tmp_path / "out"
+    run_sweep([a, b], out, executor=SerialExecutor())
+    pa, pb, pc = make_points([a, b, c])
+    journal = out / "events.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("".join(l + "\n" for l in lines  # a's outcome line never written
+                               if not (json.loads(l)["id"] == pa.id and json.loads(l)["event"] == DONE)))
+    run_sweep([a, b, c], out, executor=SerialExecutor())
+    run_sweep([a, b, c, tiny(lr=4e-3)], out, executor=SerialExecutor())  # mends nothing twice
+    events = RunStore(out).events()
+    for p in (pa, pb, pc):
+        assert [e["event"] for e in events if e["id"] == p.id].count(DONE) == 1, p.id
+    assert [e["id"] for e in events if e.get("mended")] == [pa.id]

@@ -61,6 +61,7 @@ def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Poi
     check_points_fit(todo)
     if todo:
         store.check_writable()
+        store.mend_journal(list(records.values()))
     counts = Counter({"reused": len(pts) - len(todo)})
     for r in records.values():
         if r.finished:

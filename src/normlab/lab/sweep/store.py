@@ -14,7 +14,8 @@ Every file is written to a temporary file in the same directory, flushed to disk
 over its name (``os.replace``): a reader sees the old file or the new one, never part of one. A
 run is finished when its ``status.json`` says ``done`` or ``diverged``; because that file is
 written after the others, a finished run has all its files. Its journal line is written with it,
-with SIGINT and SIGTERM held back in between, so the journal holds one outcome per finished run. A directory without a final status
+with SIGINT and SIGTERM held back in between; a SIGKILL between the two is mended by the next
+sweep (:meth:`RunStore.mend_journal`), so the journal holds one outcome per finished run. A directory without a final status
 (killed mid-run, or ``failed``) is run again on the next sweep: its leftovers and any temporary
 file of a killed writer are removed first. Finished runs are never written again.
 
@@ -207,6 +208,16 @@ class RunStore:
         return out
 
     # ---- writing -----------------------------------------------------------------------------
+    def mend_journal(self, records: list[RunRecord]) -> int:
+        """Append the outcome line of each finished record the journal lacks (a process killed
+        between a run's status.json and its journal line), marked ``"mended": true``. Returns how
+        many lines it wrote."""
+        logged = {e.get("id") for e in self.events() if e.get("event") in FINISHED}
+        missing = [r for r in records if r.finished and r.id not in logged]
+        for r in missing:
+            self._log(r.status, r.id, mended=True, wall_s=r.wall_s)
+        return len(missing)
+
     def _log(self, event: str, run_id: str, **extra: Any) -> None:
         line = json.dumps({"time": _now(), "event": event, "id": run_id, "pid": os.getpid(), **extra})
         path = self.root / "events.jsonl"
@@ -299,16 +310,22 @@ class RunStore:
 
 @contextlib.contextmanager
 def _signals_held():
-    """Hold SIGINT and SIGTERM back until the block ends (main thread only; elsewhere, and where
-    the platform cannot mask signals, a no-op). A held signal is delivered on leaving."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Hold SIGINT and SIGTERM back until the block ends, then deliver them to the handlers that
+    were in place (main thread only, where Python runs signal handlers; elsewhere a no-op).
+    Python-level, since the kernel may hand a process-directed signal to any thread."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    held: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {sig: signal.signal(sig, lambda sig, _frame: held.append(sig)) for sig in sigs}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(held):
+            signal.raise_signal(sig)
 
 
 def _write(path: Path, payload: Any) -> None:
