@@ -25,6 +25,7 @@ again without rerunning it (:func:`rejudge`, ``normlab report --rejudge``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import inspect
@@ -70,6 +71,7 @@ class Card(NamedTuple):
     published: str  # the headline published number or figure, as text
     method: str  # what is measured and how (the sizes come from the config, never from here)
     explanation: str = ""  # a short paragraph for the report
+    short: str = ""  # the claim in a few words, for the README's table ('' : the claim)
 
 
 @dataclass
@@ -108,6 +110,18 @@ class Check:
         word = ">" if side == "above" else "<"
         return cls(claim, published, measured or interval.text(digits),
                    rule or f"{interval.method} interval {word} {threshold:g}", passed,
+                   interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
+
+    @classmethod
+    def band(cls, claim: str, published: str, interval, lo: float, hi: float, *,
+             rule: str = "", measured: str = "", digits: int = 3, **kw) -> "Check":
+        """A check decided by ``stats.within(interval, lo, hi)``: pass when the whole interval
+        lies in [lo, hi], FAIL when it is wholly outside, inconclusive when it crosses an edge."""
+        from .stats import within
+
+        passed = within(interval, lo, hi)
+        return cls(claim, published, measured or interval.text(digits),
+                   rule or f"{interval.method} interval inside [{lo:g}, {hi:g}]", passed,
                    interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
 
     @property
@@ -163,6 +177,7 @@ class Result:
     figures: list[str] = field(default_factory=list)  # PNG file names next to result.json
     cache_key: str = ""  # the hash of the configuration and the source (see cache_key)
     verdict_rule: str = VERDICT_RULE
+    short: str = ""  # the card's short claim
 
     @property
     def verdict(self) -> str:
@@ -350,18 +365,26 @@ def notes_of(module) -> str:
 
 
 def cache_key(module, config) -> str:
-    """A hash of the configuration, the experiment's source and notes, and the lab's shared
-    set-ups (``experiments/_*.py``): editing either re-runs it. (After changing normlab's core,
-    rerun with ``--no-cache``.)"""
-    from .. import __version__
-
+    """A hash of the configuration, the experiment's source and notes, and the source of the
+    whole normlab package (:func:`package_hash`): a change anywhere in the code an experiment
+    runs (the core included) measures it again."""
     h = hashlib.sha256()
     h.update(json.dumps(jsonable(dataclasses.asdict(config)), sort_keys=True).encode())
     h.update(inspect.getsource(module).encode())
     h.update(notes_of(module).encode())
-    h.update(__version__.encode())
-    for helper in sorted(Path(__file__).with_name("experiments").glob("_*.py")):
-        h.update(helper.read_bytes())
+    h.update(package_hash().encode())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def package_hash() -> str:
+    """A hash of every source and data file of the installed normlab package (``*.py``, the
+    experiments' notes and index), by path and content."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(p for pattern in ("*.py", "*.md", "*.json") for p in root.rglob(pattern)):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -377,7 +400,7 @@ def result_of(module, config, data: dict[str, Any], size: str) -> Result:
         measured=module.headline(data, config), checks=list(module.judge(data, config)),
         explanation=card.explanation, notes=notes_of(module), data=data,
         config=jsonable(dataclasses.asdict(config)), size=size,
-        cache_key=cache_key(module, config))
+        cache_key=cache_key(module, config), short=card.short)
 
 
 def evaluate(module, config, ctx: RunContext | None = None, size: str = "quick") -> Result:

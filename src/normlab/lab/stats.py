@@ -7,9 +7,10 @@ point. Over ``n`` seeds with mean ``m`` and sample standard deviation ``s``::
     mean_interval:   m +- 2 s / sqrt(n)                       (about 95% for n >= 3 normal draws)
     paired_interval: the mean_interval of a_i - b_i, arms that share seed i
     bootstrap:       percentiles (2.5, 97.5) of the statistic over resamples of the seeds
+                     (bootstrap_rows: whole rows resampled, for fits and ratios of means)
 
 An interval entirely beyond the threshold passes, entirely short of it fails, and one that
-straddles it is *inconclusive* (:func:`decide`). A diverged run is not NaN: :func:`outcome` reads
+straddles it is *inconclusive* (:func:`decide`; :func:`within` for a band [lo, hi]). A diverged run is not NaN: :func:`outcome` reads
 it as the value its caller names (the loss at initialisation, say), so a comparison is never
 silently false.
 """
@@ -61,6 +62,17 @@ def mean_interval(values: Sequence[float]) -> Interval:
     return Interval(m, m - 2 * se, m + 2 * se, int(v.size), "mean +- 2 se")
 
 
+def se_interval(mean: float, se: float, n: int) -> Interval:
+    """mean +- 2 se from a known standard error (of ``n`` draws)."""
+    return Interval(float(mean), float(mean - 2 * se), float(mean + 2 * se), int(n),
+                    "mean +- 2 se")
+
+
+def difference_interval(a: float, se_a: float, b: float, se_b: float, n: int) -> Interval:
+    """The interval of a - b for independent estimates: (a - b) +- 2 sqrt(se_a^2 + se_b^2)."""
+    return se_interval(a - b, math.hypot(se_a, se_b), n)._replace(method="difference +- 2 se")
+
+
 def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
     """The interval of the difference a - b, seed by seed (arms that share seeds)."""
     va, vb = _values(a, "a"), _values(b, "b")
@@ -81,6 +93,24 @@ def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray]
     return Interval(float(statistic(v)), float(lo), float(hi), int(v.size), "bootstrap 95%")
 
 
+def bootstrap_rows(rows, statistic: Callable[[np.ndarray], float], *, resamples: int = 2000,
+                   seed: int = 0) -> Interval:
+    """A percentile bootstrap 95% interval of ``statistic(rows)``, where ``rows`` holds one row
+    per seed (a curve, or several arms' values side by side) and the seeds are resampled whole
+    (a fit or a ratio of means over the seeds, with the arms kept paired)."""
+    R = np.asarray(rows, dtype=np.float64)
+    if R.ndim < 1 or R.shape[0] < 2:
+        raise ValueError(f"rows: an interval needs at least 2 seeds, got shape {R.shape}")
+    if not np.isfinite(R).all():
+        raise ValueError("rows: values must be finite (read a diverged run with outcome() first)")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, R.shape[0], size=(resamples, R.shape[0]))
+    stats = np.array([statistic(R[i]) for i in idx], dtype=np.float64)
+    lo, hi = np.percentile(stats, [2.5, 97.5])
+    return Interval(float(statistic(R)), float(lo), float(hi), int(R.shape[0]),
+                    "bootstrap 95% over seeds")
+
+
 def decide(interval: Interval, threshold: float, side: str = ABOVE) -> bool | None:
     """True when the whole interval is on ``side`` of ``threshold`` ("above": lo > threshold;
     "below": hi < threshold), False when the whole interval is on the other side, None
@@ -94,6 +124,48 @@ def decide(interval: Interval, threshold: float, side: str = ABOVE) -> bool | No
     if hi <= t:
         return False
     return None
+
+
+def within(interval: Interval, lo: float, hi: float) -> bool | None:
+    """True when the whole interval lies in the band [lo, hi], False when the whole interval is
+    outside it, None (inconclusive) when it crosses an edge."""
+    if not lo <= hi:
+        raise ValueError(f"the band needs lo <= hi, got [{lo}, {hi}]")
+    if lo <= interval.lo and interval.hi <= hi:
+        return True
+    if interval.hi < lo or interval.lo > hi:
+        return False
+    return None
+
+
+def all_of(decisions: Sequence[bool | None]) -> bool | None:
+    """Several decisions as one: False when any fails, True when all pass, else None."""
+    decisions = list(decisions)
+    if any(d is False for d in decisions):
+        return False
+    return True if all(d is True for d in decisions) else None
+
+
+def slopes(x: Sequence[float], ys: Sequence[Sequence[float]], *, log: bool = True) -> np.ndarray:
+    """The least-squares slope of each row of ``ys`` (a seed's curve over ``x``) against x.
+    ``log``: the slope of ln y against ln x (a power law's exponent)."""
+    xv = np.asarray(x, dtype=np.float64)
+    Y = np.asarray(ys, dtype=np.float64)
+    if Y.ndim != 2 or Y.shape[1] != xv.size or xv.size < 2:
+        raise ValueError(f"ys must hold one curve of {xv.size} >= 2 points per seed, got shape "
+                         f"{Y.shape}")
+    if log:
+        if (xv <= 0).any() or (Y <= 0).any():
+            raise ValueError("a log-log slope needs positive x and y")
+        xv, Y = np.log(xv), np.log(Y)
+    xc = xv - xv.mean()
+    return (Y - Y.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
+
+
+def slope_interval(x: Sequence[float], ys: Sequence[Sequence[float]], *,
+                   log: bool = True) -> Interval:
+    """:func:`slopes`, one per seed, as a mean +- 2 se interval over the seeds."""
+    return mean_interval(slopes(x, ys, log=log))._replace(method="slope per seed, mean +- 2 se")
 
 
 def outcome(value: float | None, diverged_as: float) -> float:

@@ -29,11 +29,13 @@ import traceback
 from pathlib import Path
 
 from ..arguments import add_output_arguments, add_size_arguments
-from ..framework import NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICT_RULE, Result, registry
+from ..framework import (INCONCLUSIVE, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICT_RULE, Result,
+                         registry)
 from ..sweep.executors import add_executor_arguments
 
 DEFAULT_OUT = "normlab-report"
 REPORT_FILE = "report.html"
+SUMMARY_FILE = "summary.json"
 
 _CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif;
@@ -47,8 +49,11 @@ td.num { font-family: ui-monospace, Menlo, Consolas, monospace; }
 .v-reproduced { background: #d8f0d8; color: #145214; }
 .v-partly { background: #fff0c2; color: #6b4e00; }
 .v-not { background: #f8d4d4; color: #7a1010; }
+.v-inconclusive { background: #e4e4f4; color: #2b2b6b; }
 .v-error { background: #ddd; color: #333; }
-.pass { color: #145214; font-weight: 600; } .FAIL { color: #a01010; font-weight: 600; }
+.pass, .holds { color: #145214; font-weight: 600; } .FAIL { color: #a01010; font-weight: 600; }
+.inconclusive { color: #2b2b6b; font-weight: 600; }
+tr.identity td { background: #fafafa; }
 .shown { color: #555; font-style: italic; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 .meta { color: #555; font-size: 0.9em; }
@@ -62,8 +67,8 @@ def _e(text: object) -> str:
 
 
 def _verdict_badge(verdict: str) -> str:
-    cls = {REPRODUCED: "v-reproduced", PARTLY: "v-partly", NOT_REPRODUCED: "v-not"}.get(
-        verdict, "v-error")
+    cls = {REPRODUCED: "v-reproduced", PARTLY: "v-partly", NOT_REPRODUCED: "v-not",
+           INCONCLUSIVE: "v-inconclusive"}.get(verdict, "v-error")
     return f'<span class="v {cls}">{_e(verdict)}</span>'
 
 
@@ -92,12 +97,14 @@ def _section(result: Result, exp_dir: Path | None) -> str:
             parts.append(f'<img alt="{_e(r.name)}: {_e(fig)}" src="{_png_data_uri(path)}" />')
     parts.append("<table><tr><th>Claim</th><th>Source</th><th>Published</th><th>Measured</th>"
                  "<th>Rule</th><th>Result</th></tr>")
-    for c in r.checks:
+    for c in sorted(r.checks, key=lambda c: c.identity):  # the empirical claims first
         note = f"<br /><span class='shown'>{_e(c.note)}</span>" if c.note else ""
+        kind = " (identity)" if c.identity else ""
         parts.append(
-            f"<tr><td>{_e(c.claim)}{note}</td><td>{_e(c.source)}</td><td>{_e(c.published)}</td>"
+            f"<tr class='{'identity' if c.identity else 'claim'}'><td>{_e(c.claim)}{note}</td>"
+            f"<td>{_e(c.source)}</td><td>{_e(c.published)}</td>"
             f"<td class='num'>{_e(c.measured)}</td><td>{_e(c.rule)}</td>"
-            f"<td class='{_e(c.status)}'>{_e(c.status)}</td></tr>")
+            f"<td class='{_e(c.status)}'>{_e(c.status)}{kind}</td></tr>")
     parts.append("</table>")
     if r.notes.strip():
         parts.append("<div class='note'><p><b>Notes and known differences.</b></p>"
@@ -153,6 +160,8 @@ def _error_section(name: str, error: str) -> str:
 
 def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta: dict) -> str:
     """The page. ``entries``: (name, result or None, its directory, error text)."""
+    from ..results import headline, summarize
+
     rows = []
     for name, r, _, err in entries:
         if r is None:
@@ -164,12 +173,7 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
             f"<tr><td><a href='#{_e(name)}'>{_e(r.title)}</a></td>"
             f"<td>{_e(r.claim)}<br /><i>{_e(r.citation)}</i></td><td>{_e(r.published)}</td>"
             f"<td>{_e(r.measured)}</td><td>{_verdict_badge(r.verdict)}</td></tr>")
-    counts = {v: sum(1 for _, r, _, _ in entries if r is not None and r.verdict == v)
-              for v in (REPRODUCED, PARTLY, NOT_REPRODUCED)}
-    tally = ", ".join(f"{n} {v}" for v, n in counts.items())
-    errors = sum(1 for _, r, _, _ in entries if r is None)
-    if errors:
-        tally += f", {errors} did not finish"
+    tally = headline(summarize(entries, {})["tally"])
     sections = [(_section(r, d) if r is not None else _error_section(n, err))
                 for n, r, d, err in entries]
     meta_line = " &#183; ".join(_e(f"{k}: {v}") for k, v in meta.items())
@@ -189,16 +193,43 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
         "published numbers.</p>",
         f"<p class='meta'>{meta_line}</p>",
         f"<p><b>{_e(tally)}.</b> Verdict rule: {_e(VERDICT_RULE)} Each rule is fixed in advance "
-        "from the reference notes; none is tuned to the measurement.</p>",
+        "from the reference notes; none is tuned to the measurement. A check on a training or "
+        "random quantity is decided from an interval over seeds (shown beside its number).</p>",
         "<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
         "<th>Verdict</th></tr>",
         *rows,
         "</table>",
+        differences_html({n: r for n, r, _, _ in entries if r is not None}),
         *sections,
         "</body>",
         "</html>",
         "",
     ])
+
+
+def differences_html(results: dict[str, Result]) -> str:
+    """The section 'Where the chapters and the sources differ' (``normlab.lab.chapters``), each
+    row's measurement read from this report's results."""
+    from ..chapters import DIFFERENCES
+
+    rows = []
+    for d in DIFFERENCES:
+        measured = d.evidence
+        r = results.get(d.experiment)
+        check = next((c for c in r.checks if c.claim.startswith(d.check)), None) if r else None
+        if check is not None:
+            measured = (f"<a href='#{_e(d.experiment)}'>{_e(d.experiment)}</a>: "
+                        f"{_e(check.measured)} <span class='{_e(check.status)}'>"
+                        f"({_e(check.status)})</span>")
+        elif d.experiment:
+            measured = f"{_e(d.experiment)}: not run in this report"
+        else:
+            measured = _e(measured)
+        rows.append(f"<tr><td>{_e(d.chapter)}</td><td>{_e(d.says)}</td><td>{_e(d.source)}</td>"
+                    f"<td>{measured}</td></tr>")
+    return ("<h2 id='chapters'>Where the chapters and the sources differ</h2>"
+            "<table><tr><th>Chapter</th><th>The chapter says</th><th>The source says</th>"
+            "<th>normlab measured</th></tr>" + "".join(rows) + "</table>")
 
 
 def _machine() -> str:
@@ -279,17 +310,19 @@ def _rejudge_one(name, out_dir, progress):
 
 
 def _meta(size: str, entries, elapsed: float, reused: list[str]) -> dict:
+    """The run's setting, as summary.json records it."""
     import numpy as np
 
     from ... import __version__
 
-    compute = sum(r.wall_s for _, r, _, _ in entries if r is not None)
+    seeds = {r.config.get("seed") for _, r, _, _ in entries if r is not None}
     return {
         "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "size": size,
-        "experiments' run time (sum)": f"{compute:.0f} s",
-        "this invocation": f"{elapsed:.0f} s ({len(reused)} of {len(entries)} results reused "
-                           "from the cache)",
+        "seed": seeds.pop() if len(seeds) == 1 else None,
+        "wall_s_experiments": sum(r.wall_s for _, r, _, _ in entries if r is not None),
+        "wall_s_this_invocation": elapsed,
+        "reused": reused,
         "normlab": __version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
@@ -299,23 +332,25 @@ def _meta(size: str, entries, elapsed: float, reused: list[str]) -> dict:
     }
 
 
+def _meta_line(meta: dict, n: int) -> dict:
+    """The page's one-line setting, from the summary's."""
+    shown = {k: v for k, v in meta.items() if k not in ("wall_s_experiments",
+                                                        "wall_s_this_invocation", "reused")}
+    shown["experiments' run time (sum)"] = f"{meta['wall_s_experiments']:.0f} s"
+    shown["this invocation"] = (f"{meta['wall_s_this_invocation']:.0f} s ({len(meta['reused'])} "
+                                f"of {n} results reused from the cache)")
+    return shown
+
+
 def _write_page(out: Path, entries, meta: dict, elapsed: float, reused: list[str],
                 size: str) -> None:
     """``report.html`` and ``summary.json``, each written atomically."""
     from ..._files import atomic_write, write_json
+    from ..results import summarize
 
-    atomic_write(out / REPORT_FILE, build_html(entries, meta), what="report page")
-    summary = {
-        "size": size, "wall_s_this_invocation": elapsed,
-        "wall_s_experiments": sum(r.wall_s for _, r, _, _ in entries if r is not None),
-        "reused": reused,
-        "experiments": [
-            {"name": n, "verdict": (r.verdict if r is not None else "error"),
-             "measured": (r.measured if r is not None else err.strip().splitlines()[-1]),
-             "wall_s": (r.wall_s if r is not None else None)}
-            for n, r, _, err in entries],
-    }
-    write_json(out / "summary.json", summary, what="report summary")
+    atomic_write(out / REPORT_FILE, build_html(entries, _meta_line(meta, len(entries))),
+                 what="report page")
+    write_json(out / SUMMARY_FILE, summarize(entries, meta), what="report summary")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -328,6 +363,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="measure nothing: judge the cached measurements in OUT again with the "
                    "experiments' current rules, and rewrite the page")
     add_executor_arguments(p)
+    p.add_argument("--markdown", action="store_true",
+                   help="measure nothing: print the README's lab table rendered from a report "
+                   "summary (--results), or with --readme write it into that file")
+    p.add_argument("--results", metavar="FILE", default=None,
+                   help="with --markdown: the summary to render (default OUT/summary.json; the "
+                   "committed one is docs/results/quick.json)")
+    p.add_argument("--readme", metavar="FILE", default=None,
+                   help="with --markdown: replace the generated lab block of this README")
+
+
+def _markdown(args: argparse.Namespace) -> int:
+    """``--markdown``: the README's lab table from a summary; every input checked first."""
+    from ..._files import check_input_file, read_json
+    from ..cli import UsageError
+    from ..results import SCHEMA, markdown, readme_block, update_readme
+
+    if args.rejudge or args.no_cache or args.seed is not None or args.only:
+        raise UsageError("--markdown measures nothing: it takes no --rejudge, --no-cache, "
+                         "--seed or --only")
+    source = args.results or str(Path(args.out) / SUMMARY_FILE)
+    try:
+        summary = read_json(source, what="--results")
+        if not isinstance(summary, dict) or summary.get("schema") != SCHEMA:
+            raise ValueError(f"--results: {source!r} is not a report summary of schema {SCHEMA} "
+                             "(rerun normlab report)")
+        text = markdown(summary)
+        if args.readme is not None:
+            readme = check_input_file(args.readme, what="--readme")
+            readme_block(readme.read_text(encoding="utf-8"))
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"--results: {source!r} lacks a summary field ({exc})") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.readme is None:
+        print(text)
+    else:
+        changed = update_readme(args.readme, summary)
+        print(f"{args.readme}: lab block {'rewritten' if changed else 'already up to date'} "
+              f"from {source}")
+    return 0
 
 
 def check_names(names: list[str] | None) -> list[str] | None:
@@ -350,6 +425,10 @@ def main(args: argparse.Namespace) -> int:
     from ..cli import UsageError
     from ..sweep.executors import executor_from_args
 
+    if args.markdown:
+        return _markdown(args)
+    if args.results is not None or args.readme is not None:
+        raise UsageError("--results and --readme go with --markdown")
     seed = check_output_arguments(args)
     names = check_names(args.only)
     executor = executor_from_args(args)

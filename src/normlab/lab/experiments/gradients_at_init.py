@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import stats as S
 from ..framework import Card, Check, fmt
 from ._setups import xiong_model
 
@@ -33,6 +34,7 @@ CARD = Card(
                 "grows as sqrt(L) and the final LayerNorm divides the gradient by it. With Adam, "
                 "the large Post-LN gradients near the output at initialization are what "
                 "learning-rate warmup protects against.",
+    short="Post-LN's last-layer gradient independent of depth, Pre-LN's ~ 1/sqrt(L)",
 )
 
 
@@ -76,10 +78,6 @@ def _grad_norms(placement: str, L: int, cfg: Config, i: int) -> np.ndarray:
                      for blk in model.blocks])
 
 
-def _slope(x, y) -> float:
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
-
-
 def measure(config: Config, ctx) -> dict:
     cfg = config
     if cfg.profile_depth not in cfg.depths:
@@ -95,57 +93,71 @@ def measure(config: Config, ctx) -> dict:
                 done += L
                 ctx.progress(done, work, f"{placement}-LN L={L}")
             norms[(placement, L)] = np.array(runs)
-    Ls = np.array(cfg.depths, dtype=float)
-    last = {p: np.array([norms[(p, L)][:, -1].mean() for L in cfg.depths]) for p in ("post", "pre")}
-    last_sd = {p: np.array([norms[(p, L)][:, -1].std() for L in cfg.depths]) for p in ("post", "pre")}
-    # the slope's spread over seeds (one slope per seed): how firm the fitted number is
-    slope_se = {p: float(np.std([_slope(Ls, [norms[(p, L)][i, -1] for L in cfg.depths])
-                                 for i in range(cfg.seeds)]) / np.sqrt(cfg.seeds)) for p in last}
-    prof = {p: norms[(p, cfg.profile_depth)].mean(axis=0) for p in ("post", "pre")}
-    layers = np.arange(1, cfg.profile_depth + 1)
-    return {"depths": list(cfg.depths), "last": last, "last_sd": last_sd,
-            "slope": {p: _slope(Ls, last[p]) for p in last}, "slope_se": slope_se,
-            "profile": prof, "profile_slope": {p: _slope(layers, prof[p]) for p in prof},
+    per_seed = {p: np.array([norms[(p, L)][:, -1] for L in cfg.depths]).T  # (seeds, depths)
+                for p in ("post", "pre")}
+    return {"depths": list(cfg.depths), "last_per_seed": per_seed,
+            "last": {p: v.mean(axis=0) for p, v in per_seed.items()},
+            "profile_per_seed": {p: norms[(p, cfg.profile_depth)] for p in ("post", "pre")},
+            "profile": {p: norms[(p, cfg.profile_depth)].mean(axis=0) for p in ("post", "pre")},
             "profile_depth": cfg.profile_depth}
 
 
-def _ratio(data: dict) -> dict:
-    """The per-layer profile's top / bottom gradient norm, per placement."""
-    return {p: float(v[-1] / v[0]) for p, v in data["profile"].items()}
+def _stats(data: dict) -> dict:
+    """Intervals over seeds (models i share the seed across placements: paired)."""
+    Ls = data["depths"]
+    last = {p: np.asarray(v) for p, v in data["last_per_seed"].items()}  # (seeds, depths)
+    prof = {p: np.asarray(v) for p, v in data["profile_per_seed"].items()}  # (seeds, L)
+    layers = np.arange(1, data["profile_depth"] + 1)
+    pslope = {p: S.slope_interval(layers, prof[p]) for p in prof}
+    return {
+        "slope": {p: S.slope_interval(Ls, last[p]) for p in last},
+        "log_ratio": [S.paired_interval(np.log(last["post"][:, j]), np.log(last["pre"][:, j]))
+                      for j in range(len(Ls))],
+        "pslope": pslope,
+        "pslope_gap": S.paired_interval(S.slopes(layers, prof["post"]),
+                                        S.slopes(layers, prof["pre"])),
+        "ratio": {p: float(np.mean(prof[p][:, -1]) / np.mean(prof[p][:, 0])) for p in prof},
+    }
 
 
 def judge(data: dict, config: Config) -> list[Check]:
-    cfg = config
-    slope, slope_se, last = data["slope"], data["slope_se"], data["last"]
-    pslope, ratio = data["profile_slope"], _ratio(data)
+    cfg, st = config, _stats(data)
+    slope, last = st["slope"], data["last"]
     Lstr = ", ".join(str(L) for L in cfg.depths)
+    ratio_ok = S.all_of(S.decide(iv, 0.0, S.ABOVE) for iv in st["log_ratio"])
+    prof_ok = S.all_of([S.decide(st["pslope"]["post"], 0.0, S.ABOVE),
+                        S.decide(st["pslope_gap"], 0.0, S.ABOVE)])
     return [
-        Check("Post-LN: the last layer's gradient does not depend on depth L",
-              "~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
-              f"log-log slope {slope['post']:+.3f} (+-{slope_se['post']:.3f} s.e. over seeds); "
-              f"||g|| = {', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",
-              f"slope in [{POST_SLOPE[0]}, {POST_SLOPE[1]}] (papers.md section 1)",
-              POST_SLOPE[0] <= slope["post"] <= POST_SLOPE[1], "Xiong et al. Thm. 1, Fig. 3(c) [V]"),
-        Check("Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
-              "decreasing with depth (Fig. 3d); theory slope -1/2",
-              f"log-log slope {slope['pre']:+.3f} (+-{slope_se['pre']:.3f}); ||g|| = "
-              + ", ".join(fmt(v) for v in last["pre"]),
-              f"slope in [{PRE_SLOPE[0]}, {PRE_SLOPE[1]}]",
-              PRE_SLOPE[0] <= slope["pre"] <= PRE_SLOPE[1], "Xiong et al. Thm. 1, Fig. 3(d) [V]"),
+        Check.band("Post-LN: the last layer's gradient does not depend on depth L",
+                   "~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
+                   slope["post"], *POST_SLOPE,
+                   measured=f"log-log slope {slope['post'].text()}; ||g|| = "
+                   f"{', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",
+                   rule=f"the slope's interval over seeds inside [{POST_SLOPE[0]}, "
+                   f"{POST_SLOPE[1]}] (papers.md section 1)",
+                   source="Xiong et al. Thm. 1, Fig. 3(c) [V]"),
+        Check.band("Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
+                   "decreasing with depth (Fig. 3d); theory slope -1/2", slope["pre"], *PRE_SLOPE,
+                   measured=f"log-log slope {slope['pre'].text()}; ||g|| = "
+                   + ", ".join(fmt(v) for v in last["pre"]),
+                   rule=f"the slope's interval inside [{PRE_SLOPE[0]}, {PRE_SLOPE[1]}]",
+                   source="Xiong et al. Thm. 1, Fig. 3(d) [V]"),
         Check("Post-LN's last-layer gradient is larger than Pre-LN's (why it needs warmup)",
               "Post-LN bound larger by sqrt(L) (Thm. 1)",
-              "post / pre = " + ", ".join(f"{a / b:.2f}" for a, b in zip(last["post"], last["pre"]))
-              + f" at L = {Lstr}", "post > pre at every L",
-              all(a > b for a, b in zip(last["post"], last["pre"])), "Xiong et al. Thm. 1 [V]"),
+              "ln(post / pre), paired over seeds: " + ", ".join(
+                  f"L={L} {iv.text()}" for L, iv in zip(cfg.depths, st["log_ratio"])),
+              "the paired interval of ln(post / pre) > 0 at every L", ratio_ok,
+              "Xiong et al. Thm. 1 [V]", inconclusive=ratio_ok is None),
         Check(f"Post-LN's gradient grows with the layer index; Pre-LN's does not (L = "
               f"{cfg.profile_depth})", "Fig. 3(a): Post-LN grows toward the output",
-              f"per-layer log-log slope: post {pslope['post']:+.3f}, pre {pslope['pre']:+.3f}; "
-              f"top/bottom: post {ratio['post']:.2f}, pre {ratio['pre']:.2f}",
-              "slope_post > 0 and slope_post > slope_pre (papers.md: the robust check)",
-              pslope["post"] > 0 and pslope["post"] > pslope["pre"], "Xiong et al. Fig. 3(a, b) [V]"),
+              f"per-layer log-log slope: post {st['pslope']['post'].text()}, pre "
+              f"{st['pslope']['pre'].text()}; post - pre {st['pslope_gap'].text()}",
+              "slope_post > 0 and slope_post - slope_pre > 0, both intervals over seeds "
+              "(papers.md: the robust check)", prof_ok, "Xiong et al. Fig. 3(a, b) [V]",
+              inconclusive=prof_ok is None),
         Check("Pre-LN's per-layer gradient is 'almost the same' at every layer",
-              "flat (Fig. 3b)", f"top/bottom = {ratio['pre']:.2f} (decreasing with the layer)",
-              "shown, not counted: a documented difference", None,
+              "flat (Fig. 3b)", f"top/bottom = {st['ratio']['pre']:.2f} (decreasing with the "
+              "layer)", "shown, not counted: a documented difference", None,
               "Xiong et al. Fig. 3(b) [V]; papers.md [D]: 0.2-0.3",
               note="NormFormer, DeepNet and Mix-LN also find larger gradients in Pre-LN's bottom "
                    "layers; papers.md's simulation gives top/bottom 0.2-0.3"),
@@ -153,28 +165,34 @@ def judge(data: dict, config: Config) -> list[Check]:
 
 
 def headline(data: dict, config: Config) -> str:
-    slope, ratio = data["slope"], _ratio(data)
-    return (f"log-log slope vs L: Post-LN {slope['post']:+.2f}, Pre-LN {slope['pre']:+.2f} "
-            f"(theory 0, -0.5); per-layer top/bottom at L={config.profile_depth}: post "
-            f"{ratio['post']:.2f}, pre {ratio['pre']:.2f}")
+    st = _stats(data)
+    slope, ratio = st["slope"], st["ratio"]
+    return (f"log-log slope vs L: Post-LN {slope['post'].text(2)}, Pre-LN "
+            f"{slope['pre'].text(2)} (theory 0, -0.5); per-layer top/bottom at "
+            f"L={config.profile_depth}: post {ratio['post']:.2f}, pre {ratio['pre']:.2f}")
 
 
 def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     d = result.data
+    st = _stats(d)
     fig, (a, b) = figure(2)
     for p in ("post", "pre"):
-        prof = np.asarray(d["profile"][p])
-        a.plot(np.arange(1, prof.size + 1), prof, "o-", color=COLORS[p], label=f"{p}-LN")
-    style(a, f"per-layer ||E g|| of W2 (L = {d['profile_depth']})", "layer l",
-          "||dL/dW2_l||_F")
+        prof = np.asarray(d["profile_per_seed"][p])  # (seeds, L)
+        layers = np.arange(1, prof.shape[1] + 1)
+        m, se = prof.mean(axis=0), prof.std(axis=0, ddof=1) / np.sqrt(prof.shape[0])
+        a.plot(layers, m, "o-", color=COLORS[p], label=f"{p}-LN")
+        a.fill_between(layers, m - 2 * se, m + 2 * se, color=COLORS[p], alpha=0.2)
+    style(a, f"per-layer ||E g|| of W2 (L = {d['profile_depth']}; band: 2 s.e. over seeds)",
+          "layer l", "||dL/dW2_l||_F")
     a.set_yscale("log")
     L = np.asarray(d["depths"], dtype=float)
     for p, theory in (("post", 0.0), ("pre", -0.5)):
-        y = np.asarray(d["last"][p])
-        b.errorbar(L, y, yerr=np.asarray(d["last_sd"][p]), fmt="o-", color=COLORS[p], capsize=3,
-                   label=f"{p}-LN: slope {d['slope'][p]:+.2f}")
+        ys = np.asarray(d["last_per_seed"][p])  # (seeds, depths)
+        y = ys.mean(axis=0)
+        b.errorbar(L, y, yerr=2 * ys.std(axis=0, ddof=1) / np.sqrt(ys.shape[0]), fmt="o-",
+                   color=COLORS[p], capsize=3, label=f"{p}-LN: slope {st['slope'][p].text(2)}")
         b.plot(L, y[0] * (L / L[0]) ** theory, ":", color=COLORS[p], lw=1.2,
                label=f"theory slope {theory:g}")
     from matplotlib.ticker import NullLocator

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...models import Residual
 from ...nn import Module
+from .. import stats as S
 from ..framework import Card, Check, fmt
 from ._setups import xiong_model
 
@@ -38,6 +39,8 @@ CARD = Card(
                 "LayerNorm then has to divide by sqrt(l). Post-LN normalizes the stream itself "
                 "after every add, so its scale never changes, at the price of a LayerNorm "
                 "Jacobian on the identity path (see gradients-at-init and output-change).",
+    short="the stream x_L = x_0 + sum F_l grows without a norm; Pre-LN lets it grow "
+          "linearly, Post-LN holds it",
 )
 
 PLACEMENTS = ("none", "pre", "post", "sandwich", "deepnorm")
@@ -98,7 +101,7 @@ def _chapter(cfg: Config) -> dict:
 
 
 def _profiles(cfg: Config, progress, steps) -> dict:
-    """Mean over tokens and seeds of ||x||^2 / d after every block, per placement."""
+    """||x||^2 / d after every block, mean over tokens, per placement and seed."""
     prof, post5 = {}, []
     done = 0
     for placement in PLACEMENTS:
@@ -118,76 +121,96 @@ def _profiles(cfg: Config, progress, steps) -> dict:
                     for blk in model.blocks])
             done += 1
             progress(done, steps, f"{placement} seed {i}")
-        prof[placement] = np.mean(runs, axis=0)
-    return {"profile": prof, "post5": np.mean(post5, axis=0), "post5_sd": np.std(post5, axis=0)}
+        prof[placement] = np.array(runs)  # (seeds, L)
+    return {"profile": prof, "post5": np.array(post5)}  # post5: (seeds, L)
 
 
 def measure(config: Config, ctx) -> dict:
     steps = len(PLACEMENTS) * config.seeds
     l = np.arange(1, config.n_layers + 1)
     pr = _profiles(config, ctx.progress, steps)
-    return {"chapter": _chapter(config), "profile": pr["profile"], "post5": pr["post5"],
-            "post5_sd": pr["post5_sd"], "bounds": {"lo": 1 + l / 2, "hi": 1 + 1.5 * l},
+    return {"chapter": _chapter(config),
+            "profile": {p: v.mean(axis=0) for p, v in pr["profile"].items()},
+            "per_seed": pr["profile"], "post5_per_seed": pr["post5"],
+            "post5": pr["post5"].mean(axis=0), "bounds": {"lo": 1 + l / 2, "hi": 1 + 1.5 * l},
             "n_layers": config.n_layers}
 
 
+POST5 = (1.4, 1.6)  # Lemma 2's 1.5 d within +-0.1 (papers.md section 12)
+
+
 def _summary(data: dict, cfg: Config) -> dict:
-    """The numbers the checks and the headline read."""
+    """The numbers the checks and the headline read: per layer an interval over seeds."""
     prof = {k: np.asarray(v) for k, v in data["profile"].items()}
-    post5 = np.asarray(data["post5"])
-    return {"prof": prof, "pre": prof["pre"], "none": prof["none"], "post5": post5,
-            "post5_err": float(np.max(np.abs(post5 - 1.5))),
-            "lo": np.asarray(data["bounds"]["lo"]), "hi": np.asarray(data["bounds"]["hi"]),
-            "aligned": data["chapter"]["aligned"][-1], "orth": data["chapter"]["orthogonal"][-1]}
+    pre_iv = [S.mean_interval(col) for col in np.asarray(data["per_seed"]["pre"]).T]
+    post5_iv = [S.mean_interval(col) for col in np.asarray(data["post5_per_seed"]).T]
+    lo, hi = np.asarray(data["bounds"]["lo"]), np.asarray(data["bounds"]["hi"])
+    return {"prof": prof, "pre": prof["pre"], "none": prof["none"],
+            "post5": np.asarray(data["post5"]), "pre_iv": pre_iv, "post5_iv": post5_iv,
+            "pre_ok": S.all_of(S.within(iv, a, b) for iv, a, b in zip(pre_iv, lo, hi)),
+            "post5_ok": S.all_of(S.within(iv, *POST5) for iv in post5_iv),
+            "post5_err": float(np.max(np.abs(np.asarray(data["post5"]) - 1.5))),
+            "lo": lo, "hi": hi, "aligned": data["chapter"]["aligned"][-1],
+            "orth": data["chapter"]["orthogonal"][-1]}
+
+
+def _decided(claim, published, measured, rule, passed, source) -> Check:
+    return Check(claim, published, measured, rule, passed, source, inconclusive=passed is None)
 
 
 def judge(data: dict, config: Config) -> list[Check]:
     cfg, L = config, config.n_layers
     s = _summary(data, cfg)
-    prof, pre, none, post5, lo, hi = (s[k] for k in ("prof", "pre", "none", "post5", "lo", "hi"))
-    post_stream = np.sqrt(prof["post"])  # RMS after each block
+    prof, pre, none, lo, hi = (s[k] for k in ("prof", "pre", "none", "lo", "hi"))
     expected = cfg.chapter_blocks * cfg.chapter_add
+    orth = cfg.chapter_add * np.sqrt(cfg.chapter_blocks)
+    w5 = max(s["post5_iv"], key=lambda iv: max(abs(iv.lo - 1.5), abs(iv.hi - 1.5)))
     return [
+        _decided("Pre-LN: the stream grows linearly, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d",
+                 "Lemma 2 bounds; papers.md [D]: 13.25 at l=12 (bounds 7 to 19)",
+                 f"E||x_l||^2/d = {s['pre_iv'][0].text()} at l=1 ... {s['pre_iv'][-1].text()} "
+                 f"at l={L} (bounds {lo[-1]:g} to {hi[-1]:g})",
+                 "the interval over seeds inside the bounds at every l", s["pre_ok"],
+                 "Xiong et al. Lemma 2 [V]"),
+        _decided("Post-LN holds the stream fixed: E||x^{post,5}||^2 = 1.5 d at every layer",
+                 "1.5 d for all l > 0 (Lemma 2); papers.md [D]: 1.50 +- 0.05",
+                 f"E||x^(post,5)||^2/d = {fmt(s['post5'].min())} to {fmt(s['post5'].max())} "
+                 f"over l = 1..{L}; farthest from 1.5: {w5.text()}",
+                 f"the interval over seeds inside [{POST5[0]:g}, {POST5[1]:g}] at every l "
+                 "(papers.md section 12)", s["post5_ok"], "Xiong et al. Lemma 2 [V]"),
+        Check("Sandwich (Peri-LN) and DeepNorm", "Peri-LN: bounded growth, about sqrt(l) "
+              "(papers.md section 9)",
+              f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
+              f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
+              "shown, not counted", None, "Kim et al. 2025 [S]; Wang et al. 2022"),
         Check(f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
               f"{cfg.chapter_add:g} give {expected:g}", f"{expected:g} (chapter 2.4 quiz)",
               f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}", "|measured - 20| < 1e-12",
-              abs(s["aligned"] - expected) < 1e-12, "chapter 2.4, section 2 and quiz"),
+              abs(s["aligned"] - expected) < 1e-12, "chapter 2.4, section 2 and quiz",
+              identity=True),
         Check("the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
-              f"2 sqrt(10) = {cfg.chapter_add * np.sqrt(cfg.chapter_blocks):.4f} (arithmetic)",
-              f"||x_L|| = {s['orth']:.4f}", "shown, not counted", None, "arithmetic",
+              f"2 sqrt(10) = {orth:.4f} (arithmetic)", f"||x_L|| = {s['orth']:.4f}",
+              "|measured - 2 sqrt(10)| < 1e-12", abs(s["orth"] - orth) < 1e-12, "arithmetic",
               note="random branches at initialization are close to orthogonal: the stream's "
-                   "norm grows as sqrt(L) when the branches do not scale with the stream"),
+                   "norm grows as sqrt(L) when the branches do not scale with the stream",
+              identity=True),
         Check("without normalization the stream grows with depth",
               "'the scale of the running sum can grow roughly with the number of blocks'",
               f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
               "strictly increasing in l and the last > 2 x the first",
               bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0]), "chapter 2.4, section 2",
               note="each branch scales with its input here (no norm in front of it), so the "
-                   "growth is geometric, not linear"),
-        Check("Pre-LN: the stream grows linearly, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d",
-              "Lemma 2 bounds; papers.md [D]: 13.25 at l=12 (bounds 7 to 19)",
-              f"E||x_l||^2/d = {fmt(pre[0])} at l=1 ... {fmt(pre[-1])} at l={L} "
-              f"(bounds {lo[-1]:g} to {hi[-1]:g})", "inside the bounds at every l",
-              bool(np.all((pre >= lo) & (pre <= hi))), "Xiong et al. Lemma 2 [V]"),
-        Check("Post-LN holds the stream fixed: E||x^{post,5}||^2 = 1.5 d at every layer",
-              "1.5 d for all l > 0 (Lemma 2); papers.md [D]: 1.50 +- 0.05",
-              f"E||x^(post,5)||^2/d = {fmt(post5.min())} to {fmt(post5.max())} over l = 1..{L}; "
-              f"stream RMS after each block {fmt(post_stream.min())} to {fmt(post_stream.max())}",
-              "|measured - 1.5| < 0.1 at every l (papers.md section 12)", s["post5_err"] < 0.1,
-              "Xiong et al. Lemma 2 [V]"),
-        Check("Sandwich (Peri-LN) and DeepNorm", "Peri-LN: bounded growth, about sqrt(l) "
-              "(papers.md section 9)",
-              f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
-              f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
-              "shown, not counted", None, "Kim et al. 2025 [S]; Wang et al. 2022"),
+                   "growth is geometric, not linear; a sum of branches that read the stream "
+                   "grows by construction", identity=True),
     ]
 
 
 def headline(data: dict, config: Config) -> str:
     s = _summary(data, config)
     return (f"chapter sum {s['aligned']:g}; E||x_L||^2/d at l={config.n_layers}: none "
-            f"{fmt(s['none'][-1])}, pre {fmt(s['pre'][-1])}, post (x^post,5) "
-            f"{fmt(s['post5'][-1])}; post max |dev from 1.5| {fmt(s['post5_err'])}")
+            f"{fmt(s['none'][-1])}, Pre-LN {s['pre_iv'][-1].text()} inside "
+            f"[{s['lo'][-1]:g}, {s['hi'][-1]:g}]; Post-LN x^post,5 {s['post5_iv'][-1].text()} "
+            f"(1.5)")
 
 
 def plot(result, out_dir) -> list[str]:
