@@ -45,14 +45,18 @@ PARTLY = "partly reproduced"
 NOT_REPRODUCED = "not reproduced"
 
 INCONCLUSIVE = "inconclusive"
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE)
+HOLDS = "identities hold"  # an experiment of identities only, every one holding
+BROKEN = "identity fails"  # an experiment of identities only, one failing (a bug in normlab)
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, HOLDS, BROKEN)
 
 VERDICT_RULE = (
     "over the counted empirical checks: reproduced when every one passes; not reproduced when "
     "none passes and at least one fails; inconclusive when every one is inconclusive (its "
-    "interval over seeds straddles the threshold); partly reproduced otherwise. Identities (true "
-    "by construction) are shown and counted apart; rows marked 'shown' (a documented difference "
-    "from the paper, or a number with no published counterpart) are reported but not counted."
+    "interval over seeds straddles the threshold); partly reproduced otherwise (so an "
+    "inconclusive check keeps a verdict from 'reproduced'). Identities (true by construction) "
+    "are shown and counted apart: an experiment of identities only 'holds' when every one does. "
+    "Rows marked 'shown' (a documented difference from the paper, or a number with no published "
+    "counterpart) are reported but not counted."
 )
 
 SIZES = ("tiny", "quick", "full")
@@ -144,8 +148,11 @@ def verdict_of(checks: list[Check]) -> str:
     """The verdict by :data:`VERDICT_RULE`."""
     counted = [c.passed for c in checks if c.counted]
     if not counted:
-        raise ValueError("a Result needs at least one counted empirical check (passed True or "
-                         "False, or inconclusive)")
+        identities = [c.passed for c in checks if c.identity and c.passed is not None]
+        if not identities:
+            raise ValueError("a Result needs at least one counted empirical check (passed True "
+                             "or False, or inconclusive) or one identity")
+        return HOLDS if all(identities) else BROKEN
     if all(p is True for p in counted):
         return REPRODUCED
     if all(p is None for p in counted):

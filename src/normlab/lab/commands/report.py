@@ -29,8 +29,8 @@ import traceback
 from pathlib import Path
 
 from ..arguments import add_output_arguments, add_size_arguments
-from ..framework import (INCONCLUSIVE, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICT_RULE, Result,
-                         registry)
+from ..framework import (BROKEN, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, PARTLY, REPRODUCED,
+                         VERDICT_RULE, Result, registry)
 from ..sweep.executors import add_executor_arguments
 
 DEFAULT_OUT = "normlab-report"
@@ -68,7 +68,8 @@ def _e(text: object) -> str:
 
 def _verdict_badge(verdict: str) -> str:
     cls = {REPRODUCED: "v-reproduced", PARTLY: "v-partly", NOT_REPRODUCED: "v-not",
-           INCONCLUSIVE: "v-inconclusive"}.get(verdict, "v-error")
+           INCONCLUSIVE: "v-inconclusive", HOLDS: "v-reproduced", BROKEN: "v-not"}.get(
+               verdict, "v-error")
     return f'<span class="v {cls}">{_e(verdict)}</span>'
 
 

@@ -22,6 +22,7 @@ from ...functional import (
     rms_norm_forward,
 )
 from ...functional.rmsnorm import partial_width
+from .. import stats as S
 from ..framework import Card, Check, fmt
 
 CARD = Card(
@@ -42,6 +43,7 @@ CARD = Card(
                 "the gradient shrink as the weights grow (implicit learning-rate adaptation): "
                 "doubling W halves dL/dW. RMSNorm gives up only the re-centering invariances, and "
                 "its saving comes from skipping the mean and the centering pass.",
+    short="the invariance table; RMSNorm 7-64% faster than LayerNorm",
 )
 
 # The invariance table of Ba et al. 2016 / Zhang & Sennrich 2019 (True = invariant) [V].
@@ -54,6 +56,8 @@ TABLE = {
     "prmsnorm": (True, False, False, True, False, True),
 }
 INVARIANT, VARIANT = 1e-9, 1e-2  # papers.md section 2: max|dh| below / above
+EST_TOL = 0.2  # papers.md section 2: pRMSNorm's relative std within +-20% of 1/sqrt(2k)
+MIN_SAVING = 0.05  # papers.md section 2: RMSNorm saves at least 5% of LayerNorm's time
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,8 @@ def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
                 times[k].append(time.perf_counter() - t0)
         med = {k: float(np.median(v)) for k, v in times.items()}
         rows.append({"shape": [n, C], **{f"{k}_s": v for k, v in med.items()},
+                     "rms_savings": [1.0 - a / b for a, b in zip(times["rmsnorm"],
+                                                                   times["layernorm"])],
                      "rms_saving": 1.0 - med["rmsnorm"] / med["layernorm"],
                      "prms_saving": 1.0 - med["prmsnorm"] / med["layernorm"]})
         progress(step0 + i + 1, steps, f"timing {n}x{C}")
@@ -250,41 +256,66 @@ def judge(data: dict, config: Config) -> list[Check]:
               + ("" if not mismatches else "; differ: " + "; ".join(mismatches)),
               f"max|dh| < {INVARIANT:g} where the table says invariant, > {VARIANT:g} where "
               "it says not (papers.md section 2)", not mismatches,
-              "Ba et al. 2016 Table 1 [V]; Zhang & Sennrich 2019 Table 1 [V]"),
+              "Ba et al. 2016 Table 1 [V]; Zhang & Sennrich 2019 Table 1 [V]", identity=True),
         Check("implicit learning-rate adaptation: scaling W by a scales dL/dW by 1/a",
               "exact (Ioffe & Szegedy 3.3; Ba et al. 5.2)",
               "max relative error: " + ", ".join(f"{k} {fmt(v)}" for k, v in lr.items())
               + f" (a in {', '.join(f'{a:g}' for a in config.lr_scales)})",
               "relative error < 1e-8 for each norm", all(v < 1e-8 for v in lr.values()),
-              "Ioffe & Szegedy 2015 section 3.3 [V]"),
-        Check("pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
-              "p = 6.25% in the paper; 1/sqrt(2k) [D]",
-              ", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f})"
-                        for r in est["rows"]),
-              "within +-20% of 1/sqrt(2k) at every p (papers.md section 2)",
-              all(abs(r["rel_std"] / r["theory"] - 1) < 0.2 for r in est["rows"]),
-              "Zhang & Sennrich 2019 [S]; papers.md [D]"),
+              "Ioffe & Szegedy 2015 section 3.3 [V]", identity=True),
+        _estimation_check(est, config),
         Check("RMSNorm equals LayerNorm on zero-mean input", "exact",
               f"max |RMSNorm - LayerNorm| = {fmt(est['rms_eq_ln_zero_mean'])}", "< 1e-12",
-              est["rms_eq_ln_zero_mean"] < 1e-12, "definition"),
+              est["rms_eq_ln_zero_mean"] < 1e-12, "definition", identity=True),
         *_speed_checks(data["speed"]["rows"], data["machine"]),
     ]
 
 
+def _estimation_check(est: dict, config: Config) -> Check:
+    # the sample std of N draws has standard error std / sqrt(2 (N - 1)) (normal data)
+    ivs = [S.se_interval(r["rel_std"] / r["theory"],
+                         r["rel_std"] / r["theory"] / np.sqrt(2 * (config.est_draws - 1)),
+                         config.est_draws) for r in est["rows"]]
+    passed = S.all_of(S.within(iv, 1 - EST_TOL, 1 + EST_TOL) for iv in ivs)
+    return Check(
+        "pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
+        "p = 6.25% in the paper; 1/sqrt(2k) [D]",
+        ", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f}; ratio {iv.text()})"
+                  for r, iv in zip(est["rows"], ivs)),
+        f"the ratio's interval (2 se over the draws) inside 1 +- {EST_TOL:g} at every p "
+        "(papers.md section 2)", passed, "Zhang & Sennrich 2019 [S]; papers.md [D]",
+        inconclusive=passed is None,
+        note="1/sqrt(2k) is the delta-method approximation for normal data, not an identity")
+
+
+def _saving(row: dict):
+    """The median over interleaved repeats of 1 - t_rms / t_ln, with a bootstrap interval (the
+    median: one repeat that a busy core slowed does not move it)."""
+    return S.bootstrap_interval(row["rms_savings"], np.median)
+
+
+def _pct(iv) -> str:
+    return f"{100 * iv.mean:.0f}% [{100 * iv.lo:.0f}%, {100 * iv.hi:.0f}%] (n={iv.n})"
+
+
 def _speed_checks(sr: list[dict], machine: str) -> list[Check]:
-    savings = [r["rms_saving"] for r in sr]
+    ivs = [_saving(r) for r in sr]
     shapes = [f"{r['shape'][0]}x{r['shape'][1]}" for r in sr]
+    passed = S.all_of(S.decide(iv, MIN_SAVING, S.ABOVE) for iv in ivs)
     return [
         Check("RMSNorm is faster than LayerNorm (forward + backward)",
               "7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
-              "time saved: " + ", ".join(f"{100 * s:.0f}% ({sh})" for s, sh in zip(savings, shapes)),
-              "at least 5% at every shape (papers.md section 2)", all(s >= 0.05 for s in savings),
-              "Zhang & Sennrich 2019 abstract [V]",
-              note="NumPy reference ops on this CPU, float32, median of interleaved runs: not "
-                   f"the paper's frameworks or hardware ({machine})"),
+              "time saved, per interleaved repeat: " + ", ".join(
+                  f"{_pct(iv)} ({sh})" for iv, sh in zip(ivs, shapes)),
+              f"the median saving's bootstrap interval over repeats > {MIN_SAVING:.0%} at every "
+              "shape (papers.md section 2)", passed, "Zhang & Sennrich 2019 abstract [V]",
+              inconclusive=passed is None,
+              note="NumPy reference ops on this CPU, float32, interleaved repeats: not the "
+                   f"paper's frameworks or hardware ({machine}); a loaded machine widens the "
+                   "interval"),
         Check("pRMSNorm is not always faster than RMSNorm in practice",
               "the paper notes slicing overhead [S]",
-              "pRMSNorm time saved vs LayerNorm: "
+              "pRMSNorm time saved vs LayerNorm (medians): "
               + ", ".join(f"{100 * r['prms_saving']:.0f}% ({sh})" for r, sh in zip(sr, shapes)),
               "shown, not counted", None, "Zhang & Sennrich 2019 [S]"),
     ]
@@ -297,7 +328,7 @@ def headline(data: dict, config: Config) -> str:
     return (f"{n_cells - len(_mismatches(data['grid']))}/{n_cells} invariance cells match; "
             f"pRMSNorm k={paper_row['k']}: rel. std {paper_row['rel_std']:.4f} vs "
             f"{paper_row['theory']:.4f}; RMSNorm saves "
-            + "/".join(f"{100 * r['rms_saving']:.0f}%" for r in data["speed"]["rows"])
+            + ", ".join(_pct(_saving(r)) for r in data["speed"]["rows"])
             + " of LayerNorm's time")
 
 

@@ -19,7 +19,8 @@ from ...nn import FULL_PRECISION, Numerics
 from ...precision import WeightUpdater, get_format, quantize
 from ...precision import demos
 from ..._files import number
-from ..framework import Card, Check, fmt
+from .. import stats
+from ..framework import Card, Check
 
 CARD = Card(
     name="precision-basics",
@@ -41,6 +42,8 @@ CARD = Card(
                 "update smaller than half an ulp of the weight, or a term smaller than half the "
                 "spacing of a running sum, is rounded away: float32 master weights and float32 "
                 "accumulators keep them.",
+    short="fp16 range and loss scaling; lost updates without fp32 master weights; bf16 sums "
+          "stall at 256",
 )
 
 
@@ -51,11 +54,12 @@ class Config:
     batch: int = 16  # sequences per batch of the tiny model (normlab train's default model)
     update_steps: int = 1000  # updates applied to one weight in the stagnation demo
     sum_terms: int = 10_000  # values U(0, 1) in the bfloat16 running sum
+    seeds: int = 4  # models (seed, seed + 1, ...) whose gradients the counted checks read
     seed: int = 0  # seeds the model, its data, and the random values
 
 
 SIZES = {
-    "tiny": {"train_steps": 3, "batch": 4, "update_steps": 200, "sum_terms": 1_000},
+    "tiny": {"train_steps": 3, "batch": 4, "update_steps": 200, "sum_terms": 1_000, "seeds": 2},
     "quick": {},
     "full": {"train_steps": 600},
 }
@@ -109,18 +113,16 @@ def _histogram(g: np.ndarray) -> dict:
             "max": float(nz.max()), "median": float(np.median(nz))}
 
 
-def _model_gradients(cfg: Config, progress) -> dict:
+def _model_gradients(cfg: Config, seed: int) -> dict:
     from ...train import TrainConfig, Trainer
 
     tc = dataclasses.replace(TrainConfig(), steps=max(cfg.train_steps, 1), batch_size=cfg.batch,
-                             eval_interval=10**9, seed=cfg.seed)
+                             eval_interval=10**9, seed=seed)
     trainer = Trainer(tc)
-    rng = np.random.default_rng([cfg.seed, 3])
+    rng = np.random.default_rng([seed, 3])
     g0 = _gradients(trainer, rng)
-    progress(1, 4, "gradients at init")
     trainer.run(cfg.train_steps)
     g1 = _gradients(trainer, rng)
-    progress(2, 4, f"gradients after {trainer.step} steps")
     m = tc.model
     return {"init": {"hist": _histogram(g0), "rows": _underflow(g0, cfg.scales)},
             "trained": {"hist": _histogram(g1), "rows": _underflow(g1, cfg.scales),
@@ -155,7 +157,10 @@ def measure(config: Config, ctx) -> dict:
     cfg = config
     fp16, bf16 = demos.fp16_overflows_but_bfloat16_keeps_range()
     g_plain, g_scaled = demos.tiny_gradient_survives_loss_scaling(1e-8, 2.0**16)
-    grads = _model_gradients(cfg, ctx.progress)
+    grads = []
+    for i in range(cfg.seeds):
+        grads.append(_model_gradients(cfg, cfg.seed + i))
+        ctx.progress(2 * (i + 1) / cfg.seeds, 4, f"gradients of model {i + 1}/{cfg.seeds}")
     stag_bf = demos.update_stagnation("bfloat16", 1.0, -1e-3, cfg.update_steps // 2)
     stag_fp = demos.update_stagnation("float16", 1.0, 2.0**-12, cfg.update_steps)
     ctx.progress(3, 4, "updates and sums")
@@ -163,7 +168,7 @@ def measure(config: Config, ctx) -> dict:
     harm16 = demos.harmonic_stagnation("float16")
     harm_bf = demos.harmonic_stagnation("bfloat16")
     ctx.progress(4, 4, "done")
-    return {"grads": grads, "traj": tr, "harmonic": {"float16": harm16, "bfloat16": harm_bf},
+    return {"grads": grads[0], "grads_per_seed": grads, "traj": tr, "harmonic": {"float16": harm16, "bfloat16": harm_bf},
             "fp16_range": [FP16.min_subnormal, FP16.min_normal, FP16.max_finite],
             "range": {"float16": [float(v) for v in fp16], "bfloat16": [float(v) for v in bf16]},
             "tiny_gradient": [float(g_plain), float(g_scaled)],
@@ -191,48 +196,71 @@ def _format_checks(data: dict) -> list[Check]:
               "65504; 6.1e-5; 6.0e-8 (Micikevicius et al.; the chapter)",
               f"{FP16.max_finite:g}; {FP16.min_normal:.3g}; {FP16.min_subnormal:.3g} "
               f"(bfloat16 max {BF16.max_finite:.3g})", "exact", fmt_ok,
-              "Micikevicius et al. 2017 [S]; chapter 16.3"),
+              "Micikevicius et al. 2017 [S]; chapter 16.3", identity=True),
         Check("[1e5, 1e30] overflow in float16 but stay finite in bfloat16 (Listing 16.4)",
               "float16: inf, inf; bfloat16 keeps float32's range",
               f"float16 {fp16.tolist()}; bfloat16 {bf16.tolist()}",
               "float16 both inf; bfloat16 both finite within 2^-8 relative", range_ok,
-              "chapter Listing 16.4"),
+              "chapter Listing 16.4", identity=True),
         Check("a gradient of 1e-8 underflows in float16 and survives a loss scale of 2^16",
               "0 without scaling; recovered with scaling (Listing 16.4)",
               f"{g_plain:g} unscaled; {g_scaled:.6g} with S = 2^16",
               "0 exactly, then within float16's half-ulp (2^-11) of 1e-8",
               g_plain == 0.0 and abs(g_scaled / 1e-8 - 1) <= 2.0**-11,
-              "chapter Listing 16.4"),
+              "chapter Listing 16.4", identity=True),
     ]
 
 
-def _gradient_checks(data: dict, cfg: Config) -> list[Check]:
-    init, trained = data["grads"]["init"], data["grads"]["trained"]
-    plain = [_row(d["rows"], 1.0) for d in (init, trained)]
-    below_normal = [p["flushed"] + p["subnormal"] for p in plain]
+def _gradient_stats(data: dict, cfg: Config) -> dict:
+    """Per model (seed): the unscaled flushed and below-normal fractions at init and after
+    training, and the largest ratio flushed(S >= 1024) / flushed(1); intervals over the models."""
+    per = data["grads_per_seed"]
     big = [S for S in cfg.scales if S >= 1024]
-    scaled_ok = all(_row(d["rows"], S)["flushed"] <= _row(d["rows"], 1.0)["flushed"] / 10
-                    for d in (init, trained) for S in big)
-    no_overflow = all(r["overflow"] == 0 for d in (init, trained) for r in d["rows"])
+    out = {}
+    for when in ("init", "trained"):
+        plain = [_row(g[when]["rows"], 1.0) for g in per]
+        out[when] = {
+            "flushed": stats.mean_interval([p["flushed"] for p in plain]),
+            "below": stats.mean_interval([p["flushed"] + p["subnormal"] for p in plain]),
+            "scaled": stats.mean_interval([max(_row(g[when]["rows"], S)["flushed"] for S in big)
+                                        / max(_row(g[when]["rows"], 1.0)["flushed"], 1e-300)
+                                        for g in per]),
+        }
+    out["no_overflow"] = all(r["overflow"] == 0 for g in per for d in (g["init"], g["trained"])
+                             for r in d["rows"])
+    return out
+
+
+def _pct(iv) -> str:
+    return f"{100 * iv.mean:.3g}% [{100 * iv.lo:.3g}%, {100 * iv.hi:.3g}%]"
+
+
+def _gradient_checks(data: dict, cfg: Config) -> list[Check]:
+    st, n = _gradient_stats(data, cfg), len(data["grads_per_seed"])
+    trained = data["grads"]["trained"]
+    some = stats.all_of([stats.decide(st[w]["flushed"], 0.0, stats.ABOVE) for w in ("init", "trained")]
+                     + [stats.decide(st[w]["below"], 0.1, stats.ABOVE) for w in ("init", "trained")])
+    scaled = stats.all_of([stats.decide(st[w]["scaled"], 0.1, stats.BELOW) for w in ("init", "trained")]
+                       + [st["no_overflow"]])
     S16 = 65536.0 if 65536.0 in cfg.scales else max(cfg.scales)
     return [
         Check("real gradients fall below float16's normal range; some flush to zero",
               "SSD: 31% of activation gradients became 0 in FP16; most of FP16's range unused",
-              f"flushed to 0: {100 * plain[0]['flushed']:.2f}% at init, "
-              f"{100 * plain[1]['flushed']:.2f}% after {trained['steps']} steps; below 2^-14: "
-              f"{100 * below_normal[0]:.0f}% / {100 * below_normal[1]:.0f}%; largest |g| "
-              f"{fmt(init['hist']['max'])}", "some flushed (> 0) and > 10% below the normal "
-              "range, at init and after training", all(p["flushed"] > 0 for p in plain)
-              and all(b > 0.1 for b in below_normal), "Micikevicius et al. 2017, Fig. 3 [S]",
+              f"over {n} models: flushed to 0 {_pct(st['init']['flushed'])} at init, "
+              f"{_pct(st['trained']['flushed'])} after {trained['steps']} steps; below 2^-14: "
+              f"{_pct(st['init']['below'])} / {_pct(st['trained']['below'])}",
+              "intervals over models: flushed > 0 and below the normal range > 10%, at init "
+              "and after training", some, "Micikevicius et al. 2017, Fig. 3 [S]",
+              inconclusive=some is None,
               note="a different model and data than the paper's SSD: compare the mechanism, not "
                    "the percentage"),
         Check("loss scaling moves them into range without overflow",
               "scales 8 to 32K used; 8 sufficed for SSD, bigLSTM needed 128",
-              "flushed at S = " + ", ".join(
-                  f"{S:g}: {100 * _row(init['rows'], S)['flushed']:.3g}%" for S in cfg.scales)
-              + f" (init); overflow: {'none' if no_overflow else 'some'} up to S = {S16:g}",
-              "S >= 1024 flushes <= 1/10 of the unscaled fraction; nothing overflows at any S",
-              scaled_ok and no_overflow, "Micikevicius et al. 2017 [S]"),
+              "flushed at S >= 1024 / flushed unscaled: "
+              f"{st['init']['scaled'].text()} at init, {st['trained']['scaled'].text()} trained;"
+              f" overflow: {'none' if st['no_overflow'] else 'some'} up to S = {S16:g}",
+              "the ratio's interval over models < 1/10; nothing overflows at any S or model",
+              scaled, "Micikevicius et al. 2017 [S]", inconclusive=scaled is None),
     ]
 
 
@@ -249,18 +277,20 @@ def _update_checks(data: dict, cfg: Config) -> list[Check]:
               "direct == 1.0 exactly; master == the exact result rounded once to bfloat16",
               stag_bf["direct"] == 1.0
               and stag_bf["master"] == float(quantize(np.float64(stag_bf["exact"]), "bfloat16")),
-              "chapter 16.3; normlab.precision.master"),
+              "chapter 16.3; normlab.precision.master", identity=True),
         Check("float16: an update of 2^-12 to a weight of 1 is lost; an fp32 master keeps it",
               f"1 + {n_up} x 2^-12 = {1 + n_up * 2.0**-12:.9g} with a master copy, 1 without "
               "(papers.md section 11, reproduction G)",
               f"direct {stag_fp['direct']:.9g}, master {stag_fp['master']:.9g}",
               "exact equality", stag_fp["direct"] == 1.0
-              and stag_fp["master"] == 1 + n_up * 2.0**-12, "Micikevicius et al. 2017 [D]"),
+              and stag_fp["master"] == 1 + n_up * 2.0**-12, "Micikevicius et al. 2017 [D]",
+              identity=True),
         Check("a bfloat16 running sum of values in [0, 1) stalls at 256",
               "256 (the spacing there is 2; every term is below half of it)",
               f"bfloat16 sum {sum_bf:g}; float32 {sum_32:.6g}; exact {exact:.6g}",
               "bfloat16 == 256 exactly; float32 within 1e-4 relative of exact",
-              sum_bf == 256.0 and abs(sum_32 / exact - 1) < 1e-4, "ml_dtypes README; chapter 16.3"),
+              sum_bf == 256.0 and abs(sum_32 / exact - 1) < 1e-4, "ml_dtypes README; chapter 16.3",
+              identity=True),
         Check("the harmonic series stagnates under round-to-nearest",
               "float16 at n = 513 (7.0859375), bfloat16 at n = 65 (5.0625) (Higham)",
               f"float16 at n = {harm16[0]} ({harm16[1]:g}); bfloat16 at n = {harm_bf[0]} "
@@ -269,12 +299,10 @@ def _update_checks(data: dict, cfg: Config) -> list[Check]:
 
 
 def headline(data: dict, config: Config) -> str:
-    init = data["grads"]["init"]
-    plain = _row(init["rows"], 1.0)
-    at_1024 = 100 * _row(init["rows"], 1024.0)["flushed"] if 1024.0 in config.scales else 0
-    return (f"fp16 flushes {100 * plain['flushed']:.1f}% of nonzero gradients at init "
-            f"({100 * (plain['flushed'] + plain['subnormal']):.0f}% below 2^-14), {at_1024:.3g}"
-            f"% at S=1024; bf16 weight stuck at {data['stagnation']['bfloat16']['direct']:g}; "
+    st = _gradient_stats(data, config)
+    return (f"fp16 flushes {_pct(st['init']['flushed'])} of nonzero gradients at init "
+            f"({_pct(st['init']['below'])} below 2^-14); S >= 1024 leaves "
+            f"{st['init']['scaled'].text(2)} of that; bf16 weight stuck at {data['stagnation']['bfloat16']['direct']:g}; "
             f"bf16 sum {data['traj']['sum_bf16'][-1]:g}")
 
 
