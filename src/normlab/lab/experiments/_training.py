@@ -150,6 +150,37 @@ def final_losses(runs: Sequence[Run], variant: str, *, clip: bool = True) -> dic
     return {lr: sum(v) / len(v) for lr, v in sorted(by_lr.items())}
 
 
+def seed_losses(runs: Sequence[Run], variant: str, *, clip: bool = True) -> dict[float, list[float]]:
+    """lr -> the variant's final validation loss per seed, in seed order (for intervals and
+    paired differences over seeds). A run that diverged or failed, or whose loss is not finite,
+    counts as its own loss at init (the variant's when it has none); with ``clip`` every loss is
+    min(loss, loss at init)."""
+    loss0 = loss_at_init(runs, variant)
+    by_lr: dict[float, list[tuple[int, float]]] = {}
+    for r in runs:
+        if r.variant != variant:
+            continue
+        own0 = r.loss_at_init if r.loss_at_init is not None else loss0
+        v = r.final_val_loss if r.status == "done" and r.final_val_loss is not None else own0
+        by_lr.setdefault(r.lr, []).append((r.seed, min(v, own0) if clip else v))
+    return {lr: [v for _, v in sorted(vals)] for lr, vals in sorted(by_lr.items())}
+
+
+def seed_sensitivities(runs: Sequence[Run], variant: str) -> list[float]:
+    """Wortsman et al.'s LR sensitivity of a variant computed seed by seed (each seed's own
+    learning-rate curve and loss at init), in seed order."""
+    from ..sweep import lr_sensitivity
+
+    seeds = sorted({r.seed for r in runs if r.variant == variant})
+    out = []
+    for seed in seeds:
+        rs = [r for r in runs if r.variant == variant and r.seed == seed]
+        mine = seed_losses(rs, variant)
+        out.append(lr_sensitivity(list(mine), [v[0] for v in mine.values()],
+                                  loss_at_init(rs, variant)))
+    return out
+
+
 def sensitivity(runs: Sequence[Run], variant: str) -> float:
     """Wortsman et al.'s LR sensitivity of a variant over all its learning rates: the mean of
     min(loss, loss at init) minus the best loss (``normlab.lab.sweep.lr_sensitivity``)."""

@@ -21,8 +21,9 @@ import numpy as np
 
 from ...models import GPTConfig
 from ...train import TrainConfig
+from .. import stats as S
 from ..framework import Card, Check, fmt
-from ._training import final_losses, require_finished, run_grid
+from ._training import final_losses, require_finished, run_grid, seed_losses
 
 CARD = Card(
     name="warmup",
@@ -46,6 +47,8 @@ CARD = Card(
                 "the same learning rate without warmup. DeepNorm up-weights the skip path "
                 "(alpha x) and down-scales the initial branches (beta), which bounds the first "
                 "updates (Wang et al. 2022).",
+    short="Post-LN without warmup fails where it trains with warmup; Pre-LN and DeepNorm need "
+          "none; the gap grows with lr and depth",
 )
 
 PLACEMENTS = ("post", "pre", "deepnorm")
@@ -67,16 +70,16 @@ class Config:
     depths: tuple[int, ...] = (6, 12)  # L: blocks; the gap should grow with depth
     lrs: tuple[float, ...] = (3e-3, 1e-2, 3e-2)  # peak learning rates; the gap should grow with lr
     warmup_frac: float = 0.2  # the warmup arm: linear warmup over this fraction of the steps
-    seeds: int = 1  # training seeds per point (seed, seed + 1, ...)
+    seeds: int = 3  # training seeds per point (seed, seed + 1, ...): the gaps are paired by seed
     seed: int = 0  # first training seed (the Markov source's "language" is fixed)
 
 
 SIZES = {
     "tiny": {"depths": (2, 4), "lrs": (1e-3, 3e-2), "base.steps": 40, "base.eval_interval": 10,
              "base.batch_size": 8, "base.model.d_model": 16, "base.model.n_heads": 2,
-             "base.model.seq_len": 8, "base.model.init_std": 16**-0.5},
+             "base.model.seq_len": 8, "base.model.init_std": 16**-0.5, "seeds": 2},
     "quick": {},
-    "full": {"depths": (6, 12, 24), "lrs": (1e-3, 3e-3, 1e-2, 3e-2), "seeds": 3,
+    "full": {"depths": (6, 12, 24), "lrs": (1e-3, 3e-3, 1e-2, 3e-2), "seeds": 5,
              "base.steps": 1000, "base.eval_interval": 250, "base.model.d_model": 64,
              "base.model.seq_len": 32, "base.model.init_std": 64**-0.5},
 }
@@ -115,6 +118,7 @@ def measure(config: Config, ctx) -> dict:
         for r in runs if r.variant == v and r.lr == lr_star and r.seed == cfg.seed}
     return {"lrs": lrs, "depths": depths, "warmup_steps": W, "floor": floor,
             "loss": {v: [loss[v][lr] for lr in lrs] for v in variants},
+            "seed_loss": {v: [seed_losses(runs, v)[lr] for lr in lrs] for v in variants},
             "loss_at_init": init,
             "diverged": {v: sum(r.status == "diverged" for r in runs if r.variant == v)
                          for v in variants},
@@ -125,6 +129,16 @@ def measure(config: Config, ctx) -> dict:
 
 def _loss(data: dict, p: str, L: int, warm: bool, lr: float) -> float:
     return data["loss"][_variant(p, L, warm)][data["lrs"].index(lr)]
+
+
+def _seeds(data: dict, p: str, L: int, warm: bool, lr: float) -> np.ndarray:
+    """The final losses per seed (a diverged run: its loss at init)."""
+    return np.asarray(data["seed_loss"][_variant(p, L, warm)][data["lrs"].index(lr)])
+
+
+def _gaps(data: dict, p: str, L: int, lr: float) -> np.ndarray:
+    """The warmup gap per seed: loss without warmup - loss with it (paired: same seed)."""
+    return _seeds(data, p, L, False, lr) - _seeds(data, p, L, True, lr)
 
 
 def _gap(data: dict, p: str, L: int, lr: float) -> float:
@@ -138,24 +152,28 @@ def judge(data: dict, config: Config) -> list[Check]:
         none = f"Post-LN with warmup trains at no learning rate of {lrs} at L={Lmax}"
         checks = [Check(c, p, none, r, False, s) for c, p, r, s in _CLAIMS]
     else:
-        g_post, g_pre = _gap(data, "post", Lmax, lr_star), _gap(data, "pre", Lmax, lr_star)
-        g_lrmin, g_Lmin = _gap(data, "post", Lmax, lrs[0]), _gap(data, "post", Lmin, lr_star)
-        dn0, post0 = (_loss(data, p, Lmax, False, lr_star) for p in ("deepnorm", "post"))
-        at = f"L={Lmax}, lr={lr_star:g}"
-        rows = [
-            (f"gap_post = {g_post:.3f} nats at {at} (no warmup {fmt(post0)}, warmup "
-             f"{fmt(_loss(data, 'post', Lmax, True, lr_star))})", g_post > MIN_GAP),
-            (f"gap_post = {g_post:.3f}, gap_pre = {g_pre:+.3f} at {at} (ratio "
-             f"{_ratio(g_post, g_pre)})", g_post > PRE_RATIO * abs(g_pre)),
-            (f"gap_post = {g_lrmin:.3f} at lr={lrs[0]:g}, {g_post:.3f} at lr={lr_star:g} "
-             f"(L={Lmax})", lr_star != lrs[0] and g_post - g_lrmin > MIN_GAP),
-            (f"gap_post = {g_Lmin:.3f} at L={Lmin}, {g_post:.3f} at L={Lmax} (lr={lr_star:g})",
-             Lmax != Lmin and g_post - g_Lmin > MIN_GAP),
-            (f"no warmup at {at}: DeepNorm {fmt(dn0)}, Post-LN {fmt(post0)} (difference "
-             f"{post0 - dn0:.3f}; DeepNorm's own gap {_gap(data, 'deepnorm', Lmax, lr_star):+.3f})",
-             post0 - dn0 > DEEPNORM_MARGIN),
+        g_post = _gaps(data, "post", Lmax, lr_star)
+        g_pre = _gaps(data, "pre", Lmax, lr_star)
+        post0 = _seeds(data, "post", Lmax, False, lr_star)
+        dn0 = _seeds(data, "deepnorm", Lmax, False, lr_star)
+        rows = [  # (interval over seeds, threshold)
+            (S.mean_interval(g_post), MIN_GAP),
+            (S.mean_interval(g_post - PRE_RATIO * np.abs(g_pre)), 0.0),
+            (S.mean_interval(g_post - _gaps(data, "post", Lmax, lrs[0])), MIN_GAP)
+            if lr_star != lrs[0] else None,
+            (S.mean_interval(g_post - _gaps(data, "post", Lmin, lr_star)), MIN_GAP)
+            if Lmax != Lmin else None,
+            (S.paired_interval(post0, dn0), DEEPNORM_MARGIN),
         ]
-        checks = [Check(c, p, m, r, ok, s) for (c, p, r, s), (m, ok) in zip(_CLAIMS, rows)]
+        at = f"L={Lmax}, lr={lr_star:g}"
+        texts = [f"gap_post {{}} at {at}", f"gap_post - {PRE_RATIO:g} |gap_pre| {{}} at {at}",
+                 f"gap_post(lr={lr_star:g}) - gap_post(lr={lrs[0]:g}) {{}}",
+                 f"gap_post(L={Lmax}) - gap_post(L={Lmin}) {{}}",
+                 f"no warmup at {at}: Post-LN - DeepNorm {{}}"]
+        checks = [Check(c, p, "not measured (one lr or one depth)", r, False, s) if row is None
+                  else Check.decided(c, p, row[0], row[1], S.ABOVE, measured=t.format(
+                      row[0].text()), rule=r, source=s)
+                  for (c, p, r, s), row, t in zip(_CLAIMS, rows, texts)]
     checks.append(Check(
         "Pre-LN without warmup ends about where Post-LN with warmup does",
         "Pre-LN without warmup: BLEU ~34 on IWSLT14, as Post-LN with warmup (Sec. 4)",
@@ -172,33 +190,37 @@ def headline(data: dict, config: Config) -> str:
         return f"Post-LN with warmup trains at no learning rate of {data['lrs']} at L={Lmax}"
     pair = {p: " / ".join(fmt(_loss(data, p, Lmax, w, lr)) for w in (False, True))
             for p in PLACEMENTS}
-    return (f"at L={Lmax}, lr={lr:g}: without / with warmup Post-LN {pair['post']}, Pre-LN "
-            f"{pair['pre']}, DeepNorm {pair['deepnorm']} (floor {fmt(data['floor'])})")
+    gap = S.mean_interval(_gaps(data, "post", Lmax, lr)).text(2)
+    return (f"at L={Lmax}, lr={lr:g}: without / with warmup Post-LN {pair['post']} (gap {gap}), "
+            f"Pre-LN {pair['pre']}, DeepNorm {pair['deepnorm']} (floor {fmt(data['floor'])}; "
+            f"means over seeds)")
 
 
 _CLAIMS = [  # (claim, published, rule, source) of the counted rows, in order
     ("Post-LN without warmup ends clearly worse than with warmup",
      "BLEU 8.45 without warmup vs ~34 with 4000 warmup steps (Fig. 2)",
-     "gap_post > 0.1 nats at the largest depth and the highest lr where Post-LN with warmup "
-     "trains (papers.md)", "Xiong et al. 2020, Fig. 2 [V]"),
+     "the interval over seeds of gap_post > 0.1 nats at the largest depth and the highest lr "
+     "where Post-LN with warmup trains (papers.md)", "Xiong et al. 2020, Fig. 2 [V]"),
     ("Pre-LN shows no such gap", "Pre-LN without warmup BLEU ~34 (Sec. 4)",
-     "gap_post > 3 |gap_pre| at that point (papers.md)", "Xiong et al. 2020, Sec. 4 [V]"),
+     "gap_post > 3 |gap_pre| at that point (papers.md): the interval of gap_post - 3 |gap_pre| "
+     "over seeds > 0", "Xiong et al. 2020, Sec. 4 [V]"),
     ("The gap grows with the learning rate",
      "warmup 500: BLEU 31.16 at lr 5e-4, 2.77 at lr 1e-3 (Fig. 2)",
-     "gap_post(highest trained lr) - gap_post(lowest lr) > 0.1 nats",
+     "gap_post(highest trained lr) - gap_post(lowest lr) > 0.1 nats, paired over seeds",
      "Xiong et al. 2020, Fig. 2 [V]"),
     ("The gap grows with depth", "- (papers.md: try 12 layers)",
-     "gap_post(largest L) - gap_post(smallest L) > 0.1 nats at that lr",
+     "gap_post(largest L) - gap_post(smallest L) > 0.1 nats at that lr, paired over seeds",
      "papers.md section 1, reproduction B [D]"),
     ("DeepNorm trains without warmup where Post-LN does not",
      "Post-LN stability problem solved; model update bounded by O(eta) (Wang et al. 2022)",
-     "without warmup, DeepNorm's final loss < Post-LN's by > 0.1 nats at that point (papers.md "
-     "section 6)", "Wang et al. 2022 [S]"),
+     "without warmup, DeepNorm's final loss < Post-LN's by > 0.1 nats at that point, paired "
+     "over seeds (papers.md section 6)", "Wang et al. 2022 [S]"),
 ]
 
 
-def _ratio(a: float, b: float) -> str:
-    return "inf" if b == 0 else f"{abs(a / b):.1f}"
+def _two_se(per_lr: list[list[float]]) -> list[float]:
+    """2 standard errors over seeds at each learning rate (0 with one seed)."""
+    return [2 * np.std(v, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0 for v in per_lr]
 
 
 def plot(result, out_dir) -> list[str]:
@@ -212,9 +234,10 @@ def plot(result, out_dir) -> list[str]:
     for p in PLACEMENTS:
         for warm, ls in ((True, "-"), (False, "--")):
             v = _variant(p, Lmax, warm)
-            a.plot(lrs, d["loss"][v], ls, marker="o", ms=4, color=COLORS[p], label=v)
+            a.errorbar(lrs, d["loss"][v], yerr=_two_se(d["seed_loss"][v]), ls=ls, marker="o",
+                       ms=4, capsize=2, color=COLORS[p], label=v)
     a.axhline(d["floor"], color="k", ls=":", lw=0.9, label="entropy floor")
-    style(a, f"final loss vs lr, L={Lmax} (dashed: no warmup)", "peak learning rate",
+    style(a, f"final loss vs lr, L={Lmax} (dashed: no warmup; bars 2 s.e.)", "peak learning rate",
           "final validation loss (nats/token)")
     a.legend(fontsize=6)
     markers = dict(zip(depths, "os^D"))
