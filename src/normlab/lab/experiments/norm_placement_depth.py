@@ -16,8 +16,9 @@ import numpy as np
 
 from ...models import GPTConfig
 from ...train import TrainConfig
+from .. import stats as S
 from ..framework import Card, Check, fmt
-from ._training import final_losses, require_finished, run_grid
+from ._training import final_losses, require_finished, run_grid, seed_losses
 
 CARD = Card(
     name="norm-placement-depth",
@@ -40,6 +41,7 @@ CARD = Card(
                 "skip path by alpha > 1 and scales the initial branches down; ReZero starts "
                 "every branch at zero. Without any norm the residual stream of a "
                 "Xavier-initialized stack doubles its variance at every sublayer.",
+    short="post, pre, sandwich, DeepNorm, ReZero, none at depths 2-24 under one recipe",
 )
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none")
@@ -56,16 +58,16 @@ BASE = TrainConfig(  # the shared recipe; each run overrides placement, depth an
 class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (lr: the one shared lr)
     depths: tuple[int, ...] = (2, 6, 12, 24)  # L: blocks
-    seeds: int = 1  # training seeds per point (seed, seed + 1, ...), averaged
+    seeds: int = 3  # training seeds per point (seed, seed + 1, ...): differences paired by seed
     seed: int = 0  # first training seed (the Markov source's "language" is fixed)
 
 
 SIZES = {
     "tiny": {"depths": (1, 3), "base.steps": 40, "base.warmup": 8, "base.eval_interval": 10,
              "base.batch_size": 8, "base.model.d_model": 16, "base.model.n_heads": 2,
-             "base.model.seq_len": 8, "base.model.init_std": 16**-0.5},
+             "base.model.seq_len": 8, "base.model.init_std": 16**-0.5, "seeds": 2},
     "quick": {},
-    "full": {"depths": (2, 4, 6, 8, 12, 16, 24), "seeds": 3, "base.steps": 1000,
+    "full": {"depths": (2, 4, 6, 8, 12, 16, 24), "seeds": 5, "base.steps": 1000,
              "base.warmup": 200, "base.eval_interval": 250, "base.model.d_model": 64,
              "base.model.seq_len": 32, "base.model.init_std": 64**-0.5},
 }
@@ -89,6 +91,8 @@ def measure(config: Config, ctx) -> dict:
             "ln_v": float(np.log(cfg.base.model.vocab_size)),
             "loss": {p: [final_losses(runs, _variant(p, L))[lr] for L in depths]
                      for p in PLACEMENTS},
+            "seed_loss": {p: [seed_losses(runs, _variant(p, L))[lr] for L in depths]
+                          for p in PLACEMENTS},  # (depths, seeds): a diverged run at its init
             "loss_at_init": {p: [float(np.mean([r.loss_at_init for r in runs
                                                 if r.variant == _variant(p, L)]))
                                  for L in depths] for p in PLACEMENTS},
@@ -100,50 +104,57 @@ def measure(config: Config, ctx) -> dict:
                        and r.seed == cfg.seed}}
 
 
-def _trains_everywhere(loss: dict, depths: list, p: str) -> tuple[bool, str]:
-    """Whether placement p's worst loss over the depths is within TOL of Pre-LN's best."""
-    worst, pre_best = max(loss[p]), min(loss["pre"])
-    at_L = depths[loss[p].index(worst)]
-    return worst - pre_best < TOL, (f"worst over L = {fmt(worst)} (at L={at_L}); "
-                                    f"Pre-LN's best {fmt(pre_best)}")
+def _seeds(data: dict, p: str) -> np.ndarray:
+    """(seeds, depths): placement p's final loss per seed and depth."""
+    return np.asarray(data["seed_loss"][p]).T
+
+
+def _trains_everywhere(data: dict, p: str, claim: str, published: str, source: str) -> Check:
+    """Placement p's worst loss over the depths minus Pre-LN's best, per seed, below TOL."""
+    gap = _seeds(data, p).max(axis=1) - _seeds(data, "pre").min(axis=1)
+    iv = S.mean_interval(gap)
+    return Check.decided(claim, published, iv, TOL, S.BELOW,
+                         measured=f"{p}'s worst loss over L - Pre-LN's best, per seed: "
+                         f"{iv.text()}", rule=f"the interval over seeds < {TOL} nats",
+                         source=source)
 
 
 def judge(data: dict, config: Config) -> list[Check]:
-    loss, depths, floor = data["loss"], data["depths"], data["floor"]
-    at = {p: dict(zip(depths, loss[p])) for p in PLACEMENTS}
-    Lmin, Lmax = depths[0], depths[-1]
-    post_deep, post_shallow = at["post"][Lmax] - at["pre"][Lmax], at["post"][Lmin] - at["pre"][Lmin]
-    (pre_ok, pre_txt), (dn_ok, dn_txt), (sw_ok, sw_txt), (rz_ok, rz_txt) = (
-        _trains_everywhere(loss, depths, p) for p in ("pre", "deepnorm", "sandwich", "rezero"))
-    none_vs_rz = at["none"][Lmax] - at["rezero"][Lmax]
+    depths, floor = data["depths"], data["floor"]
+    at = {p: dict(zip(depths, data["loss"][p])) for p in PLACEMENTS}
+    Lmax = depths[-1]
+    post, pre, none, rz = (_seeds(data, p) for p in ("post", "pre", "none", "rezero"))
+    shallow, deep = S.paired_interval(post[:, 0], pre[:, 0]), S.paired_interval(post[:, -1],
+                                                                                pre[:, -1])
+    post_ok = S.all_of([S.decide(shallow, TOL, S.BELOW), S.decide(deep, TOL, S.ABOVE)])
+    none_rz = S.paired_interval(none[:, -1], rz[:, -1])
     return [
-        Check("Pre-LN trains at every depth (depth never hurts it)",
-              "Pre-LN BLEU 27.27 / 28.26 / 28.38 at 6 / 12 / 18 layers (En-De)",
-              pre_txt, f"Pre-LN's worst loss over depths - its best < {TOL} nats", pre_ok,
-              "Liu et al. 2020, Table 1 [S]"),
+        _trains_everywhere(data, "pre", "Pre-LN trains at every depth (depth never hurts it)",
+                           "Pre-LN BLEU 27.27 / 28.26 / 28.38 at 6 / 12 / 18 layers (En-De)",
+                           "Liu et al. 2020, Table 1 [S]"),
         Check("Post-LN matches Pre-LN when shallow but fails or ends clearly worse when deep",
               "Post-LN 27.80 at 6L-6L (Pre-LN 27.27), 'failed' at 12L-12L and 18L-18L",
-              f"post - pre = {post_shallow:+.3f} at L={Lmin}, {post_deep:+.3f} at L={Lmax}",
-              f"post - pre < {TOL} at L={Lmin} and > {TOL} nats at L={Lmax}",
-              post_shallow < TOL and post_deep > TOL, "Liu et al. 2020, Table 1 [S]"),
-        Check("DeepNorm trains at every depth", "DeepNet 28.8 / 29.0 / 28.9 BLEU at 18 / 50 / "
-              "100 layers; Post-LN diverges at depth (Table 1)", dn_txt,
-              f"DeepNorm's worst loss over depths - Pre-LN's best < {TOL} nats", dn_ok,
-              "Wang et al. 2022, Table 1 [S]"),
-        Check("Sandwich (Peri-LN) trains at every depth", "stable, balanced variance growth up "
-              "to 3.2B parameters (Peri-LN)", sw_txt,
-              f"sandwich's worst loss over depths - Pre-LN's best < {TOL} nats", sw_ok,
-              "Kim et al. 2025 [S]"),
-        Check("ReZero trains at every depth without any norm in the blocks",
-              "120-layer Transformers train without LayerNorm or warmup", rz_txt,
-              f"ReZero's worst loss over depths - Pre-LN's best < {TOL} nats", rz_ok,
-              "Bachlechner et al. 2020 [S]"),
-        Check("A plain residual stack without norm does worse than ReZero at depth",
-              "ReZero trains where the plain residual network without norm does not",
-              f"none - rezero = {none_vs_rz:+.3f} nats at L={Lmax} (none {fmt(at['none'][Lmax])}"
-              f", {data['diverged']['none'][-1]} of {config.seeds} diverged)",
-              f"none's loss - ReZero's > {TOL} nats at L={Lmax}", none_vs_rz > TOL,
-              "Bachlechner et al. 2020 [S]"),
+              f"post - pre, paired over seeds: {shallow.text()} at L={depths[0]}, "
+              f"{deep.text()} at L={Lmax}",
+              f"the interval < {TOL} at L={depths[0]} and > {TOL} nats at L={Lmax}", post_ok,
+              "Liu et al. 2020, Table 1 [S]", inconclusive=post_ok is None),
+        _trains_everywhere(data, "deepnorm", "DeepNorm trains at every depth",
+                           "DeepNet 28.8 / 29.0 / 28.9 BLEU at 18 / 50 / 100 layers; Post-LN "
+                           "diverges at depth (Table 1)", "Wang et al. 2022, Table 1 [S]"),
+        _trains_everywhere(data, "sandwich", "Sandwich (Peri-LN) trains at every depth",
+                           "stable, balanced variance growth up to 3.2B parameters (Peri-LN)",
+                           "Kim et al. 2025 [S]"),
+        _trains_everywhere(data, "rezero", "ReZero trains at every depth without any norm in "
+                           "the blocks", "120-layer Transformers train without LayerNorm or "
+                           "warmup", "Bachlechner et al. 2020 [S]"),
+        Check.decided("A plain residual stack without norm does worse than ReZero at depth",
+                      "ReZero trains where the plain residual network without norm does not",
+                      none_rz, TOL, S.ABOVE,
+                      measured=f"none - rezero = {none_rz.text()} nats at L={Lmax} (none "
+                      f"{fmt(at['none'][Lmax])}, {data['diverged']['none'][-1]} of "
+                      f"{config.seeds} diverged)",
+                      rule=f"the paired interval of none's loss - ReZero's > {TOL} nats at "
+                      f"L={Lmax}", source="Bachlechner et al. 2020 [S]"),
         Check("Gap to the entropy floor at the largest depth",
               "- (the Markov source's exact floor)",
               ", ".join(f"{p} {at[p][Lmax] - floor:+.3f}" for p in PLACEMENTS)
@@ -153,9 +164,10 @@ def judge(data: dict, config: Config) -> list[Check]:
 
 def headline(data: dict, config: Config) -> str:
     loss, Lmax = data["loss"], data["depths"][-1]
-    return ("worst final loss over depths: " + ", ".join(
+    deep = S.paired_interval(_seeds(data, "post")[:, -1], _seeds(data, "pre")[:, -1])
+    return ("worst final loss over depths (mean over seeds): " + ", ".join(
         f"{p} {fmt(max(loss[p]))}" for p in PLACEMENTS) + f" (floor {fmt(data['floor'])}, ln V "
-        f"{fmt(data['ln_v'])}); post - pre {loss['post'][-1] - loss['pre'][-1]:+.3f} at L={Lmax}")
+        f"{fmt(data['ln_v'])}); post - pre {deep.text(2)} at L={Lmax}")
 
 
 def plot(result, out_dir) -> list[str]:
@@ -165,7 +177,10 @@ def plot(result, out_dir) -> list[str]:
     depths = d["depths"]
     fig, (a, b) = figure(2)
     for p in PLACEMENTS:
-        a.plot(depths, d["loss"][p], marker="o", ms=4, color=COLORS[p], label=p)
+        per = np.asarray(d["seed_loss"][p])  # (depths, seeds)
+        err = 2 * per.std(axis=1, ddof=1) / np.sqrt(per.shape[1]) if per.shape[1] > 1 else None
+        a.errorbar(depths, d["loss"][p], yerr=err, marker="o", ms=4, capsize=2, color=COLORS[p],
+                   label=p)
         bad = [(L, v) for L, v, n in zip(depths, d["loss"][p], d["diverged"][p]) if n]
         if bad:
             a.scatter(*zip(*bad), marker="x", s=60, color=COLORS[p], zorder=3)
@@ -175,7 +190,7 @@ def plot(result, out_dir) -> list[str]:
     a.set_xticks(depths)
     a.set_xticklabels([str(L) for L in depths])
     a.minorticks_off()
-    style(a, f"final loss vs depth (lr {d['lr']:g}; x: diverged)", "blocks L",
+    style(a, f"final loss vs depth (lr {d['lr']:g}; x: diverged; bars 2 s.e.)", "blocks L",
           "final validation loss (nats/token)")
     a.legend(fontsize=7)
     for p, cv in d["curves"].items():
