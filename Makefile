@@ -4,11 +4,13 @@
 #               the checkpoint readers and the notebook tooling; the companion notebooks are
 #               executed too)
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
+#   make results     the quick report from scratch; its summary committed as docs/results/quick.json
+#                    and the README's lab table generated from it
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test check bench notebooks clean
+.PHONY: demo test check bench notebooks results clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +36,12 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/normlab bench
+
+results: $(VENV)/.installed-lab
+	$(BIN)/normlab report --out normlab-results --no-cache
+	mkdir -p docs/results
+	cp normlab-results/summary.json docs/results/quick.json
+	$(BIN)/normlab report --markdown --results docs/results/quick.json --readme README.md
 
 notebooks: $(VENV)/.installed
 	$(BIN)/python -m nbconvert --to html --execute --ExecutePreprocessor.timeout=300 \

@@ -96,7 +96,8 @@ def test_residual_growth_numbers():
     assert all(abs(v - 1.5) < 0.3 for v in d["post5"])  # Lemma 2: 1.5 d (noisy at tiny size)
     lo, hi = d["bounds"]["lo"], d["bounds"]["hi"]
     assert all(a <= v <= b for a, v, b in zip(lo, prof["pre"], hi))  # Lemma 2 bounds
-    assert r.checks[0].passed and r.checks[3].passed
+    rows = {c.claim.split(":")[0]: c for c in r.checks}
+    assert rows["Pre-LN"].passed and rows["x_L = x_0 + sum F_l"].passed
 
 
 def test_gradients_at_init_numbers():
@@ -104,8 +105,11 @@ def test_gradients_at_init_numbers():
     for p in ("post", "pre"):
         assert all(0 < v < 10 for v in d["last"][p])
     assert all(a > b for a, b in zip(d["last"]["post"], d["last"]["pre"]))  # post > pre
-    assert d["slope"]["pre"] < -0.2  # pre shrinks with depth
-    assert abs(d["slope"]["post"]) < abs(d["slope"]["pre"])  # post much flatter
+    from normlab.lab.experiments.gradients_at_init import _stats
+
+    slope = _stats(d)["slope"]  # log-log slopes vs L, one per seed
+    assert slope["pre"].mean < -0.2  # pre shrinks with depth
+    assert abs(slope["post"].mean) < abs(slope["pre"].mean)  # post much flatter
 
 
 def test_output_change_numbers():

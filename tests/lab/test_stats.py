@@ -55,3 +55,50 @@ def test_outcome_reads_a_diverged_run_as_named():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("lo, hi, want", [(0.2, 0.4, True), (-1.0, 0.05, False), (0.6, 2.0, False),
+                                          (0.0, 0.3, None), (0.45, 0.9, None)])
+def test_within_a_band(lo, hi, want):
+    assert S.within(S.Interval(0.3, 0.2, 0.5, 4, "m"), 0.1, 0.5) is True
+    band = S.Interval((lo + hi) / 2, lo, hi, 4, "m")
+    assert S.within(band, 0.1, 0.5) is want
+    with pytest.raises(ValueError, match="lo <= hi"):
+        S.within(band, 1.0, 0.0)
+
+
+def test_all_of():
+    assert S.all_of([True, True]) is True and S.all_of([True, None]) is None
+    assert S.all_of([None, False]) is False and S.all_of([]) is True
+
+
+def test_slopes_recover_power_laws_seed_by_seed():
+    x = np.array([2.0, 4.0, 8.0, 16.0])
+    ys = np.stack([3.0 * x**-0.5, 0.5 * x**-0.4, 2.0 * x**-0.6])
+    assert np.allclose(S.slopes(x, ys), [-0.5, -0.4, -0.6])
+    iv = S.slope_interval(x, ys)
+    assert iv.mean == pytest.approx(-0.5) and iv.lo < -0.5 < iv.hi and iv.n == 3
+    assert np.allclose(S.slopes(x, np.stack([1 + 2 * x, 5 - x]), log=False), [2.0, -1.0])
+    with pytest.raises(ValueError, match="positive"):
+        S.slopes(x, -ys)
+    with pytest.raises(ValueError, match="one curve"):
+        S.slopes(x, ys[:, :3])
+
+
+def test_bootstrap_rows_resamples_whole_seeds():
+    rng = np.random.default_rng(2)
+    a = rng.normal(2.0, 0.1, 12)
+    rows = np.stack([a, a / 2.0], axis=1)  # two arms with a shared seed effect: ratio exactly 2
+    iv = S.bootstrap_rows(rows, lambda r: r[:, 0].mean() / r[:, 1].mean())
+    assert iv.mean == pytest.approx(2.0) and iv.hi - iv.lo < 1e-12  # pairing kept
+    spread = S.bootstrap_rows(rows, lambda r: r[:, 0].mean())
+    assert spread.lo < 2.0 < spread.hi and spread == S.bootstrap_rows(rows, lambda r: r[:, 0].mean())
+    with pytest.raises(ValueError, match="finite"):
+        S.bootstrap_rows(np.array([[1.0], [np.nan]]), np.mean)
+
+
+def test_intervals_from_standard_errors():
+    iv = S.se_interval(1.0, 0.25, 100)
+    assert (iv.lo, iv.hi, iv.n) == (0.5, 1.5, 100)
+    d = S.difference_interval(3.0, 0.3, 1.0, 0.4, 50)
+    assert d.mean == 2.0 and d.lo == pytest.approx(2.0 - 2 * 0.5) and d.hi == pytest.approx(3.0)

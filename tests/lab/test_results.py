@@ -1,0 +1,105 @@
+"""The report's summary (the tally of claims, checks and identities), the README block rendered
+from it, ``normlab report --markdown`` and the committed results file kept equal to the README."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from normlab.lab import framework as E
+from normlab.lab import results as R
+from normlab.lab.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _result(name, checks):
+    return E.Result(name, name.title(), "a claim", "Someone et al. 2020, 'Title'; chapter", "pub",
+                    "set", f"{name} measured", checks, short=f"{name} in short")
+
+
+def _entries():
+    c = lambda passed, **kw: E.Check("c", "p", "m", "r", passed, **kw)  # noqa: E731
+    return [
+        ("one", _result("one", [c(True), c(True), c(None), c(True, identity=True)]), None, ""),
+        ("two", _result("two", [c(True), c(False), c(None, inconclusive=True)]), None, ""),
+        ("three", _result("three", [c(True, identity=True), c(True, identity=True)]), None, ""),
+        ("four", None, None, "Traceback\nValueError: boom"),
+    ]
+
+
+META = {"generated": "2026-12-02 10:00", "size": "quick", "seed": 0, "wall_s_experiments": 125.0,
+        "wall_s_this_invocation": 130.0, "reused": [], "normlab": "0.1.0", "numpy": "2.4",
+        "python": "3.11", "machine": "x86_64, 2 CPU(s) available",
+        "threads": "OPENBLAS_NUM_THREADS=1, NUMBA_NUM_THREADS=1"}
+
+
+def test_the_tally_counts_claims_checks_and_identities_apart():
+    s = R.summarize(_entries(), META)
+    t = s["tally"]
+    assert (t["reproduced"], t["partly reproduced"], t[E.HOLDS], t["error"]) == (1, 1, 1, 1)
+    assert t["claims"] == 2  # the identities-only experiment and the error are no claims
+    assert (t["checks_counted"], t["checks_passed"], t["checks_inconclusive"]) == (5, 3, 1)
+    assert (t["identities"], t["identities_hold"]) == (3, 3)
+    assert R.headline(t) == ("1 of 2 empirical claims reproduced (1 partly): 3 of 5 counted "
+                             "checks pass, 1 inconclusive; 3 of 3 identities hold; 1 experiment(s) "
+                             "did not finish")
+    assert s["experiments"][3] == {"name": "four", "verdict": "error", "measured": "ValueError: boom",
+                                   "wall_s": None, "checks": []}
+    json.dumps(s, allow_nan=False)
+
+
+def test_the_markdown_block():
+    text = R.markdown(R.summarize(_entries(), META))
+    lines = text.splitlines()
+    assert lines[0].startswith("**1 of 2 empirical claims reproduced") and "2 min 05 s" in lines[0]
+    assert "seed 0" in lines[0] and "OPENBLAS_NUM_THREADS=1" in lines[0]
+    assert lines[2].startswith("| Experiment |") and len(lines) == 4 + 4
+    assert "| `one` | one in short (Someone et al. 2020; chapter) | reproduced | one measured |" in text
+
+
+def test_update_readme_rewrites_only_the_block(tmp_path):
+    s = R.summarize(_entries(), META)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\nbefore\n{R.BEGIN}\nold table\n{R.END}\nafter\n")
+    assert R.update_readme(readme, s)
+    text = readme.read_text()
+    assert text.startswith("# title\n\nbefore\n") and text.endswith(f"{R.END}\nafter\n")
+    assert R.markdown(s) in text and "old table" not in text
+    assert not R.update_readme(readme, s)  # unchanged: not rewritten
+    (tmp_path / "bare.md").write_text("no markers\n")
+    with pytest.raises(ValueError, match="no generated lab block"):
+        R.update_readme(tmp_path / "bare.md", s)
+
+
+def test_report_markdown_from_the_command_line(tmp_path, capsys):
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps(R.summarize(_entries(), META)))
+    assert main(["report", "--markdown", "--results", str(summary)]) == 0
+    assert capsys.readouterr().out.strip() == R.markdown(json.loads(summary.read_text()))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{R.BEGIN}\n{R.END}\n")
+    assert main(["report", "--markdown", "--results", str(summary), "--readme", str(readme)]) == 0
+    assert R.markdown(json.loads(summary.read_text())) in readme.read_text()
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"size": "quick", "experiments": []}))
+    for argv, flag in ((["--results", str(old)], "schema"),
+                       (["--results", str(tmp_path / "none.json")], "--results"),
+                       (["--results", str(summary), "--readme", str(tmp_path / "no.md")], "--readme"),
+                       (["--seed", "1"], "measures nothing")):
+        assert main(["report", "--markdown", *argv]) == 2
+        assert flag in capsys.readouterr().err
+    assert main(["report", "--readme", str(readme)]) == 2  # --readme only with --markdown
+    assert "--markdown" in capsys.readouterr().err
+
+
+def test_the_readme_table_is_the_committed_results_file():
+    """The README's lab block is generated: it equals the rendering of docs/results/quick.json
+    (``make results`` regenerates both)."""
+    results = ROOT / "docs" / "results" / "quick.json"
+    summary = json.loads(results.read_text())
+    text = (ROOT / "README.md").read_text()
+    a, b = R.readme_block(text)
+    assert text[a:b].strip() == R.markdown(summary).strip()
+    assert summary["size"] == "quick" and summary["schema"] == R.SCHEMA
+    assert [r["name"] for r in summary["experiments"]] == list(E.registry())
