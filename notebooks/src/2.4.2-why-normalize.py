@@ -89,24 +89,25 @@ plt.xlabel("block l"); plt.ylabel("E||x_l||^2 / d"); plt.legend(fontsize=8); plt
 plt.title(f"residual stream at initialization (d={cfg.d_model}, {cfg.seeds} seeds)", fontsize=10)
 plt.show()
 for check in result.checks:
-    print(f"[{'pass' if check.passed else 'shown' if check.passed is None else 'FAIL'}] "
+    print(f"[{check.status}] "
           f"{check.claim}\n       {check.measured}")
 
 none, pre = prof["none"], prof["pre"]
 assert np.all(np.diff(none) > 0) and none[-1] > 100 * none[0]  # geometric: x100 in 12 blocks
 assert np.all((pre >= 1 + l / 2) & (pre <= 1 + 1.5 * l))  # linear, inside Lemma 2's bounds
-post5, post5_sd = np.asarray(result.data["post5"]), np.asarray(result.data["post5_sd"])
+post5_runs = np.asarray(result.data["post5_per_seed"])  # (seeds, L)
+post5, post5_sd = post5_runs.mean(axis=0), post5_runs.std(axis=0)
 # 1.5 d within 4 standard errors of the seed mean, plus the 0.05 spread of the expectation itself in
 # the project's simulation of the simplified model (papers.md: 1.50 +- 0.05)
 assert np.all(np.abs(post5 - 1.5) < 4 * post5_sd / np.sqrt(cfg.seeds) + 0.05)
 assert np.allclose(np.sqrt(prof["post"]), 1.0, atol=1e-3)  # the stream after LayerNorm: RMS 1
 
 # %% [markdown]
-# The lab judges the Post-LN row with a fixed rule, |E‖x^{post,5}‖²/d − 1.5| < 0.1 at every
-# layer, set for its quick size (d = 128, 24 seeds). At this notebook's size (d = 64, 6 seeds)
-# one model's value varies more, so the row can read FAIL here; the notebook's own check above
-# allows 4 standard errors of the seed mean instead, and the lab's quick size passes the fixed
-# rule (`normlab run residual-growth`).
+# The lab judges the Post-LN row by its interval over seeds: the mean +- 2 standard errors of
+# E‖x^{post,5}‖²/d must lie inside 1.5 +- 0.1 at every layer. At this notebook's size (d = 64, 6
+# seeds) the interval is wide and the row can read *inconclusive* here; the notebook's own check
+# above allows 4 standard errors of the seed mean, and the lab's quick size (d = 128, 24 seeds)
+# decides the row (`normlab run residual-growth`).
 
 # %% [markdown]
 # ## "The statistics keep moving underneath it"
