@@ -117,3 +117,26 @@ def test_rejudge_from_the_command_line(with_fake, tmp_path, capsys, monkeypatch)
     assert "value above 5" in (tmp_path / "rep" / "report.html").read_text()
     assert cli(["report", "--rejudge", "--only", "fake", "--seed", "3", "--out", out]) == 2
     assert "--rejudge" in capsys.readouterr().err
+
+
+def test_the_chapters_differences_read_this_reports_measurements():
+    """The section 'Where the chapters and the sources differ' shows, for each row with an
+    experiment, the measured text and status of the named check from this report's results, and
+    every row's check names a claim its experiment really has."""
+    from normlab.lab import framework as F
+    from normlab.lab.chapters import DIFFERENCES
+    from normlab.lab.commands.report import differences_html
+
+    for d in DIFFERENCES:  # each named check exists in its experiment's judge
+        if d.experiment:
+            r = F.run_experiment(d.experiment, size="tiny", seed=0, plots=False).result
+            hits = [c for c in r.checks if c.claim.startswith(d.check)]
+            assert len(hits) == 1, d
+            page = differences_html({d.experiment: r})
+            assert _parse_fragment(page) is not None and hits[0].measured.split(";")[0] in page
+            assert f"({hits[0].status})" in page
+    assert "not run in this report" in differences_html({})
+
+
+def _parse_fragment(html_text: str):
+    return ET.fromstring(f"<div>{html_text}</div>")
