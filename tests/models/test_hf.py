@@ -325,3 +325,26 @@ def test_mapped_parameters_never_write_the_file_and_save_back_in_place(tmp_path)
     for k, v in copied.parameters().items():
         if k != "wte.weight":
             np.testing.assert_array_equal(again.parameters()[k], v, err_msg=k)
+
+
+def test_gpt2_conv1d_weights_stay_mapped_as_transposed_views(tmp_path):
+    """GPT-2's Conv1D stores (in, out): load_hf maps it as a transposed view, not a copy, and the
+    model computes and trains through it exactly as through copied weights."""
+    path = _save("gpt2", tmp_path)
+    before = (path / "model.safetensors").read_bytes()
+    model, copied = load_hf(path), load_hf(path, mmap_weights=False)
+    qkv = next(k for k in model.mapped_parameters if k.endswith("attn.branch.qkv.weight"))
+    w = model.parameters()[qkv]
+    assert w.flags.f_contiguous and not w.flags.owndata  # a view of the file's (in, out) tensor
+    np.testing.assert_array_equal(w, copied.parameters()[qkv])
+    idx = np.random.default_rng(0).integers(0, model.config.vocab_size, (2, 8))
+    for m in (model, copied):
+        m.zero_grad()
+        m.forward(idx, idx)
+        m.backward(1.0)
+    np.testing.assert_array_equal(model.logits(idx), copied.logits(idx))
+    grads = model.gradients()
+    for k, g in copied.gradients().items():
+        np.testing.assert_allclose(grads[k], g, rtol=1e-6, atol=1e-7, err_msg=k)
+    w -= 0.5 * grads[qkv]  # an update writes private memory, never the file
+    assert (path / "model.safetensors").read_bytes() == before

@@ -18,9 +18,10 @@ up) are separate tensors that normlab stacks in one projection, and GPT-2's ``Co
 weights transposed (in, out). ``_layout`` lists, for every normlab parameter, the checkpoint
 tensors it is made of; loading and saving read that one list in the two directions.
 
-Reading: the files are memory-mapped (private, copy-on-write). A parameter stored as normlab
-holds it (same dtype, one tensor, not transposed) stays a view of the map, read from disk when
-first used; the others are copied into the model's parameters (float16 and bfloat16 converted on
+Reading: the files are memory-mapped (private, copy-on-write). A parameter stored in one tensor
+of its dtype stays a view of the map, read from disk when first used (GPT-2's transposed
+``Conv1D`` weights as a transposed view, which NumPy's matrix products read as they are); the
+others are copied into the model's parameters (float16 and bfloat16 converted on
 the copy, bfloat16 through ml_dtypes), one tensor at a time, each mapped range released after its
 copy, so the peak memory is the copied parameters plus about one tensor.
 The header is read here rather than by ``safetensors.safe_open``, whose NumPy side neither knows
@@ -595,9 +596,9 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
     ``FAMILIES``; weights stored in float32, float16 or bfloat16 come in as ``dtype`` ("float32"
     or "float64"). The model is in eval mode (dropout off), as ``from_pretrained`` leaves it.
 
-    With ``mmap_weights`` (the default) a parameter stored exactly as normlab holds it (same
-    dtype, not stacked, not transposed) is a private memory map of the file: read from disk when
-    first used, written (by training) into private memory, never into the file. The others, and
+    With ``mmap_weights`` (the default) a parameter stored in one tensor of its dtype (not
+    stacked; a transposed one as a transposed view) is a private memory map of the file: read
+    from disk when first used, written (by training) into private memory, never into the file. The others, and
     all of them with ``mmap_weights=False``, are copied into memory.
     """
     if not isinstance(path, (str, os.PathLike)):
@@ -637,8 +638,9 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
             if t.shape != tuple(w):
                 raise ValueError(f"{family}: tensor {lookup[part]} has shape {t.shape}; the "
                                  f"config needs {tuple(w)}")
-        if mmap_weights and len(ts) == 1 and not e.transpose and ts[0].dtype == p.dtype:
-            module.params[key] = maps.view(ts[0])  # (shape of p) backed by the file
+        if mmap_weights and len(ts) == 1 and ts[0].dtype == p.dtype:
+            view = maps.view(ts[0])  # backed by the file; Conv1D's (in, out) read as its transpose
+            module.params[key] = view.T if e.transpose else view  # (shape of p)
             mapped.append(e.ours)
         else:
             copies.append((p, ts, e.transpose))
