@@ -74,7 +74,7 @@ class Config:
     est_draws: int = 10_000  # rows of N(0, 1) data for the estimation error
     speed_shapes: tuple[tuple[int, int], ...] = ((4096, 64), (4096, 512), (1024, 4096))  # (B*T, C)
     speed_partial: float = 0.0625  # pRMSNorm's p in the timing
-    speed_repeats: int = 15  # timed forward+backward calls per op and shape (median reported)
+    speed_repeats: int = 31  # timed forward+backward calls per op and shape (interleaved)
     seed: int = 0  # seed of the one Generator every draw comes from
 
 
