@@ -69,8 +69,11 @@ def shift_noise_forward(
     C = x.shape[-1]
     m = rng.uniform(-mean_range, mean_range, size=C)  # (C,) the step's mean shift
     s = np.exp(rng.uniform(-math.log(max_scale), math.log(max_scale), size=C))  # (C,) its scale
-    a = (s * (1.0 + spread * rng.standard_normal(x.shape))).astype(ct)  # x.shape
-    b = (m + spread * rng.standard_normal(x.shape)).astype(ct)  # x.shape
+    a = np.broadcast_to(s.astype(ct), x.shape).copy()  # x.shape, the multiplier
+    b = np.broadcast_to(m.astype(ct), x.shape).copy()  # x.shape, the shift
+    if spread > 0:  # per-value draws in the compute dtype (float32 or float64)
+        a *= 1.0 + ct.type(spread) * rng.standard_normal(x.shape, dtype=ct)
+        b += ct.type(spread) * rng.standard_normal(x.shape, dtype=ct)
     out = a * x.astype(ct, copy=False) + b
     return ck.out_cast(out, x.dtype), ShiftNoiseCache(a, x.dtype, x.shape)
 
