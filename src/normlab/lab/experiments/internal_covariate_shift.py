@@ -199,6 +199,7 @@ def _probe(net: _Net, x, y, etas, freeze: int) -> dict:
         n.rng = rng
     finite = all(math.isfinite(v) for v in losses + changes)
     return {"loss_range": max(losses) - min(losses) if finite else None,
+            "descent": loss0 - min(losses) if finite else None,  # the part of it below L(w)
             "grad_change": max(changes) if finite else None,
             "beta": max(betas) if finite else None, "grad_norm": float(np.linalg.norm(g0))}
 
@@ -345,7 +346,28 @@ def _landscape_checks(data: dict) -> list[Check]:
               "smaller with BatchNorm (Fig. 4c)", _text(beta) + " (log10 standard / BatchNorm)",
               "shown, not counted", None, s,
               note="divides by the gradient's own norm, which BatchNorm changes"),
+        _after_init_row(data),
     ]
+
+
+def _after_init_row(data: dict) -> Check:
+    """The landscape without the probe at initialization (where BatchNorm's gradient is largest),
+    and how much of the loss variation is the descent along -g itself."""
+    def mean(arm: str, key: str, skip: int = 1) -> float:
+        rs = [r for r in data["runs"] if r["arm"] == arm]
+        vals = [float(np.mean([p[key] for p in r["probes"][skip:]])) for r in rs
+                if len(r["probes"]) > skip and all(p[key] is not None for p in r["probes"])]
+        return float(np.mean(vals)) if vals else math.nan
+
+    parts = [f"{a}: loss variation {fmt(mean(a, 'loss_range'))} (descent "
+             f"{fmt(mean(a, 'descent'))}), gradient change {fmt(mean(a, 'grad_change'))}, "
+             f"||g|| {fmt(mean(a, 'grad_norm'))}" for a in ARMS]
+    return Check("the landscape after the first probe, and the descent part of the variation",
+                 "- (Fig. 4 plots the whole run)", "; ".join(parts) + " (means over the "
+                 "probes after step 0 and the seeds)", "shown, not counted", None,
+                 "Santurkar et al. 2018, Fig. 4 [R]",
+                 note="the loss variation max - min L(w - eta' g) includes how far the loss "
+                      "falls along -g: a larger range can be a steeper useful descent")
 
 
 def _verdict_row(data: dict) -> Check:
