@@ -24,6 +24,7 @@ from .embedding import EmbeddingCache, embedding_backward, embedding_forward
 from .layernorm import LayerNormCache, layer_norm_backward, layer_norm_forward
 from .linear import LinearCache, linear_backward, linear_forward
 from .losses import IGNORE_INDEX, CrossEntropyCache, cross_entropy_backward, cross_entropy_forward
+from .noise import ShiftNoiseCache, shift_noise_backward, shift_noise_forward
 from .rmsnorm import RMSNormCache, rms_norm_backward, rms_norm_forward
 from .rope import RopeCache, rope_backward, rope_forward, rope_frequencies, rope_tables
 from .softmax import SoftmaxCache, softmax_backward, softmax_forward
@@ -42,6 +43,7 @@ __all__ = [
     "RMSNormCache",
     "ReluCache",
     "RopeCache",
+    "ShiftNoiseCache",
     "SoftmaxCache",
     "SwiGLUCache",
     "attention_backward",
@@ -71,6 +73,8 @@ __all__ = [
     "rope_forward",
     "rope_frequencies",
     "rope_tables",
+    "shift_noise_backward",
+    "shift_noise_forward",
     "softmax_backward",
     "softmax_forward",
     "swiglu_backward",

@@ -7,6 +7,7 @@ from .layers import BatchNorm, Dropout, DyT, LayerNorm, RMSNorm
 from .linear import Embedding, Linear
 from .mlp import ACTIVATIONS, MLP
 from .module import Module
+from .noise import ShiftNoise
 from .numerics import FULL_PRECISION, Numerics
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "Module",
     "Numerics",
     "RMSNorm",
+    "ShiftNoise",
 ]

@@ -49,6 +49,7 @@ class TrainConfig:
     adam_eps: float = 1e-8  # AdamW's eps
     momentum: float = 0.9  # SGD's momentum
     grad_clip: float | None = 1.0  # clip the global gradient norm to this; None: no clipping
+    loss_multiplier: float = 1.0  # backward of (loss x this), never undone: a small-gradient probe
     # ---- numerics
     precision: str = "fp32"  # policy: fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8, a .json file, or a JSON object
     # ---- evaluation and stopping
@@ -81,6 +82,7 @@ class TrainConfig:
         ck.real(self.beta1, "config: beta1", lo=0, hi=1, hi_open=True)
         ck.real(self.beta2, "config: beta2", lo=0, hi=1, hi_open=True)
         ck.real(self.adam_eps, "config: adam_eps", lo=0)
+        ck.real(self.loss_multiplier, "config: loss_multiplier", lo=0, lo_open=True)
         ck.real(self.momentum, "config: momentum", lo=0, hi=1, hi_open=True)
         ck.real(self.divergence_factor, "config: divergence_factor", lo=1, lo_open=True)
         if self.grad_clip is not None:

@@ -5,16 +5,17 @@ One step, in the order of ``torch.amp`` and nanoGPT:
 
     x, y   = next training batch
     loss   = model.forward(x, y)               stop here if the loss is non-finite or exploding
-    grads  = model.backward(S)                 S = the loss scale (1 without a scaler)
+    grads  = model.backward(S * M)             S = the loss scale (1 without a scaler), M =
+                                               loss_multiplier (1 by default; not undone)
     grads /= S                                 found_inf: any non-finite gradient
     if found_inf: skip the step, scaler.update(True)          (counted in skipped_steps)
     clip the global gradient norm to grad_clip
     optimizer.step(grads, lr(step))            rounding stored weights / moments per the policy
     scaler.update(False)
 
-Each step records: lr, loss, nll, log Z, the global gradient norm, the gradient norm and update
-RMS of every block, the residual stream's RMS and the largest attention logit after every block,
-the loss scale and whether the step was skipped. The validation NLL is measured every
+Each step records: lr, loss, nll, log Z, the global gradient norm, the gradient norm, gradient
+RMS (both before clipping) and update RMS of every block, the residual stream's RMS and the
+largest attention logit after every block, the loss scale and whether the step was skipped. The validation NLL is measured every
 ``eval_interval`` steps and at the end; ``final_val_loss`` is compared with the data's entropy
 floor where it has one.
 
@@ -203,10 +204,10 @@ class Trainer:
         model.zero_grad()
         scale = 1.0 if scaler is None else float(scaler.scale)
         if scaler is None:
-            model.backward(scale)
+            model.backward(scale * cfg.loss_multiplier)
         else:  # an overflow is expected now and then: detected below, the step skipped
             with np.errstate(over="ignore", invalid="ignore"):
-                model.backward(scale)
+                model.backward(scale * cfg.loss_multiplier)
         self.precision.numerics.end_step()  # delayed scaling: this step's amax enters the history
         if scale != 1.0:
             inv = np.float32(1.0 / scale)  # torch.amp.GradScaler's unscale_: float32(1 / S)
@@ -216,6 +217,7 @@ class Trainer:
         grad_norm = math.sqrt(sum(grad_sq.values()))
         record["grad_norm"] = grad_norm
         record["layer_grad_norm"] = self._per_layer(grad_sq, "norm")
+        record["layer_grad_rms"] = self._per_layer(grad_sq, "rms")
         if scaler is not None:
             record["loss_scale"] = scale
         found_inf = not math.isfinite(grad_norm)

@@ -22,4 +22,6 @@ EXPERIMENTS: dict[str, str] = {
     "warmup": "normlab.lab.experiments.warmup",
     "dyt": "normlab.lab.experiments.dyt",
     "norm-placement-depth": "normlab.lab.experiments.norm_placement_depth",
+    "lr-sensitivity-recipes": "normlab.lab.experiments.lr_sensitivity_recipes",
+    "internal-covariate-shift": "normlab.lab.experiments.internal_covariate_shift",
 }

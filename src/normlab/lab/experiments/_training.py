@@ -8,6 +8,7 @@ and per-step curves read back.
                     series={"max_logit_0": lambda rec: rec["max_attn_logit"][0]})
     final_losses(runs, "qk-norm")            # {lr: mean final validation loss over seeds}
     sensitivity(runs, "qk-norm")             # Wortsman et al.'s LR sensitivity of that variant
+    sensitivity_by_seed(runs, "qk-norm")     # {seed: that seed's LR sensitivity} (for intervals)
 
 Where the runs go (a process pool by default, ``pool:N``, ``serial``, or Ray with
 ``ray:ADDRESS``) and where the sweep's store lives come from the run context (``normlab run`` /
@@ -166,21 +167,6 @@ def seed_losses(runs: Sequence[Run], variant: str, *, clip: bool = True) -> dict
     return {lr: [v for _, v in sorted(vals)] for lr, vals in sorted(by_lr.items())}
 
 
-def seed_sensitivities(runs: Sequence[Run], variant: str) -> list[float]:
-    """Wortsman et al.'s LR sensitivity of a variant computed seed by seed (each seed's own
-    learning-rate curve and loss at init), in seed order."""
-    from ..sweep import lr_sensitivity
-
-    seeds = sorted({r.seed for r in runs if r.variant == variant})
-    out = []
-    for seed in seeds:
-        rs = [r for r in runs if r.variant == variant and r.seed == seed]
-        mine = seed_losses(rs, variant)
-        out.append(lr_sensitivity(list(mine), [v[0] for v in mine.values()],
-                                  loss_at_init(rs, variant)))
-    return out
-
-
 def sensitivity(runs: Sequence[Run], variant: str) -> float:
     """Wortsman et al.'s LR sensitivity of a variant over all its learning rates: the mean of
     min(loss, loss at init) minus the best loss (``normlab.lab.sweep.lr_sensitivity``)."""
@@ -188,6 +174,26 @@ def sensitivity(runs: Sequence[Run], variant: str) -> float:
 
     losses = final_losses(runs, variant)
     return lr_sensitivity(list(losses), list(losses.values()), loss_at_init(runs, variant))
+
+
+def sensitivity_by_seed(runs: Sequence[Run], variant: str) -> dict[int, float]:
+    """seed -> the variant's LR sensitivity over all its learning rates from that seed's runs
+    alone (Wortsman et al.'s statistic is one number per sweep: over seeds it is a sample, and
+    arms that share seeds pair seed by seed). The loss at init is that seed's mean first-step
+    NLL; a diverged or failed run counts as it (``normlab.lab.sweep.lr_sensitivity``)."""
+    from ..sweep import lr_sensitivity
+
+    out: dict[int, float] = {}
+    for seed in sorted({r.seed for r in runs if r.variant == variant}):
+        rs = sorted((r for r in runs if r.variant == variant and r.seed == seed),
+                    key=lambda r: r.lr)
+        inits = [r.loss_at_init for r in rs if r.loss_at_init is not None]
+        if not inits:
+            raise ValueError(f"variant {variant!r} seed {seed} has no finished run")
+        loss0 = sum(inits) / len(inits)
+        losses = [r.final_val_loss if r.status == "done" else None for r in rs]
+        out[seed] = lr_sensitivity([r.lr for r in rs], losses, loss0)
+    return out
 
 
 def require_finished(runs: Sequence[Run]) -> None:

@@ -1,0 +1,433 @@
+"""``internal-covariate-shift``: does BatchNorm help by reducing internal covariate shift (Ioffe &
+Szegedy 2015; the chapter, 2.4 section 2) or by smoothing the loss landscape (Santurkar et al.
+2018)?
+
+A character-level next-character classifier on Python's ``pydoc_data.topics`` (it ships with
+every CPython, so it is real text that needs no download, and ``normlab.train`` already reads and
+hashes it): the one-hot of the ``context`` previous characters goes through ``depth`` hidden
+layers of ``width`` ReLU units to a softmax over the characters. Three arms share each seed (the
+same initial weights, the same batches): **standard** (Linear with bias, ReLU), **batchnorm**
+(Linear, ``nn.BatchNorm``, ReLU) and **noisy** (Linear, BatchNorm, ``nn.ShiftNoise``, ReLU: after
+every BatchNorm a random affine perturbation whose mean shift and scale are drawn afresh at every
+step, Santurkar et al.'s "noisy BatchNorm"). Every forward and backward is normlab's
+(``nn.Linear``, ``nn.BatchNorm``, ``nn.ShiftNoise``, ``functional.relu_*``,
+``functional.cross_entropy_*``), trained with normlab's SGD with momentum.
+
+Measured per run: the training loss (as the optimizer sees it, the noise included), the held-out
+loss without the noise, the covariate shift of every hidden layer's output (the input of the
+next layer) from one step to the next, and every ``probe_every`` steps the loss landscape along
+the gradient on that step's batch (Santurkar et al. section 3.1): for step sizes eta' in
+``probe_steps``, the range of L(w - eta' g) (loss variation), max ||g(w) - g(w - eta' g)||
+(gradient predictiveness) and that over ||eta' g|| ("effective" beta-smoothness).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...functional import (cross_entropy_backward, cross_entropy_forward, relu_backward,
+                           relu_forward)
+from ...nn import BatchNorm, Linear, ShiftNoise
+from ...train import SGD
+from ...train.data import TextSource
+from .. import stats
+from ..framework import Card, Check, fmt
+
+CARD = Card(
+    name="internal-covariate-shift",
+    title="Internal covariate shift or a smoother landscape: why BatchNorm helps (contested)",
+    citation="Ioffe & Szegedy 2015 (the internal-covariate-shift explanation; repeated in the "
+             "chapter, 2.4 section 2); Santurkar, Tsipras, Ilyas & Madry 2018, 'How Does Batch "
+             "Normalization Help Optimization?', Figs. 1, 2 and 4",
+    claim="Contested. The chapter (2.4 section 2), after Ioffe & Szegedy: each layer's input "
+          "statistics keep moving as the layers below it learn ('internal covariate shift'), "
+          "which 'slows learning and forces the use of smaller, more conservative learning "
+          "rates'; normalization removes it. Santurkar et al.: BatchNorm still helps when noise "
+          "with moving statistics is injected after it (more covariate shift than no BatchNorm "
+          "at all), and it makes the loss landscape smoother: the loss varies less, and the "
+          "gradient changes less, along the gradient direction.",
+    published="VGG on CIFAR-10: 'noisy' BatchNorm trains about as fast as BatchNorm and faster "
+              "than the standard network, though its layer inputs are less stable (Fig. 2); "
+              "with BatchNorm the loss variation and the gradient change along the gradient are "
+              "clearly smaller (Fig. 4); curves, no single numbers",
+    method="Next-character MLP on pydoc_data.topics (one-hot of `context` characters, `depth` "
+           "hidden ReLU layers of `width`, softmax), SGD with momentum at `lr`, `batch` windows "
+           "per step for `steps` steps; arms standard / BatchNorm / BatchNorm + ShiftNoise "
+           "(mean shift U(-`noise_mean`, `noise_mean`), scale log-uniform in [1/`noise_scale`, "
+           "`noise_scale`], per-value spread `noise_spread`, redrawn every step); the landscape "
+           "probed every `probe_every` steps at step sizes `probe_steps`; `seeds` seeds shared "
+           "by the arms.",
+    explanation="If BatchNorm helped by keeping each layer's input distribution still, then "
+                "shaking that distribution on purpose after every BatchNorm, harder than the "
+                "standard network's own drift, should take its advantage away. Santurkar et al. "
+                "found it does not, and proposed instead that BatchNorm reparametrizes the "
+                "network so that the loss and its gradient change more slowly along the "
+                "directions the optimizer moves in: the gradient stays predictive over a longer "
+                "step, so larger learning rates work. Neither story is settled: later work "
+                "questions the landscape measurements too (they depend on the step size and on "
+                "the gradient's scale, which BatchNorm changes). The rows below say which "
+                "predictions hold here.",
+)
+
+ARMS = ("standard", "batchnorm", "noisy")
+MARGIN = 0.0  # nats and log10 ratios: the claims are directions (papers give curves, no number)
+LAST = 0.1  # the training loss is the mean over the last 10% of the steps
+DIVERGE = 3.0  # a run stops when its loss passes 3 x its first loss (the trainer's rule)
+
+
+@dataclass(frozen=True)
+class Config:
+    depth: int = 6  # hidden layers (Santurkar: VGG; Ioffe & Szegedy's MNIST MLP: 3 of 100)
+    width: int = 64  # units per hidden layer
+    context: int = 4  # K: the previous characters one-hot encoded as the input
+    batch: int = 64  # B: windows per step (BatchNorm's batch statistics)
+    steps: int = 300  # SGD steps per run
+    lr: float = 0.1  # SGD learning rate (Santurkar et al.'s VGG: 0.1)
+    momentum: float = 0.9  # SGD momentum
+    noise_mean: float = 1.0  # ShiftNoise: per-step mean shift uniform in [-this, this]
+    noise_scale: float = 2.0  # ShiftNoise: per-step scale log-uniform in [1/this, this]
+    noise_spread: float = 0.1  # ShiftNoise: per-value spread of the scale and the shift
+    probe_every: int = 25  # probe the landscape every this many steps
+    probe_steps: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)  # eta': steps along -g (Santurkar)
+    val_batches: int = 4  # held-out batches (of 4 x batch windows) for the clean loss
+    seeds: int = 5  # seeds; each seeds all three arms alike (init, batches)
+    seed: int = 0  # the first seed
+
+
+SIZES = {
+    "tiny": {"depth": 3, "width": 16, "context": 2, "batch": 16, "steps": 40, "probe_every": 10,
+             "val_batches": 1, "seeds": 3},
+    "quick": {},
+    "full": {"steps": 2000, "width": 128, "probe_every": 50, "seeds": 8},
+}
+
+
+class _Net:
+    """The MLP of one arm: ``depth`` x [Linear (+ BatchNorm (+ ShiftNoise)) -> ReLU], a Linear
+    head, cross-entropy; ``forward(x, y)`` records each hidden output's per-channel mean and std
+    (the next layer's input statistics), ``backward()`` fills ``grads``."""
+
+    def __init__(self, arm: str, cfg: Config, n_in: int, V: int, seed: int, dtype=np.float32):
+        rng = np.random.default_rng(seed)
+        self.noise = []  # the ShiftNoise modules, whose generators a probe freezes
+        self.layers, fan = [], n_in
+        for _ in range(cfg.depth):
+            mods = [Linear(fan, cfg.width, bias=arm == "standard", rng=rng,
+                           std=math.sqrt(2.0 / fan), dtype=dtype)]  # He init
+            if arm != "standard":
+                mods.append(BatchNorm(cfg.width, track_running_stats=False, dtype=dtype))
+            if arm == "noisy":
+                self.noise.append(ShiftNoise(cfg.noise_mean, cfg.noise_scale, cfg.noise_spread,
+                                             rng=np.random.default_rng([seed, 1])))
+                mods.append(self.noise[-1])
+            self.layers.append(mods)
+            fan = cfg.width
+        self.head = Linear(fan, V, bias=True, rng=rng, std=math.sqrt(1.0 / fan), dtype=dtype)
+        self.params, self.grads = {}, {}
+        for i, mods in enumerate([*self.layers, [self.head]]):
+            for j, m in enumerate(mods):
+                for name in m.params:
+                    self.params[f"{i}.{j}.{name}"] = m.params[name]
+                    self.grads[f"{i}.{j}.{name}"] = m.grads[name]
+
+    def modules(self):
+        return [m for mods in self.layers for m in mods] + [self.head]
+
+    def forward(self, x: np.ndarray, y: np.ndarray) -> float:
+        self.relus, self.stats = [], []
+        h = x  # (B, n_in)
+        for mods in self.layers:
+            for m in mods:
+                h = m(h)  # (B, width)
+            h, cache = relu_forward(h)
+            self.relus.append(cache)
+            self.stats.append((h.mean(0, dtype=np.float64), h.std(0, dtype=np.float64)))
+        loss, self._ce = cross_entropy_forward(self.head(h), y)  # logits (B, V)
+        return float(loss)
+
+    def backward(self) -> None:
+        for g in self.grads.values():
+            g.fill(0)
+        d, _ = cross_entropy_backward(1.0, self._ce)  # (B, V)
+        d = self.head.backward(d)  # (B, width)
+        for mods, cache in zip(reversed(self.layers), reversed(self.relus)):
+            d = relu_backward(d, cache)
+            for m in reversed(mods):
+                d = m.backward(d)
+
+    def set_training(self, mode: bool) -> None:
+        for m in self.modules():
+            m.train(mode)
+
+
+def _windows(ids: np.ndarray, starts: np.ndarray, K: int, V: int) -> tuple:
+    """One-hot contexts (B, K V) of the K characters at each start, and the next character."""
+    ctx = ids[starts[:, None] + np.arange(K)]  # (B, K)
+    x = np.zeros((len(starts), K * V), np.float32)
+    x[np.arange(len(starts))[:, None], np.arange(K) * V + ctx] = 1.0
+    return x, ids[starts + K]
+
+
+def _probe(net: _Net, x, y, etas, freeze: int) -> dict:
+    """Santurkar et al.'s landscape along the gradient on one batch (noise frozen): the loss at
+    w - eta' g for every eta', and the gradient there against g."""
+    def at() -> tuple[float, np.ndarray]:
+        for i, n in enumerate(net.noise):
+            n.rng = np.random.default_rng([freeze, i])
+        loss = net.forward(x, y)
+        net.backward()
+        return loss, np.concatenate([g.ravel() for g in net.grads.values()]).astype(np.float64)
+
+    saved = {k: p.copy() for k, p in net.params.items()}
+    rngs = [n.rng for n in net.noise]  # the training noise's generators, restored below
+    loss0, g0 = at()
+    grad0 = {k: g.copy() for k, g in net.grads.items()}
+    losses, changes, betas = [loss0], [], []
+    for eta in etas:
+        for k, p in net.params.items():
+            p[...] = saved[k] - eta * grad0[k]
+        loss, g = at()
+        losses.append(loss)
+        changes.append(float(np.linalg.norm(g - g0)))
+        betas.append(changes[-1] / (eta * float(np.linalg.norm(g0))))
+    for k, p in net.params.items():
+        p[...] = saved[k]
+    for n, rng in zip(net.noise, rngs):
+        n.rng = rng
+    finite = all(math.isfinite(v) for v in losses + changes)
+    return {"loss_range": max(losses) - min(losses) if finite else None,
+            "descent": loss0 - min(losses) if finite else None,  # the part of it below L(w)
+            "grad_change": max(changes) if finite else None,
+            "beta": max(betas) if finite else None, "grad_norm": float(np.linalg.norm(g0))}
+
+
+def _shift(prev, cur) -> float:
+    """Scale-free change of a layer's output statistics between two steps: (mean |d mean| +
+    mean |d std|) over the channels, over the mean std."""
+    (m0, s0), (m1, s1) = prev, cur
+    scale = max(float(np.mean(s0 + s1)) / 2, 1e-12)
+    return float((np.mean(np.abs(m1 - m0)) + np.mean(np.abs(s1 - s0))) / scale)
+
+
+def _train(arm: str, seed: int, cfg: Config, src: TextSource) -> dict:
+    """One run: per-step loss and covariate shift, the probes, the clean held-out loss."""
+    K, V = cfg.context, src.vocab_size
+    net = _Net(arm, cfg, K * V, V, seed)
+    opt = SGD(net.params, momentum=cfg.momentum, weight_decay=0.0)
+    data_rng = np.random.default_rng([seed, 2])
+    losses, shifts, probes, prev, loss0 = [], [], [], None, None
+    for t in range(cfg.steps):
+        x, y = _windows(src.train, data_rng.integers(0, len(src.train) - K - 1, cfg.batch), K, V)
+        if t % cfg.probe_every == 0:
+            probes.append({"step": t, **_probe(net, x, y, cfg.probe_steps, freeze=t)})
+        with np.errstate(all="ignore"):
+            loss = net.forward(x, y)
+        loss0 = loss if loss0 is None else loss0
+        if not math.isfinite(loss) or loss > DIVERGE * loss0:
+            break
+        losses.append(loss)
+        if prev is not None:
+            shifts.append(float(np.mean([_shift(a, b) for a, b in zip(prev, net.stats)])))
+        prev = net.stats
+        net.backward()
+        opt.step(net.grads, cfg.lr)
+    diverged = len(losses) < cfg.steps
+    tail = [stats.outcome(v, loss0) for v in losses[-max(int(LAST * cfg.steps), 1):]]
+    train_loss = loss0 if diverged else float(np.mean(tail))
+    return {"arm": arm, "seed": seed, "loss0": loss0, "diverged": diverged,
+            "train_loss": train_loss, "clean_loss": loss0 if diverged else _clean(net, cfg, src),
+            "shift": float(np.mean(shifts)) if shifts else None, "probes": probes,
+            "curve": losses[:: max(cfg.steps // 100, 1)]}
+
+
+def _clean(net: _Net, cfg: Config, src: TextSource) -> float:
+    """The held-out loss without the noise (BatchNorm on the held-out batch's statistics)."""
+    K, V, n = cfg.context, src.vocab_size, 4 * cfg.batch
+    starts = np.linspace(0, len(src.val) - K - 2, cfg.val_batches * n).round().astype(np.int64)
+    net.set_training(False)
+    vals = [net.forward(*_windows(src.val, starts[i * n:(i + 1) * n], K, V))
+            for i in range(cfg.val_batches)]
+    net.set_training(True)
+    return float(np.mean(vals))
+
+
+def measure(config: Config, ctx) -> dict:
+    src = TextSource.pydoc()
+    seeds = [config.seed + i for i in range(config.seeds)]
+    runs, total = [], len(seeds) * len(ARMS)
+    for seed in seeds:
+        for arm in ARMS:
+            runs.append(_train(arm, seed, config, src))
+            ctx.progress(len(runs), total, f"{arm} seed {seed}")
+    return {"runs": runs, "seeds": seeds, "vocab": src.vocab_size, "n_chars": src.n_chars,
+            "corpus_sha256": src.sha256, "chance": math.log(src.vocab_size),
+            "per": {arm: _summary([r for r in runs if r["arm"] == arm]) for arm in ARMS}}
+
+
+def _summary(runs: list[dict]) -> dict:
+    """Per seed (in seed order): the losses, the covariate shift, and the landscape measures
+    averaged over the probes (log10 of the mean; a probe that overflowed is left out)."""
+    def probe_mean(r: dict, key: str) -> float | None:
+        vals = [p[key] for p in r["probes"] if p[key] is not None and p[key] > 0]
+        return math.log10(float(np.mean(vals))) if vals else None
+
+    return {"train_loss": [r["train_loss"] for r in runs],
+            "clean_loss": [r["clean_loss"] for r in runs],
+            "log_shift": [None if not r["shift"] else math.log10(r["shift"]) for r in runs],
+            "log_loss_range": [probe_mean(r, "loss_range") for r in runs],
+            "log_grad_change": [probe_mean(r, "grad_change") for r in runs],
+            "log_beta": [probe_mean(r, "beta") for r in runs],
+            "diverged": sum(r["diverged"] for r in runs)}
+
+
+def _paired(data: dict, key: str, a: str, b: str):
+    """The paired interval of per-seed ``a - b`` of a summary (None when a value is missing)."""
+    va, vb = data["per"][a][key], data["per"][b][key]
+    if any(v is None for v in va + vb):
+        return None
+    return stats.paired_interval(va, vb)
+
+
+def _decided(claim, published, iv, rule, source, note="") -> Check:
+    if iv is None:
+        return Check(claim, published, "a run overflowed: no value", rule, None, source,
+                     note=note, inconclusive=True)
+    return Check.decided(claim, published, iv, MARGIN, "above", rule=rule, source=source,
+                         note=note)
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    return [*_training_checks(data), *_landscape_checks(data), _verdict_row(data)]
+
+
+def _training_checks(data: dict) -> list[Check]:
+    s, ss = "Santurkar et al. 2018, Fig. 1 [R]", "Santurkar et al. 2018, Fig. 2 [R]"
+    loss = "training loss (last 10% of steps; a diverged run counts as its first loss)"
+    return [
+        _decided("BatchNorm trains faster than the standard network",
+                 "BatchNorm reaches a lower training loss sooner (Ioffe & Szegedy; Santurkar "
+                 "Fig. 1)", _paired(data, "train_loss", "standard", "batchnorm"),
+                 f"paired {loss}: standard - BatchNorm > 0", s),
+        _decided("the premise: the noisy network's layer inputs shift more than the standard "
+                 "network's", "noisy BatchNorm's activation distributions are less stable than "
+                 "the standard network's (Fig. 2)", _paired(data, "log_shift", "noisy", "standard"),
+                 "paired log10 step-to-step covariate shift of the hidden outputs: noisy - "
+                 "standard > 0", ss),
+        _decided("BatchNorm with moving-statistics noise after it still trains faster than no "
+                 "BatchNorm", "noisy BatchNorm trains about as fast as BatchNorm, faster than "
+                 "standard (Fig. 2)", _paired(data, "train_loss", "standard", "noisy"),
+                 f"paired {loss}: standard - noisy > 0", ss,
+                 note="the internal-covariate-shift explanation predicts the opposite"),
+        Check("noisy BatchNorm against plain BatchNorm", "about equal (Fig. 2)",
+              _text(_paired(data, "train_loss", "noisy", "batchnorm")) + " (noisy - BatchNorm, "
+              "training loss); clean held-out loss " + _text(
+                  _paired(data, "clean_loss", "noisy", "batchnorm")),
+              "shown, not counted (no published tolerance)", None, ss,
+              note="the noise also perturbs the predictions themselves at every step"),
+    ]
+
+
+def _landscape_checks(data: dict) -> list[Check]:
+    s = "Santurkar et al. 2018, Fig. 4 [R]"
+    beta = _paired(data, "log_beta", "standard", "batchnorm")
+    return [
+        _decided("with BatchNorm the loss varies less along the gradient",
+                 "the range of L(w - eta' g) is much smaller with BatchNorm (Fig. 4a)",
+                 _paired(data, "log_loss_range", "standard", "batchnorm"),
+                 "paired log10 loss variation (mean over probes): standard - BatchNorm > 0", s),
+        _decided("with BatchNorm the gradient is more predictive",
+                 "max ||g(w) - g(w - eta' g)|| is much smaller with BatchNorm (Fig. 4b)",
+                 _paired(data, "log_grad_change", "standard", "batchnorm"),
+                 "paired log10 gradient change (mean over probes): standard - BatchNorm > 0", s),
+        Check("'effective' beta-smoothness, max ||g(w) - g(w - eta' g)|| / ||eta' g||",
+              "smaller with BatchNorm (Fig. 4c)", _text(beta) + " (log10 standard / BatchNorm)",
+              "shown, not counted", None, s,
+              note="divides by the gradient's own norm, which BatchNorm changes"),
+        _after_init_row(data),
+    ]
+
+
+def _after_init_row(data: dict) -> Check:
+    """The landscape without the probe at initialization (where BatchNorm's gradient is largest),
+    and how much of the loss variation is the descent along -g itself."""
+    def mean(arm: str, key: str, skip: int = 1) -> float:
+        rs = [r for r in data["runs"] if r["arm"] == arm]
+        vals = [float(np.mean([p[key] for p in r["probes"][skip:]])) for r in rs
+                if len(r["probes"]) > skip and all(p[key] is not None for p in r["probes"])]
+        return float(np.mean(vals)) if vals else math.nan
+
+    parts = [f"{a}: loss variation {fmt(mean(a, 'loss_range'))} (descent "
+             f"{fmt(mean(a, 'descent'))}), gradient change {fmt(mean(a, 'grad_change'))}, "
+             f"||g|| {fmt(mean(a, 'grad_norm'))}" for a in ARMS]
+    return Check("the landscape after the first probe, and the descent part of the variation",
+                 "- (Fig. 4 plots the whole run)", "; ".join(parts) + " (means over the "
+                 "probes after step 0 and the seeds)", "shown, not counted", None,
+                 "Santurkar et al. 2018, Fig. 4 [R]",
+                 note="the loss variation max - min L(w - eta' g) includes how far the loss "
+                      "falls along -g: a larger range can be a steeper useful descent")
+
+
+def _verdict_row(data: dict) -> Check:
+    noisy = _paired(data, "train_loss", "standard", "noisy")
+    smooth = [_paired(data, k, "standard", "batchnorm") for k in ("log_loss_range",
+                                                                   "log_grad_change")]
+    word = {True: "holds", False: "fails", None: "undecided"}
+    helps = None if noisy is None else stats.decide(noisy, MARGIN)
+    flat = [None if iv is None else stats.decide(iv, MARGIN) for iv in smooth]
+    return Check("which explanation the numbers support",
+                 "ICS: noise after BatchNorm removes its advantage; smoothness: it does not, "
+                 "and BatchNorm's landscape is smoother",
+                 f"noisy BatchNorm beats standard: {word[helps]}; smoother loss: "
+                 f"{word[flat[0]]}; more predictive gradient: {word[flat[1]]}",
+                 "shown, not counted (a reading of the rows above)", None,
+                 "Ioffe & Szegedy 2015; Santurkar et al. 2018; the chapter, 2.4 section 2")
+
+
+def _text(iv) -> str:
+    return "no value" if iv is None else iv.text()
+
+
+def headline(data: dict, config: Config) -> str:
+    per = data["per"]
+    loss = " / ".join(f"{fmt(float(np.mean(per[a]['train_loss'])))}" for a in ARMS)
+    lr = [10 ** float(np.mean(per[a]["log_loss_range"])) for a in ("standard", "batchnorm")
+          if None not in per[a]["log_loss_range"]]
+    tail = (f"; loss variation along the gradient {fmt(lr[0])} without vs {fmt(lr[1])} with "
+            f"BatchNorm" if len(lr) == 2 else "")
+    return (f"training loss standard / BatchNorm / noisy BatchNorm {loss} nats (chance "
+            f"{fmt(data['chance'])}, {len(data['seeds'])} seeds){tail}")
+
+
+def plot(result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, save, style
+
+    d = result.data
+    colors = {"standard": COLORS["none"], "batchnorm": COLORS["batchnorm"], "noisy": "#2ca02c"}
+    fig, (a, b, c, e) = figure(2, 2, width=5.0, height=3.5)
+    for arm in ARMS:
+        rs = [r for r in d["runs"] if r["arm"] == arm]
+        for i, r in enumerate(rs):
+            step = max(result.config["steps"] // 100, 1)
+            a.plot(np.arange(len(r["curve"])) * step, r["curve"], color=colors[arm], lw=0.8,
+                   alpha=0.7, label=arm if i == 0 else None)
+        for ax, key in ((b, "loss_range"), (c, "grad_change")):
+            for i, r in enumerate(rs):
+                pts = [(p["step"], p[key]) for p in r["probes"] if p[key]]
+                if pts:
+                    ax.plot(*zip(*pts), "o-", ms=2, lw=0.8, color=colors[arm], alpha=0.7,
+                            label=arm if i == 0 else None)
+        e.scatter(np.full(len(rs), ARMS.index(arm)),
+                  [r["shift"] or np.nan for r in rs], color=colors[arm], label=arm)
+    a.axhline(d["chance"], color="#777777", ls="--", lw=0.8, label="chance (ln V)")
+    style(a, "training loss (noise included)", "step", "cross-entropy (nats)")
+    for ax, t in ((b, "loss variation along the gradient"), (c, "gradient change along it")):
+        ax.set_yscale("log")
+        style(ax, t, "step", "max - min L(w - eta' g)" if ax is b else "max ||g - g'||")
+    e.set_yscale("log")
+    e.set_xticks(range(len(ARMS)))
+    e.set_xticklabels(ARMS)
+    style(e, "covariate shift of the hidden outputs per step", "", "relative change (log)")
+    return [save(fig, out_dir, "internal_covariate_shift.png")]

@@ -1,0 +1,456 @@
+"""``lr-sensitivity-recipes``: Wortsman et al. 2023's recipes against the LR sensitivity
+(sections 3.2-3.4, Figs. 5-7): longer warmup, weight decay independent of the learning rate,
+AdamW's epsilon against the gradient RMS, and depth versus width scaling.
+
+One learning-rate sweep of normlab's GPT (Pre-LN with qk-layernorm and z-loss 1e-4, the paper's
+default model) on the Markov source, through the sweep API: five arms x `lrs` x `seeds`, each
+arm one change from the baseline (AdamW (0.9, 0.95), eps 1e-8, clipping at 1, linear warmup then
+cosine to 1e-5, PyTorch-style coupled decay 0.1):
+
+    long warmup         warmup over `long_warmup_frac` of the steps
+    independent decay   theta <- theta - s_t (eta Delta + lambda theta) with lambda = 1e-4: in
+                        normlab's AdamW (decay lr_t * wd * theta, lr_t = s_t eta) that is
+                        weight_decay = 1e-4 / eta for the run at peak eta
+    depth x2            twice the blocks (2x the non-embedding parameters)
+    width 48            d_model 48, head width 16 kept (2.25x the parameters)
+
+Wortsman et al.'s LR sensitivity, E_eta[min(loss, loss0) - best], is one number per sweep: here
+one per seed (``_training.sensitivity_by_seed``), and the arms, which share seeds, are compared
+by paired intervals. The epsilon part is papers.md's reproduction F: the constant-gradient
+update RMS / lr = g / (|g| + eps) of normlab's AdamW (exact), and runs at one learning rate with
+the loss times 1e-7 (``TrainConfig.loss_multiplier``) at eps 1e-6, 1e-8, 1e-15 against an
+unscaled run, with the trainer's per-block gradient RMS and update RMS at every step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...models import GPTConfig
+from ...train import AdamW, TrainConfig
+from .. import stats
+from ..framework import Card, Check, fmt
+from . import _training as T
+
+CARD = Card(
+    name="lr-sensitivity-recipes",
+    title="LR sensitivity: warmup, independent weight decay, AdamW's eps, depth vs width "
+          "(Wortsman et al. 2023)",
+    citation="Wortsman et al. 2023, 'Small-scale proxies for large-scale Transformer training "
+             "instabilities', sections 3.2-3.4, Figs. 5-7 and 11-13; papers.md section 7 "
+             "(reproduction F)",
+    claim="Longer warmup and weight decay independent of the learning rate lower the LR "
+          "sensitivity; scaling depth raises it faster than scaling width; when the gradient "
+          "RMS falls to AdamW's eps the update shrinks, and a smaller eps removes the shrinkage.",
+    published="Fig. 5: longer warm-up lowers LR sensitivity, mostly for large models; Fig. 6: "
+              "independent decay (1e-4) lowers it; Fig. 7: depth scaling raises it faster than "
+              "width scaling; section 3.4: at 4.8B and LR 0.3 eps 1e-15 improves the loss and "
+              "eps 1e-6 diverges",
+    method="normlab GPT, Pre-LN, qk-layernorm, z-loss 1e-4, on the order-1 Markov source "
+           "(`base`); arms baseline / long warmup / independent decay / depth x`depth_scale` / "
+           "width `width` x `lrs` x `seeds` through the sweep API; LR sensitivity per seed, arms "
+           "paired by seed; eps: the loss times `loss_multiplier` at `eps_lr` for each of "
+           "`eps_values`, against the unscaled run, no clipping or decay.",
+    explanation="The LR sensitivity is how much loss a sweep loses, on average over the "
+                "learning rates, against its best run: a recipe that keeps the high learning "
+                "rates trainable lowers it. Warmup lets Adam's second moment settle before the "
+                "largest steps; coupled decay lr x lambda decays far too hard at high lr and "
+                "too little at low lr, while independent decay is the same at every lr. AdamW "
+                "divides by sqrt(v) + eps: once the gradient RMS is near eps the step shrinks "
+                "like g / (g + eps), so large models whose gradients are tiny stop learning "
+                "unless eps is lowered. Depth multiplies the ways a large update compounds, "
+                "width mostly averages them.",
+)
+
+ARMS = ("baseline", "long warmup", "independent decay", "depth", "width")
+MARGIN = 0.0  # the recipe claims are directions (Figs. 5-7 give curves, no threshold)
+F_SLOW = 0.5  # papers.md F: with eps 1e-8 the scaled run makes < 50% of the reference reduction
+F_MATCH = 0.02  # papers.md F: with eps 1e-15 within 2% of the unscaled reference
+F_ANALYTIC = 0.02  # papers.md F: measured update RMS / lr within 2% of g / (|g| + eps)
+TRAINS_FRACTION = 0.5  # a run trains when it recovers this share of its seed's best improvement
+REF = "reference"  # the unscaled eps run's variant
+
+BASE = TrainConfig(  # Wortsman et al.'s default recipe at tiny scale (section 2.1)
+    model=GPTConfig(vocab_size=16, seq_len=16, n_layers=2, d_model=32, n_heads=2,
+                    qk_norm="layernorm", z_loss=1e-4, norm_eps=1e-6, init_std=32**-0.5),
+    data="markov", markov_order=1, steps=150, batch_size=8, warmup=8, schedule="cosine",
+    min_lr=1e-5, weight_decay=0.1, beta2=0.95, adam_eps=1e-8, grad_clip=1.0,
+    eval_interval=150, eval_batches=4)
+
+
+@dataclass(frozen=True)
+class Config:
+    base: TrainConfig = BASE  # the baseline arm's model, data and optimizer (each arm changes one
+    #                           thing; lr and seed vary)
+    lrs: tuple[float, ...] = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)  # Wortsman's grid,
+    #                           extended to 1.0 as papers.md C says when 0.3 does not diverge
+    long_warmup_frac: float = 0.25  # the long-warmup arm: warmup over this fraction of the steps
+    independent_decay: float = 1e-4  # lambda of the independent-decay arm (Wortsman: 1e-4)
+    depth_scale: int = 2  # the depth arm has n_layers x this
+    width: int = 48  # d_model of the width arm (head width 16 kept)
+    head_dim: int = 16  # D: head width of every model (Wortsman scale heads with d, D fixed)
+    eps_lr: float = 1e-2  # peak learning rate of the eps runs (the baseline's best, about)
+    loss_multiplier: float = 1e-7  # the eps runs' loss multiplier (papers.md F: 1e-7)
+    eps_values: tuple[float, ...] = (1e-6, 1e-8, 1e-15)  # AdamW eps of the scaled runs (paper)
+    seeds: int = 3  # training seeds; each seeds every arm alike
+    seed: int = 0  # the first training seed (the Markov source is fixed by base.data_seed)
+
+
+SIZES = {
+    "tiny": {"lrs": (1e-3, 1e-1, 1.0), "width": 32, "seeds": 2, "base.steps": 30, "base.warmup": 2,
+             "base.eval_interval": 30, "base.model.n_layers": 1, "base.model.d_model": 16,
+             "base.model.n_heads": 1, "base.model.init_std": 0.25, "base.batch_size": 4,
+             "base.model.seq_len": 8, "base.eval_batches": 2},
+    "quick": {},
+    "full": {"lrs": (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0), "seeds": 5,
+             "base.steps": 600, "base.warmup": 30, "base.eval_interval": 600,
+             "base.batch_size": 16, "base.model.seq_len": 32},
+}
+
+
+def _arm_overrides(cfg: Config) -> dict[str, callable]:
+    """Arm -> overrides of ``base`` for a peak learning rate."""
+    b = cfg.base
+    w_long = max(int(round(cfg.long_warmup_frac * b.steps)), 1)
+    if cfg.width % cfg.head_dim or b.model.d_model % cfg.head_dim:
+        raise ValueError(f"width {cfg.width} and base.model.d_model {b.model.d_model} must be "
+                         f"multiples of head_dim {cfg.head_dim}")
+    return {
+        "baseline": lambda lr: {},
+        "long warmup": lambda lr: {"warmup": w_long},
+        "independent decay": lambda lr: {"weight_decay": cfg.independent_decay / lr},
+        "depth": lambda lr: {"model.n_layers": b.model.n_layers * cfg.depth_scale},
+        "width": lambda lr: {"model.d_model": cfg.width, "model.n_heads": cfg.width //
+                             cfg.head_dim, "model.init_std": cfg.width**-0.5},
+    }
+
+
+def _eps_variants(cfg: Config) -> dict[str, dict]:
+    common = {"lr": cfg.eps_lr, "grad_clip": None, "weight_decay": 0.0}
+    out = {REF: {**common, "adam_eps": 1e-8}}
+    for e in cfg.eps_values:
+        out[_eps_name(e)] = {**common, "adam_eps": e, "loss_multiplier": cfg.loss_multiplier}
+    return out
+
+
+def _eps_name(e: float) -> str:
+    return f"scaled eps={e:g}"
+
+
+def _series(cfg: Config) -> dict:
+    L = cfg.base.model.n_layers * cfg.depth_scale
+    out = {"grad_rms": lambda rec: float(np.mean(rec["layer_grad_rms"])),
+           "nll": lambda rec: rec["nll"]}
+    for i in range(L):
+        out[f"g{i}"] = lambda rec, i=i: rec["layer_grad_rms"][i]
+        out[f"u{i}"] = lambda rec, i=i: rec["layer_update_rms"][i] / rec["lr"]
+    return out
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
+    over = _arm_overrides(cfg)
+    arm_of, variants = {}, {}
+    for arm in ("depth", "width", *[a for a in ARMS if a not in ("depth", "width")]):
+        for lr in cfg.lrs:  # the costliest arms first, for the pool
+            name = f"{arm} @{lr:g}"
+            variants[name], arm_of[name] = {**over[arm](lr), "lr": float(lr)}, arm
+    for name, v in _eps_variants(cfg).items():
+        variants[name], arm_of[name] = v, name
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    runs = T.run_grid(cfg.base, variants, ctx, lrs=None, seeds=seeds, series=_series(cfg),
+                      name="lr-sensitivity")
+    T.require_finished(runs)
+    runs = [dataclasses.replace(r, variant=arm_of[r.variant]) for r in runs]
+    return {"lrs": list(cfg.lrs), "seeds": seeds,
+            "floor": next((r.entropy_floor for r in runs if r.entropy_floor), None),
+            "arms": {arm: _arm(runs, arm, seeds) for arm in ARMS},
+            "eps": _eps(runs, cfg, seeds), "analytic": _analytic(cfg.eps_values),
+            "params": _param_counts(cfg)}
+
+
+def _clipped(r: T.Run, loss0: float) -> float:
+    return min(stats.outcome(r.final_val_loss if r.status == "done" else None, loss0), loss0)
+
+
+def _arm(runs: list, arm: str, seeds: list) -> dict:
+    """One arm: per seed the LR sensitivity, the clipped final loss at every lr, the
+    high-side sensitivity (lrs at or above the seed's best), the largest lr that trains, and
+    the end-of-training gradient RMS (mean over blocks, last 10% of the steps) per lr."""
+    sens = T.sensitivity_by_seed([r for r in runs if r.variant == arm], arm)
+    per_seed = []
+    for s in seeds:
+        rs = sorted((r for r in runs if r.variant == arm and r.seed == s), key=lambda r: r.lr)
+        loss0 = float(np.mean([r.loss_at_init for r in rs if r.loss_at_init is not None]))
+        losses = [_clipped(r, loss0) for r in rs]
+        best = int(np.argmin(losses))
+        trains = [v <= loss0 - TRAINS_FRACTION * (loss0 - losses[best]) for v in losses]
+        top = max(i for i in range(len(rs)) if all(trains[best:i + 1]))
+        per_seed.append({"seed": s, "loss0": loss0, "losses": losses, "sens": sens[s],
+                         "high_sens": float(np.mean(losses[best:]) - losses[best]),
+                         "best_lr": rs[best].lr, "max_trained_lr": rs[top].lr,
+                         "grad_rms": [_tail(r, "grad_rms") for r in rs],
+                         "diverged": [r.status == "diverged" for r in rs]})
+    return {"per_seed": per_seed, "sens": [p["sens"] for p in per_seed]}
+
+
+def _tail(r: T.Run, key: str, frac: float = 0.1) -> float | None:
+    vals = [v for v in r.curves.get(key, [])[-max(int(frac * len(r.steps)), 1):] if v]
+    return float(np.mean(vals)) if vals else None
+
+
+def _eps(runs: list, cfg: Config, seeds: list) -> dict:
+    """The eps runs: per seed the loss reduction over the reference's, and per block the
+    update shrinkage against the eps-free scaled run with the prediction g / (g + eps)."""
+    def reduction(r: T.Run) -> float:
+        loss0 = r.loss_at_init
+        return loss0 - min(stats.outcome(r.final_val_loss if r.status == "done" else None,
+                                         loss0), loss0)
+
+    get = {(r.variant, r.seed): r for r in runs}
+    tiny = _eps_name(min(cfg.eps_values))
+    L = cfg.base.model.n_layers
+    out = {"ratio": {}, "shrink": {}, "predicted": {}, "curves": {}}
+    for e in cfg.eps_values:
+        name = _eps_name(e)
+        out["ratio"][name] = [reduction(get[name, s]) / max(reduction(get[REF, s]), 1e-12)
+                              for s in seeds]
+        out["shrink"][name] = [[_median_ratio(get[name, s], get[tiny, s], i) for s in seeds]
+                               for i in range(L)]
+        out["predicted"][name] = [[float(np.median([g / (g + e) for g in get[name, s].curves[
+            f"g{i}"] if g])) for s in seeds] for i in range(L)]
+    for name in [REF, *(_eps_name(e) for e in cfg.eps_values)]:
+        r = get[name, seeds[0]]
+        out["curves"][name] = {"steps": r.steps, "nll": r.curves.get("nll", []),
+                               **{k: r.curves[k] for k in r.curves if k[0] in "gu"
+                                  and k[1:].isdigit() and int(k[1:]) < L}}
+        out.setdefault("final", {})[name] = [get[name, s].final_val_loss for s in seeds]
+    return out
+
+
+def _median_ratio(a: T.Run, b: T.Run, i: int) -> float:
+    """Median over the steps both runs recorded of a's block-i update RMS over b's."""
+    ua, ub = a.curves[f"u{i}"], b.curves[f"u{i}"]
+    vals = [x / y for x, y in zip(ua, ub) if x is not None and y]
+    return float(np.median(vals)) if vals else math.nan
+
+
+def _analytic(eps_values, steps: int = 5) -> dict:
+    """AdamW with a constant gradient g on a float64 vector: update RMS / lr after ``steps``
+    steps against g / (|g| + eps), for |g| from 1e-12 to 1e-2 (bias correction makes it exact)."""
+    gs = np.logspace(-12, -2, 11)
+    rows = []
+    for e in eps_values:
+        for g in gs:
+            p = {"w": np.zeros(64)}
+            opt = AdamW(p, betas=(0.9, 0.95), eps=e, weight_decay=0.0, fused=False)
+            grad = {"w": np.where(np.arange(64) % 2, g, -g)}
+            for _ in range(steps):
+                sq = opt.step(grad, 1e-3)["w"]
+            rms = math.sqrt(sq / 64) / 1e-3
+            rows.append({"eps": e, "g": float(g), "measured": rms, "predicted": g / (g + e)})
+    return {"rows": rows, "max_rel_err": max(abs(r["measured"] / r["predicted"] - 1)
+                                             for r in rows)}
+
+
+def _param_counts(cfg: Config) -> dict:
+    """Non-embedding parameters of the three shapes (12 L d^2 for an MLP of 4d, no biases)."""
+    L, d = cfg.base.model.n_layers, cfg.base.model.d_model
+    return {"baseline": 12 * L * d * d, "depth": 12 * L * cfg.depth_scale * d * d,
+            "width": 12 * L * cfg.width**2}
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    return [*_recipe_checks(data, config), *_scaling_checks(data, config),
+            *_eps_checks(data, config)]
+
+
+def _sens_pair(data: dict, a: str, b: str):
+    return stats.paired_interval(data["arms"][a]["sens"], data["arms"][b]["sens"])
+
+
+def _sens_text(data: dict, *arms: str) -> str:
+    return ", ".join(f"{a} {fmt(float(np.mean(data['arms'][a]['sens'])))}" for a in arms)
+
+
+def _recipe_checks(data: dict, config: Config) -> list[Check]:
+    s = "Wortsman et al. 2023 [V]"
+    rows = []
+    for arm, fig, pub in (
+            ("long warmup", "Fig. 5", "longer warm-up lowers LR sensitivity, mostly for large "
+             "models (not stable at LR 0.3 without it)"),
+            ("independent decay", "Fig. 6", "independent decay 1e-4 lowers LR sensitivity "
+             "against coupled decay 0.1")):
+        iv = _sens_pair(data, "baseline", arm)
+        rows.append(Check.decided(
+            f"{arm} lowers the LR sensitivity", f"{pub} ({fig})", iv, MARGIN, "above",
+            measured=f"{iv.text()} (baseline - {arm}; mean LR sensitivity "
+                     f"{_sens_text(data, 'baseline', arm)} nats)",
+            rule="paired (by seed) LR sensitivity: baseline - arm > 0", source=f"{s}, {fig}",
+            note="the paper sees the warmup effect mostly at large scale: a null result here "
+                 "is what it predicts for a small model" if arm == "long warmup" else
+                 f"weight_decay = {config.independent_decay:g} / lr per run (normlab's AdamW "
+                 "decays by lr_t x wd)"))
+    return rows
+
+
+def _scaling_checks(data: dict, config: Config) -> list[Check]:
+    s = "Wortsman et al. 2023, Fig. 7 [V]"
+    n = data["params"]
+    iv = _sens_pair(data, "depth", "width")
+    top = {a: [p["max_trained_lr"] for p in data["arms"][a]["per_seed"]] for a in
+           ("baseline", "depth", "width")}
+    high = {a: float(np.mean([p["high_sens"] for p in data["arms"][a]["per_seed"]]))
+            for a in ("baseline", "depth", "width")}
+    return [
+        Check.decided(
+            "scaling depth raises the LR sensitivity more than scaling width",
+            "depth scaling raises LR sensitivity faster than width scaling (Fig. 7)", iv,
+            MARGIN, "above",
+            measured=f"{iv.text()} (depth x{config.depth_scale}, {n['depth']} params, - width "
+                     f"{config.width}, {n['width']} params); " + _sens_text(data, "baseline",
+                                                                          "depth", "width"),
+            rule="paired LR sensitivity: depth-scaled - width-scaled > 0 (the width arm has as "
+                 "many or more parameters)", source=s),
+        Check("the divergence side: the largest learning rate that still trains, and the "
+              "sensitivity over the learning rates at and above the best",
+              "the divergence LR falls with scale, faster in depth (Figs. 1, 7)",
+              "; ".join(f"{a}: max trained lr {', '.join(f'{x:g}' for x in top[a])}, high-side "
+                        f"sensitivity {fmt(high[a])}" for a in top),
+              f"shown, not counted ('trains' = recovers >= {TRAINS_FRACTION:g} of the seed's "
+              "best improvement)", None, s,
+              note="separates the divergence side from the low learning rates, where a short run "
+                   "is simply undertrained"),
+    ]
+
+
+def _within(iv, tol: float):
+    """True when the interval lies inside (1 - tol, 1 + tol), False when wholly outside."""
+    if 1 - tol < iv.lo and iv.hi < 1 + tol:
+        return True
+    return False if iv.hi <= 1 - tol or iv.lo >= 1 + tol else None
+
+
+def _eps_checks(data: dict, config: Config) -> list[Check]:
+    e, s = data["eps"], "Wortsman et al. 2023, section 3.4 [V]; papers.md F"
+    by = {v: _eps_name(v) for v in config.eps_values}
+    rows = [Check("with a constant gradient AdamW's update RMS / lr is g / (|g| + eps)",
+                  "analytic (papers.md F)", f"max relative error {fmt(data['analytic']['max_rel_err'])}"
+                  f" over |g| in [1e-12, 1e-2], eps {', '.join(f'{v:g}' for v in config.eps_values)}",
+                  f"within {F_ANALYTIC:.0%} everywhere", data["analytic"]["max_rel_err"] <
+                  F_ANALYTIC, s, identity=True,
+                  note="bias correction makes m_hat = g and v_hat = g^2 exactly")]
+    if 1e-8 in by:
+        iv = stats.mean_interval(e["ratio"][by[1e-8]])
+        rows.append(Check.decided(
+            f"gradients x{config.loss_multiplier:g} (RMS below eps): eps 1e-8 stalls training",
+            "eps 1e-8 shrinks the update once the gradient RMS is near it (section 3.4)", iv,
+            F_SLOW, "below", rule=f"loss reduction / the unscaled run's < {F_SLOW:g}",
+            source=s))
+    tiny = min(config.eps_values)
+    iv = stats.mean_interval(e["ratio"][by[tiny]])
+    ok = _within(iv, F_MATCH)
+    rows.append(Check(f"eps {tiny:g} below the gradient RMS removes the shrinkage",
+                      "eps 1e-15 improves the loss and prevents the collapse (4.8B, LR 0.3)",
+                      iv.text(4) + " (loss reduction / the unscaled run's)",
+                      f"interval within 1 +- {F_MATCH:g} (papers.md F)", ok, s,
+                      interval=[iv.lo, iv.hi], inconclusive=ok is None))
+    rows.append(_shrink_row(data, config))
+    rows.append(_grad_rms_row(data))
+    return rows
+
+
+def _shrink_row(data: dict, config: Config) -> Check:
+    e = data["eps"]
+    parts = []
+    for v in config.eps_values:
+        name = _eps_name(v)
+        meas = [float(np.mean(x)) for x in e["shrink"][name]]
+        pred = [float(np.mean(x)) for x in e["predicted"][name]]
+        parts.append(f"eps {v:g}: " + ", ".join(f"block {i} {fmt(m)} (g/(g+eps) {fmt(p)})"
+                                                for i, (m, p) in enumerate(zip(meas, pred))))
+    return Check("per block, the update RMS shrinks as g / (g + eps) of the block's gradient RMS",
+                 "update RMS falls with the gradient RMS near eps (Figs. 12, 13)",
+                 "update RMS over the eps-free scaled run's (median over steps): "
+                 + "; ".join(parts), "shown, not counted (the formula is exact only for constant "
+                 "gradients)", None, "Wortsman et al. 2023, section 3.4 [V]",
+                 note="the loss reduction of eps 1e-6: " + ", ".join(
+                     f"{fmt(x)}" for x in e["ratio"].get(_eps_name(1e-6), [])) + " of the "
+                 "reference's (the paper: diverges at 4.8B)")
+
+
+def _grad_rms_row(data: dict) -> Check:
+    b = data["arms"]["baseline"]["per_seed"]
+    lrs = data["lrs"]
+    g = [float(np.mean([p["grad_rms"][j] for p in b if p["grad_rms"][j]] or [math.nan]))
+         for j in range(len(lrs))]
+    return Check("at this scale the gradient RMS stays far above eps = 1e-8",
+                 "gradient RMS falls with scale and LR, to about 1e-8 at 4.8B (Fig. 11)",
+                 "baseline, mean block gradient RMS at the end: " + ", ".join(
+                     f"lr {lr:g}: {fmt(x)}" for lr, x in zip(lrs, g)),
+                 "shown, not counted", None, "Wortsman et al. 2023, section 3.4 [V]",
+                 note="why the eps runs multiply the loss by a tiny factor: an unscaled tiny "
+                      "model never reaches the regime where eps matters")
+
+
+def headline(data: dict, config: Config) -> str:
+    ratio = {k: float(np.mean(v)) for k, v in data["eps"]["ratio"].items()}
+    return (f"LR sensitivity (nats, mean over {len(data['seeds'])} seeds): "
+            + _sens_text(data, *ARMS) + "; gradients x"
+            f"{config.loss_multiplier:g}: loss reduction vs unscaled "
+            + ", ".join(f"{k.split('=')[1]} {fmt(v)}" for k, v in ratio.items()))
+
+
+def plot(result, out_dir) -> list[str]:
+    from ..plotting import figure, save, style
+
+    d = result.data
+    colors = dict(zip(ARMS, ("#000000", "#1f77b4", "#2ca02c", "#d62728", "#9467bd")))
+    fig, axes = figure(2, 2, width=5.0, height=3.6)
+    lrs = d["lrs"]
+    for ax, arms in ((axes[0], ARMS[:3]), (axes[1], ("baseline", "depth", "width"))):
+        for arm in arms:
+            per = d["arms"][arm]["per_seed"]
+            ax.plot(lrs, np.mean([p["losses"] for p in per], axis=0), "o-", ms=4,
+                    color=colors[arm], label=f"{arm} (sens {fmt(np.mean(d['arms'][arm]['sens']))})")
+        if d["floor"]:
+            ax.axhline(d["floor"], color="#777777", ls=":", lw=0.9, label="entropy floor")
+        ax.set_xscale("log")
+        style(ax, "final loss vs peak lr (min(loss, loss0), mean over seeds)", "peak lr",
+              "validation loss (nats/token)")
+    c = axes[2]
+    for i, arm in enumerate(ARMS):
+        vals = d["arms"][arm]["sens"]
+        c.scatter(np.full(len(vals), i), vals, color=colors[arm], s=18)
+        c.hlines(np.mean(vals), i - 0.3, i + 0.3, color=colors[arm])
+    c.set_xticks(range(len(ARMS)))
+    c.set_xticklabels(ARMS, rotation=20, fontsize=8)
+    style(c, "LR sensitivity per seed (line: mean)", "", "nats", legend=False)
+    _plot_eps(axes[3], d)
+    return [save(fig, out_dir, "lr_sensitivity_recipes.png")]
+
+
+def _plot_eps(ax, d: dict) -> None:
+    from ..plotting import style
+
+    gs = np.logspace(-13, -1, 100)
+    styles = ["-", "--", ":"]
+    for j, (name, cv) in enumerate(d["eps"]["curves"].items()):
+        if name == REF:
+            continue
+        e = float(name.split("=")[1])
+        ax.plot(gs, gs / (gs + e), styles[j % 3], color="#777777", lw=0.8,
+                label=f"g / (g + {e:g})")
+        g = [x for k in cv if k.startswith("g") for x in cv[k]]
+        u = [x for k in cv if k.startswith("u") for x in cv[k]]
+        ok = [(a, b) for a, b in zip(g, u) if a and b]
+        if ok:
+            ax.scatter(*zip(*ok), s=4, label=f"eps {e:g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    style(ax, "eps runs: update RMS / lr vs gradient RMS per block", "block gradient RMS",
+          "block update RMS / lr (lines: g / (g + eps))")

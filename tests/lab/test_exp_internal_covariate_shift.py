@@ -1,0 +1,82 @@
+"""internal-covariate-shift: the MLP's hand-written backward (float64 finite differences, every
+arm, the noise frozen), the direction of the covariate shift at the tiny size, and a diverged
+run that is recorded as its first loss while the checks still evaluate."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from normlab.lab import framework as F
+from normlab.lab.experiments import internal_covariate_shift as X
+from normlab.testing import gradcheck
+
+SMALL = X.Config(depth=2, width=5, context=1, batch=6)
+
+
+@pytest.mark.parametrize("arm", X.ARMS)
+def test_the_mlp_backward_matches_finite_differences(arm, rng):
+    net = X._Net(arm, SMALL, 7, 4, seed=3, dtype=np.float64)
+    x = rng.normal(size=(6, 7))
+    y = rng.integers(0, 4, size=6)
+    names = list(net.params)
+
+    def forward(*values):
+        for n, v in zip(names, values):
+            net.params[n][...] = v
+        for i, m in enumerate(net.noise):  # the same noise draw at every evaluation
+            m.rng = np.random.default_rng([9, i])
+        return np.array(net.forward(x, y)), None
+
+    def backward(dout, cache):
+        net.backward()
+        return tuple(float(dout) * net.grads[n].copy() for n in names)
+
+    values = {n: p.copy() for n, p in net.params.items()}
+    for n in values:  # random gains and shifts, never the ones and zeros they start at
+        if values[n].ndim == 1:
+            values[n] = rng.normal(1.0 if n.endswith("gamma") else 0.0, 0.3, values[n].shape)
+    report = gradcheck(forward, backward, values, rng=rng, rtol=1e-5)
+    assert report.passed, str(report)
+
+
+def test_a_probe_leaves_the_weights_and_the_training_noise_alone():
+    cfg = dataclasses.replace(SMALL, probe_steps=(0.1, 0.4))
+    net = X._Net("noisy", cfg, 7, 4, seed=1)
+    before = {k: p.copy() for k, p in net.params.items()}
+    rngs = [m.rng for m in net.noise]
+    x = np.eye(7, dtype=np.float32)[np.arange(6) % 7]
+    out = X._probe(net, x, np.arange(6) % 4, cfg.probe_steps, freeze=0)
+    assert all(np.array_equal(before[k], p) for k, p in net.params.items())
+    assert [m.rng for m in net.noise] == rngs
+    assert out["loss_range"] > 0 and out["grad_change"] > 0 and out["beta"] > 0
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return F.run_experiment("internal-covariate-shift", size="tiny", seed=0).result
+
+
+def test_tiny_direction_of_the_covariate_shift(tiny):
+    """Noise after BatchNorm moves the next layer's input statistics more than the standard
+    network's drift, and BatchNorm alone less (the premise of Santurkar et al.'s test)."""
+    per = tiny.data["per"]
+    for s, b, n in zip(per["standard"]["log_shift"], per["batchnorm"]["log_shift"],
+                       per["noisy"]["log_shift"]):
+        assert b < s < n
+    assert len(tiny.data["seeds"]) >= 3 and all(len(per[a]["train_loss"]) == 3 for a in X.ARMS)
+    premise = next(c for c in tiny.checks if c.claim.startswith("the premise"))
+    assert premise.passed is True
+
+
+def test_a_diverged_run_counts_as_its_first_loss_and_the_checks_still_evaluate():
+    cfg = F.configure(X, "tiny", overrides={"lr": 1e4, "seeds": 2})
+    data = X.measure(cfg, F.RunContext())
+    runs = data["runs"]
+    assert any(r["diverged"] for r in runs)
+    for r in runs:
+        if r["diverged"]:
+            assert r["train_loss"] == r["loss0"] and np.isfinite(r["loss0"])
+    result = F.result_of(X, cfg, data, "tiny")
+    assert result.verdict in F.VERDICTS
+    assert all(c.passed in (True, False, None) for c in result.checks)

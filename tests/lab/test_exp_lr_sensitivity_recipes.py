@@ -1,0 +1,76 @@
+"""lr-sensitivity-recipes: the per-seed LR sensitivity of the lab's training helpers, the arms'
+overrides (independent decay as weight_decay = lambda / lr), and at the tiny size the direction
+of AdamW's eps effect under gradients x1e-7 and a diverged run recorded as its loss at init."""
+
+import math
+
+import pytest
+
+from normlab.lab import framework as F
+from normlab.lab.experiments import _training as T
+from normlab.lab.experiments import lr_sensitivity_recipes as X
+from normlab.lab.stats import Interval
+
+
+def _run(variant, lr, seed, loss, status="done", loss0=3.0):
+    return T.Run(variant, lr, seed, status, None, loss, loss0, None, 10, 0)
+
+
+def test_sensitivity_by_seed_is_wortsmans_statistic_per_seed():
+    runs = [_run("a", 1e-3, 0, 2.0), _run("a", 1e-2, 0, 1.0), _run("a", 1e-1, 0, 5.0),
+            _run("a", 1e-3, 1, 1.5), _run("a", 1e-2, 1, 1.2),
+            _run("a", 1e-1, 1, None, status="diverged"), _run("b", 1e-3, 0, 9.0)]
+    sens = T.sensitivity_by_seed(runs, "a")
+    # seed 0: min(loss, 3) = 2, 1, 3 -> mean 2 - best 1; seed 1: 1.5, 1.2, 3 (diverged) - 1.2
+    assert sens[0] == pytest.approx(1.0) and sens[1] == pytest.approx((1.5 + 1.2 + 3) / 3 - 1.2)
+    assert set(sens) == {0, 1}
+    with pytest.raises(ValueError, match="no finished run"):
+        T.sensitivity_by_seed([_run("c", 1e-3, 0, 1.0, loss0=None)], "c")
+
+
+def test_the_arms_change_one_thing_and_decay_independently_of_the_lr():
+    cfg = X.Config()
+    over = X._arm_overrides(cfg)
+    for lr in cfg.lrs:  # normlab's AdamW decays by lr_t * wd: lr * (1e-4 / lr) = 1e-4 at peak
+        assert lr * over["independent decay"](lr)["weight_decay"] == pytest.approx(1e-4)
+    assert over["baseline"](1e-2) == {}
+    assert over["width"](1e-2)["model.n_heads"] * cfg.head_dim == cfg.width
+    eps = X._eps_variants(cfg)
+    assert eps[X.REF].get("loss_multiplier", 1.0) == 1.0
+    assert all(v["loss_multiplier"] == 1e-7 for k, v in eps.items() if k != X.REF)
+
+
+def test_within_is_two_sided():
+    assert X._within(Interval(1.0, 0.99, 1.01, 3, "m"), 0.02) is True
+    assert X._within(Interval(0.9, 0.85, 0.95, 3, "m"), 0.02) is False
+    assert X._within(Interval(1.0, 0.95, 1.01, 3, "m"), 0.02) is None
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return F.run_experiment("lr-sensitivity-recipes", size="tiny", seed=0).result
+
+
+def test_tiny_eps_shrinks_the_update_and_the_progress_in_order(tiny):
+    """Under gradients x1e-7 the loss reduction and the update RMS fall as eps rises above the
+    gradient RMS; eps 1e-15 follows the unscaled run."""
+    e = tiny.data["eps"]
+    ratio = {k: sum(v) / len(v) for k, v in e["ratio"].items()}
+    r6, r8, r15 = (ratio[X._eps_name(v)] for v in (1e-6, 1e-8, 1e-15))
+    assert r6 < r8 < r15 and abs(r15 - 1) < 0.02
+    shrink = {v: e["shrink"][X._eps_name(v)][0] for v in (1e-6, 1e-8)}
+    assert all(a < b < 1 for a, b in zip(shrink[1e-6], shrink[1e-8]))
+    assert tiny.data["analytic"]["max_rel_err"] < 1e-6
+
+
+def test_tiny_a_diverged_run_counts_as_its_loss_at_init(tiny):
+    diverged = [(arm, p) for arm, a in tiny.data["arms"].items() for p in a["per_seed"]
+                if any(p["diverged"])]
+    assert diverged  # lr 1 diverges at the tiny size
+    for _, p in diverged:
+        for lost, loss in zip(p["diverged"], p["losses"]):
+            if lost:
+                assert loss == p["loss0"]
+        assert math.isfinite(p["sens"])
+    assert all(c.passed in (True, False, None) for c in tiny.checks)
+    assert tiny.verdict in F.VERDICTS
