@@ -61,6 +61,7 @@ def test_eval_headroom_is_recorded_at_every_evaluation():
     for s, layer in zip(stream, again):  # the same numbers as tensor_stats of the stream
         full = tensor_stats(s)
         assert layer["amax"] == full["amax"] and layer["rms"] == full["rms"]
+        assert layer["nonfinite"] == 0.0
         assert layer["formats"]["float16"] == full["formats"]["float16/none"]
     assert again == result.evals[-1]["headroom"]  # the trainer measured the final model
 
@@ -74,6 +75,11 @@ def test_headroom_sees_values_past_a_formats_range():
     assert first["float8_e4m3fn"]["overflow"] == pytest.approx(0.25, abs=0.05)  # 1 token of 4
     assert first["float8_e5m2"]["overflow"] == 0.0  # its largest finite value is 57344
     assert first["bfloat16"] == {"overflow": 0.0, "flush": 0.0, "subnormal": 0.0}
+    assert layers[0]["nonfinite"] == 0.0
+    model.wte.params["weight"][6] = np.inf  # a blow-up: non-finite values from token 6 on
+    last = residual_headroom(model, np.array([[1, 2, 3, 6]]))
+    assert all(0.0 < layer["nonfinite"] <= 1.0 for layer in last)
+    assert all(np.isfinite(layer["amax"]) for layer in last)  # counted apart, not as a max
 
 
 def test_eval_headroom_must_be_a_flag():

@@ -59,16 +59,18 @@ def make_source(config: TrainConfig) -> DataSource:
 
 
 def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
-    """Per block, the residual stream after it on ``idx`` (B, T): ``{"rms", "amax", "formats"}``
-    with ``formats[f] = {"overflow", "flush", "subnormal"}``, the fractions of its non-zero values
-    that, cast to ``f`` without scaling, round past the largest finite value, to zero, or into the
-    subnormals, for every format of ``models.inspect.FORMATS`` (``tensor_stats``, exact)."""
+    """Per block, the residual stream after it on ``idx`` (B, T): ``{"rms", "amax", "nonfinite",
+    "formats"}``: RMS and max |x| (non-finite values read as 0), the fraction of its values that
+    are not finite, and ``formats[f] = {"overflow", "flush", "subnormal"}``, the fractions of its non-zero
+    finite values that, cast to ``f`` without scaling, round past the largest finite value, to
+    zero, or into the subnormals, for every format of ``models.inspect.FORMATS``
+    (``tensor_stats``, exact)."""
     from ..models.inspect import FORMATS, tensor_stats
 
     out = []
     for x in model.residual_stream(idx):  # (B, T, C) each
         s = tensor_stats(x)
-        out.append({"rms": s["rms"], "amax": s["amax"],
+        out.append({"rms": s["rms"], "amax": s["amax"], "nonfinite": s["nonfinite"] / s["size"],
                     "formats": {f: s["formats"][f"{f}/none"] for f in FORMATS}})
     return out
 

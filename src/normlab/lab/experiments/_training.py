@@ -182,3 +182,19 @@ def as_data(runs: Sequence[Run]) -> list[dict]:
         d.pop("cpu_s")
         out.append(d)
     return out
+
+
+def final_by_seed(runs: Sequence[Run], variant: str, lr: float) -> list[float]:
+    """The variant's final validation loss at ``lr``, one value per seed in seed order (arms
+    that share seeds pair index by index). A run that diverged, or whose loss is not finite,
+    counts as its loss at init (``stats.outcome``; the variant's mean loss at init when the run
+    has none): never NaN, never left out."""
+    from ..stats import outcome
+
+    mine = sorted((r for r in runs if r.variant == variant and r.lr == lr), key=lambda r: r.seed)
+    if not mine:
+        raise ValueError(f"no run of variant {variant!r} at lr {lr:g}")
+    loss0 = loss_at_init(runs, variant)
+    return [outcome(r.final_val_loss if r.status == "done" else None,
+                    diverged_as=r.loss_at_init if r.loss_at_init is not None else loss0)
+            for r in mine]
