@@ -39,8 +39,10 @@ def test_result_pairs_the_seeds_and_reads_the_gap(tmp_path):
         assert X.gaps(d, lr) == pytest.approx([a - b for a, b in zip(pre, post)])
         assert check.inconclusive == (iv.lo <= 0 < iv.hi)  # straddling 0: no difference
     counted = [c for c in r.checks if c.counted]
-    assert len(counted) == len(d["lrs"]) and sum(c.passed is None and not c.inconclusive
-                                                 for c in r.checks) == 2
+    assert len(counted) == len(d["lrs"]) + 1 and sum(c.passed is None and not c.inconclusive
+                                                     for c in r.checks) == 1
+    assert r.checks[-1].passed  # Post-LN with warmup trains at this depth (the premise)
+    assert all(0.5 < f < 1.5 for f in X.trained_fraction(d, d["lrs"][-1]))
     files = X.plot(r, tmp_path)
     assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
 
