@@ -37,13 +37,13 @@ def deepnorm_beta(n_layers: int) -> float:
 
 
 def make_norm(kind: str, C: int, *, eps: float, bias: bool, dtype,
-              dyt_alpha: float = 0.5, offset: float = 0.0) -> Module:
-    """A norm module over the last axis: LayerNorm, RMSNorm (gain ``offset + w``), DyT (initial
-    alpha ``dyt_alpha``), or the identity for 'none'."""
+              dyt_alpha: float = 0.5, offset: float = 0.0, partial: float | None = None) -> Module:
+    """A norm module over the last axis: LayerNorm, RMSNorm (gain ``offset + w``; pRMSNorm with
+    ``partial=p``), DyT (initial alpha ``dyt_alpha``), or the identity for 'none'."""
     if kind == "layernorm":
         return LayerNorm(C, eps, bias=bias, dtype=dtype)
     if kind == "rmsnorm":
-        return RMSNorm(C, eps, offset=offset, dtype=dtype)
+        return RMSNorm(C, eps, partial=partial, offset=offset, dtype=dtype)
     if kind == "dyt":
         return DyT(C, dyt_alpha, dtype=dtype)
     if kind == "none":
@@ -64,12 +64,13 @@ class Residual(Module):
 
     def __init__(self, branch: Module, placement: str, norm: str, C: int, *, n_layers: int,
                  eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype,
-                 dyt_alpha: float = 0.5, norm_offset: float = 0.0):
+                 dyt_alpha: float = 0.5, norm_offset: float = 0.0,
+                 norm_partial: float | None = None):
         super().__init__()
         self.placement = placement
         self.branch = branch
         make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype,  # noqa: E731
-                                 dyt_alpha=dyt_alpha, offset=norm_offset)
+                                 dyt_alpha=dyt_alpha, offset=norm_offset, partial=norm_partial)
         self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch")
                      else Identity())
         self.norm_out = make() if placement == "sandwich" else Identity()
@@ -157,7 +158,7 @@ class Block(Module):
                   std=cfg.init_std * beta, proj_std=out_std, dtype=dtype)
         common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
                       rng=dropout_rng, dtype=dtype, dyt_alpha=cfg.dyt_alpha,
-                      norm_offset=cfg.norm_offset)
+                      norm_offset=cfg.norm_offset, norm_partial=cfg.norm_partial)
         self.attn = Residual(attn, cfg.placement, cfg.norm, C, **common)
         self.mlp = Residual(mlp, cfg.placement, cfg.norm, C, **common)
 

@@ -35,6 +35,8 @@ class GPTConfig:
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
+    norm_partial: float | None = None  # pRMSNorm's p: every RMSNorm estimates the RMS from the first
+    #                                    ceil(p * C) features (Zhang & Sennrich: 0.0625); None: all C
     causal: bool = True  # causal attention (a language model); False: every position sees every
     #                      other (an encoder, as in Xiong et al.'s analysis; an LM then sees its targets)
     qk_norm: str = "none"  # per-head norm of q and k before the dot product: none, rmsnorm, layernorm
@@ -106,6 +108,11 @@ class GPTConfig:
                              f"{self.rope_high_freq_factor!r}")
         if self.norm_offset and self.norm != "rmsnorm":
             raise ValueError(f"config: norm_offset applies to the RMSNorm gain; norm is {self.norm!r}")
+        if self.norm_partial is not None:
+            ck.real(self.norm_partial, "config: norm_partial", lo=0, hi=1, lo_open=True)
+            if self.norm != "rmsnorm":
+                raise ValueError(f"config: norm_partial is pRMSNorm's p and applies to RMSNorm; "
+                                 f"norm is {self.norm!r}")
         if self.sliding_window is not None and not self.causal:
             raise ValueError("config: sliding_window needs causal attention (causal=True)")
         self._check_window_layers()

@@ -12,8 +12,8 @@ Forward (reads down), for token ids idx (B, T):
 Backward (reads up): the same lines in reverse order, each module adding its parameter gradients
 into its buffers.
 
-Each forward records per-layer diagnostics in ``metrics``: the residual stream's RMS after every
-block, every block's largest raw attention logit, and the mean output log Z.
+Each forward records per-layer diagnostics in ``metrics``: the residual stream's RMS and max |x|
+after every block, every block's largest raw attention logit, and the mean output log Z.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class GPT(Module):
                              window=cfg.window(layer))
                        for layer in range(cfg.n_layers)]
         self.norm_f = (make_norm(cfg.norm, C, eps=cfg.norm_eps, bias=cfg.bias, dtype=dtype,
-                                 dyt_alpha=cfg.dyt_alpha, offset=cfg.norm_offset)
+                                 dyt_alpha=cfg.dyt_alpha, offset=cfg.norm_offset,
+                                 partial=cfg.norm_partial)
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=cfg.init_std, dtype=dtype)
@@ -93,8 +94,9 @@ class GPT(Module):
         self.flatten()  # parameters and gradients in two flat buffers: one fused optimizer pass
 
     # ---- forward ---------------------------------------------------------------------------
-    def _trunk(self, idx: np.ndarray) -> np.ndarray:
-        """Embeddings, blocks, final norm and head: the logits (B, T, V) before any soft-cap."""
+    def _trunk(self, idx: np.ndarray, stream: list | None = None) -> np.ndarray:
+        """Embeddings, blocks, final norm and head: the logits (B, T, V) before any soft-cap;
+        ``stream``, when given, receives the residual stream after every block."""
         cfg = self.config
         idx = np.asarray(idx)
         if idx.ndim != 2:
@@ -108,12 +110,15 @@ class GPT(Module):
         if cfg.positions == "learned":
             x = x + self.wpe(np.arange(T))  # (B, T, C) + (T, C)
         x = self.numerics.stream(x, "x")
-        rms, max_logit = [], []
+        rms, amax, max_logit = [], [], []
         for block in self.blocks:
             x = block(x)  # (B, T, C)
             flat = x.reshape(-1)
             rms.append(float(np.sqrt(np.dot(flat, flat) / flat.size)))
+            amax.append(float(np.maximum(flat.max(), -flat.min())))  # max |x|, NaN propagates
             max_logit.append(block.attn.branch.max_logit)
+            if stream is not None:
+                stream.append(x)
         x = self.norm_f(x)  # (B, T, C)
         if cfg.tie_embeddings:
             n = self.numerics
@@ -122,7 +127,7 @@ class GPT(Module):
             logits = n.output(logits, "head")  # (B, T, V)
         else:
             logits = self.head(x)  # (B, T, V)
-        self.metrics = {"residual_rms": rms, "max_attn_logit": max_logit}
+        self.metrics = {"residual_rms": rms, "residual_max": amax, "max_attn_logit": max_logit}
         return logits
 
     def forward(self, idx: np.ndarray, targets: np.ndarray) -> LossParts:
@@ -137,6 +142,15 @@ class GPT(Module):
         log_z = float(np.mean(self._loss_cache.log_z, dtype=np.float64))
         self.metrics["log_z"] = log_z
         return LossParts(float(loss), self._loss_cache.nll, log_z)
+
+    def residual_stream(self, idx: np.ndarray) -> list[np.ndarray]:
+        """The residual stream after every block on ``idx`` (B, T): L arrays (B, T, C), the
+        tensors ``metrics["residual_rms"]`` and ``metrics["residual_max"]`` summarize (one
+        forward as ``logits``; the caches are released)."""
+        stream: list[np.ndarray] = []
+        self._trunk(idx, stream)
+        self.release()
+        return stream
 
     def logits(self, idx: np.ndarray) -> np.ndarray:
         """Next-token logits (B, T, V) for inference, the final soft-cap applied."""

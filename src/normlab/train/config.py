@@ -55,6 +55,9 @@ class TrainConfig:
     # ---- evaluation and stopping
     eval_interval: int = 100  # evaluate on the validation batches every this many steps
     eval_batches: int = 8  # fixed validation batches (of batch_size sequences)
+    eval_headroom: bool = False  # at each evaluation also record, per block, the residual stream's
+    #                              RMS, max |x| and fractions outside each format's range (first
+    #                              validation batch; models.inspect.tensor_stats, no scaling)
     divergence_factor: float = 3.0  # stop when the loss exceeds this times the first step's loss
     seed: int = 0  # seeds the initialization, the training batches and dropout
 
@@ -85,6 +88,7 @@ class TrainConfig:
         ck.real(self.loss_multiplier, "config: loss_multiplier", lo=0, lo_open=True)
         ck.real(self.momentum, "config: momentum", lo=0, hi=1, hi_open=True)
         ck.real(self.divergence_factor, "config: divergence_factor", lo=1, lo_open=True)
+        ck.flag(self.eval_headroom, "config: eval_headroom")
         if self.grad_clip is not None:
             ck.real(self.grad_clip, "config: grad_clip", lo=0, lo_open=True)
         check_precision(self.precision, self.model)

@@ -14,10 +14,12 @@ One step, in the order of ``torch.amp`` and nanoGPT:
     scaler.update(False)
 
 Each step records: lr, loss, nll, log Z, the global gradient norm, the gradient norm, gradient
-RMS (both before clipping) and update RMS of every block, the residual stream's RMS and the
-largest attention logit after every block, the loss scale and whether the step was skipped. The validation NLL is measured every
-``eval_interval`` steps and at the end; ``final_val_loss`` is compared with the data's entropy
-floor where it has one.
+RMS (both before clipping) and update RMS of every block, the residual stream's RMS and max |x|
+and the largest attention logit after every block, the loss scale and whether the step was
+skipped. The validation NLL is measured every ``eval_interval`` steps and at the end (with
+``eval_headroom``, also the residual stream's precision headroom per block:
+``residual_headroom``); ``final_val_loss`` is compared with the data's entropy floor where it
+has one.
 
 Reruns from the same seed are bit-identical (one generator each for initialization, batches and
 dropout, all spawned from ``seed``), and so is a run resumed from a checkpoint.
@@ -58,6 +60,23 @@ def make_source(config: TrainConfig) -> DataSource:
     return TextSource.from_file(config.data_path)
 
 
+def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
+    """Per block, the residual stream after it on ``idx`` (B, T): ``{"rms", "amax", "nonfinite",
+    "formats"}``: RMS and max |x| (non-finite values read as 0), the fraction of its values that
+    are not finite, and ``formats[f] = {"overflow", "flush", "subnormal"}``, the fractions of its non-zero
+    finite values that, cast to ``f`` without scaling, round past the largest finite value, to
+    zero, or into the subnormals, for every format of ``models.inspect.FORMATS``
+    (``tensor_stats``, exact)."""
+    from ..models.inspect import FORMATS, tensor_stats
+
+    out = []
+    for x in model.residual_stream(idx):  # (B, T, C) each
+        s = tensor_stats(x)
+        out.append({"rms": s["rms"], "amax": s["amax"], "nonfinite": s["nonfinite"] / s["size"],
+                    "formats": {f: s["formats"][f"{f}/none"] for f in FORMATS}})
+    return out
+
+
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -69,7 +88,7 @@ class TrainResult:
     config: dict  # TrainConfig.to_dict() (the vocabulary resolved from the data)
     data: dict  # the data source's description (entropy rate, corpus hash, ...)
     history: list[dict]  # one record per step
-    evals: list[dict]  # {"step", "val_loss"}: validation NLL, nats per token
+    evals: list[dict]  # {"step", "val_loss"}: validation NLL, nats per token (+ "headroom")
     final_val_loss: float | None  # validation NLL at the end
     final_train_loss: float | None  # the last step's training NLL
     entropy_floor: float | None  # the best achievable validation loss, where the data has one
@@ -190,6 +209,7 @@ class Trainer:
                                                          min_lr=cfg.min_lr),
                   "loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z,
                   "residual_rms": model.metrics["residual_rms"],
+                  "residual_max": model.metrics["residual_max"],
                   "max_attn_logit": model.metrics["max_attn_logit"]}
         if self.first_loss is None:
             self.first_loss = parts.loss
@@ -239,6 +259,17 @@ class Trainer:
         record["layer_update_rms"] = self._per_layer(update_sq, "rms")
         return record
 
+    def eval_record(self) -> dict:
+        """The evaluation at this step: ``{"step", "val_loss"}``, and with ``eval_headroom``
+        ``"headroom"``: ``residual_headroom`` of the first validation batch."""
+        record = {"step": self.step, "val_loss": self.evaluate()}
+        if self.config.eval_headroom:
+            self.model.eval()
+            with np.errstate(over="ignore", invalid="ignore"):
+                record["headroom"] = residual_headroom(self.model, self.val[0][0])
+            self.model.train()
+        return record
+
     def evaluate(self) -> float:
         """Mean validation NLL (nats per scored token) over the fixed validation batches."""
         self.model.eval()
@@ -271,7 +302,7 @@ class Trainer:
             self.history.append(record)
             self.step += 1
             if self.stopped is None and (self.step % cfg.eval_interval == 0 or self.step == cfg.steps):
-                self.evals.append({"step": self.step, "val_loss": self.evaluate()})
+                self.evals.append(self.eval_record())
             if progress is not None:
                 rate = self.step_tokens_per_s(tokens)
                 progress(self.step, cfg.steps, f"loss {record['loss']:.4f}  {rate:,.0f} tok/s")
@@ -279,7 +310,7 @@ class Trainer:
                     and self.stopped is None):
                 self.save(checkpoint)
         if self.stopped is not None and (not self.evals or self.evals[-1]["step"] != self.step):
-            self.evals.append({"step": self.step, "val_loss": self.evaluate()})
+            self.evals.append(self.eval_record())
         if checkpoint is not None and self.stopped is None:
             self.save(checkpoint)
         return self.result()

@@ -22,6 +22,9 @@ EXPERIMENTS: dict[str, str] = {
     "warmup": "normlab.lab.experiments.warmup",
     "dyt": "normlab.lab.experiments.dyt",
     "norm-placement-depth": "normlab.lab.experiments.norm_placement_depth",
+    "post-vs-pre-quality": "normlab.lab.experiments.post_vs_pre_quality",
+    "rmsnorm-quality": "normlab.lab.experiments.rmsnorm_quality",
+    "massive-activations": "normlab.lab.experiments.massive_activations",
     "lr-sensitivity-recipes": "normlab.lab.experiments.lr_sensitivity_recipes",
     "internal-covariate-shift": "normlab.lab.experiments.internal_covariate_shift",
 }

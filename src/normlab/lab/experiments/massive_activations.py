@@ -1,0 +1,295 @@
+"""``massive-activations``: Kim et al. 2025 (Peri-LN): under a high learning rate Pre-LN's
+residual stream develops very large activations, layer by layer and over training, while the
+Peri-LN (sandwich) placement, x + N_out(F(N_in(x))), keeps them bounded; and what that does to
+the headroom of bf16, fp16 and fp8 (the fraction of the residual stream outside each format).
+
+Training runs of normlab's GPT on the characters of ``pydoc_data.topics``, Pre-LN and sandwich,
+the same recipe and seeds, at a moderate and a high learning rate. Every step records the
+residual stream's RMS and max |x| after every block (``residual_rms``, ``residual_max``); every
+evaluation records, on the first validation batch (the same tokens for every run), per block
+the RMS, max |x| and the fractions outside each format's range without scaling
+(``TrainConfig.eval_headroom``: ``models.inspect.tensor_stats``). The checks are read at the
+highest learning rate, paired by seed (Pre-LN against sandwich):
+
+    massive:        log10 max|x_L|        at the end                     (last block)
+    layer by layer: RMS(x_L) / RMS(x_1)   at the end                     (papers.md section 9)
+    over training:  log10 [max|x_L| over the last 10% of steps / at step 0]
+    fp8 range:      the fraction of the residual stream that overflows float8_e4m3fn
+
+A diverged run reads as at initialization (its step-0 record: no growth, nothing out of range),
+never as NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...models import GPTConfig
+from ...models.inspect import FORMATS
+from ...precision import get_format
+from ...train import TrainConfig
+from ..framework import Card, Check, fmt
+from ..stats import ABOVE, mean_interval, paired_interval
+from ._training import require_finished, run_grid, seed_losses
+
+CARD = Card(
+    name="massive-activations",
+    title="Massive activations: Pre-LN vs Peri-LN (sandwich) under a high learning rate",
+    citation="Kim et al. 2025, 'Peri-LN: Revisiting Layer Normalization in the Transformer "
+             "Architecture'; Gemma Team 2024 (Gemma 2: norms on both sides of every sublayer)",
+    claim="Under a high learning rate, Pre-LN's residual stream develops very large activations "
+          "(the hidden-state RMS and max |x| growing layer by layer and over training), while "
+          "Peri-LN's stay bounded; values that large leave the range of fp8.",
+    published="Pre-LN: massive activations and fast variance growth; Peri-LN: balanced variance "
+              "growth and steadier gradients, 400M to 3.2B parameters (Kim et al. 2025 [S]); "
+              "Peri-LN RMS ~ sqrt(l) (papers.md section 9 [D])",
+    method="normlab GPT on the characters of pydoc_data.topics, Pre-LN and sandwich (Peri-LN), "
+           "one recipe (`base`), at each of `lrs`, `seeds` seeds shared by both; per-step RMS "
+           "and max |x| of the residual stream after every block, and at every evaluation its "
+           "fractions outside bf16 / fp16 / fp8 without scaling (first validation batch).",
+    explanation="In Pre-LN a branch reads a normalized copy of the stream but writes back "
+                "unnormalized: with a large learning rate the weights, and with them a few "
+                "features of the branch outputs, grow, and the skip path carries every "
+                "increment on to the top. A sandwich block normalizes the branch's output too, so "
+                "each block adds a vector of RMS about its output gain and the stream grows like "
+                "sqrt(l) at most. For a number format the stream's max |x| against the format's "
+                "largest value is the headroom: float8_e4m3fn stops at 448, float16 at 65504, "
+                "bfloat16 at 3.4e38.",
+)
+
+PLACEMENTS = ("pre", "sandwich")
+THRESHOLD = 0.0  # every rule is a paired sign (Pre-LN larger); the sources give no factor
+FP8 = "float8_e4m3fn"
+TAIL = 0.1  # "the end of training": the last 10% of the steps (per-step values are noisy)
+
+BASE = TrainConfig(  # the lab's text recipe (dyt): Xavier-like init N(0, 1/d), AdamW (0.9, 0.95),
+    #                  wd 0.1, clip 1.0, 10% warmup then cosine; six blocks for a depth profile
+    model=GPTConfig(vocab_size=64, seq_len=32, n_layers=6, d_model=32, n_heads=4,
+                    placement="pre", init_std=32**-0.5),
+    data="pydoc", steps=150, batch_size=16, lr=1e-2, warmup=15, eval_interval=50,
+    eval_batches=4, eval_headroom=True)
+
+
+@dataclass(frozen=True)
+class Config:
+    base: TrainConfig = BASE  # every run's model, data and optimizer (placement, lr, seed vary)
+    lrs: tuple[float, ...] = (1e-2, 1e-1)  # peak learning rates; the checks read the highest
+    seeds: int = 3  # training seeds shared by both placements (seed, seed + 1, ...)
+    seed: int = 0  # first training seed
+
+
+SIZES = {
+    "tiny": {"seeds": 2, "base.steps": 30, "base.warmup": 3, "base.eval_interval": 15,
+             "base.batch_size": 8, "base.model.n_layers": 3, "base.model.d_model": 16,
+             "base.model.n_heads": 2, "base.model.seq_len": 16,
+             "base.model.init_std": 16**-0.5},
+    "quick": {},
+    "full": {"seeds": 6, "lrs": (3e-3, 1e-2, 3e-2, 1e-1), "base.steps": 1000,
+             "base.warmup": 100, "base.eval_interval": 100, "base.model.n_layers": 12,
+             "base.model.d_model": 64, "base.model.init_std": 64**-0.5},
+}
+
+
+def _series(L: int) -> dict:
+    out = {}
+    for layer in range(L):
+        out[f"rms{layer}"] = lambda rec, i=layer: rec["residual_rms"][i]
+        out[f"max{layer}"] = lambda rec, i=layer: rec["residual_max"][i]
+    return out
+
+
+def _stats(run, L: int) -> dict:
+    """One run's activation numbers; a diverged run reads as at initialization (step 0)."""
+    top = run.curves[f"max{L - 1}"]
+    init_max = top[0]
+    init = {"rms": [run.curves[f"rms{i}"][0] for i in range(L)],
+            "max": [run.curves[f"max{i}"][0] for i in range(L)]}
+    if run.status != "done":
+        return {"rms": init["rms"], "max": init["max"], "growth": 1.0, "nonfinite": 0.0,
+                "formats": {f: {"overflow": 0.0, "flush": 0.0} for f in FORMATS},
+                "evals": [], "diverged": True}
+    tail = [v for v in top[-max(1, int(TAIL * len(top))):] if v is not None]
+    head = run.evals[-1]["headroom"]  # per block, the first validation batch
+    return {"rms": [h["rms"] for h in head], "max": [h["amax"] for h in head],
+            "growth": float(np.mean(tail)) / init_max,
+            "nonfinite": float(np.mean([h["nonfinite"] for h in head])),
+            "formats": {f: {k: float(np.mean([h["formats"][f][k] for h in head]))
+                            for k in ("overflow", "flush")} for f in FORMATS},
+            "evals": [{"step": e["step"], "max": e["headroom"][-1]["amax"],
+                       "rms": e["headroom"][-1]["rms"]} for e in run.evals],
+            "diverged": False}
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
+    L = cfg.base.model.n_layers
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    lrs = sorted(cfg.lrs)
+    runs = run_grid(cfg.base, {p: {"model.placement": p} for p in PLACEMENTS}, ctx, lrs=lrs,
+                    seeds=seeds, series=_series(L), name="massive-activations")
+    require_finished(runs)
+    arms = {}
+    for p in PLACEMENTS:
+        for lr in lrs:
+            mine = sorted((r for r in runs if r.variant == p and r.lr == lr), key=lambda r: r.seed)
+            arms[f"{p} lr={lr:g}"] = {"runs": [_stats(r, L) for r in mine],
+                                      "loss": seed_losses(runs, p, clip=False)[lr]}
+    curves = {f"{r.variant} lr={r.lr:g}": {"steps": r.steps, **{k: r.curves[k] for k in
+                                                                ("rms0", f"rms{L - 1}",
+                                                                 f"max{L - 1}")}}
+              for r in runs if r.seed == seeds[0]}
+    return {"lrs": lrs, "seeds": seeds, "n_layers": L, "arms": arms, "curves": curves,
+            "fmax": {f: float(get_format(f).max_finite) for f in FORMATS}}
+
+
+# ---- the per-seed quantities, paired Pre-LN against sandwich ----------------------------------
+def values(data: dict, placement: str, lr: float, what: str) -> list[float]:
+    """Per seed: ``log_max`` (log10 max|x| of the last block), ``depth_ratio`` (RMS of the last
+    block / RMS of the first), ``log_growth`` (log10 of the last block's max|x| at the end of
+    training over its value at step 0) or ``fp8_overflow`` (the fraction of the residual stream
+    that overflows float8_e4m3fn, non-finite values counted as overflowing)."""
+    rows = data["arms"][f"{placement} lr={lr:g}"]["runs"]
+    if what == "log_max":
+        return [math.log10(r["max"][-1]) for r in rows]
+    if what == "depth_ratio":
+        return [r["rms"][-1] / r["rms"][0] for r in rows]
+    if what == "log_growth":
+        return [math.log10(r["growth"]) for r in rows]
+    if what == "fp8_overflow":
+        return [r["nonfinite"] + r["formats"][FP8]["overflow"] for r in rows]
+    raise ValueError(f"unknown quantity {what!r}")
+
+
+def _paired(data: dict, lr: float, what: str):
+    return paired_interval(values(data, "pre", lr, what), values(data, "sandwich", lr, what))
+
+
+def _exp10(v: float) -> float:
+    return 10.0 ** v
+
+
+def _means(data: dict, lr: float, what: str, f=lambda v: v) -> str:
+    return ", ".join(f"{p} {fmt(f(np.mean(values(data, p, lr, what))))}" for p in PLACEMENTS)
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    lr, L = data["lrs"][-1], data["n_layers"]
+    at = f"lr {lr:g}, L={L}"
+    rows = [
+        ("log_max", "Pre-LN's residual stream carries much larger activations than Peri-LN's",
+         "Pre-LN: massive activations; Peri-LN: bounded (Kim et al. 2025)",
+         f"log10 max|x| of block {L}: {{iv}}; max|x| {_means(data, lr, 'log_max', _exp10)}",
+         "Kim et al. 2025 [S]"),
+        ("depth_ratio", "Pre-LN's RMS grows more from the first block to the last",
+         "Pre-LN RMS grows with depth and lr; Peri-LN ~ sqrt(l) (papers.md section 9)",
+         f"RMS(block {L}) / RMS(block 1): {{iv}}; {_means(data, lr, 'depth_ratio')}",
+         "papers.md section 9, reproduction 3 (its pass rule) [D]"),
+        ("log_growth", "Pre-LN's max |x| grows more over training",
+         "fast variance growth over training in Pre-LN (Kim et al. 2025)",
+         f"log10 (max|x| at the end / at step 0), block {L}: {{iv}}; growth "
+         f"{_means(data, lr, 'log_growth', _exp10)}", "Kim et al. 2025 [S]"),
+        ("fp8_overflow", f"more of Pre-LN's residual stream overflows {FP8} (max 448)",
+         "- (follows from max |x| beyond 448)",
+         f"fraction overflowing: {{iv}}; {_means(data, lr, 'fp8_overflow')}",
+         "OCP fp8 range [D]"),
+    ]
+    checks = []
+    for what, claim, published, measured, source in rows:
+        iv = _paired(data, lr, what)
+        checks.append(Check.decided(
+            f"{claim} ({at})", published, iv, THRESHOLD, ABOVE,
+            measured=measured.format(iv="Pre-LN - Peri-LN = " + iv.text(3)),
+            rule="paired (Pre-LN - Peri-LN) over seeds, mean +- 2 se: wholly > 0 pass, wholly "
+                 "<= 0 FAIL, straddling 0 inconclusive", source=source))
+    return checks + _shown(data)
+
+
+def _shown(data: dict) -> list[Check]:
+    lr, L = data["lrs"][-1], data["n_layers"]
+    parts = []
+    for f in FORMATS:
+        cells = []
+        for p in PLACEMENTS:
+            rows = data["arms"][f"{p} lr={lr:g}"]["runs"]
+            out = mean_interval([r["formats"][f]["overflow"] + r["formats"][f]["flush"]
+                                 for r in rows])
+            room = np.mean([math.log2(data["fmax"][f] / max(r["max"][-1], 1e-30)) for r in rows])
+            cells.append(f"{p} {out.text(2)}, headroom {room:.1f} binades")
+        parts.append(f"{f}: " + "; ".join(cells))
+    low = data["lrs"][0]
+    sandwich = np.mean(values(data, "sandwich", lr, "depth_ratio"))
+    return [
+        Check("the fraction of the residual stream outside each format's range (overflow + "
+              "flush to zero, no scaling) and the headroom log2(max finite / max|x|)",
+              "- (the formats' ranges: bf16 3.4e38, fp16 65504, e5m2 57344, e4m3 448)",
+              f"lr {lr:g}: " + " | ".join(parts), "shown", None, "normlab.precision formats"),
+        Check("the effect grows with the learning rate",
+              "Pre-LN RMS grows with lr (Wortsman et al. Fig. C.1; papers.md section 9)",
+              "; ".join(f"lr {x:g}: max|x| of block {L} {_means(data, x, 'log_max', _exp10)}"
+                        for x in data["lrs"]), "shown", None, "papers.md section 9"),
+        Check("Peri-LN's stream grows at most linearly in depth: each block adds branch "
+              "outputs of a fixed RMS (their gains)",
+              "RMS ~ sqrt(l) for uncorrelated branches (papers.md section 9 [D]); l if aligned",
+              f"RMS(block {L}) / RMS(block 1) = {sandwich:.2f} at lr {lr:g} (sqrt({L}) = "
+              f"{math.sqrt(L):.2f}, {L} if aligned); at lr {low:g}: "
+              f"{np.mean(values(data, 'sandwich', low, 'depth_ratio')):.2f}", "shown", None,
+              "papers.md section 9 [D]"),
+        Check("final loss of each arm", "-",
+              "; ".join(f"{k} {fmt(np.mean(v['loss']))}"
+                        + (f" ({sum(r['diverged'] for r in v['runs'])} diverged)"
+                           if any(r["diverged"] for r in v["runs"]) else "")
+                        for k, v in data["arms"].items()), "shown", None, "-"),
+    ]
+
+
+def headline(data: dict, config: Config) -> str:
+    lr, L = data["lrs"][-1], data["n_layers"]
+    mx = {p: 10 ** np.mean(values(data, p, lr, "log_max")) for p in PLACEMENTS}
+    of = {p: np.mean(values(data, p, lr, "fp8_overflow")) for p in PLACEMENTS}
+    return (f"at lr {lr:g}, block {L}: max|x| Pre-LN {fmt(mx['pre'])} vs Peri-LN "
+            f"{fmt(mx['sandwich'])} (geometric means); {FP8} overflow {of['pre']:.2%} vs "
+            f"{of['sandwich']:.2%}")
+
+
+def plot(result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, moving_average, save, style
+
+    d = result.data
+    L, lr = d["n_layers"], d["lrs"][-1]
+    fig, (a, b, c) = figure(3)
+    blocks = np.arange(1, L + 1)
+    for p in PLACEMENTS:
+        for x in d["lrs"]:
+            rows = d["arms"][f"{p} lr={x:g}"]["runs"]
+            ls = "-" if x == lr else "--"
+            a.plot(blocks, np.mean([r["rms"] for r in rows], axis=0), ls, marker="o", ms=3,
+                   color=COLORS[p], label=f"{p} RMS, lr {x:g}")
+            a.plot(blocks, np.mean([r["max"] for r in rows], axis=0), ls, marker="^", ms=3,
+                   color=COLORS[p], alpha=0.5, label=f"{p} max|x|, lr {x:g}")
+    a.set_yscale("log")
+    style(a, "residual stream after each block (end of training)", "block", "RMS / max |x|")
+    a.legend(fontsize=6)
+    for name, cv in d["curves"].items():
+        p = name.split()[0]
+        b.plot(cv["steps"], moving_average(cv[f"max{L - 1}"]), color=COLORS[p],
+               ls="-" if name.endswith(f"lr={lr:g}") else "--", lw=1.1, label=name)
+    b.axhline(d["fmax"][FP8], color="k", ls=":", lw=0.9, label=f"{FP8} max (448)")
+    b.set_yscale("log")
+    style(b, f"max |x| of block {L} during training, seed {d['seeds'][0]}", "step",
+          "max |x| (smoothed)")
+    b.legend(fontsize=6)
+    width = 0.35
+    for j, p in enumerate(PLACEMENTS):
+        rows = d["arms"][f"{p} lr={lr:g}"]["runs"]
+        fr = [np.mean([r["formats"][f]["overflow"] + r["formats"][f]["flush"] for r in rows])
+              for f in FORMATS]
+        c.bar(np.arange(len(FORMATS)) + (j - 0.5) * width, np.maximum(fr, 1e-7), width,
+              color=COLORS[p], label=p)
+    c.set_yscale("log")
+    c.set_xticks(range(len(FORMATS)))
+    c.set_xticklabels([f.replace("float", "f") for f in FORMATS], fontsize=7)
+    style(c, f"outside the range (overflow + flush), lr {lr:g}", "", "fraction (1e-7: none)")
+    return [save(fig, out_dir, "massive_activations.png")]

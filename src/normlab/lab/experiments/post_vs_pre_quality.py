@@ -1,0 +1,212 @@
+"""``post-vs-pre-quality``: Liu et al. 2020 (Admin), Table 7 of RealFormer; the chapter's "Pre-LN's
+improved trainability comes with some cost in final representational strength relative to a
+Post-LN model that can actually be trained to convergence at the same depth".
+
+At a shallow depth where both placements train (Post-LN with warmup), Post-LN and Pre-LN are
+trained with the same recipe, seed for seed, on the characters of ``pydoc_data.topics``, at each
+learning rate of a small grid. The effect is the paired gap
+
+    gap_i(lr) = final loss of Pre-LN - final loss of Post-LN      (seed i, nats/token)
+
+positive when Post-LN ends lower, as the paper's BLEU says. Its interval over seeds is compared
+with 0: above (Post-LN lower), below (Pre-LN lower), or straddling it (no difference this scale
+resolves: a statable outcome, shown with the interval itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...models import GPTConfig
+from ...train import TrainConfig
+from ..framework import Card, Check, fmt
+from ..stats import ABOVE, mean_interval, paired_interval
+from ._training import loss_at_init, require_finished, run_grid, seed_losses
+
+CARD = Card(
+    name="post-vs-pre-quality",
+    title="Post-LN vs Pre-LN final quality at a shallow depth (Liu et al. 2020)",
+    citation="Liu et al. 2020, 'Understanding the Difficulty of Training Transformers' (Admin), "
+             "the BLEU table (RealFormer, Table 7); the chapter (2.4, section 4)",
+    claim="At a depth where Post-LN trains (with warmup), it ends at a better final quality than "
+          "Pre-LN with the same recipe: Pre-LN trades some final quality for trainability.",
+    published="WMT14 En-De, 6L-6L, BLEU: Post-LN 27.80, Pre-LN 27.27 (Post-LN +0.53, 1.9% "
+              "relative); En-Fr 6L-6L: 41.29 vs 40.74; at 12L-12L Post-LN fails",
+    method="normlab GPT, `base.model.n_layers` blocks, on the characters of pydoc_data.topics; "
+           "Post-LN and Pre-LN with one recipe (`base`: AdamW, linear warmup then cosine, the "
+           "warmup for both), at each of `lrs`, `seeds` seeds shared by the two arms; the "
+           "paired gap of final validation losses, Pre-LN minus Post-LN.",
+    explanation="Post-LN renormalizes the residual sum after every sublayer, so each layer "
+                "depends heavily on its own branch: harder to train (warmup, or it fails when "
+                "deep), but, Liu et al. argue, with more of the model's potential used than "
+                "Pre-LN, whose layers add small branches to a growing residual stream. The "
+                "claim is about converged models on a translation task; a small character model "
+                "trained for a few hundred steps may resolve no difference, or one whose sign "
+                "depends on the learning rate.",
+)
+
+PLACEMENTS = ("post", "pre")
+GAP_THRESHOLD = 0.0  # nats: the paper's claim is a sign (Post-LN lower); no size is claimed
+PUBLISHED_GAP = 27.80 - 27.27  # BLEU, 6L-6L WMT14 En-De (Liu et al. [S: RealFormer Table 7])
+TRAINS = 0.5  # "trains": closes half the distance from init to the reference (warmup's rule)
+
+BASE = TrainConfig(  # the lab's text recipe (dyt): Xavier-like init N(0, 1/d), AdamW, wd 0.1,
+    #                  clip 1.0, 10% warmup then cosine; beta2 = 0.98 as Liu et al.'s Adam
+    model=GPTConfig(vocab_size=64, seq_len=32, n_layers=6, d_model=32, n_heads=4,
+                    init_std=32**-0.5),
+    data="pydoc", steps=250, batch_size=16, lr=1e-2, warmup=25, beta2=0.98, eval_interval=125,
+    eval_batches=4)
+
+
+@dataclass(frozen=True)
+class Config:
+    base: TrainConfig = BASE  # every run's model, data and optimizer (placement, lr, seed vary)
+    lrs: tuple[float, ...] = (3e-3, 1e-2)  # peak learning rates, each a comparison of its own
+    seeds: int = 4  # training seeds shared by both arms (seed, seed + 1, ...)
+    seed: int = 0  # first training seed
+
+
+SIZES = {
+    "tiny": {"seeds": 2, "base.steps": 30, "base.warmup": 6, "base.eval_interval": 15,
+             "base.batch_size": 8, "base.model.n_layers": 2, "base.model.d_model": 16,
+             "base.model.n_heads": 2, "base.model.seq_len": 16,
+             "base.model.init_std": 16**-0.5},
+    "quick": {},
+    "full": {"seeds": 6, "lrs": (1e-3, 3e-3, 1e-2), "base.steps": 2000, "base.warmup": 200,
+             "base.eval_interval": 500, "base.model.d_model": 64,
+             "base.model.init_std": 64**-0.5},
+}
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    lrs = sorted(cfg.lrs)
+    runs = run_grid(cfg.base, {p: {"model.placement": p} for p in PLACEMENTS}, ctx, lrs=lrs,
+                    seeds=seeds, series={"nll": lambda rec: rec["nll"]}, name="post-vs-pre")
+    require_finished(runs)
+    loss = {p: {str(lr): seed_losses(runs, p, clip=False)[lr] for lr in lrs}
+            for p in PLACEMENTS}
+    curves = {f"{r.variant} lr={r.lr:g}": {"steps": r.steps, "nll": r.curves["nll"]}
+              for r in runs if r.seed == seeds[0]}
+    return {"lrs": lrs, "seeds": seeds, "n_layers": cfg.base.model.n_layers, "loss": loss,
+            "loss_at_init": {p: loss_at_init(runs, p) for p in PLACEMENTS},
+            "diverged": {p: sum(r.status == "diverged" for r in runs if r.variant == p)
+                         for p in PLACEMENTS},
+            "curves": curves}
+
+
+def gaps(data: dict, lr: float) -> list[float]:
+    """Pre-LN minus Post-LN final loss at ``lr``, seed by seed (positive: Post-LN lower)."""
+    pre, post = data["loss"]["pre"][str(lr)], data["loss"]["post"][str(lr)]
+    return [a - b for a, b in zip(pre, post)]
+
+
+def _interval(data: dict, lr: float):
+    return paired_interval(data["loss"]["pre"][str(lr)], data["loss"]["post"][str(lr)])
+
+
+def _word(iv) -> str:
+    if iv.lo > GAP_THRESHOLD:
+        return "Post-LN lower"
+    if iv.hi <= GAP_THRESHOLD:
+        return "Pre-LN lower"
+    return "no difference resolved"
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    L, checks = data["n_layers"], []
+    for lr in data["lrs"]:
+        iv = _interval(data, lr)
+        post, pre = (float(np.mean(data["loss"][p][str(lr)])) for p in ("post", "pre"))
+        checks.append(Check.decided(
+            f"Post-LN ends lower than Pre-LN at L={L}, same recipe (lr {lr:g})",
+            f"BLEU Post-LN 27.80 vs Pre-LN 27.27 (+{PUBLISHED_GAP:.2f} for Post-LN), 6L-6L",
+            iv, GAP_THRESHOLD, ABOVE,
+            measured=f"gap (Pre - Post) = {iv.text(3)} nats: {_word(iv)} (Post-LN {fmt(post)}, "
+                     f"Pre-LN {fmt(pre)})",
+            rule="paired (Pre-LN - Post-LN) final loss, mean +- 2 se: wholly > 0 pass, wholly "
+                 "<= 0 FAIL, straddling 0 inconclusive (no difference resolved)",
+            source="Liu et al. 2020 [S: RealFormer Table 7]; chapter 2.4 section 4"))
+    rel = [f"lr {lr:g}: [{_pct(_interval(data, lr).lo, data, lr)}, "
+           f"{_pct(_interval(data, lr).hi, data, lr)}]" for lr in data["lrs"]]
+    checks.append(Check(
+        "the size of gap this scale can resolve (the paired interval, relative to Pre-LN's loss)",
+        f"+{PUBLISHED_GAP:.2f} BLEU = {100 * PUBLISHED_GAP / 27.27:.1f}% of Pre-LN's BLEU",
+        "; ".join(rel), "shown (a loss gap and a BLEU gap are not the same unit)", None,
+        "Liu et al. 2020 [S]",
+        note="an interval that contains 0 excludes gaps beyond its ends, not a gap of 0"))
+    checks.append(_trains_row(data))
+    return checks
+
+
+def _pct(v: float, data: dict, lr: float) -> str:
+    return f"{100 * v / float(np.mean(data['loss']['pre'][str(lr)])):+.2f}%"
+
+
+def trained_fraction(data: dict, lr: float) -> list[float]:
+    """Per seed, the share of Pre-LN's improvement over its loss at init that Post-LN makes:
+    (L0_post - L_post,i) / (L0_pre - L_pre,i); 1 = as far as Pre-LN."""
+    init = data["loss_at_init"]
+    return [(init["post"] - a) / (init["pre"] - b)
+            for a, b in zip(data["loss"]["post"][str(lr)], data["loss"]["pre"][str(lr)])]
+
+
+def _trains_row(data: dict) -> Check:
+    lr, init = data["lrs"][-1], data["loss_at_init"]
+    iv = mean_interval(trained_fraction(data, lr))
+    return Check.decided(
+        f"Post-LN trains at L={data['n_layers']} with warmup (lr {lr:g}, the highest)",
+        "6L-6L: Post-LN 27.80 BLEU (trains); 12L-12L: Post-LN failed", iv, TRAINS, ABOVE,
+        measured=f"share of Pre-LN's improvement over init: {iv.text(3)} (loss at init: "
+                 f"Post-LN {fmt(init['post'])}, Pre-LN {fmt(init['pre'])}; diverged runs: "
+                 f"Post-LN {data['diverged']['post']}, Pre-LN {data['diverged']['pre']})",
+        rule=f"(L0_post - L_post) / (L0_pre - L_pre) per seed, mean +- 2 se, wholly > {TRAINS:g} "
+             f"(closes at least half the distance, as warmup's rule with Pre-LN's loss for "
+             f"the floor)", source="Liu et al. 2020 [S]: the set-up's premise")
+
+
+def headline(data: dict, config: Config) -> str:
+    parts = [f"lr {lr:g}: {_interval(data, lr).text(2)} ({_word(_interval(data, lr))})"
+             for lr in data["lrs"]]
+    return (f"paired gap Pre-LN - Post-LN at L={data['n_layers']}, nats: " + "; ".join(parts)
+            + f" (published: Post-LN +{PUBLISHED_GAP:.2f} BLEU)")
+
+
+def plot(result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, moving_average, save, style
+
+    d = result.data
+    lrs = d["lrs"]
+    fig, (a, b, c) = figure(3)
+    for j, lr in enumerate(lrs):
+        post, pre = d["loss"]["post"][str(lr)], d["loss"]["pre"][str(lr)]
+        for u, v in zip(post, pre):
+            a.plot([2 * j, 2 * j + 1], [u, v], color="#999999", lw=0.8, zorder=1)
+        a.scatter([2 * j] * len(post), post, color=COLORS["post"], zorder=2,
+                  label="Post-LN" if j == 0 else None)
+        a.scatter([2 * j + 1] * len(pre), pre, color=COLORS["pre"], zorder=2,
+                  label="Pre-LN" if j == 0 else None)
+    a.set_xticks([2 * j + 0.5 for j in range(len(lrs))])
+    a.set_xticklabels([f"lr {lr:g}" for lr in lrs])
+    style(a, "final loss, seed by seed (lines pair seeds)", "", "final validation loss (nats)")
+    ivs = [_interval(d, lr) for lr in lrs]
+    b.errorbar(range(len(lrs)), [iv.mean for iv in ivs],
+               yerr=[[iv.mean - iv.lo for iv in ivs], [iv.hi - iv.mean for iv in ivs]],
+               fmt="o", color="k", capsize=4, label="paired gap, mean +- 2 se")
+    for j, lr in enumerate(lrs):
+        b.scatter([j] * len(gaps(d, lr)), gaps(d, lr), s=10, color="#999999", zorder=1)
+    b.axhline(0, color=COLORS["post"], lw=1, ls="--", label="0: no difference")
+    b.set_xticks(range(len(lrs)))
+    b.set_xticklabels([f"lr {lr:g}" for lr in lrs])
+    style(b, "gap = Pre-LN - Post-LN (> 0: Post-LN lower)", "", "gap (nats)")
+    for name, cv in d["curves"].items():
+        p = name.split()[0]
+        lr = float(name.split("lr=")[1])
+        c.plot(cv["steps"], moving_average(cv["nll"]), color=COLORS[p],
+               ls="-" if lr == lrs[-1] else "--", lw=1.1, label=name)
+    style(c, f"training loss, seed {d['seeds'][0]} (solid: lr {lrs[-1]:g})", "step",
+          "training NLL (smoothed)")
+    return [save(fig, out_dir, "post_vs_pre_quality.png")]

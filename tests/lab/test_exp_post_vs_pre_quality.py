@@ -1,0 +1,66 @@
+"""post-vs-pre-quality at its tiny size (seconds, in this process): the paired gap is the one the
+rule reads, "no difference" is a stated outcome, and a diverged run counts as its loss at init.
+
+At the tiny size (two blocks, 30 steps) no direction of the gap is robust, so none is asserted:
+the claim is about converged models, and the quick size reports what a small model resolves."""
+
+import json
+
+import numpy as np
+import pytest
+
+from normlab.lab import framework as E
+from normlab.lab.experiments import post_vs_pre_quality as X
+from normlab.lab.stats import paired_interval
+
+_CACHE = {}
+
+
+def tiny(**overrides):
+    key = json.dumps(overrides, sort_keys=True)
+    if key not in _CACHE:
+        _CACHE[key] = E.run_experiment("post-vs-pre-quality", size="tiny", seed=0,
+                                       overrides=overrides, executor="serial").result
+    return _CACHE[key]
+
+
+def test_result_pairs_the_seeds_and_reads_the_gap(tmp_path):
+    r = tiny()
+    d = r.data
+    assert r.verdict == E.verdict_of(r.checks)
+    for lr in d["lrs"]:
+        post, pre = d["loss"]["post"][str(lr)], d["loss"]["pre"][str(lr)]
+        assert len(post) == len(pre) == 2  # two seeds, shared by the arms
+        assert all(x < 0.95 * d["loss_at_init"][p] for p, xs in (("post", post), ("pre", pre))
+                   for x in xs)  # both placements learn
+        iv = paired_interval(pre, post)
+        check = next(c for c in r.checks if f"(lr {lr:g})" in c.claim)
+        assert check.interval == [iv.lo, iv.hi]
+        assert X.gaps(d, lr) == pytest.approx([a - b for a, b in zip(pre, post)])
+        assert check.inconclusive == (iv.lo <= 0 < iv.hi)  # straddling 0: no difference
+    counted = [c for c in r.checks if c.counted]
+    assert len(counted) == len(d["lrs"]) + 1 and sum(c.passed is None and not c.inconclusive
+                                                     for c in r.checks) == 1
+    assert r.checks[-1].passed  # Post-LN with warmup trains at this depth (the premise)
+    assert all(0.5 < f < 1.5 for f in X.trained_fraction(d, d["lrs"][-1]))
+    files = X.plot(r, tmp_path)
+    assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
+
+
+def test_no_difference_is_a_statable_outcome():
+    iv = paired_interval([2.0, 2.1, 1.9], [2.01, 2.08, 1.92])
+    assert X._word(iv) == "no difference resolved"
+    assert X._word(paired_interval([2.2, 2.3, 2.25], [2.0, 2.1, 2.05])) == "Post-LN lower"
+    assert X._word(paired_interval([2.0, 2.1, 2.05], [2.2, 2.3, 2.25])) == "Pre-LN lower"
+
+
+def test_a_diverged_run_counts_as_its_loss_at_init():
+    r = tiny(lrs=(1e-2, 50.0))
+    d = r.data
+    assert sum(d["diverged"].values()) > 0
+    for p in X.PLACEMENTS:
+        assert all(np.isfinite(v) for lr in d["lrs"] for v in d["loss"][p][str(lr)])
+        top = d["loss"][p][str(50.0)]
+        assert all(v > 0.9 * d["loss_at_init"][p] for v in top)  # read as (about) ln V
+    assert all(c.passed in (True, False, None) for c in r.checks)
+    json.dumps(r.to_json(), allow_nan=False)

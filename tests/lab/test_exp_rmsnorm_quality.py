@@ -1,0 +1,55 @@
+"""rmsnorm-quality at its tiny size (seconds, in this process): the three norms share seeds and
+recipe, pRMSNorm is what the model ran, RMSNorm ends near LayerNorm (the claimed direction, robust
+at this size), the rule reads the paired relative excess, the timing is shown and not counted,
+and a diverged run counts as its loss at init."""
+
+import json
+
+import numpy as np
+import pytest
+
+from normlab.lab import framework as E
+from normlab.lab.experiments import rmsnorm_quality as X
+from normlab.lab.stats import mean_interval
+
+_CACHE = {}
+
+
+def tiny(**overrides):
+    key = json.dumps(overrides, sort_keys=True)
+    if key not in _CACHE:
+        _CACHE[key] = E.run_experiment("rmsnorm-quality", size="tiny", seed=0,
+                                       overrides=overrides, executor="serial").result
+    return _CACHE[key]
+
+
+def test_rmsnorm_ends_near_layernorm_and_the_rule_reads_the_paired_excess(tmp_path):
+    r = tiny()
+    d = r.data
+    assert set(d["loss"]) == set(X.NORMS) and all(len(v) == 2 for v in d["loss"].values())
+    assert d["k"] == 2 and d["C"] == 32  # ceil(0.0625 * 32) features
+    assert abs(np.mean(X.excess(d, "rmsnorm"))) < X.REACH_TOL  # RMSNorm reaches LayerNorm
+    for n, check in zip(("rmsnorm", "prmsnorm"), r.checks):
+        iv = mean_interval(X.excess(d, n))
+        assert check.interval == pytest.approx([iv.lo, iv.hi]) and check.counted
+    timing = r.checks[2]
+    assert timing.passed is None and not timing.counted  # time is shown, never a verdict
+    for n in X.NORMS:
+        assert len(d["step_s"][n]) == 3 and all(t > 0 for t in d["step_s"][n])
+    assert 0.2 < X.time_ratio(d, "rmsnorm") < 5  # sane, not asserted as faster
+    assert r.verdict == E.verdict_of(r.checks)
+    files = X.plot(r, tmp_path)
+    assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
+
+
+def test_reach_tolerance_is_the_papers_largest_deficit():
+    assert X.REACH_TOL == pytest.approx(0.5 / 23.6)
+
+
+def test_a_diverged_run_counts_as_its_loss_at_init():
+    r = tiny(**{"base.lr": 50.0})
+    d = r.data
+    assert sum(d["diverged"].values()) > 0
+    assert all(np.isfinite(v) and v > 3.0 for vs in d["loss"].values() for v in vs)  # ~ ln V
+    assert all(c.passed in (True, False, None) for c in r.checks)
+    json.dumps(r.to_json(), allow_nan=False)
