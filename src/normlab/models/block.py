@@ -10,6 +10,8 @@ line read in reverse (the skip path's gradient added where the paths join):
     deepnorm  x = N(alpha x + F(x))           Wang et al. 2022: alpha = (2L)^(1/4), and the MLP,
                                               value and output projections initialized times
                                               beta = (8L)^(-1/4) (decoder-only constants)
+    admin     x = N(omega * x + F(x))         Liu et al. 2020: omega a learned (C,) vector, filled
+                                              by ``profile_omega`` before training (see there)
     rezero    x = x + a F(x)                  Bachlechner et al. 2020: a learned scalar, a = 0 at init
     none      x = x + F(x)
     branch    x = x + N(F(x))                 OLMo 2: the norm on the branch output (a final norm)
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import reduce_rows
 from ..nn import MLP, CausalSelfAttention, Dropout, DyT, Identity, LayerNorm, Module, RMSNorm
 from ..nn.numerics import FULL_PRECISION, Numerics
 from .config import GPTConfig
@@ -55,7 +58,8 @@ class Residual(Module):
     """One sublayer ``branch`` in a residual connection with the norm ``placement``.
 
     Children: ``branch`` (F), ``norm`` (N; N_in for sandwich), ``norm_out`` (sandwich only) and
-    ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero.
+    ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero; the learned
+    vector ``omega`` (shape (C,), Admin's skip-path weight, ones until ``profile_omega``) for admin.
     ``numerics.stream`` rounds the output and, in the backward, the incoming gradient (the
     identity at full precision).
     """
@@ -70,18 +74,21 @@ class Residual(Module):
         self.branch = branch
         make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype,  # noqa: E731
                                  dyt_alpha=dyt_alpha, offset=norm_offset)
-        self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch")
-                     else Identity())
+        self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch",
+                                             "admin") else Identity())
         self.norm_out = make() if placement == "sandwich" else Identity()
         self.drop = Dropout(p_drop, rng=rng) if p_drop > 0 else Identity()
         self.alpha = deepnorm_alpha(n_layers) if placement == "deepnorm" else 1.0
         if placement == "rezero":
             self.add_param("resweight", np.zeros((), dtype))
-        self._f: np.ndarray | None = None  # rezero: F(x) after dropout, for d resweight
+        if placement == "admin":
+            self.add_param("omega", np.ones(C, dtype))
+        self._f: np.ndarray | None = None  # rezero, admin: F(x) after dropout (d resweight; profile)
+        self._x: np.ndarray | None = None  # admin: the input x, for d omega
 
     def forget(self) -> None:
         super().forget()
-        self._f = None  # rezero's F(x)
+        self._f = self._x = None  # rezero's and admin's saved F(x), admin's x
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
@@ -97,6 +104,9 @@ class Residual(Module):
         elif p == "rezero":
             self._f = D(F(x))
             y = x + self.params["resweight"] * self._f
+        elif p == "admin":
+            self._x, self._f = x, D(F(x))
+            y = N(self.params["omega"] * x + self._f)
         elif p == "branch":
             y = x + D(N(F(x)))
         else:  # none
@@ -121,11 +131,37 @@ class Residual(Module):
             a = self.params["resweight"]
             self.accumulate("resweight", np.sum(dy * self._f, dtype=np.float64))
             dx = dy + F.backward(D.backward(a * dy))
+        elif p == "admin":
+            dz = N.backward(dy)
+            self.accumulate("omega", reduce_rows(dz * self._x))
+            dx = self.params["omega"] * dz + F.backward(D.backward(dz))
         elif p == "branch":
             dx = dy + F.backward(N.backward(D.backward(dy)))
         else:  # none
             dx = dy + F.backward(D.backward(dy))
         return dx
+
+    def profile_omega(self, x: np.ndarray, omega: float) -> tuple[np.ndarray, float]:
+        """Admin's profiling step for this sublayer (Liu et al. 2020, the official code's
+        ``adaptive-profiling``): fill ``omega`` with the running scalar ``omega`` (1 for the first
+        sublayer), run the sublayer on ``x`` (B, T, C), and return its output with the next
+        sublayer's scalar
+
+            omega_next = sqrt(Var[omega * x] + Var[F(x)])
+
+        where Var is the variance over every value of the batch (as the official code's
+        ``np.var`` of the flattened tensor), computed here in float64. Since every admin sublayer
+        ends with a norm, Var[x] = 1 past the first one and omega_i^2 = Var[x_0] + sum_{j<i}
+        Var[F_j] (= 1 + sum_{j<i} Var[F_j] when the embeddings have unit variance)."""
+        if self.placement != "admin":
+            raise ValueError(f"profile_omega needs placement 'admin'; this sublayer is "
+                             f"{self.placement!r}")
+        w = self.params["omega"]
+        w[...] = omega
+        y = self.forward(x)  # (B, T, C); keeps x and F(x)
+        var = (np.var((w * self._x).astype(np.float64))
+               + np.var(self._f.astype(np.float64)))
+        return y, float(np.sqrt(var))
 
 
 class Block(Module):

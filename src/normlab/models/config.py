@@ -10,7 +10,7 @@ from .. import _checks as ck
 from ..functional.attention import QK_NORMS
 from ..nn.mlp import ACTIVATIONS
 
-PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch")
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
@@ -31,7 +31,8 @@ class GPTConfig:
     d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
     activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
     placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none,
-    #                         branch (x + N(F(x)), OLMo 2)
+    #                         branch (x + N(F(x)), OLMo 2), admin (N(omega x + F(x)), Liu et al.
+    #                         2020; omega profiled by GPT.profile_admin, as the Trainer does)
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
@@ -160,8 +161,8 @@ class GPTConfig:
     @property
     def final_norm(self) -> bool:
         """Whether a norm sits before the head: where the residual stream leaves the last block
-        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN and DeepNorm
-        end each block with a norm already."""
+        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN, DeepNorm
+        and Admin end each block with a norm already."""
         return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none", "branch")
 
     def to_dict(self) -> dict[str, Any]:
