@@ -80,13 +80,18 @@ PROBED = dataclasses.replace(TINY, model=dataclasses.replace(MODEL, placement="p
 def test_the_update_probe_is_recorded_and_changes_nothing_else():
     probed = Trainer(PROBED).run()
     plain = Trainer(dataclasses.replace(PROBED, update_probe=0)).run()
-    updates = [r.get("model_update") for r in probed.history]
-    assert all(u is not None and u > 0 for u in updates[:5]) and updates[5:] == [None] * 3
+    for key in ("model_update", "logit_update"):
+        updates = [r.get(key) for r in probed.history]
+        assert all(u is not None and u > 0 for u in updates[:5]) and updates[5:] == [None] * 3
     for rp, r in zip(probed.history, plain.history):
-        assert {k: v for k, v in rp.items() if k != "model_update"} == r
+        assert {k: v for k, v in rp.items() if not k.endswith("_update")} == r
     assert probed.final_val_loss == plain.final_val_loss
     t = Trainer(PROBED)
-    assert t.model_update() == 0.0  # F(x, W_0) against itself
+    assert t.model_update() == (0.0, 0.0)  # F(x, W_0) against itself
+    h0, z0 = t.probe_at_init
+    t.model.eval()  # the probe runs without dropout
+    np.testing.assert_array_equal(h0, t.model.hidden(t.probe).astype(np.float64))
+    assert z0.shape == (*t.probe.shape, MODEL.vocab_size)
     with pytest.raises(RuntimeError, match="update_probe > 0"):
         Trainer(dataclasses.replace(PROBED, update_probe=0)).model_update()
 

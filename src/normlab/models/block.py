@@ -164,6 +164,23 @@ class Residual(Module):
         return y, float(np.sqrt(var))
 
 
+def xavier_init_(attn: CausalSelfAttention, mlp: MLP, rng: np.random.Generator,
+                 beta: float = 1.0) -> None:
+    """Redraw a block's matrices from Xavier normal, N(0, 2 / (fan_in + fan_out)): q, k and v
+    each as its own matrix, the output and MLP projections whole; v, the output and both MLP
+    projections times ``beta`` (DeepNorm's gain, 1 otherwise). Biases and norms are kept."""
+    W = attn.qkv.params["weight"]  # ((H + 2K) D, C): q rows, k rows, v rows
+    C, q_rows = W.shape[1], attn.n_heads * attn.head_dim
+    kv_rows = attn.n_kv_heads * attn.head_dim
+    for rows, gain in ((slice(0, q_rows), 1.0), (slice(q_rows, q_rows + kv_rows), 1.0),
+                       (attn.value_rows, beta)):
+        n = W[rows].shape[0]
+        W[rows] = (gain * rng.normal(0.0, np.sqrt(2.0 / (C + n)), (n, C))).astype(W.dtype)
+    for lin in (attn.proj, mlp.fc, mlp.proj):
+        w = lin.params["weight"]  # (out, in)
+        w[...] = (beta * rng.normal(0.0, np.sqrt(2.0 / sum(w.shape)), w.shape)).astype(w.dtype)
+
+
 class Block(Module):
     """``x = mlp(attn(x))``: two ``Residual`` sublayers sharing the placement and the norm kind;
     ``window`` is this block's sliding attention window (None: full causal attention)."""
@@ -191,6 +208,8 @@ class Block(Module):
             attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)
         mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=mlp_bias,
                   std=cfg.init_std * beta, proj_std=out_std, dtype=dtype)
+        if cfg.init == "xavier":  # the papers' init instead (drawn after the normal one)
+            xavier_init_(attn, mlp, rng, beta)
         common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
                       rng=dropout_rng, dtype=dtype, dyt_alpha=cfg.dyt_alpha,
                       norm_offset=cfg.norm_offset)

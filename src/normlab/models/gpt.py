@@ -143,6 +143,14 @@ class GPT(Module):
         self.metrics["log_z"] = log_z
         return LossParts(float(loss), self._loss_cache.nll, log_z)
 
+    def hidden(self, idx: np.ndarray) -> np.ndarray:
+        """The stack's output F(x, W) (B, T, C), the input of the LM head: embeddings, blocks and
+        the final norm (the lines of ``_trunk`` before the head; no metrics recorded)."""
+        x = self._embed(idx)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.norm_f(x)
+
     def logits(self, idx: np.ndarray) -> np.ndarray:
         """Next-token logits (B, T, V) for inference, the final soft-cap applied."""
         z = self._trunk(idx)
