@@ -83,7 +83,8 @@ class Residual(Module):
             self.add_param("resweight", np.zeros((), dtype))
         if placement == "admin":
             self.add_param("omega", np.ones(C, dtype))
-        self._f: np.ndarray | None = None  # rezero, admin: F(x) after dropout (d resweight; profile)
+        self._f: np.ndarray | None = None  # rezero, admin: F(x) after dropout (for d resweight,
+        #                                    and for Admin's profile)
         self._x: np.ndarray | None = None  # admin: the input x, for d omega
 
     def forget(self) -> None:

@@ -166,8 +166,8 @@ class GPTConfig:
     @property
     def final_norm(self) -> bool:
         """Whether a norm sits before the head: where the residual stream leaves the last block
-        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN, DeepNorm
-        and Admin end each block with a norm already."""
+        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN,
+        DeepNorm and Admin end each block with a norm already."""
         return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none", "branch")
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,4 +22,7 @@ EXPERIMENTS: dict[str, str] = {
     "warmup": "normlab.lab.experiments.warmup",
     "dyt": "normlab.lab.experiments.dyt",
     "norm-placement-depth": "normlab.lab.experiments.norm_placement_depth",
+    "admin": "normlab.lab.experiments.admin",
+    "layernorm-jacobian": "normlab.lab.experiments.layernorm_jacobian",
+    "deepnet-update": "normlab.lab.experiments.deepnet_update",
 }
