@@ -52,6 +52,8 @@ CARD = Card(
                 "Pre-LN stream would have had at initialization (omega_i^2 = the accumulated "
                 "branch variance), so at initialization it behaves like Pre-LN and it can grow "
                 "into Post-LN's heavier dependency during training (omega is trained).",
+    short="Admin: output change O(log N) like Pre-LN in Post-LN's form; trains where Post-LN "
+          "fails, at Pre-LN's loss",
 )
 
 PLACEMENTS = ("post", "pre", "admin")
@@ -167,8 +169,6 @@ def measure(config: Config, ctx) -> dict:
         "floor": next(r.entropy_floor for r in runs if r.entropy_floor is not None),
         "ln_v": float(np.log(cfg.base.model.vocab_size)),
         "loss": {p: seed_losses(runs, p)[cfg.base.lr] for p in PLACEMENTS},
-        "loss_at_init": {p: [r.loss_at_init for r in sorted(runs, key=lambda r: r.seed)
-                             if r.variant == p] for p in PLACEMENTS},
         "diverged": {p: sum(r.status == "diverged" for r in runs if r.variant == p)
                      for p in PLACEMENTS},
         "curves": {r.variant: {"steps": r.steps, "nll": r.curves["nll"]} for r in runs

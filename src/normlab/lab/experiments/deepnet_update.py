@@ -46,6 +46,7 @@ CARD = Card(
                 "initial weights by beta < 1, chosen so that the update is bounded by O(eta) "
                 "whatever the depth; warmup or a smaller init mitigate the same thing. Pre-LN's "
                 "identity skip path and Admin's profiled omega also keep the early update small.",
+    short="deep Post-LN's first-steps model update explodes, DeepNorm's is bounded and it trains",
 )
 
 PLACEMENTS = ("post", "deepnorm", "pre", "admin")
