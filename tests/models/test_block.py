@@ -78,10 +78,12 @@ def test_which_norms_exist(placement):
                 rng=np.random.default_rng(0))
     names = model.parameters()
     has = lambda s: any(s in n for n in names)  # noqa: E731
-    assert has("attn.norm.weight") == (placement in ("post", "pre", "sandwich", "deepnorm", "branch"))
+    assert has("attn.norm.weight") == (placement in ("post", "pre", "sandwich", "deepnorm", "branch",
+                                                     "admin"))
     assert has("attn.norm_out.weight") == (placement == "sandwich")
     assert ("norm_f.weight" in names) == (placement in ("pre", "sandwich", "rezero", "none", "branch"))
     assert has("resweight") == (placement == "rezero")
+    assert has("omega") == (placement == "admin")
     assert not any("norm" in n for n in GPT(dataclasses.replace(CFG, placement=placement,
                                                                 norm="none"),
                                             rng=np.random.default_rng(0)).parameters()

@@ -128,6 +128,8 @@ def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch, layer: int):
         return x + p[prefix + "resweight"] * Fn(x)
     if placement == "branch":
         return x + N(Fn(x))
+    if placement == "admin":
+        return N(p[prefix + "omega"] * x + Fn(x))
     return x + Fn(x)
 
 
@@ -152,6 +154,30 @@ def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarra
     if cfg.z_loss:
         loss = loss + cfg.z_loss * torch.logsumexp(flat[t != -100], dim=-1).square().mean()
     return logits, loss
+
+
+def profile_admin(cfg: GPTConfig, p: dict, idx: np.ndarray) -> list[float]:
+    """Admin's omegas written after the official code's ``adaptive-profiling`` (Transformer-Clinic,
+    fairseq/modules/transformer_layer.py): a running ratio starts at 1; at each sublayer omega is
+    filled with it, then ratio = sqrt(np.var(residual * omega) + np.var(F(residual))), the
+    variances over the flattened tensor. ``p`` is changed in place (omega filled); float64."""
+    with torch.no_grad():
+        T = idx.shape[1]
+        x = F.embedding(torch.from_numpy(idx), p["wte.weight"]) * cfg.embed_scale
+        if cfg.positions == "learned":
+            x = x + p["wpe.weight"][:T]
+        ratio, out = 1.0, []
+        for layer in range(cfg.n_layers):
+            for name, branch in (("attn", _attention), ("mlp", _mlp)):
+                prefix = f"blocks.{layer}.{name}."
+                p[prefix + "omega"].fill_(ratio)
+                out.append(ratio)
+                f = branch(cfg, x, p, prefix + "branch.", layer)
+                ratio = float(np.sqrt(np.var((x * p[prefix + "omega"]).numpy().reshape(-1))
+                                      + np.var(f.numpy().reshape(-1))))
+                x = _norm(cfg.norm, p[prefix + "omega"] * x + f, p, prefix + "norm.",
+                          cfg.norm_eps, cfg.norm_offset)
+    return out
 
 
 def loss_and_grads(cfg: GPTConfig, params: dict[str, np.ndarray], idx, targets):

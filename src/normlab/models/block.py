@@ -10,6 +10,8 @@ line read in reverse (the skip path's gradient added where the paths join):
     deepnorm  x = N(alpha x + F(x))           Wang et al. 2022: alpha = (2L)^(1/4), and the MLP,
                                               value and output projections initialized times
                                               beta = (8L)^(-1/4) (decoder-only constants)
+    admin     x = N(omega * x + F(x))         Liu et al. 2020: omega a learned (C,) vector, filled
+                                              by ``profile_omega`` before training (see there)
     rezero    x = x + a F(x)                  Bachlechner et al. 2020: a learned scalar, a = 0 at init
     none      x = x + F(x)
     branch    x = x + N(F(x))                 OLMo 2: the norm on the branch output (a final norm)
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import reduce_rows
 from ..nn import MLP, CausalSelfAttention, Dropout, DyT, Identity, LayerNorm, Module, RMSNorm
 from ..nn.numerics import FULL_PRECISION, Numerics
 from .config import GPTConfig
@@ -55,7 +58,8 @@ class Residual(Module):
     """One sublayer ``branch`` in a residual connection with the norm ``placement``.
 
     Children: ``branch`` (F), ``norm`` (N; N_in for sandwich), ``norm_out`` (sandwich only) and
-    ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero.
+    ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero; the learned
+    vector ``omega`` (shape (C,), Admin's skip-path weight, ones until ``profile_omega``) for admin.
     ``numerics.stream`` rounds the output and, in the backward, the incoming gradient (the
     identity at full precision).
     """
@@ -71,18 +75,22 @@ class Residual(Module):
         self.branch = branch
         make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype,  # noqa: E731
                                  dyt_alpha=dyt_alpha, offset=norm_offset, partial=norm_partial)
-        self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch")
-                     else Identity())
+        self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch",
+                                             "admin") else Identity())
         self.norm_out = make() if placement == "sandwich" else Identity()
         self.drop = Dropout(p_drop, rng=rng) if p_drop > 0 else Identity()
         self.alpha = deepnorm_alpha(n_layers) if placement == "deepnorm" else 1.0
         if placement == "rezero":
             self.add_param("resweight", np.zeros((), dtype))
-        self._f: np.ndarray | None = None  # rezero: F(x) after dropout, for d resweight
+        if placement == "admin":
+            self.add_param("omega", np.ones(C, dtype))
+        self._f: np.ndarray | None = None  # rezero, admin: F(x) after dropout (for d resweight,
+        #                                    and for Admin's profile)
+        self._x: np.ndarray | None = None  # admin: the input x, for d omega
 
     def forget(self) -> None:
         super().forget()
-        self._f = None  # rezero's F(x)
+        self._f = self._x = None  # rezero's and admin's saved F(x), admin's x
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
@@ -98,6 +106,9 @@ class Residual(Module):
         elif p == "rezero":
             self._f = D(F(x))
             y = x + self.params["resweight"] * self._f
+        elif p == "admin":
+            self._x, self._f = x, D(F(x))
+            y = N(self.params["omega"] * x + self._f)
         elif p == "branch":
             y = x + D(N(F(x)))
         else:  # none
@@ -122,11 +133,54 @@ class Residual(Module):
             a = self.params["resweight"]
             self.accumulate("resweight", np.sum(dy * self._f, dtype=np.float64))
             dx = dy + F.backward(D.backward(a * dy))
+        elif p == "admin":
+            dz = N.backward(dy)
+            self.accumulate("omega", reduce_rows(dz * self._x))
+            dx = self.params["omega"] * dz + F.backward(D.backward(dz))
         elif p == "branch":
             dx = dy + F.backward(N.backward(D.backward(dy)))
         else:  # none
             dx = dy + F.backward(D.backward(dy))
         return dx
+
+    def profile_omega(self, x: np.ndarray, omega: float) -> tuple[np.ndarray, float]:
+        """Admin's profiling step for this sublayer (Liu et al. 2020, the official code's
+        ``adaptive-profiling``): fill ``omega`` with the running scalar ``omega`` (1 for the first
+        sublayer), run the sublayer on ``x`` (B, T, C), and return its output with the next
+        sublayer's scalar
+
+            omega_next = sqrt(Var[omega * x] + Var[F(x)])
+
+        where Var is the variance over every value of the batch (as the official code's
+        ``np.var`` of the flattened tensor), computed here in float64. Since every admin sublayer
+        ends with a norm, Var[x] = 1 past the first one and omega_i^2 = Var[x_0] + sum_{j<i}
+        Var[F_j] (= 1 + sum_{j<i} Var[F_j] when the embeddings have unit variance)."""
+        if self.placement != "admin":
+            raise ValueError(f"profile_omega needs placement 'admin'; this sublayer is "
+                             f"{self.placement!r}")
+        w = self.params["omega"]
+        w[...] = omega
+        y = self.forward(x)  # (B, T, C); keeps x and F(x)
+        var = (np.var((w * self._x).astype(np.float64))
+               + np.var(self._f.astype(np.float64)))
+        return y, float(np.sqrt(var))
+
+
+def xavier_init_(attn: CausalSelfAttention, mlp: MLP, rng: np.random.Generator,
+                 beta: float = 1.0) -> None:
+    """Redraw a block's matrices from Xavier normal, N(0, 2 / (fan_in + fan_out)): q, k and v
+    each as its own matrix, the output and MLP projections whole; v, the output and both MLP
+    projections times ``beta`` (DeepNorm's gain, 1 otherwise). Biases and norms are kept."""
+    W = attn.qkv.params["weight"]  # ((H + 2K) D, C): q rows, k rows, v rows
+    C, q_rows = W.shape[1], attn.n_heads * attn.head_dim
+    kv_rows = attn.n_kv_heads * attn.head_dim
+    for rows, gain in ((slice(0, q_rows), 1.0), (slice(q_rows, q_rows + kv_rows), 1.0),
+                       (attn.value_rows, beta)):
+        n = W[rows].shape[0]
+        W[rows] = (gain * rng.normal(0.0, np.sqrt(2.0 / (C + n)), (n, C))).astype(W.dtype)
+    for lin in (attn.proj, mlp.fc, mlp.proj):
+        w = lin.params["weight"]  # (out, in)
+        w[...] = (beta * rng.normal(0.0, np.sqrt(2.0 / sum(w.shape)), w.shape)).astype(w.dtype)
 
 
 class Block(Module):
@@ -156,6 +210,8 @@ class Block(Module):
             attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)
         mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=mlp_bias,
                   std=cfg.init_std * beta, proj_std=out_std, dtype=dtype)
+        if cfg.init == "xavier":  # the papers' init instead (drawn after the normal one)
+            xavier_init_(attn, mlp, rng, beta)
         common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
                       rng=dropout_rng, dtype=dtype, dyt_alpha=cfg.dyt_alpha,
                       norm_offset=cfg.norm_offset, norm_partial=cfg.norm_partial)

@@ -10,12 +10,13 @@ from .. import _checks as ck
 from ..functional.attention import QK_NORMS
 from ..nn.mlp import ACTIVATIONS
 
-PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch")
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
 QK_NORM_SCOPES = ("head", "all")
 ROPE_SCALINGS = ("none", "linear", "llama3")
+INITS = ("normal", "xavier")
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class GPTConfig:
     d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
     activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
     placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none,
-    #                         branch (x + N(F(x)), OLMo 2)
+    #                         branch (x + N(F(x)), OLMo 2), admin (N(omega x + F(x)), Liu et al.
+    #                         2020; omega profiled by GPT.profile_admin, as the Trainer does)
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
@@ -51,6 +53,10 @@ class GPTConfig:
     dropout: float = 0.0  # p_drop on the output of every residual branch (training only)
     attn_dropout: float = 0.0  # p_drop on the attention probabilities (training only)
     init_std: float = 0.02  # std of the normal init of weights and embeddings (GPT-2)
+    init: str = "normal"  # block matrices: normal (N(0, init_std^2), GPT-2's 1/sqrt(2L) on the
+    #                       projections into the stream; DeepNorm: its beta) or xavier (Xavier
+    #                       normal, q, k, v each its own matrix, DeepNorm's beta on v, the output
+    #                       and MLP projections: the init of Xiong, Liu et al. and DeepNet)
     dtype: str = "float32"  # parameter and activation dtype: float32, or float64 for checks
     # ---- the features of released architectures (Llama 3, Mistral, Qwen 2/3, Gemma 2, OLMo 2) ----
     n_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: n_heads
@@ -88,7 +94,7 @@ class GPTConfig:
         for name, allowed in (("placement", PLACEMENTS), ("norm", NORMS), ("qk_norm", QK_NORMS),
                               ("activation", ACTIVATIONS), ("positions", POSITIONS),
                               ("dtype", DTYPES), ("qk_norm_scope", QK_NORM_SCOPES),
-                              ("rope_scaling", ROPE_SCALINGS)):
+                              ("rope_scaling", ROPE_SCALINGS), ("init", INITS)):
             ck.choice(getattr(self, name), f"config: {name}", allowed)
         for name in ("attn_softcap", "final_softcap", "attn_scale"):
             if getattr(self, name) is not None:
@@ -167,8 +173,8 @@ class GPTConfig:
     @property
     def final_norm(self) -> bool:
         """Whether a norm sits before the head: where the residual stream leaves the last block
-        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN and DeepNorm
-        end each block with a norm already."""
+        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN,
+        DeepNorm and Admin end each block with a norm already."""
         return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none", "branch")
 
     def to_dict(self) -> dict[str, Any]:

@@ -94,9 +94,8 @@ class GPT(Module):
         self.flatten()  # parameters and gradients in two flat buffers: one fused optimizer pass
 
     # ---- forward ---------------------------------------------------------------------------
-    def _trunk(self, idx: np.ndarray, stream: list | None = None) -> np.ndarray:
-        """Embeddings, blocks, final norm and head: the logits (B, T, V) before any soft-cap;
-        ``stream``, when given, receives the residual stream after every block."""
+    def _embed(self, idx: np.ndarray) -> np.ndarray:
+        """The residual stream's start x_0 (B, T, C): scaled token embeddings plus positions."""
         cfg = self.config
         idx = np.asarray(idx)
         if idx.ndim != 2:
@@ -109,7 +108,13 @@ class GPT(Module):
             x = x * x.dtype.type(cfg.embed_scale)  # (B, T, C)
         if cfg.positions == "learned":
             x = x + self.wpe(np.arange(T))  # (B, T, C) + (T, C)
-        x = self.numerics.stream(x, "x")
+        return self.numerics.stream(x, "x")
+
+    def _trunk(self, idx: np.ndarray, stream: list | None = None) -> np.ndarray:
+        """Embeddings, blocks, final norm and head: the logits (B, T, V) before any soft-cap;
+        ``stream``, when given, receives the residual stream after every block."""
+        cfg = self.config
+        x = self._embed(idx)  # (B, T, C)
         rms, amax, max_logit = [], [], []
         for block in self.blocks:
             x = block(x)  # (B, T, C)
@@ -152,6 +157,14 @@ class GPT(Module):
         self.release()
         return stream
 
+    def hidden(self, idx: np.ndarray) -> np.ndarray:
+        """The stack's output F(x, W) (B, T, C), the input of the LM head: embeddings, blocks and
+        the final norm (the lines of ``_trunk`` before the head; no metrics recorded)."""
+        x = self._embed(idx)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.norm_f(x)
+
     def logits(self, idx: np.ndarray) -> np.ndarray:
         """Next-token logits (B, T, V) for inference, the final soft-cap applied."""
         z = self._trunk(idx)
@@ -188,6 +201,33 @@ class GPT(Module):
         inherited from Module, does it for every module below)."""
         super().forget()
         self._head_cache = self._loss_cache = None
+
+    # ---- Admin's profiling ------------------------------------------------------------------
+    def profile_admin(self, idx: np.ndarray) -> list[float]:
+        """Fill every Admin sublayer's omega from one forward pass over ``idx`` (B, T), as the
+        official code's ``adaptive-profiling`` does (Liu et al. 2020): omega_1 = 1, and after
+        sublayer i (attention, then MLP, block by block)
+
+            omega_{i+1} = sqrt(Var[omega_i x_{i-1}] + Var[F_i(x_{i-1})])
+
+        (``Residual.profile_omega``), so omega_i^2 = Var[x_0] + sum_{j<i} Var[F_j]. Runs in eval
+        mode (no dropout, so no dropout mask is drawn) and keeps no activations. Returns the 2L
+        omegas. omega is a parameter afterwards, trained like the norms' gains (the official code
+        makes it an ``nn.Parameter``), so profile once, before the first step: the Trainer does.
+        """
+        if self.config.placement != "admin":
+            raise ValueError(f"profile_admin needs placement 'admin'; the model's is "
+                             f"{self.config.placement!r}")
+        was_training = self.training
+        self.eval()
+        x, omega, omegas = self._embed(idx), 1.0, []  # (B, T, C)
+        for block in self.blocks:
+            for sub in (block.attn, block.mlp):
+                omegas.append(omega)
+                x, omega = sub.profile_omega(x, omega)  # (B, T, C)
+        self.release()
+        self.train(was_training)
+        return omegas
 
     # ---- helpers ---------------------------------------------------------------------------
     def set_numerics(self, numerics: Numerics) -> None:

@@ -59,6 +59,8 @@ class TrainConfig:
     #                              RMS, max |x| and fractions outside each format's range (first
     #                              validation batch; models.inspect.tensor_stats, no scaling)
     divergence_factor: float = 3.0  # stop when the loss exceeds this times the first step's loss
+    update_probe: int = 0  # record the model update ||F(x, W_t) - F(x, W_0)|| on a fixed probe
+    #                        batch after each of the first this many steps (0: off; DeepNet)
     seed: int = 0  # seeds the initialization, the training batches and dropout
 
     def __post_init__(self) -> None:
@@ -75,6 +77,7 @@ class TrainConfig:
         for name in ("data_seed", "seed"):
             ck.integer(getattr(self, name), f"config: {name}", lo=0)
         ck.integer(self.warmup, "config: warmup", lo=0)
+        ck.integer(self.update_probe, "config: update_probe", lo=0)
         ck.integer(self.steps, "config: steps", lo=1)
         try:
             check_schedule(self.schedule, self.lr, self.warmup, self.steps, self.min_lr)

@@ -23,6 +23,15 @@ has one.
 
 Reruns from the same seed are bit-identical (one generator each for initialization, batches and
 dropout, all spawned from ``seed``), and so is a run resumed from a checkpoint.
+
+Two batches are drawn once, each from its own generator spawned from ``seed`` (so the training
+batches are those of any other run): an Admin model (``placement="admin"``) profiles its omegas on
+one before the first step (``GPT.profile_admin``), and with ``update_probe`` = n the model update
+of Wang et al. 2022 (DeepNet) is measured on the other after each of the first n steps: the change
+of the stack's output F(x, W) = ``GPT.hidden`` (the input of the LM head), ||F(x, W_t) - F(x,
+W_0)||, the L2 norm per token averaged over the probe batch's tokens, recorded as
+``model_update``, and the same for the logits as ``logit_update``. A checkpoint keeps the
+outputs at W_0.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from typing import Callable
 import numpy as np
 
 from ..models import GPT
+from ..nn.numerics import FULL_PRECISION
 from . import checkpoint as ckpt
 from .budget import check_memory
 from .config import TrainConfig
@@ -151,10 +161,15 @@ class Trainer:
             model_cfg = dataclasses.replace(config.model, vocab_size=source.vocab_size)
             config = dataclasses.replace(config, model=model_cfg)
         self.config, self.source = config, source
-        init_seq, data_seq, dropout_seq, round_seq = np.random.SeedSequence(config.seed).spawn(4)
+        init_seq, data_seq, dropout_seq, round_seq, profile_seq, probe_seq = (
+            np.random.SeedSequence(config.seed).spawn(6))  # the first four as before
         self.data_rng = np.random.default_rng(data_seq)
         self.model = GPT(config.model, rng=np.random.default_rng(init_seq),
                          dropout_rng=np.random.default_rng(dropout_seq))
+        T = config.model.seq_len
+        if config.model.placement == "admin":  # at full precision, before the policy's hooks
+            x, _ = source.train_batch(config.batch_size, T, np.random.default_rng(profile_seq))
+            self.model.profile_admin(x)
         self.precision = TrainingPrecision.from_name(config.precision,
                                                      rng=np.random.default_rng(round_seq))
         self.model.set_numerics(self.precision.numerics)
@@ -170,8 +185,13 @@ class Trainer:
         else:
             self.optimizer = SGD(self.params, momentum=config.momentum,
                                  weight_decay=config.weight_decay, **rounding)
-        T = config.model.seq_len
         self.val = source.val_batches(config.eval_batches, config.batch_size, T)
+        self.probe: np.ndarray | None = None  # (B, T) the update probe's token ids
+        self.probe_at_init: tuple[np.ndarray, np.ndarray] | None = None  # (B, T, C), (B, T, V):
+        #                                     the stack's output and the logits at W_0, float64
+        if config.update_probe:
+            self.probe = source.train_batch(config.batch_size, T, np.random.default_rng(probe_seq))[0]
+            self.probe_at_init = self._probe_outputs()
         self.layer_of = {name: self.model.layer_of(name) for name in self.params}
         self.sizes = {name: p.size for name, p in self.params.items()}
         self.step = 0
@@ -257,6 +277,8 @@ class Trainer:
         total = sum(self.sizes.values())
         record["update_rms"] = math.sqrt(sum(update_sq.values()) / total)
         record["layer_update_rms"] = self._per_layer(update_sq, "rms")
+        if self.step < cfg.update_probe:
+            record["model_update"], record["logit_update"] = self.model_update()
         return record
 
     def eval_record(self) -> dict:
@@ -269,6 +291,30 @@ class Trainer:
                 record["headroom"] = residual_headroom(self.model, self.val[0][0])
             self.model.train()
         return record
+
+    def _probe_outputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The stack's output (B, T, C) and the logits (B, T, V) on the probe batch, in eval mode
+        and at full precision (so the probe draws no rounding noise and records no amax:
+        training is the same with or without it), as float64."""
+        model, policy = self.model, self.model.numerics_root
+        model.eval()
+        model.set_numerics(FULL_PRECISION)
+        with np.errstate(over="ignore", invalid="ignore"):
+            h = model.hidden(self.probe).astype(np.float64)  # (B, T, C)
+            z = model.logits(self.probe).astype(np.float64)  # (B, T, V)
+        model.set_numerics(policy)
+        model.release()
+        model.train()
+        return h, z
+
+    def model_update(self) -> tuple[float, float]:
+        """``(||F(x, W) - F(x, W_0)||, the same for the logits)``: the L2 norm per token of the
+        change of the probe batch's stack output (and logits), averaged over its tokens (needs
+        ``update_probe`` > 0)."""
+        if self.probe_at_init is None:
+            raise RuntimeError("model_update needs a probe batch: set update_probe > 0")
+        return tuple(float(np.mean(np.sqrt(np.sum((now - then) ** 2, axis=-1))))
+                     for now, then in zip(self._probe_outputs(), self.probe_at_init))
 
     def evaluate(self) -> float:
         """Mean validation NLL (nats per scored token) over the fixed validation batches."""
@@ -341,6 +387,8 @@ class Trainer:
                                        f"{str(path)!r}, which keeps what it held")
         arrays = {f"param/{k}": v for k, v in self.params.items()}
         arrays.update({f"opt/{k}": v for k, v in self.optimizer.state_dict().items()})
+        if self.probe_at_init is not None:
+            arrays["probe/hidden0"], arrays["probe/logits0"] = self.probe_at_init
         meta = {
             "config": self.config.to_dict(), "step": self.step, "history": self.history,
             "evals": self.evals, "skipped": self.skipped, "stopped": self.stopped,
@@ -386,6 +434,9 @@ class Trainer:
             trainer.data_rng.bit_generator.state = meta["data_rng"]
             trainer.model.dropout_rng.bit_generator.state = meta["dropout_rng"]
             trainer.precision.load_state(meta["precision"])
+            if trainer.probe_at_init is not None:  # the saved run's W_0, not the restored W
+                trainer.probe_at_init = tuple(np.asarray(arrays[f"probe/{k}0"], np.float64)
+                                              for k in ("hidden", "logits"))
             trainer.step = int(meta["step"])
             trainer.history, trainer.evals = list(meta["history"]), list(meta["evals"])
             trainer.skipped, trainer.stopped = int(meta["skipped"]), meta["stopped"]

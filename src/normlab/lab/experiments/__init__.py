@@ -22,9 +22,12 @@ EXPERIMENTS: dict[str, str] = {
     "warmup": "normlab.lab.experiments.warmup",
     "dyt": "normlab.lab.experiments.dyt",
     "norm-placement-depth": "normlab.lab.experiments.norm_placement_depth",
+    "admin": "normlab.lab.experiments.admin",
     "post-vs-pre-quality": "normlab.lab.experiments.post_vs_pre_quality",
     "rmsnorm-quality": "normlab.lab.experiments.rmsnorm_quality",
-    "massive-activations": "normlab.lab.experiments.massive_activations",
+    "layernorm-jacobian": "normlab.lab.experiments.layernorm_jacobian",
     "lr-sensitivity-recipes": "normlab.lab.experiments.lr_sensitivity_recipes",
+    "massive-activations": "normlab.lab.experiments.massive_activations",
+    "deepnet-update": "normlab.lab.experiments.deepnet_update",
     "internal-covariate-shift": "normlab.lab.experiments.internal_covariate_shift",
 }

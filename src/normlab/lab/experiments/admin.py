@@ -1,0 +1,319 @@
+"""``admin``: Liu et al. 2020's Admin, x_i = LN(omega_i x_{i-1} + F_i(x_{i-1})) with omega
+profiled on one forward pass (normlab's ``placement="admin"``, ``GPT.profile_admin``).
+
+Two parts. (a) Output change, as ``output-change`` measures it: a stack of N sublayers (N/2 of
+normlab's GPT blocks, causal attention and a ReLU FFN, Xavier weights, Gaussian inputs) maps a
+fixed input x0 to F(x0, W); every block weight is perturbed by delta ~ N(0, delta_std^2 / d) and
+||F(x0, W) - F(x0, W + delta)||^2 is averaged over tokens, for Post-LN, Pre-LN and Admin (omega
+profiled on another batch, then held). The three arms of one seed share every weight. (b)
+Training, through the sweep API: Post-LN, Pre-LN and Admin at one depth without warmup, the
+papers' Xavier init and unit-variance embeddings (``base``), on the Markov source (exact entropy
+floor); the final validation losses are compared seed by seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...models import GPT, GPTConfig
+from ...train import TrainConfig
+from .. import stats
+from ..framework import Card, Check, fmt
+from ._setups import gaussian_inputs_, hidden_states, xavier_
+from ._training import require_finished, run_grid, seed_losses
+
+CARD = Card(
+    name="admin",
+    title="Admin: Post-LN's form with Pre-LN's stability (Liu et al. 2020)",
+    citation="Liu et al. 2020, 'Understanding the Difficulty of Training Transformers' (Admin), "
+             "output-change figure and Table (WMT14 En-De); official code LiyuanLucasLiu/"
+             "Transformer-Clinic (adaptive-profiling)",
+    claim="Admin rescales Post-LN's skip path by omega_i = sqrt(Var[x_0] + sum_{j<i} Var[F_j]) "
+          "(profiled at initialization): its output change grows like Pre-LN's, O(log N), while "
+          "every sublayer still ends with a LayerNorm; it trains where Post-LN fails and ends at "
+          "or below Pre-LN's loss.",
+    published="output change at N=200: Post-LN ~2100, Pre-LN and Admin ~150-165; BLEU (En-De) "
+              "6L: Post-LN 27.80, Pre-LN 27.27, Admin 27.90; 18L: Post-LN failed, Pre-LN 28.38, "
+              "Admin 29.03",
+    method="(a) normlab GPT blocks (causal attention + ReLU FFN 4d), Xavier init, Gaussian "
+           "inputs, a fixed input of `seq_len` tokens, delta ~ N(0, delta_std^2/d) on every block "
+           "weight, `seeds` initializations shared by the arms; Admin's omega profiled on a "
+           "second batch. (b) normlab GPT on the Markov source, Post-LN / Pre-LN / Admin without "
+           "warmup (`base`: Xavier init, unit-variance embeddings, Adam (0.9, 0.98), cosine, no "
+           "weight decay or clipping), `train_seeds` seeds, run as one sweep.",
+    explanation="In Post-LN the skip path is renormalized after every add, so each layer leans "
+                "on its own branch (dependency Var[F_i] / Var[x + F_i] ~ 1/2 at every layer) and a "
+                "small change of any weight is re-amplified by every layer above it: the output "
+                "change grows as O(N). Pre-LN's identity skip path lets branch i's share of the "
+                "stream fall as 1/i, hence O(log N), but it never depends much on its deep "
+                "branches. Admin keeps the Post-LN form and gives the skip path the weight the "
+                "Pre-LN stream would have had at initialization (omega_i^2 = the accumulated "
+                "branch variance), so at initialization it behaves like Pre-LN and it can grow "
+                "into Post-LN's heavier dependency during training (omega is trained).",
+    short="Admin: output change O(log N) like Pre-LN in Post-LN's form; trains where Post-LN "
+          "fails, at Pre-LN's loss",
+)
+
+PLACEMENTS = ("post", "pre", "admin")
+LOG_R2 = 0.9  # a + b ln N fit: R^2 > 0.9 (papers.md section 5's pass rule)
+AMPLIFICATION = 3.0  # Post-LN's output change / Admin's at the largest N > 3 (papers.md sec. 5:
+#                      post / pre > 3 at N = 200; the paper's figure has Admin ~ Pre-LN)
+GAP = 0.1  # nats: Post-LN's final loss above Admin's by > 0.1 (papers.md secs. 1 and 6)
+HALF = 0.5  # "trains": closes at least half the distance from ln V (the uniform predictor's
+#             loss) to the entropy floor (the warmup experiment's rule, whose loss at init is
+#             ln V; the Xavier head's random logits start above it)
+PARITY = 0.03  # nats: "at or below Pre-LN" = Admin - Pre-LN < 0.03 (papers.md sec. 10's parity)
+
+BASE = TrainConfig(  # the papers' init: Xavier blocks, embeddings scaled to unit variance
+    model=GPTConfig(vocab_size=16, seq_len=16, n_layers=6, d_model=32, n_heads=4,
+                    init_std=32**-0.5, init="xavier", embed_scale=32**0.5),
+    data="markov", markov_order=1, steps=300, batch_size=16, schedule="cosine", lr=1e-2,
+    warmup=0, beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=75, eval_batches=4)
+
+
+@dataclass(frozen=True)
+class Config:
+    sublayers: tuple[int, ...] = (2, 4, 10, 20, 50, 100)  # N: attention + FFN sublayers (a)
+    d_model: int = 64  # d: width of the output-change stacks (a)
+    n_heads: int = 4  # attention heads of the output-change stacks (a)
+    seq_len: int = 32  # tokens per sequence of the fixed input x0 (a)
+    inputs: int = 4  # sequences in x0: the change is averaged over all their tokens (a)
+    delta_std: float = 0.02  # the perturbation: delta ~ N(0, delta_std^2 / d) on every weight (a)
+    seeds: int = 8  # initializations (and perturbations) of the output-change stacks (a)
+    base: TrainConfig = BASE  # every training run's model, data and optimizer; the placement and
+    #                           the seed vary (b)
+    train_seeds: int = 3  # training seeds per placement (seed, seed + 1, ...) (b)
+    seed: int = 0  # first seed of both parts (the Markov source's "language" is fixed)
+
+
+SIZES = {
+    "tiny": {"sublayers": (2, 4, 8, 16), "d_model": 16, "n_heads": 2, "seq_len": 8, "seeds": 3,
+             "base.steps": 40, "base.eval_interval": 20, "base.batch_size": 8,
+             "base.model.n_layers": 2, "base.model.d_model": 16, "base.model.n_heads": 2,
+             "base.model.seq_len": 8, "base.model.init_std": 16**-0.5,
+             "base.model.embed_scale": 16**0.5, "train_seeds": 2},
+    "quick": {},
+    "full": {"sublayers": (2, 4, 10, 20, 50, 100, 200), "seeds": 24, "d_model": 128,
+             "base.model.n_layers": 12, "base.steps": 1000, "base.eval_interval": 250,
+             "train_seeds": 5},
+}
+
+
+def _change(placement: str, N: int, cfg: Config, i: int) -> tuple[float, float, float]:
+    """||dF||^2 (mean over tokens) of model i with N sublayers, Admin's last omega (1 for the
+    other placements) and how far the output's rows are from mean 0, variance 1. The arms draw
+    the same weights, input and perturbation."""
+    L, d = N // 2, cfg.d_model
+    mc = GPTConfig(vocab_size=64, seq_len=cfg.seq_len, n_layers=L, d_model=d,
+                   n_heads=cfg.n_heads, d_ff=4 * d, activation="relu", placement=placement,
+                   norm="layernorm", init_std=d**-0.5, dtype="float32")
+    rng = np.random.default_rng([cfg.seed + i, N])
+    model = GPT(mc, rng=rng)
+    xavier_(model, rng)
+    gaussian_inputs_(model, rng)
+    idx = rng.integers(0, 64, size=(cfg.inputs, cfg.seq_len))  # (B, T) the fixed input x0
+    omega = 1.0
+    if placement == "admin":  # profiled on another batch, drawn from its own generator
+        other = np.random.default_rng([cfg.seed + i, N, 1]).integers(0, 64, (4, cfg.seq_len))
+        omega = model.profile_admin(other)[-1]
+    F0 = hidden_states(model, idx).astype(np.float64)  # (B, T, C)
+    for blk in model.blocks:
+        for lin in (blk.attn.branch.qkv, blk.attn.branch.proj, blk.mlp.branch.fc,
+                    blk.mlp.branch.proj):
+            w = lin.params["weight"]
+            w += rng.normal(0.0, cfg.delta_std / np.sqrt(d), w.shape).astype(w.dtype)
+    F1 = hidden_states(model, idx).astype(np.float64)
+    norm_err = float(max(np.abs(F1.mean(-1)).max(), np.abs(F1.var(-1) - 1).max()))
+    return float(np.mean(np.sum((F1 - F0) ** 2, axis=-1))), omega, norm_err
+
+
+def _output_change(cfg: Config, ctx, work: int) -> dict:
+    if any(N % 2 or N < 2 for N in cfg.sublayers):
+        raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got "
+                         f"{cfg.sublayers}")
+    raw, omega, norm_err, done = {}, [], 0.0, 0
+    for p in PLACEMENTS:
+        rows = []
+        for N in cfg.sublayers:
+            vals = []
+            for i in range(cfg.seeds):
+                change, w, err = _change(p, N, cfg, i)
+                vals.append(change)
+                if p == "admin":
+                    omega.append(w)
+                    norm_err = max(norm_err, err)
+                done += N
+                ctx.progress(done, work, f"output change: {p} N={N}")
+            rows.append(vals)
+        raw[p] = np.array(rows).T  # (seeds, len(N)): seed i shares its draws across placements
+    n = cfg.seeds
+    return {"sublayers": list(cfg.sublayers), "per_seed": raw,
+            "omega_last": [float(np.mean(omega[k * n:(k + 1) * n]))
+                           for k in range(len(cfg.sublayers))],
+            "admin_norm_err": norm_err}
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
+    work = len(PLACEMENTS) * cfg.seeds * sum(cfg.sublayers)
+    data = _output_change(cfg, ctx, work)
+    seeds = [cfg.seed + i for i in range(cfg.train_seeds)]
+    runs = run_grid(cfg.base, {p: {"model.placement": p} for p in PLACEMENTS}, ctx,
+                    lrs=[cfg.base.lr], seeds=seeds, series={"nll": lambda rec: rec["nll"]},
+                    name="admin")
+    require_finished(runs)
+    data["train"] = {
+        "seeds": seeds, "lr": cfg.base.lr, "depth": cfg.base.model.n_layers,
+        "floor": next(r.entropy_floor for r in runs if r.entropy_floor is not None),
+        "ln_v": float(np.log(cfg.base.model.vocab_size)),
+        "loss": {p: seed_losses(runs, p)[cfg.base.lr] for p in PLACEMENTS},
+        "diverged": {p: sum(r.status == "diverged" for r in runs if r.variant == p)
+                     for p in PLACEMENTS},
+        "curves": {r.variant: {"steps": r.steps, "nll": r.curves["nll"]} for r in runs
+                   if r.seed == cfg.seed}}
+    return data
+
+
+def _log_fit(N: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Slope b and R^2 of y = a + b ln N."""
+    b, a = np.polyfit(np.log(N), y, 1)
+    resid = y - (a + b * np.log(N))
+    return float(b), float(1 - resid.var() / y.var())
+
+
+def _fits(data: dict) -> dict:
+    """Bootstrap intervals over whole seeds (the placements kept paired, as output-change reads
+    them) of Admin's a + b ln N fit and of the ratios at the largest N."""
+    N = np.asarray(data["sublayers"], dtype=float)
+    R = np.stack([np.asarray(data["per_seed"][p]) for p in PLACEMENTS], axis=1)  # (seeds, P, N)
+    post, pre, adm = (PLACEMENTS.index(p) for p in ("post", "pre", "admin"))
+    return {
+        "r2": stats.bootstrap_rows(R, lambda r: _log_fit(N, r[:, adm].mean(axis=0))[1]),
+        "b": stats.bootstrap_rows(R, lambda r: _log_fit(N, r[:, adm].mean(axis=0))[0]),
+        "pre_r2": _log_fit(N, R[:, pre].mean(axis=0))[1],
+        "amp": stats.bootstrap_rows(R, lambda r: r[:, post, -1].mean() / r[:, adm, -1].mean()),
+        "like_pre": stats.bootstrap_rows(R, lambda r: r[:, adm, -1].mean() / r[:, pre, -1].mean()),
+    }
+
+
+def _fraction(loss: list, ln_v: float, floor: float) -> list[float]:
+    """The share of the distance from ln V (uniform predictions) to the floor each run closed."""
+    return [(ln_v - b) / (ln_v - floor) for b in loss]
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    return _change_checks(data) + _train_checks(data["train"])
+
+
+def _change_checks(data: dict) -> list[Check]:
+    N = np.asarray(data["sublayers"], dtype=float)
+    f, Nmax, w = _fits(data), int(N[-1]), data["omega_last"]
+    mean = {p: np.asarray(v)[:, -1].mean() for p, v in data["per_seed"].items()}
+    log_ok = stats.all_of([stats.decide(f["r2"], LOG_R2, stats.ABOVE),
+                           stats.decide(f["b"], 0.0, stats.ABOVE)])
+    return [
+        Check("Admin's output change grows logarithmically in N, like Pre-LN's",
+              "O(log N): Admin ~165 and Pre-LN ~150 at N=200 (figure)",
+              f"fit a + b ln N: R^2 {f['r2'].text()}, b {f['b'].text()} (Pre-LN's R^2 "
+              f"{f['pre_r2']:.3f})", f"R^2 > {LOG_R2} and b > 0, bootstrap intervals over seeds "
+              "(papers.md section 5)", log_ok, "Liu et al. 2020, output-change figure [V]",
+              interval=[f["r2"].lo, f["r2"].hi], inconclusive=log_ok is None),
+        Check.decided("Post-LN amplifies a perturbation far more than Admin at depth",
+                      "~2100 vs ~165 at N=200 (ratio ~13)", f["amp"], AMPLIFICATION, "above",
+                      measured=f"post / admin at N={Nmax}: {f['amp'].text()} (post "
+                               f"{fmt(mean['post'])}, admin {fmt(mean['admin'])})",
+                      rule=f"bootstrap interval of post / admin at N={Nmax} > {AMPLIFICATION:g} "
+                           f"(papers.md section 5)", source="Liu et al. 2020 [V]"),
+        Check("Admin's output change is Pre-LN's size", "Admin ~165 vs Pre-LN ~150 at N=200",
+              f"admin / pre at N={Nmax}: {f['like_pre'].text()}",
+              "shown (the paper gives no tolerance)", None, "Liu et al. 2020 [V]",
+              interval=[f["like_pre"].lo, f["like_pre"].hi]),
+        Check("Admin keeps Post-LN's form: every sublayer ends with a LayerNorm",
+              "x_i = LN(x_{i-1} omega_i + F_i(x_{i-1}))",
+              f"max |row mean|, |row variance - 1| of Admin's output: "
+              f"{fmt(data['admin_norm_err'])}",
+              "< 1e-3 (true by construction)", data["admin_norm_err"] < 1e-3,
+              "Liu et al. 2020, Admin [V]", identity=True),
+        Check("The profiled omega of the last sublayer grows like sqrt(N)",
+              "omega_i^2 = Var[x_0] + sum_{j<i} Var[F_j] (official adaptive-profiling)",
+              "omega_N / sqrt(N) = " + ", ".join(f"{v / np.sqrt(n):.2f}"
+                                                 for v, n in zip(w, N)) + f" at N = "
+              + ", ".join(str(int(n)) for n in N), "shown", None,
+              "Transformer-Clinic, transformer_layer.py [V]"),
+    ]
+
+
+def _train_checks(t: dict) -> list[Check]:
+    loss, floor = t["loss"], t["floor"]
+    frac = {p: _fraction(loss[p], t["ln_v"], floor) for p in PLACEMENTS}
+    at = f"L={t['depth']}, lr={t['lr']:g}, no warmup"
+    post_fails = stats.mean_interval(frac["post"])
+    admin_trains = stats.mean_interval(frac["admin"])
+    gap = stats.paired_interval(loss["post"], loss["admin"])
+    vs_pre = stats.paired_interval(loss["admin"], loss["pre"])
+    bleu = ("BLEU 6L: Post 27.80 / Pre 27.27 / Admin 27.90; 18L: Post failed / Pre 28.38 / "
+            "Admin 29.03")
+    return [
+        Check.decided(f"Post-LN fails at this depth without warmup ({at})",
+                      "Post-LN 'failed' at 12L and 18L (Table)", post_fails, HALF, "below",
+                      measured=f"share of the way from ln V to the floor closed: "
+                               f"{post_fails.text()} ({t['diverged']['post']} diverged)",
+                      rule=f"interval < {HALF} (closes less than half the distance from ln V to "
+                           f"the floor)",
+                      source="Liu et al. 2020, Table [S]"),
+        Check.decided(f"Admin trains there ({at})", bleu, admin_trains, HALF, "above",
+                      measured=f"share closed: {admin_trains.text()} ({t['diverged']['admin']} "
+                               f"diverged)", rule=f"interval > {HALF}",
+                      source="Liu et al. 2020, Table [S]"),
+        Check.decided("Admin ends clearly below Post-LN", bleu, gap, GAP, "above",
+                      measured=f"post - admin = {gap.text()} nats (post "
+                               f"{fmt(np.mean(loss['post']))}, admin "
+                               f"{fmt(np.mean(loss['admin']))})",
+                      rule=f"paired interval > {GAP} nats (papers.md sections 1, 6)",
+                      source="Liu et al. 2020, Table [S]"),
+        Check.decided("Admin ends at or below Pre-LN", bleu, vs_pre, PARITY, "below",
+                      measured=f"admin - pre = {vs_pre.text()} nats (pre "
+                               f"{fmt(np.mean(loss['pre']))}; floor {fmt(floor)})",
+                      rule=f"paired interval < +{PARITY} nats (papers.md section 10's parity "
+                           f"tolerance)", source="Liu et al. 2020, Table [S]"),
+    ]
+
+
+def headline(data: dict, config: Config) -> str:
+    N, raw, t = data["sublayers"][-1], data["per_seed"], data["train"]
+    m = {p: float(np.mean(np.asarray(raw[p])[:, -1])) for p in PLACEMENTS}
+    loss = {p: fmt(np.mean(t["loss"][p])) for p in PLACEMENTS}
+    return (f"||dF||^2 at N={N}: post {fmt(m['post'])}, pre {fmt(m['pre'])}, admin "
+            f"{fmt(m['admin'])}; final loss at L={t['depth']} without warmup: post {loss['post']}, "
+            f"pre {loss['pre']}, admin {loss['admin']} (floor {fmt(t['floor'])})")
+
+
+def plot(result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, moving_average, save, style
+
+    d, t = result.data, result.data["train"]
+    N = np.asarray(d["sublayers"], dtype=float)
+    fig, (a, b, c) = figure(3)
+    for p in PLACEMENTS:
+        raw = np.asarray(d["per_seed"][p])  # (seeds, len(N))
+        a.errorbar(N, raw.mean(axis=0), yerr=2 * raw.std(axis=0, ddof=1) / np.sqrt(len(raw)),
+                   fmt="o-", ms=4, capsize=3, color=COLORS[p], label=p)
+    a.set_xscale("log")
+    a.set_yscale("log")
+    style(a, "output change vs depth (a; bars: 2 s.e.)", "sublayers N",
+          "||F(x,W) - F(x,W+delta)||^2")
+    for k, p in enumerate(PLACEMENTS):
+        vals = t["loss"][p]
+        b.scatter(np.full(len(vals), k), vals, color=COLORS[p], s=18, zorder=3)
+        b.bar(k, np.mean(vals), color=COLORS[p], alpha=0.35, label=p)
+    b.axhline(t["floor"], color="k", ls=":", lw=0.9, label="entropy floor")
+    b.set_xticks(range(len(PLACEMENTS)), PLACEMENTS)
+    style(b, f"final loss, L={t['depth']}, no warmup (b, c)", "placement",
+          "final validation loss (nats/token)")
+    for p, cv in t["curves"].items():
+        c.plot(cv["steps"], moving_average(cv["nll"]), color=COLORS[p], lw=1.2, label=p)
+    c.axhline(t["floor"], color="k", ls=":", lw=0.9)
+    style(c, f"training loss (seed {t['seeds'][0]})", "step", "training NLL (smoothed)")
+    return [save(fig, out_dir, "admin.png")]

@@ -1,0 +1,202 @@
+"""``deepnet-update``: Wang et al. 2022 (DeepNet)'s diagnosis of Post-LN at depth: the model update
+||F(x, W_t) - F(x, W_0)|| explodes in the first optimizer steps, and DeepNorm bounds it.
+
+A grid of training runs of normlab's GPT on the Markov source through the sweep API: Post-LN,
+DeepNorm (alpha = (2M)^(1/4) on the skip path, Xavier gain beta = (8M)^(-1/4) on v, the output and
+the MLP), Pre-LN and Admin, the papers' Xavier init with unit-variance embeddings, Adam without
+warmup (``base``). The Trainer's ``update_probe`` measures the update on a fixed probe batch after
+each of the first steps with the real AdamW updates: F is the stack's output (the input of the LM
+head, ``GPT.hidden``), the L2 norm of its change per token averaged over the batch. The change of
+the logits (which also moves with the head's own learning) is recorded beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...models import GPTConfig
+from ...train import TrainConfig
+from .. import stats
+from ..framework import Card, Check, fmt
+from ._training import require_finished, run_grid, seed_losses
+
+CARD = Card(
+    name="deepnet-update",
+    title="The exploding model update of deep Post-LN, and DeepNorm's bound (Wang et al. 2022)",
+    citation="Wang et al. 2022, 'DeepNet: Scaling Transformers to 1,000 Layers', Sec. 3 "
+             "(instability of deep Transformers) and Sec. 4; Liu et al. 2020 (Admin)",
+    claim="At depth, Post-LN's output moves a lot in the first optimizer steps (the model update "
+          "||F(x, W_t) - F(x, W_0)|| spikes), its LayerNorm inputs grow and its gradients vanish, "
+          "and training stalls; DeepNorm's scaled residual keeps the update O(eta) and trains.",
+    published="Post-LN's model update explodes at the start of training, DeepNet's stays small "
+              "(Fig. 3); DeepNet 18L/50L/100L BLEU 28.8 / 29.0 / 28.9 where Post-LN diverges "
+              "(Table 1); the update bound is independent of depth",
+    method="normlab GPT on the Markov source, Post-LN / DeepNorm / Pre-LN / Admin without warmup "
+           "(`base`: Xavier init, unit-variance embeddings, Adam (0.9, 0.98), cosine, no weight "
+           "decay or clipping); the update of the stack's output on a fixed probe batch after "
+           "each of the first `base.update_probe` steps (the Trainer's update_probe), `seeds` "
+           "seeds, run as one sweep.",
+    explanation="Wang et al. trace Post-LN's failure at depth to the first updates: with N "
+                "sublayers each leaning on its branch, one Adam step moves the output by O(N "
+                "eta), the inputs of the LayerNorms grow, their Jacobians (sqrt(d)/||x||, see "
+                "layernorm-jacobian) shrink the gradients, and the model settles in a bad "
+                "region. DeepNorm multiplies the skip path by alpha > 1 and the branches' "
+                "initial weights by beta < 1, chosen so that the update is bounded by O(eta) "
+                "whatever the depth; warmup or a smaller init mitigate the same thing. Pre-LN's "
+                "identity skip path and Admin's profiled omega also keep the early update small.",
+    short="deep Post-LN's first-steps model update explodes, DeepNorm's is bounded and it trains",
+)
+
+PLACEMENTS = ("post", "deepnorm", "pre", "admin")
+SPIKE = 3.0  # max over the first 20 steps: Post-LN's update > 3 x DeepNorm's (papers.md sec. 6)
+GAP = 0.1  # nats: DeepNorm's final loss below Post-LN's by > 0.1 (papers.md section 6)
+
+BASE = TrainConfig(  # the papers' init; the rule's depth M = 36 and 500 steps are the full size
+    model=GPTConfig(vocab_size=16, seq_len=16, n_layers=12, d_model=32, n_heads=4,
+                    init_std=32**-0.5, init="xavier", embed_scale=32**0.5),
+    data="markov", markov_order=1, steps=150, batch_size=16, schedule="cosine", lr=1e-3,
+    warmup=0, beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=50, eval_batches=4,
+    update_probe=20)
+
+
+@dataclass(frozen=True)
+class Config:
+    base: TrainConfig = BASE  # every run's model, data, optimizer and probe (the placement and
+    #                           the seed vary); base.update_probe = the t <= 20 of the rule
+    seeds: int = 3  # training seeds per placement (seed, seed + 1, ...)
+    seed: int = 0  # first training seed (the Markov source's "language" is fixed)
+
+
+SIZES = {
+    "tiny": {"base.steps": 30, "base.eval_interval": 15, "base.batch_size": 8,
+             "base.update_probe": 10, "base.model.n_layers": 2, "base.model.d_model": 16,
+             "base.model.n_heads": 2, "base.model.seq_len": 8, "base.model.init_std": 16**-0.5,
+             "base.model.embed_scale": 16**0.5, "seeds": 2},
+    "quick": {},
+    "full": {"base.model.n_layers": 36, "base.steps": 500, "base.eval_interval": 100,
+             "base.update_probe": 100, "seeds": 5},
+}
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    series = {k: (lambda rec, k=k: rec[k]) for k in ("model_update", "logit_update")}
+    series["nll"] = lambda rec: rec["nll"]
+    runs = run_grid(cfg.base, {p: {"model.placement": p} for p in PLACEMENTS}, ctx,
+                    lrs=[cfg.base.lr], seeds=seeds, series=series, name="deepnet-update")
+    require_finished(runs)
+    by = {p: sorted((r for r in runs if r.variant == p), key=lambda r: r.seed) for p in PLACEMENTS}
+    return {
+        "seeds": seeds, "lr": cfg.base.lr, "depth": cfg.base.model.n_layers,
+        "steps": cfg.base.steps, "probe": cfg.base.update_probe,
+        "floor": next(r.entropy_floor for r in runs if r.entropy_floor is not None),
+        "loss": {p: seed_losses(runs, p)[cfg.base.lr] for p in PLACEMENTS},
+        "peak": {p: {k: [r.peaks.get(k) for r in by[p]] for k in ("model_update", "logit_update")}
+                 for p in PLACEMENTS},
+        "first": {p: [r.curves["model_update"][0] if r.curves.get("model_update") else None
+                      for r in by[p]] for p in PLACEMENTS},  # the update after one step
+        "diverged": {p: sum(r.status == "diverged" for r in by[p]) for p in PLACEMENTS},
+        "curves": {p: {"steps": by[p][0].steps, "update": by[p][0].curves["model_update"],
+                       "nll": by[p][0].curves["nll"]} for p in PLACEMENTS}}
+
+
+def _log_peaks(data: dict, p: str, key: str = "model_update") -> list[float]:
+    """ln of each seed's largest update over the probed steps; a run that stopped before its
+    first probe counts as no update measured (inf: the spike was a blow-up)."""
+    return [np.log(v) if v is not None and v > 0 else np.inf for v in data["peak"][p][key]]
+
+
+def _ratio_interval(data: dict, a: str, b: str, key: str = "model_update",
+                    which: str = "peak") -> stats.Interval:
+    """The paired interval over seeds of ln(update of a / update of b): the largest over the
+    probed steps (``which="peak"``) or the first step's (``"first"``, stack output only)."""
+    if which == "first":
+        la, lb = (np.asarray([np.log(v) if v else np.inf for v in data["first"][p]])
+                  for p in (a, b))
+    else:
+        la, lb = np.asarray(_log_peaks(data, a, key)), np.asarray(_log_peaks(data, b, key))
+    big = 50.0  # a blow-up before the first probe: read as an update e^50 times larger
+    return stats.paired_interval(np.where(np.isfinite(la), la, big),
+                                 np.where(np.isfinite(lb), lb, big))
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    loss, n, M = data["loss"], data["probe"], data["depth"]
+    spike = _ratio_interval(data, "post", "deepnorm")
+    logits = _ratio_interval(data, "post", "deepnorm", "logit_update")
+    gap = stats.paired_interval(loss["post"], loss["deepnorm"])
+    peak = {p: float(np.exp(np.mean(_log_peaks(data, p)))) for p in PLACEMENTS}
+    at = f"M={M}, lr={data['lr']:g}, no warmup"
+    others = {p: _ratio_interval(data, p, "deepnorm") for p in ("pre", "admin")}
+    first = {p: _ratio_interval(data, p, "deepnorm", which="first")
+             for p in ("post", "pre", "admin")}
+    return [
+        Check.decided(f"Post-LN's model update in the first {n} steps far exceeds DeepNorm's "
+                      f"({at})", "Post-LN's update explodes at the start, DeepNet's stays small "
+                      "(Fig. 3)", spike, float(np.log(SPIKE)), "above",
+                      measured=f"ln(max_t post / max_t deepnorm) = {spike.text()} (ratio "
+                               f"{np.exp(spike.mean):.2f}; geometric-mean peaks: post "
+                               f"{fmt(peak['post'])}, deepnorm {fmt(peak['deepnorm'])})",
+                      rule=f"paired interval > ln {SPIKE:g} (papers.md section 6: max over t <= "
+                           f"20 of Post-LN's update > 3x DeepNorm's)",
+                      source="Wang et al. 2022, Sec. 3 [S]"),
+        Check.decided(f"DeepNorm ends clearly below Post-LN ({at}, {data['steps']} steps)",
+                      "Post-LN diverges at depth; DeepNet 28.8-29.0 BLEU (Table 1)", gap, GAP,
+                      "above",
+                      measured=f"post - deepnorm = {gap.text()} nats (post "
+                               f"{fmt(np.mean(loss['post']))}, deepnorm "
+                               f"{fmt(np.mean(loss['deepnorm']))}; {data['diverged']['post']} "
+                               f"Post-LN run(s) diverged)",
+                      rule=f"paired interval > {GAP} nats (papers.md section 6, at step 500)",
+                      source="Wang et al. 2022, Table 1 [S]"),
+        Check("Pre-LN's and Admin's early updates beside DeepNorm's", "- (Pre-LN trains; Admin "
+              "degrades at depth in Table 1)",
+              "; ".join(f"ln(max {p} / max deepnorm) = {iv.text()}" for p, iv in others.items())
+              + f"; final loss pre {fmt(np.mean(loss['pre']))}, admin "
+              f"{fmt(np.mean(loss['admin']))} (floor {fmt(data['floor'])})", "shown", None,
+              "Wang et al. 2022 [S]"),
+        Check("After one step: the update of the first optimizer step against DeepNorm's",
+              "Post-LN's update explodes at the start of training (Fig. 3)",
+              "; ".join(f"{p} / deepnorm = {np.exp(iv.mean):.2f} (ln {iv.text()})"
+                        for p, iv in first.items()),
+              "shown (papers.md's rule reads the largest update over the first 20 steps)", None,
+              "Wang et al. 2022, Sec. 3 [S]",
+              note="the stack's output has norm sqrt(d) per token, so its change saturates near "
+                   "sqrt(2d) once the output decorrelates from its start; see the notes"),
+        Check("The same ratio on the logits (the head's own learning included)", "-",
+              f"ln(max post / max deepnorm) of the logits' change = {logits.text()}",
+              "shown: F is the stack's output, as in DeepNet's bound and output-change", None,
+              "normlab [D]", note="the logits also move as the head learns the unigram "
+                                  "distribution, in every arm alike"),
+    ]
+
+
+def headline(data: dict, config: Config) -> str:
+    peak = {p: fmt(float(np.exp(np.mean(_log_peaks(data, p))))) for p in PLACEMENTS}
+    loss = {p: fmt(np.mean(data["loss"][p])) for p in PLACEMENTS}
+    return (f"M={data['depth']}: max update over the first {data['probe']} steps post "
+            f"{peak['post']}, deepnorm {peak['deepnorm']}, pre {peak['pre']}, admin "
+            f"{peak['admin']}; final loss post {loss['post']}, deepnorm {loss['deepnorm']}, pre "
+            f"{loss['pre']}, admin {loss['admin']} (floor {fmt(data['floor'])})")
+
+
+def plot(result, out_dir) -> list[str]:
+    from ..plotting import COLORS, figure, moving_average, save, style
+
+    d = result.data
+    fig, (a, b) = figure(2)
+    for p in PLACEMENTS:
+        cv = d["curves"][p]
+        probed = [(t + 1, v) for t, v in zip(cv["steps"], cv["update"]) if v is not None]
+        if probed:  # the update after step t is the (t + 1)-th
+            a.plot(*zip(*probed), "o-", ms=3, color=COLORS[p], label=p)
+        b.plot(cv["steps"], moving_average(cv["nll"]), color=COLORS[p], lw=1.2, label=p)
+    a.set_yscale("log")
+    style(a, f"model update, M={d['depth']} (seed {d['seeds'][0]})", "optimizer steps t",
+          "||F(x, W_t) - F(x, W_0)|| per token")
+    b.axhline(d["floor"], color="k", ls=":", lw=0.9, label="entropy floor")
+    style(b, "training loss", "step", "training NLL (smoothed)")
+    return [save(fig, out_dir, "deepnet_update.png")]

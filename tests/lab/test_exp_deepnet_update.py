@@ -1,0 +1,48 @@
+"""The deepnet-update experiment at its tiny size (in this process): DeepNorm's first updates are
+smaller than Post-LN's, the probe covers exactly the first steps, and a divergence path (a
+diverged run is its loss at init, a blow-up before the first probe an infinite spike; every
+check still evaluates)."""
+
+import json
+
+import numpy as np
+
+from normlab._files import jsonable
+from normlab.lab import framework as E
+from normlab.lab.experiments import deepnet_update as dn
+
+_CACHE = {}
+
+
+def tiny():
+    if "r" not in _CACHE:
+        _CACHE["r"] = E.run_experiment("deepnet-update", size="tiny", seed=0,
+                                       executor="serial").result
+    return _CACHE["r"]
+
+
+def test_deepnorms_early_update_is_below_post_lns():
+    d = tiny().data
+    peak = {p: np.asarray(d["peak"][p]["model_update"]) for p in dn.PLACEMENTS}
+    assert np.all(peak["deepnorm"] < peak["post"])  # seed by seed
+    for p in dn.PLACEMENTS:
+        cv = d["curves"][p]
+        probed = [v for v in cv["update"] if v is not None]
+        assert len(probed) == d["probe"] and all(v > 0 for v in probed)
+
+
+def test_result_shape_and_checks():
+    r = tiny()
+    assert r.verdict == E.verdict_of(r.checks)
+    assert sum(c.counted for c in r.checks) == 2
+    json.dumps(r.data, allow_nan=False)
+
+
+def test_a_diverged_run_is_recorded_and_judged():
+    config = E.configure(dn, "tiny", overrides={"base.lr": 50.0, "base.divergence_factor": 1.2,
+                                                "base.steps": 12})
+    data = dn.measure(config, E.RunContext(executor="serial"))
+    assert sum(data["diverged"].values()) > 0
+    assert all(np.isfinite(v) for losses in data["loss"].values() for v in losses)
+    checks = dn.judge(json.loads(json.dumps(jsonable(data))), config)
+    assert checks[0].interval is not None and all(np.isfinite(checks[0].interval))

@@ -1,0 +1,43 @@
+"""The layernorm-jacobian experiment at its tiny size: the power iteration on normlab's VJPs
+against the closed forms (identities), and the direction of the mechanism: the final LayerNorm's
+Jacobian shrinks with depth in Pre-LN and not in Post-LN."""
+
+import numpy as np
+import pytest
+
+from normlab.lab import framework as E
+from normlab.lab.experiments import layernorm_jacobian as lj
+
+
+@pytest.fixture(scope="module")
+def result():
+    return E.run_experiment("layernorm-jacobian", size="tiny", seed=0).result
+
+
+def test_power_iteration_meets_the_closed_forms(result):
+    for r in result.data["unit"]:
+        assert r["power"] == pytest.approx(r["closed"], rel=1e-9)
+        assert r["power"] <= r["sqrt_d_over_centred"] * (1 + 1e-12)  # Lemma 3, exactly
+    for r in result.data["gain"]:
+        assert r["power"] == pytest.approx(r["svd"], rel=1e-6) and r["svd"] <= r["bound"] * 1.0001
+    assert all(c.passed for c in result.checks if c.identity)
+
+
+def test_pre_lns_final_norm_shrinks_with_depth_post_lns_does_not(result):
+    s = result.data["stream"]
+    pre, post = (np.asarray(s[p]["jac"]).mean(axis=0) for p in ("pre", "post"))
+    assert np.all(np.diff(pre) < 0) and pre[-1] < 0.7 * pre[0]
+    assert abs(np.log(post[-1] / post[0])) < 0.2
+    sq = np.asarray(s["pre"]["sq"]).mean(axis=0)
+    assert np.all(np.diff(sq) > 0)  # the stream the norm reads grows (Lemma 2)
+
+
+def test_a_wrong_backward_is_caught(monkeypatch):
+    """The identity rows test normlab's backward: a backward off by 1% fails them."""
+    real = lj.layer_norm_backward
+    monkeypatch.setattr(lj, "layer_norm_backward",
+                        lambda v, cache: (1.01 * real(v, cache)[0],) + real(v, cache)[1:])
+    config = E.configure(lj, "tiny", overrides={"depths": (2, 4), "seeds": 2})
+    checks = lj.judge(lj.measure(config, E.RunContext()), config)
+    assert not checks[1].passed  # ||J_LN|| against the closed form
+
