@@ -63,13 +63,34 @@ def xiong_model(placement: str, n_layers: int, *, d: int, vocab: int, seq_len: i
     return gaussian_inputs_(model, rng)
 
 
-def hidden_states(model: GPT, idx: np.ndarray) -> np.ndarray:
-    """The model's output before the head, (B, T, C): embeddings, blocks, final norm (the lines
-    of ``GPT._trunk`` without the head)."""
-    T = idx.shape[1]
-    x = model.wte(idx)
-    if hasattr(model, "wpe"):
-        x = x + model.wpe(np.arange(T))
+def output_change(placement: str, N: int, *, d: int, n_heads: int, seq_len: int, inputs: int,
+                  delta_std: float, seed: int) -> tuple[float, float, float]:
+    """Liu et al.'s output change of one model: N sublayers (N/2 normlab GPT blocks: causal
+    attention and a ReLU FFN 4d, Xavier weights, DeepNorm's gain for deepnorm, Gaussian inputs)
+    map a fixed input of ``inputs`` sequences of ``seq_len`` tokens to F(x0, W); every block
+    weight is perturbed by delta ~ N(0, delta_std^2 / d). Returns ||F(x0, W) - F(x0, W + delta)||^2
+    averaged over the tokens, Admin's last omega (1 for the other placements; profiled on another
+    batch from its own generator) and how far the output's rows are from mean 0, variance 1. The
+    placements draw the same weights, input and perturbation for one ``(seed, N)``."""
+    L = N // 2
+    mc = GPTConfig(vocab_size=64, seq_len=seq_len, n_layers=L, d_model=d, n_heads=n_heads,
+                   d_ff=4 * d, activation="relu", placement=placement, norm="layernorm",
+                   init_std=d**-0.5, dtype="float32")
+    rng = np.random.default_rng([seed, N])
+    model = GPT(mc, rng=rng)
+    xavier_(model, rng, beta=deepnorm_beta(L) if placement == "deepnorm" else 1.0)
+    gaussian_inputs_(model, rng)
+    idx = rng.integers(0, 64, size=(inputs, seq_len))  # (B, T) the fixed input x0
+    omega = 1.0
+    if placement == "admin":
+        other = np.random.default_rng([seed, N, 1]).integers(0, 64, (4, seq_len))
+        omega = model.profile_admin(other)[-1]
+    F0 = model.hidden(idx).astype(np.float64)  # (B, T, C)
     for blk in model.blocks:
-        x = blk(x)
-    return model.norm_f(x)
+        for lin in (blk.attn.branch.qkv, blk.attn.branch.proj, blk.mlp.branch.fc,
+                    blk.mlp.branch.proj):
+            w = lin.params["weight"]
+            w += rng.normal(0.0, delta_std / np.sqrt(d), w.shape).astype(w.dtype)
+    F1 = model.hidden(idx).astype(np.float64)
+    norm_err = float(max(np.abs(F1.mean(-1)).max(), np.abs(F1.var(-1) - 1).max()))
+    return float(np.mean(np.sum((F1 - F0) ** 2, axis=-1))), omega, norm_err

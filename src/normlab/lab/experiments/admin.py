@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...models import GPT, GPTConfig
+from ...models import GPTConfig
 from ...train import TrainConfig
 from .. import stats
 from ..framework import Card, Check, fmt
-from ._setups import gaussian_inputs_, hidden_states, xavier_
+from ._setups import output_change
 from ._training import require_finished, run_grid, seed_losses
 
 CARD = Card(
@@ -102,31 +102,10 @@ SIZES = {
 
 
 def _change(placement: str, N: int, cfg: Config, i: int) -> tuple[float, float, float]:
-    """||dF||^2 (mean over tokens) of model i with N sublayers, Admin's last omega (1 for the
-    other placements) and how far the output's rows are from mean 0, variance 1. The arms draw
-    the same weights, input and perturbation."""
-    L, d = N // 2, cfg.d_model
-    mc = GPTConfig(vocab_size=64, seq_len=cfg.seq_len, n_layers=L, d_model=d,
-                   n_heads=cfg.n_heads, d_ff=4 * d, activation="relu", placement=placement,
-                   norm="layernorm", init_std=d**-0.5, dtype="float32")
-    rng = np.random.default_rng([cfg.seed + i, N])
-    model = GPT(mc, rng=rng)
-    xavier_(model, rng)
-    gaussian_inputs_(model, rng)
-    idx = rng.integers(0, 64, size=(cfg.inputs, cfg.seq_len))  # (B, T) the fixed input x0
-    omega = 1.0
-    if placement == "admin":  # profiled on another batch, drawn from its own generator
-        other = np.random.default_rng([cfg.seed + i, N, 1]).integers(0, 64, (4, cfg.seq_len))
-        omega = model.profile_admin(other)[-1]
-    F0 = hidden_states(model, idx).astype(np.float64)  # (B, T, C)
-    for blk in model.blocks:
-        for lin in (blk.attn.branch.qkv, blk.attn.branch.proj, blk.mlp.branch.fc,
-                    blk.mlp.branch.proj):
-            w = lin.params["weight"]
-            w += rng.normal(0.0, cfg.delta_std / np.sqrt(d), w.shape).astype(w.dtype)
-    F1 = hidden_states(model, idx).astype(np.float64)
-    norm_err = float(max(np.abs(F1.mean(-1)).max(), np.abs(F1.var(-1) - 1).max()))
-    return float(np.mean(np.sum((F1 - F0) ** 2, axis=-1))), omega, norm_err
+    """||dF||^2 (mean over tokens) of model i with N sublayers, Admin's last omega and how far
+    the output's rows are from mean 0, variance 1 (``_setups.output_change``)."""
+    return output_change(placement, N, d=cfg.d_model, n_heads=cfg.n_heads, seq_len=cfg.seq_len,
+                         inputs=cfg.inputs, delta_std=cfg.delta_std, seed=cfg.seed + i)
 
 
 def _output_change(cfg: Config, ctx, work: int) -> dict:

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...models import GPT, GPTConfig, deepnorm_beta
 from .. import stats as S
 from ..framework import Card, Check, fmt
-from ._setups import gaussian_inputs_, hidden_states, xavier_
+from ._setups import output_change
 
 CARD = Card(
     name="output-change",
@@ -39,7 +38,7 @@ CARD = Card(
                 "and Admin/DeepNorm-style rescaling at depth.",
 )
 
-PLACEMENTS = ("post", "pre", "deepnorm")
+PLACEMENTS = ("post", "pre", "deepnorm", "admin")  # admin: shown here, judged in admin
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,8 @@ class Config:
     sublayers: tuple[int, ...] = (2, 4, 10, 20, 50, 100, 200)  # N: attention + FFN sublayers
     d_model: int = 64  # d: width
     n_heads: int = 4  # attention heads (head width d / n_heads)
-    seq_len: int = 32  # tokens of the fixed input x0
+    seq_len: int = 32  # tokens of each sequence of the fixed input x0
+    inputs: int = 4  # sequences in x0: the change is averaged over all their tokens
     delta_std: float = 0.02  # the perturbation: delta ~ N(0, delta_std^2 / d) on every weight
     seeds: int = 8  # initializations (and inputs, perturbations) averaged over
     dtype: str = "float32"  # parameter and activation dtype
@@ -62,24 +62,8 @@ SIZES = {
 
 
 def _change(placement: str, N: int, cfg: Config, i: int) -> float:
-    L = N // 2
-    d = cfg.d_model
-    mc = GPTConfig(vocab_size=64, seq_len=cfg.seq_len, n_layers=L, d_model=d,
-                   n_heads=cfg.n_heads, d_ff=4 * d, activation="relu", placement=placement,
-                   norm="layernorm", init_std=d**-0.5, dtype=cfg.dtype)
-    rng = np.random.default_rng([cfg.seed + i, N])
-    model = GPT(mc, rng=rng)
-    xavier_(model, rng, beta=deepnorm_beta(L) if placement == "deepnorm" else 1.0)
-    gaussian_inputs_(model, rng)
-    idx = rng.integers(0, 64, size=(1, cfg.seq_len))  # (1, T) the fixed input x0
-    F0 = hidden_states(model, idx).astype(np.float64)  # (1, T, C)
-    for blk in model.blocks:
-        for lin in (blk.attn.branch.qkv, blk.attn.branch.proj, blk.mlp.branch.fc,
-                    blk.mlp.branch.proj):
-            w = lin.params["weight"]
-            w += rng.normal(0.0, cfg.delta_std / np.sqrt(d), w.shape).astype(w.dtype)
-    F1 = hidden_states(model, idx).astype(np.float64)
-    return float(np.mean(np.sum((F1 - F0) ** 2, axis=-1)))  # mean over tokens of ||dF||^2
+    return output_change(placement, N, d=cfg.d_model, n_heads=cfg.n_heads, seq_len=cfg.seq_len,
+                         inputs=cfg.inputs, delta_std=cfg.delta_std, seed=cfg.seed + i)[0]
 
 
 def _r2(x, y) -> tuple[float, float]:
@@ -121,7 +105,7 @@ def _fits(data: dict) -> dict:
     fits and ratios the checks read."""
     N = np.array(data["sublayers"], dtype=float)
     R = np.stack([np.asarray(data["per_seed"][p]) for p in PLACEMENTS], axis=1)  # (seeds, P, N)
-    post, pre, dn = (PLACEMENTS.index(p) for p in ("post", "pre", "deepnorm"))
+    post, pre, dn, adm = (PLACEMENTS.index(p) for p in ("post", "pre", "deepnorm", "admin"))
     small, tail = N <= 50, N >= 10
 
     def fit(x, j, mask):
@@ -138,6 +122,8 @@ def _fits(data: dict) -> dict:
         "dn_flat": S.bootstrap_rows(R, lambda r: r[:, dn, -1].mean() / r[:, dn, 0].mean()),
         "dn_below": [S.paired_interval(np.log(R[:, post, j]), np.log(R[:, dn, j]))
                      for j in np.flatnonzero(tail)],
+        "admin_r2": S.bootstrap_rows(R, lambda r: fit(np.log(N), adm, N > 0)(r)[1]),
+        "admin_pre": S.bootstrap_rows(R, lambda r: r[:, adm, -1].mean() / r[:, pre, -1].mean()),
     }
 
 
@@ -179,6 +165,11 @@ def judge(data: dict, config: Config) -> list[Check]:
              f"ln(post / deepnorm) at N >= 10: {', '.join(iv.text(2) for iv in f['dn_below'])}",
              f"change(N={Nmax}) / change(N={N0}) < {DN_FLAT:g} and below Post-LN at every "
              "N >= 10, intervals over seeds", dn_ok, "Wang et al. 2022 [S]"),
+        Check("Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
+              "Admin ~165 vs Pre-LN ~150 at N=200 (figure)",
+              f"Admin a + b ln N: R^2 {f['admin_r2'].text()}; admin / pre at N = {Nmax}: "
+              f"{f['admin_pre'].text()}", "shown here, decided in the admin experiment (its "
+              "claims are counted once)", None, "Liu et al. 2020 [V]"),
     ]
 
 
@@ -194,6 +185,9 @@ def headline(data: dict, config: Config) -> str:
             f"{f['ratio_top'].text(2)}; pre vs ln N R^2 {f['pre_r2'].text(2)}")
 
 
+LABELS = {"deepnorm": "DeepNorm", "admin": "Admin"}
+
+
 def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
@@ -203,8 +197,7 @@ def plot(result, out_dir) -> list[str]:
     for ax, xscale in ((a, "linear"), (b, "log")):
         for p in PLACEMENTS:
             ax.errorbar(N, d["mean"][p], yerr=2 * np.asarray(d["sem"][p]), fmt="o-", ms=4,
-                        capsize=3,
-                        color=COLORS[p], label=f"{p}-LN" if p != "deepnorm" else "DeepNorm")
+                        capsize=3, color=COLORS[p], label=LABELS.get(p, f"{p}-LN"))
         ax.set_xscale(xscale)
     style(a, "output change vs depth (bars: 2 s.e. over seeds)", "sublayers N",
           "||F(x,W) - F(x,W+delta)||^2")
