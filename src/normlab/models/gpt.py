@@ -24,8 +24,6 @@ import numpy as np
 
 from .. import _checks as ck
 from ..functional import (
-    cross_entropy_backward,
-    cross_entropy_forward,
     linear_backward,
     linear_forward,
     rope_frequencies,
@@ -140,7 +138,7 @@ class GPT(Module):
         ``backward``. Targets equal to ``normlab.functional.IGNORE_INDEX`` carry no loss."""
         cfg = self.config
         logits = self._trunk(idx)
-        loss, self._loss_cache = cross_entropy_forward(
+        loss, self._loss_cache = self.op("cross_entropy_forward")(
             logits, targets, softcap=cfg.final_softcap, z_loss=cfg.z_loss,
             label_smoothing=cfg.label_smoothing,
         )
@@ -179,7 +177,7 @@ class GPT(Module):
             raise RuntimeError("GPT.backward called before forward(idx, targets)")
         cfg = self.config
         n = self.numerics
-        dlogits, _ = cross_entropy_backward(dloss, self._loss_cache)  # (B, T, V)
+        dlogits, _ = self.op("cross_entropy_backward")(dloss, self._loss_cache)  # (B, T, V)
         if cfg.tie_embeddings:
             dx, dW, _ = linear_backward(n.grad(dlogits, "dhead"), self._head_cache)
             self.wte.accumulate("weight", n.output(dW, "dhead_weight"))

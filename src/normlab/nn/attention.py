@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks as ck
-from ..functional import attention_backward, attention_forward
 from ..functional.attention import QK_NORMS, _norm_backward, _norm_forward
 from .linear import Linear
 from .module import Module
@@ -110,7 +109,7 @@ class CausalSelfAttention(Module):
         q, k, v = self._split(self.qkv(x))  # (B, H, T, D), (B, Hkv, T, D) x 2
         per_head = self.qk_norm if self.qk_norm_scope == "head" else "none"
         rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
-        y, self._cache = attention_forward(
+        y, self._cache = self.op("attention_forward")(
             q, k, v, self.params.get("q_norm") if per_head != "none" else None,
             self.params.get("k_norm") if per_head != "none" else None, qk_norm=per_head,
             qk_norm_eps=self.qk_norm_eps, rope=rope, softcap=self.softcap, p_drop=self.p_drop,
@@ -125,7 +124,7 @@ class CausalSelfAttention(Module):
         B, T, C = dout.shape
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
-        dq, dk, dv, dq_norm, dk_norm = attention_backward(dy, self._last_cache())
+        dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, self._last_cache())
         if self.qk_norm != "none" and self.qk_norm_scope == "head":
             self.accumulate("q_norm", dq_norm)
             self.accumulate("k_norm", dk_norm)
