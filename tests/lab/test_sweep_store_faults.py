@@ -1,6 +1,7 @@
 """The sweep store under faults: a store or run directory that cannot be written is named and the
 sweep goes on or stops cleanly; a damaged result is re-queued with its files kept aside, never
-trusted; --summary validates results; specs are bounded and their data_path checked first."""
+trusted; --summary validates results; specs are bounded, their data_path checked first, and a field
+that no point reads refused."""
 
 import json
 import os
@@ -146,6 +147,30 @@ def test_a_spec_data_path_is_checked_before_anything_is_dispatched(tmp_path, cap
     path.write_text('seeds = [0]\n[base]\ndata_path = "x.txt"\n')
     with pytest.raises(SpecError, match="data_path is read only with data='file'"):
         load_spec(path)
+
+
+@pytest.mark.parametrize("body,where,field", [
+    ('[base]\ndata = "pydoc"\nmarkov_order = 3\n[grid]\nlr = [1e-3, 1e-2]\n', "base", "markov_order"),
+    ('[base]\ndata = "copy"\n[grid]\nmarkov_alpha = [0.1, 0.5]\n', "grid", "markov_alpha"),
+    ('[grid]\nmomentum = [0.5, 0.9]\n', "grid", "momentum"),
+    ('[base]\nschedule = "constant"\n[random]\nsamples = 2\nmin_lr = [0.0, 1e-4]\n', "random",
+     "min_lr"),
+    ('[grid]\ndata = ["pydoc"]\nmodel.vocab_size = [30, 40]\n', "grid", "model.vocab_size"),
+])
+def test_a_spec_field_that_no_point_reads_is_refused(tmp_path, capsys, body, where, field):
+    path = tmp_path / "s.toml"
+    path.write_text(body)
+    with pytest.raises(SpecError, match=f"{where}.{field} is read only with") as info:
+        load_spec(path)
+    assert info.value.field == field
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_spec_field_that_some_points_read_is_accepted(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('[grid]\noptimizer = ["adamw", "sgd"]\nmomentum = [0.5, 0.9]\n')
+    assert len(load_spec(path).points()) == 4
 
 
 def test_a_spec_that_never_ends_is_refused_unread(tmp_path, capsys):

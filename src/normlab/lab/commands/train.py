@@ -13,9 +13,11 @@ Every argument is checked before the model is built, and a refusal is one line n
 (exit status 2): an output (``--json``, ``--checkpoint``) must be a new file or a regular file in
 an existing folder, and no output may name an input (``--data-path``, ``--resume``, a
 ``--precision`` policy file) or the other output; ``--data-path`` must be a regular text file of
-bounded size (``--data-path`` alone implies ``--data file``; with another ``--data`` it is refused,
-and so is ``--vocab-size`` where the corpus sets the vocabulary); the run's memory estimate
-(``normlab.train.budget``) must fit the machine. An existing ``--checkpoint`` file is replaced only
+bounded size (``--data-path`` alone implies ``--data file``; with another ``--data`` it is refused);
+a flag the run would not read is refused (``--vocab-size`` where the corpus sets the vocabulary,
+``--markov-order`` without ``--data markov``, ``--momentum`` without ``--optimizer sgd``, ...: see
+``normlab.train.config.READ_ONLY_WITH``); the run's memory estimate (``normlab.train.budget``) must
+fit the machine. An existing ``--checkpoint`` file is replaced only
 by the run it holds (``--resume`` of the same file) or with ``--overwrite``, and a run that stops
 early never writes its checkpoint: the file keeps the last state that can be resumed. A
 ``--resume`` of a run that already did its ``--steps`` says so and writes nothing.
@@ -104,7 +106,7 @@ def _config_error(exc: Exception) -> str:
 
 def _check_data_flags(args: argparse.Namespace) -> None:
     """``--data-path`` alone means ``--data file`` (said on stderr); with another ``--data`` it
-    is refused, and so is ``--vocab-size`` where a corpus sets the vocabulary."""
+    is refused."""
     from ..arguments import OVERRIDE
     from ..cli import UsageError
 
@@ -117,9 +119,23 @@ def _check_data_flags(args: argparse.Namespace) -> None:
         elif data != "file":
             raise UsageError(f"--data-path is read only with --data file; got --data {data} "
                              f"(drop --data-path, or give --data file)")
-    if data in ("pydoc", "file") and getattr(args, OVERRIDE + "model.vocab_size") is not None:
-        raise UsageError(f"--vocab-size: with --data {data} the corpus sets the vocabulary "
-                         f"(its distinct characters); drop --vocab-size")
+
+
+def _check_unread(args: argparse.Namespace, cfg) -> None:
+    """Refuse a flag the run would not read (``train.config.READ_ONLY_WITH``: ``--markov-order``
+    without ``--data markov``, ``--momentum`` without ``--optimizer sgd``, ...): silently ignoring
+    it would run something other than what was asked."""
+    from ...train.config import unread_fields
+    from ..arguments import config_overrides
+    from ..cli import UsageError
+
+    deciders = {name: getattr(cfg, name) for name in ("data", "schedule", "optimizer")}
+    for name, rule in unread_fields(config_overrides(args), deciders):
+        given, decider, value = flag(name), flag(rule.decider), deciders[rule.decider]
+        if rule.note:
+            raise UsageError(f"{given}: with {decider} {value} {rule.note}; drop {given}")
+        raise UsageError(f"{given} is read only with {decider} {' or '.join(rule.values)}; got "
+                         f"{decider} {value} (drop {given}, or give {decider} {rule.values[0]})")
 
 
 def _is_file(text: str) -> bool:
@@ -190,6 +206,7 @@ def _build(args: argparse.Namespace):
         cfg = config_from_args(args, saved)
     except (TypeError, ValueError) as exc:
         raise UsageError(_config_error(exc)) from None
+    _check_unread(args, cfg)
     if cfg.data == "file":
         try:
             check_input_file(cfg.data_path, what="--data-path", max_bytes=MAX_TEXT_BYTES)
