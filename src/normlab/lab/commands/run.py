@@ -36,9 +36,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def parse(args: argparse.Namespace):
     """The experiment module, the checked arguments (the flags after NAME parsed against the
     experiment's config) and its Config. Raises UsageError before anything runs."""
-    from ..arguments import add_config_arguments, check_output_arguments, config_overrides
+    from ..arguments import (add_config_arguments, check_output_arguments, check_output_files,
+                             config_overrides)
     from ..cli import ArgumentParser, UsageError
-    from ..framework import load
+    from ..framework import RESULT_FILE, load
 
     try:
         module = load(args.name)
@@ -52,6 +53,7 @@ def parse(args: argparse.Namespace):
     p.set_defaults(**{k: v for k, v in vars(args).items() if k != "fields"})
     full = p.parse_args(args.fields)
     full.seed = check_output_arguments(full)
+    check_output_files(full.out, [f"{module.CARD.name}/{RESULT_FILE}"])
     return module, full, checked_config(module, full.size, full.seed, config_overrides(full))
 
 
