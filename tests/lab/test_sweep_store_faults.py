@@ -1,6 +1,6 @@
 """The sweep store under faults: a store or run directory that cannot be written is named and the
-sweep goes on or stops cleanly; a damaged result is re-queued with its files kept aside, never
-trusted; --summary validates results; specs are bounded, their data_path checked first, and a field
+sweep goes on or stops cleanly; a damaged result or metrics file is re-queued with its files kept
+aside, never trusted; --summary validates results; specs are bounded, their data_path checked first, and a field
 that no point reads refused."""
 
 import json
@@ -75,6 +75,11 @@ def test_store_checks_name_a_file_where_a_folder_belongs(tmp_path):
                                                           "final_val_loss": "2.5"})),
     lambda d: (d / "result.json").write_text(json.dumps({**json.loads((d / "result.json").read_text()),
                                                           "steps_done": -1})),
+    lambda d: (d / "metrics.json").unlink(),
+    lambda d: (d / "metrics.json").write_text('{"history": "x", "evals": []}'),
+    lambda d: (d / "metrics.json").write_text('{"history": [{"step": 0}], "evals": []}'),
+    lambda d: (d / "metrics.json").write_text(json.dumps({**json.loads((d / "metrics.json").read_text()),
+                                                           "evals": [{"val_loss": 1.0}]})),
 ])
 def test_a_damaged_result_is_requeued_with_its_files_kept_aside(tmp_path, capsys, damage):
     cfg = tiny()
