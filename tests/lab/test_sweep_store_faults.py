@@ -137,6 +137,20 @@ def test_a_spec_is_bounded_and_dry_run_counts(tmp_path, capsys):
     assert "--max-points must be an integer >= 1" in capsys.readouterr().err
 
 
+def test_a_lifted_cap_still_refuses_a_list_of_points_that_cannot_fit(tmp_path, capsys, monkeypatch):
+    from normlab.train import budget
+
+    path = tmp_path / "s.toml"
+    path.write_text("[random]\nsamples = 100000000\nlr = { log_uniform = [1e-4, 1e-1] }\n")
+    monkeypatch.setattr(budget, "available_memory", lambda: 2**30)
+    for extra in (["--dry-run"], []):
+        assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--max-points",
+                     "100000000", *extra]) == 2  # refused at once, never listed
+        err = capsys.readouterr().err
+        assert "--max-points 100000000: listing 100,000,000 points needs about" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_spec_data_path_is_checked_before_anything_is_dispatched(tmp_path, capsys):
     body = f'[base]\ndata = "file"\ndata_path = "{tmp_path / "missing.txt"}"\n[grid]\nlr = [1e-3, 1e-2]\n'
     path = tmp_path / "s.toml"
