@@ -235,7 +235,12 @@ def _build(args: argparse.Namespace):
     except CheckpointError as exc:
         raise UsageError(f"--resume: {exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a corpus shorter than --seq-len
-        raise UsageError(_config_error(exc)) from None
+        text = _config_error(exc)
+        source, _, rest = text.partition(": ")  # a corpus names itself pydoc or file:NAME
+        if source == "pydoc" or (source.startswith("file:") and cfg.data == "file"):
+            given = "--data pydoc" if source == "pydoc" else f"--data-path {cfg.data_path}"
+            text = f"{given}: {rest}"
+        raise UsageError(text) from None
 
 
 def main(args: argparse.Namespace) -> int:
