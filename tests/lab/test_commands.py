@@ -46,6 +46,9 @@ def _one_line_error(err: str, flag: str) -> None:
     (["run", "warmup", "--base.steps", "0"], "--base.steps"),
     (["run", "warmup", "--base.model.placement", "middle"], "--base.model.placement"),
     (["run", "warmup", "--no-such-field", "1"], "--no-such-field"),
+    (["run", "warmup", "--base.steps", "1000000000000"], "--base.steps"),
+    (["run", "warmup", "--base.model.n-layers", "1000000000"], "--base.model.n-layers"),
+    (["run", "warmup", "--base.markov-order", "1000000000"], "--base.markov-order"),
     (["run", "no-such-experiment"], "no experiment named"),
     (["report", "--only", "dropot"], "--only"),
 ])

@@ -65,10 +65,32 @@ def checked_config(module, size: str, seed: int | None, overrides: dict):
     from ..framework import configure
 
     try:
-        return configure(module, size, seed, overrides)
+        config = configure(module, size, seed, overrides)
     except (TypeError, ValueError) as exc:
         given = ", ".join(flag_of(k) for k in overrides)
         raise UsageError(f"{exc}" + (f" (flags given: {given})" if given else "")) from None
+    check_training_memory(config)
+    return config
+
+
+def check_training_memory(config) -> None:
+    """A training experiment's recipe (each ``TrainConfig`` field of its config, ``base``) must fit
+    the machine's memory (``normlab.train.budget``), checked before anything runs: a UsageError
+    naming the flag to lower (``--base.steps``), not a failure once the sweep starts."""
+    import dataclasses
+
+    from ...train import TrainConfig
+    from ...train.budget import MemoryBudgetError, check_memory
+    from ..arguments import flag_of
+    from ..cli import UsageError
+
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, TrainConfig):
+            try:
+                check_memory(value, flag=lambda field, at=f.name: flag_of(f"{at}.{field}"))
+            except MemoryBudgetError as exc:
+                raise UsageError(str(exc)) from None
 
 
 def main(args: argparse.Namespace) -> int:
