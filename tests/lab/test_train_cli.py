@@ -223,3 +223,30 @@ def test_sizes_that_cannot_fit_are_refused_with_the_flag_named(tmp_path, capsys,
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"normlab train: error: {flag} {value}: ") and err.count("\n") == 1
+
+
+def test_a_disk_that_refuses_the_outputs_after_training_is_one_line_not_a_traceback(tmp_path, capsys,
+                                                                                   monkeypatch):
+    import errno
+
+    from normlab.train import checkpoint as ckpt
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    good = tmp_path / "good.npz"
+    assert main(["train", *TINY, "--checkpoint", str(good)]) == 0
+    before = good.read_bytes()
+    capsys.readouterr()
+    monkeypatch.setattr(ckpt, "atomic_write", full)
+    assert main(["train", *TINY, "--checkpoint", str(good), "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "--checkpoint" in err and "No space left on device" in err and "Traceback" not in err
+    assert good.read_bytes() == before
+    import normlab._files as files
+
+    monkeypatch.setattr(files, "write_json", full)
+    assert main(["train", *TINY, "--json", str(tmp_path / "r.json")]) == 1
+    captured = capsys.readouterr()
+    assert "--json" in captured.err and "No space left on device" in captured.err
+    assert captured.out.strip().splitlines()[-1].startswith("validation loss")  # the run is shown

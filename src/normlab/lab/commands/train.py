@@ -261,16 +261,40 @@ def main(args: argparse.Namespace) -> int:
           f"(V = {m.vocab_size}), {cfg.steps} steps of {cfg.batch_size} x {m.seq_len} tokens, "
           f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}", file=sys.stderr)
     run = dict(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
-    if args.quiet:
-        result = trainer.run(**run)
-    else:
-        with reporter(1, "train") as rep:
-            result = trainer.run(progress=rep.start("train"), **run)
-            rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
+    try:
+        if args.quiet:
+            result = trainer.run(**run)
+        else:
+            with reporter(1, "train") as rep:
+                result = trainer.run(progress=rep.start("train"), **run)
+                rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
+    except (OSError, ValueError) as exc:  # checked before training; the disk can still refuse
+        if not _is_write_error(exc, args.checkpoint):
+            raise
+        print(f"normlab train: --checkpoint {args.checkpoint}: cannot be written "
+              f"({exc.strerror or exc if isinstance(exc, OSError) else exc}); the run stopped at "
+              f"step {trainer.step}, the file keeps what it held", file=sys.stderr)
+        return 1
+    failed = False
     if args.json is not None:
-        write_json(args.json, result.to_dict(), what="--json", indent=1)
+        try:
+            write_json(args.json, result.to_dict(), what="--json", indent=1)
+        except (OSError, ValueError) as exc:
+            failed = True
+            print(f"normlab train: --json {args.json}: cannot be written "
+                  f"({exc.strerror or exc if isinstance(exc, OSError) else exc})", file=sys.stderr)
     if result.stopped is not None and args.checkpoint is not None:
         print(f"normlab train: the run stopped early; {args.checkpoint} was not written (it keeps "
               f"what it held)", file=sys.stderr)
     print(result.summary())
-    return 0 if result.stopped is None else 1
+    return 0 if result.stopped is None and not failed else 1
+
+
+def _is_write_error(exc: Exception, checkpoint) -> bool:
+    """Whether ``exc`` came from writing the checkpoint (an OSError, or normlab._files' refusal of
+    a target that stopped being a regular file), not from training."""
+    if checkpoint is None:
+        return False
+    if isinstance(exc, OSError):
+        return True
+    return str(exc).startswith("checkpoint:")
