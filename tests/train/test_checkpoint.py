@@ -77,7 +77,7 @@ def test_a_wrong_shape_or_dtype_is_refused_against_the_model(tmp_path, saved):
     (lambda m: m.pop("data_rng"), "lacks the metadata data_rng"),
     (lambda m: m.update(step=-1), "step must be an integer >= 0; got -1"),
     (lambda m: m.update(step="2"), "step must be an integer >= 0"),
-    (lambda m: m.update(step=3), "its step is 3 but it holds 2 step records"),
+    (lambda m: m.update(step=3), "its step is 3 but its history holds 2 step records"),
     (lambda m: m.update(config="x"), "its config must be a JSON object"),
     (lambda m: m.update(history={}), "its history must be a list"),
 ])

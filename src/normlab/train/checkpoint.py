@@ -137,7 +137,7 @@ def check_run(meta: dict, path: str | Path = "<checkpoint>") -> int:
         if not isinstance(meta[key], list):
             raise CheckpointError(f"{where}: its {key} must be a list; got {type(meta[key]).__name__}")
     if len(meta["history"]) != step:
-        raise CheckpointError(f"{where}: its step is {step} but it holds {len(meta['history'])} "
+        raise CheckpointError(f"{where}: its step is {step} but its history holds {len(meta['history'])} "
                               f"step records")
     if not isinstance(meta["config"], dict):
         raise CheckpointError(f"{where}: its config must be a JSON object; got "
