@@ -350,4 +350,3 @@ def test_mapped_parameters_never_write_the_file_and_save_back_in_place(tmp_path)
     for k, v in copied.parameters().items():
         if k != "wte.weight":
             np.testing.assert_array_equal(again.parameters()[k], v, err_msg=k)
-
