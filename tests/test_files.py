@@ -104,3 +104,23 @@ def test_outputs_never_name_an_input_or_each_other(tmp_path):
     with pytest.raises(ValueError, match="--checkpoint and --json"):
         _files.check_distinct({"--json": tmp_path / "x", "--checkpoint": tmp_path / "x"})
     _files.check_distinct({"--json": tmp_path / "x", "--checkpoint": None}, {"--data-path": data})
+
+
+def test_a_writer_that_takes_a_file_name_gets_the_same_guarantees(tmp_path):
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"old")
+    os.chmod(path, 0o640)
+    _files.atomic_write_file(path, lambda name: open(name, "wb").write(b"new"))
+    assert path.read_bytes() == b"new" and stat.S_IMODE(path.stat().st_mode) == 0o640
+
+    def boom(name):
+        open(name, "wb").write(b"half")
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        _files.atomic_write_file(path, boom)
+    assert path.read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == ["w.bin"]
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ValueError, match="is a FIFO"):
+        _files.atomic_write_file(tmp_path / "fifo", boom)
+

@@ -1,6 +1,7 @@
 """The one home for files: atomic writes, JSON with one convention, and path checks.
 
-Every file normlab writes goes through :func:`atomic_write`:
+Every file normlab writes goes through :func:`atomic_write` (or :func:`atomic_write_file`, for a
+writer that takes a file name):
 
 * the bytes go to a unique temporary file beside the target, are flushed and fsync'ed, and are
   renamed over the target in one step: a reader sees the old file or the new one, never half of
@@ -149,18 +150,37 @@ def atomic_write(path: PathLike, write: bytes | str | Callable[[Any], None], *, 
     into the binary file object it is given (``lambda f: np.savez(f, **arrays)``). See the module
     docstring for the guarantees (fsync, mode, links written through, non-regular targets refused).
     """
+    def fill(f, tmp: str) -> None:
+        if isinstance(write, str):
+            f.write(write.encode("utf-8"))
+        elif isinstance(write, (bytes, bytearray, memoryview)):
+            f.write(write)
+        else:
+            write(f)
+
+    return _replace(path, fill, what)
+
+
+def atomic_write_file(path: PathLike, write: Callable[[str], None], *, what: str = "output") -> Path:
+    """:func:`atomic_write` for a writer that takes a file name (``safetensors``' ``save_file``):
+    ``write(name)`` writes the file ``name`` (a unique temporary file beside ``path``), which then
+    replaces ``path`` with the same guarantees."""
+    def fill(f, tmp: str) -> None:
+        f.close()
+        write(tmp)
+
+    return _replace(path, fill, what)
+
+
+def _replace(path: PathLike, fill: Callable[[Any, str], None], what: str) -> Path:
     target = check_output_path(path, what=what)
     existing = target.stat().st_mode if target.exists() else None
     mode = stat.S_IMODE(existing) if existing is not None else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            if isinstance(write, str):
-                f.write(write.encode("utf-8"))
-            elif isinstance(write, (bytes, bytearray, memoryview)):
-                f.write(write)
-            else:
-                write(f)
+            fill(f, tmp)
+        with open(tmp, "rb+") as f:
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())

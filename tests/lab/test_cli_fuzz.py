@@ -8,6 +8,7 @@ refused is cheap and what is too big is refused before any work."""
 import dataclasses
 import math
 import signal
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -167,3 +168,72 @@ def test_config_fields_refuse_with_a_value_or_type_error_naming_them(field, valu
         assert field.removeprefix("model.") in message or "data_path" in message, message
         return
     budget.estimate(cfg)  # whatever is accepted can be sized
+
+
+# ---- the file flags of normlab train: outputs, inputs and checkpoints, each naming any path ----
+PATHS = ("new", "other", "corpus", "corpus-link", "good", "damaged", "npy", "dir", "fifo",
+         "/dev/null", "nodir", "policy")
+FILE_FLAGS = ("--json", "--checkpoint", "--resume", "--data-path", "--precision")
+
+
+@pytest.fixture(scope="module")
+def good_checkpoint(tmp_path_factory):
+    """A real checkpoint of the TINY run after 1 of its 2 steps (its path)."""
+    path = tmp_path_factory.mktemp("good") / "good.npz"
+    assert main(["train", *TINY, "--steps", "1", "--checkpoint", str(path)]) == 0
+    return path
+
+
+def _layout(d, good) -> dict:
+    import os
+
+    import numpy as np
+
+    paths = {"new": d / "new.out", "other": d / "other.txt", "corpus": d / "corpus.txt",
+             "corpus-link": d / "link.txt", "good": d / "good.npz", "damaged": d / "damaged.npz",
+             "npy": d / "x.npy", "dir": d / "adir", "fifo": d / "fifo", "/dev/null": "/dev/null",
+             "nodir": d / "nodir" / "x.out", "policy": d / "policy.json"}
+    paths["other"].write_text("another file")
+    paths["corpus"].write_text("the quick brown fox jumps over the lazy dog. " * 20)
+    paths["corpus-link"].symlink_to(paths["corpus"])
+    paths["good"].write_bytes(good.read_bytes())
+    paths["damaged"].write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    np.save(paths["npy"], np.zeros(3))
+    paths["dir"].mkdir()
+    os.mkfifo(paths["fifo"])
+    paths["policy"].write_text('{"name": "p", "compute": "bfloat16"}')
+    return paths
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(flags=st.dictionaries(st.sampled_from(FILE_FLAGS), st.sampled_from(PATHS), min_size=1,
+                             max_size=3),
+       overwrite=st.booleans(), every=st.sampled_from([None, "0", "1", "x"]))
+def test_train_file_flags(tmp_path_factory, cheap, capsys, good_checkpoint, flags, overwrite, every):
+    d = tmp_path_factory.mktemp("files")
+    paths = _layout(d, good_checkpoint)
+    files = {k: p for k, p in paths.items() if k not in ("dir", "fifo", "/dev/null", "nodir", "new")}
+    before = {k: p.read_bytes() for k, p in files.items()}
+    argv = ["train", *TINY]
+    for flag, where in flags.items():
+        argv += [flag, str(paths[where])]
+    argv += (["--overwrite"] if overwrite else []) + ([] if every is None else ["--checkpoint-every", every])
+    code, out = _call(argv, capsys)
+    assert "Traceback" not in out.err, out.err
+    if code == 2:
+        message = out.err.strip().splitlines()[-1]
+        assert message.startswith("normlab") and ": error: " in message, message
+        assert any(f in message for f in (*flags, "--checkpoint-every", "argument")), message
+    else:
+        assert code in (0, 1), out.err
+    # what may change (links followed): the --json target, and the --checkpoint target when it
+    # is replaced with --overwrite or is the file being resumed
+    ckpt = flags.get("--checkpoint")
+    may = {flags.get("--json")} if code != 2 else set()
+    if code != 2 and ckpt is not None and (overwrite or flags.get("--resume") == ckpt):
+        may.add(ckpt)
+    may = {Path(paths[k]).resolve() for k in may if k is not None}
+    for k, data in before.items():
+        if files[k].resolve() not in may:
+            assert files[k].read_bytes() == data, (k, argv, out.err)
+    assert paths["corpus-link"].is_symlink()

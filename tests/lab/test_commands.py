@@ -46,6 +46,9 @@ def _one_line_error(err: str, flag: str) -> None:
     (["run", "warmup", "--base.steps", "0"], "--base.steps"),
     (["run", "warmup", "--base.model.placement", "middle"], "--base.model.placement"),
     (["run", "warmup", "--no-such-field", "1"], "--no-such-field"),
+    (["run", "warmup", "--base.steps", "1000000000000"], "--base.steps"),
+    (["run", "warmup", "--base.model.n-layers", "1000000000"], "--base.model.n-layers"),
+    (["run", "warmup", "--base.markov-order", "1000000000"], "--base.markov-order"),
     (["run", "no-such-experiment"], "no experiment named"),
     (["report", "--only", "dropot"], "--only"),
 ])
@@ -84,6 +87,42 @@ def test_out_naming_a_file_or_an_impossible_folder(capsys, tmp_path, command, mo
         assert rc == 2
         _one_line_error(err, "--out")
     assert a_file.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("command,where,make", [
+    (["run", "dropout"], "dropout", "file"),
+    (["run", "dropout"], "dropout/result.json", "dir"),
+    (["run", "dropout"], "dropout/result.json", "fifo"),
+    (["report", "--only", "dropout"], "report.html", "fifo"),
+    (["report", "--only", "dropout"], "summary.json", "dir"),
+    (["report", "--only", "dropout"], "dropout", "file"),
+])
+def test_an_output_file_that_cannot_be_written_is_refused_before_work(capsys, tmp_path, monkeypatch,
+                                                                      command, where, make):
+    import os
+
+    monkeypatch.setattr(framework, "run_experiment", _never)
+    monkeypatch.setattr(report, "write_report", _never)
+    out = tmp_path / "out"
+    target = out / where
+    target.parent.mkdir(parents=True)
+    {"file": lambda: target.write_text("keep me"), "dir": target.mkdir,
+     "fifo": lambda: os.mkfifo(target)}[make]()
+    rc, _, err = _run(capsys, *command, "--out", str(out))
+    assert rc == 2
+    _one_line_error(err, f"--out ({where if make != 'file' else where + '/result.json'})")
+    assert make != "file" or target.read_text() == "keep me"
+
+
+def test_rejudge_with_nothing_cached_leaves_the_page_alone(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.html").write_text("a page")
+    (out / "summary.json").write_text("{}")
+    rc, _, err = _run(capsys, "report", "--rejudge", "--only", "dropout", "--out", str(out))
+    assert rc == 2
+    _one_line_error(err, "--rejudge")
+    assert (out / "report.html").read_text() == "a page" and (out / "summary.json").read_text() == "{}"
 
 
 def test_report_with_an_unknown_name_leaves_the_report_alone(capsys, tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """The sweep store under faults: a store or run directory that cannot be written is named and the
-sweep goes on or stops cleanly; a damaged result is re-queued with its files kept aside, never
-trusted; --summary validates results; specs are bounded and their data_path checked first."""
+sweep goes on or stops cleanly; a damaged result or metrics file is re-queued with its files kept
+aside, never trusted; --summary validates results; specs are bounded, their data_path checked first, and a field
+that no point reads refused."""
 
 import json
 import os
@@ -74,6 +75,11 @@ def test_store_checks_name_a_file_where_a_folder_belongs(tmp_path):
                                                           "final_val_loss": "2.5"})),
     lambda d: (d / "result.json").write_text(json.dumps({**json.loads((d / "result.json").read_text()),
                                                           "steps_done": -1})),
+    lambda d: (d / "metrics.json").unlink(),
+    lambda d: (d / "metrics.json").write_text('{"history": "x", "evals": []}'),
+    lambda d: (d / "metrics.json").write_text('{"history": [{"step": 0}], "evals": []}'),
+    lambda d: (d / "metrics.json").write_text(json.dumps({**json.loads((d / "metrics.json").read_text()),
+                                                           "evals": [{"val_loss": 1.0}]})),
 ])
 def test_a_damaged_result_is_requeued_with_its_files_kept_aside(tmp_path, capsys, damage):
     cfg = tiny()
@@ -131,6 +137,20 @@ def test_a_spec_is_bounded_and_dry_run_counts(tmp_path, capsys):
     assert "--max-points must be an integer >= 1" in capsys.readouterr().err
 
 
+def test_a_lifted_cap_still_refuses_a_list_of_points_that_cannot_fit(tmp_path, capsys, monkeypatch):
+    from normlab.train import budget
+
+    path = tmp_path / "s.toml"
+    path.write_text("[random]\nsamples = 100000000\nlr = { log_uniform = [1e-4, 1e-1] }\n")
+    monkeypatch.setattr(budget, "available_memory", lambda: 2**30)
+    for extra in (["--dry-run"], []):
+        assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--max-points",
+                     "100000000", *extra]) == 2  # refused at once, never listed
+        err = capsys.readouterr().err
+        assert "--max-points 100000000: listing 100,000,000 points needs about" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_spec_data_path_is_checked_before_anything_is_dispatched(tmp_path, capsys):
     body = f'[base]\ndata = "file"\ndata_path = "{tmp_path / "missing.txt"}"\n[grid]\nlr = [1e-3, 1e-2]\n'
     path = tmp_path / "s.toml"
@@ -146,6 +166,30 @@ def test_a_spec_data_path_is_checked_before_anything_is_dispatched(tmp_path, cap
     path.write_text('seeds = [0]\n[base]\ndata_path = "x.txt"\n')
     with pytest.raises(SpecError, match="data_path is read only with data='file'"):
         load_spec(path)
+
+
+@pytest.mark.parametrize("body,where,field", [
+    ('[base]\ndata = "pydoc"\nmarkov_order = 3\n[grid]\nlr = [1e-3, 1e-2]\n', "base", "markov_order"),
+    ('[base]\ndata = "copy"\n[grid]\nmarkov_alpha = [0.1, 0.5]\n', "grid", "markov_alpha"),
+    ('[grid]\nmomentum = [0.5, 0.9]\n', "grid", "momentum"),
+    ('[base]\nschedule = "constant"\n[random]\nsamples = 2\nmin_lr = [0.0, 1e-4]\n', "random",
+     "min_lr"),
+    ('[grid]\ndata = ["pydoc"]\nmodel.vocab_size = [30, 40]\n', "grid", "model.vocab_size"),
+])
+def test_a_spec_field_that_no_point_reads_is_refused(tmp_path, capsys, body, where, field):
+    path = tmp_path / "s.toml"
+    path.write_text(body)
+    with pytest.raises(SpecError, match=f"{where}.{field} is read only with") as info:
+        load_spec(path)
+    assert info.value.field == field
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_spec_field_that_some_points_read_is_accepted(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('[grid]\noptimizer = ["adamw", "sgd"]\nmomentum = [0.5, 0.9]\n')
+    assert len(load_spec(path).points()) == 4
 
 
 def test_a_spec_that_never_ends_is_refused_unread(tmp_path, capsys):

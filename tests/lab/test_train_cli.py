@@ -170,6 +170,29 @@ def test_data_flags_that_would_be_ignored_are_refused_or_implied(tmp_path, capsy
     assert json.loads(out.read_text())["config"]["data"] == "file"
 
 
+@pytest.mark.parametrize("flags,named,reader", [
+    (["--data", "pydoc", "--markov-order", "3"], "--markov-order", "--data markov"),
+    (["--data", "copy", "--markov-alpha", "0.5"], "--markov-alpha", "--data markov"),
+    (["--data", "pydoc", "--data-seed", "3"], "--data-seed", "--data markov or copy or reverse"),
+    (["--momentum", "0.5"], "--momentum", "--optimizer sgd"),
+    (["--optimizer", "sgd", "--beta2", "0.9"], "--beta2", "--optimizer adamw"),
+    (["--optimizer", "sgd", "--adam-eps", "1e-6"], "--adam-eps", "--optimizer adamw"),
+    (["--schedule", "constant", "--min-lr", "1e-4"], "--min-lr", "--schedule cosine"),
+])
+def test_a_flag_the_run_would_not_read_is_refused(tmp_path, capsys, flags, named, reader):
+    out = tmp_path / "r.json"
+    assert main(["train", *TINY, *flags, "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{named} is read only with {reader}" in err, err
+    assert not out.exists()
+    reading = {"--markov-order": ["--data", "markov"], "--markov-alpha": ["--data", "markov"],
+               "--data-seed": ["--data", "copy"], "--momentum": ["--optimizer", "sgd"],
+               "--beta2": ["--optimizer", "adamw"], "--adam-eps": ["--optimizer", "adamw"],
+               "--min-lr": ["--schedule", "cosine"]}[named]
+    given = flags[flags.index(named):flags.index(named) + 2]
+    assert main(["train", *TINY, "--steps", "1", *reading, *given]) == 0  # read: accepted
+
+
 def test_resume_semantics(tmp_path, capsys):
     ck = tmp_path / "run.npz"
     assert main(["train", *TINY, "--checkpoint", str(ck)]) == 0
@@ -200,3 +223,30 @@ def test_sizes_that_cannot_fit_are_refused_with_the_flag_named(tmp_path, capsys,
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"normlab train: error: {flag} {value}: ") and err.count("\n") == 1
+
+
+def test_a_disk_that_refuses_the_outputs_after_training_is_one_line_not_a_traceback(tmp_path, capsys,
+                                                                                   monkeypatch):
+    import errno
+
+    from normlab.train import checkpoint as ckpt
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    good = tmp_path / "good.npz"
+    assert main(["train", *TINY, "--checkpoint", str(good)]) == 0
+    before = good.read_bytes()
+    capsys.readouterr()
+    monkeypatch.setattr(ckpt, "atomic_write", full)
+    assert main(["train", *TINY, "--checkpoint", str(good), "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "--checkpoint" in err and "No space left on device" in err and "Traceback" not in err
+    assert good.read_bytes() == before
+    import normlab._files as files
+
+    monkeypatch.setattr(files, "write_json", full)
+    assert main(["train", *TINY, "--json", str(tmp_path / "r.json")]) == 1
+    captured = capsys.readouterr()
+    assert "--json" in captured.err and "No space left on device" in captured.err
+    assert captured.out.strip().splitlines()[-1].startswith("validation loss")  # the run is shown

@@ -302,6 +302,31 @@ def test_save_hf_refuses_configs_no_family_expresses(kw, message, tmp_path):
         save_hf(model, tmp_path / "x")
 
 
+def test_save_hf_writes_atomically_and_refuses_what_is_not_a_regular_file(tmp_path):
+    import os
+    import stat
+
+    base = dict(vocab_size=11, seq_len=8, n_layers=1, d_model=8, n_heads=2, norm="rmsnorm",
+                positions="rope", activation="swiglu", bias=False)
+    model = GPT(GPTConfig(**base), rng=np.random.default_rng(0))
+    out = save_hf(model, tmp_path / "ck")
+    os.chmod(out / "config.json", 0o640)
+    os.chmod(out / "model.safetensors", 0o604)
+    save_hf(model, out)  # replaced files keep their modes; no temporary file is left
+    assert stat.S_IMODE((out / "config.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((out / "model.safetensors").stat().st_mode) == 0o604
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="save_hf path: .* is a file; expected a folder"):
+        save_hf(model, tmp_path / "file")
+    fifo = tmp_path / "f"
+    fifo.mkdir()
+    os.mkfifo(fifo / "config.json")
+    with pytest.raises(ValueError, match="save_hf: config.json: .* is a FIFO"):
+        save_hf(model, fifo)  # refused before any file is written: never blocks on the FIFO
+    assert sorted(p.name for p in fifo.iterdir()) == ["config.json"]
+
+
 @pytest.mark.parametrize("name", FAMILIES)
 def test_hf_config_round_trips_every_family(name):
     cfg = config_from_hf(_family(name)[0].to_dict())

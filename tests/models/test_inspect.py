@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -165,11 +166,71 @@ def test_command_writes_html_and_json_from_text_or_tokens(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["loss"] > 0
 
 
+def _cli(capsys, *argv) -> tuple[int, str]:
+    from normlab.lab.cli import main as cli
+
+    rc = cli(["inspect", *map(str, argv), "--quiet"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return rc, err
+
+
 def test_command_errors_name_the_problem(tmp_path, capsys):
     ids = tmp_path / "ids.npy"
     np.save(ids, np.arange(20))
-    assert command.main(_args(tmp_path / "nothing", tmp_path / "o", tokens=ids)) == 2
-    assert "is not a checkpoint directory" in capsys.readouterr().out
+    rc, err = _cli(capsys, tmp_path / "nothing", "--tokens", ids, "--out", tmp_path / "o")
+    assert rc == 2 and "is not a checkpoint directory" in err
     ckpt = save_hf(_model(qk_norm="rmsnorm"), tmp_path / "ckpt")  # qwen3
-    assert command.main(_args(ckpt, tmp_path / "o", text=ids)) == 2
-    assert "has no tokenizer.json" in capsys.readouterr().out
+    rc, err = _cli(capsys, ckpt, "--text", ids, "--out", tmp_path / "o")
+    assert rc == 2 and "has no tokenizer.json" in err
+
+
+@pytest.mark.parametrize("case", ["out-file", "out-fifo", "json-fifo", "html-dir", "json-links-tokens",
+                                  "tokens-fifo", "tokens-dir", "seq", "policy"])
+def test_every_argument_is_checked_before_work_and_no_output_replaces_an_input(tmp_path, capsys,
+                                                                                monkeypatch, case):
+    ckpt = save_hf(_model(qk_norm="rmsnorm"), tmp_path / "ckpt")
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.arange(20) % CFG.vocab_size)
+    before = ids.read_bytes()
+    out, extra = tmp_path / "o", []
+    if case == "out-file":
+        out.write_text("x")
+    elif case == "out-fifo":
+        os.mkfifo(out)
+    elif case in ("json-fifo", "html-dir", "json-links-tokens"):
+        out.mkdir()
+        {"json-fifo": lambda: os.mkfifo(out / "inspect.json"),
+         "html-dir": lambda: (out / "inspect.html").mkdir(),
+         "json-links-tokens": lambda: (out / "inspect.json").symlink_to(ids)}[case]()
+    elif case in ("tokens-fifo", "tokens-dir"):
+        ids = tmp_path / "t"
+        os.mkfifo(ids) if case == "tokens-fifo" else ids.mkdir()
+    else:
+        extra = ["--seq", "0"] if case == "seq" else ["--policies", "fp9"]
+    monkeypatch.setattr("normlab.models.load_hf", _never)  # refused before any work
+    rc, err = _cli(capsys, ckpt, "--tokens", ids, "--out", out, *extra)
+    named = {"seq": "--seq", "policy": "--policies", "tokens-fifo": "--tokens",
+             "tokens-dir": "--tokens"}.get(case, "--out")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and named in err, err
+    if case == "json-links-tokens":
+        assert "--tokens" in err and ids.read_bytes() == before
+    assert not (out.is_dir() and (out / "inspect.html").is_file())
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("work started before the arguments were checked")
+
+
+def test_outputs_are_written_atomically(tmp_path, capsys):
+    ckpt = save_hf(_model(qk_norm="rmsnorm"), tmp_path / "ckpt")
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.arange(20) % CFG.vocab_size)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "inspect.json").write_text("old")
+    os.chmod(out / "inspect.json", 0o640)
+    rc, _ = _cli(capsys, ckpt, "--tokens", ids, "--out", out, "--seq", "8", "--policies", "amp_bf16")
+    assert rc == 0 and json.loads((out / "inspect.json").read_text())["loss"] > 0
+    assert (out / "inspect.json").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in out.iterdir()) == ["inspect.html", "inspect.json"]

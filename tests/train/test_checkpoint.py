@@ -1,5 +1,6 @@
-"""Checkpoint loading validates what it reads, each refusal naming the tensor or key; a stopped run
-never writes a checkpoint; the writer keeps a replaced file's mode and refuses non-regular targets."""
+"""Checkpoint loading validates what it reads (every tensor, every metadata value, the optimizer's and
+the precision policy's state), each refusal naming the tensor or key; a stopped run never writes a
+checkpoint; the writer keeps a replaced file's mode and refuses non-regular targets."""
 
 import dataclasses
 import json
@@ -8,6 +9,8 @@ import stat
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from normlab.models import GPTConfig
 from normlab.train import CheckpointError, TrainConfig, Trainer
@@ -74,7 +77,7 @@ def test_a_wrong_shape_or_dtype_is_refused_against_the_model(tmp_path, saved):
     (lambda m: m.pop("data_rng"), "lacks the metadata data_rng"),
     (lambda m: m.update(step=-1), "step must be an integer >= 0; got -1"),
     (lambda m: m.update(step="2"), "step must be an integer >= 0"),
-    (lambda m: m.update(step=3), "its step is 3 but it holds 2 step records"),
+    (lambda m: m.update(step=3), "its step is 3 but its history holds 2 step records"),
     (lambda m: m.update(config="x"), "its config must be a JSON object"),
     (lambda m: m.update(history={}), "its history must be a list"),
 ])
@@ -138,3 +141,110 @@ def test_the_writer_keeps_a_replaced_files_mode_and_refuses_a_fifo(tmp_path):
         with pytest.raises(ValueError, match="checkpoint: .* is a FIFO"):
             ckpt.save(tmp_path / "f", {"a": np.arange(3)}, {})
         assert stat.S_ISFIFO((tmp_path / "f").stat().st_mode)
+
+
+# ---- every metadata value and the precision state, fed wrong kinds and values ----------------
+WRONG = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                  st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4),
+                  st.lists(st.integers(-2, 2), max_size=3),
+                  st.dictionaries(st.sampled_from(["step", "val_loss", "scale", "state", "x"]),
+                                  st.integers(-2, 2), max_size=2))
+
+
+def _saved(tmp_path_factory, precision):
+    path = tmp_path_factory.mktemp("ck") / f"{precision}.npz"
+    t = Trainer(dataclasses.replace(CFG, precision=precision))
+    t.run(until=2)
+    t.save(path)
+    return ckpt.load(path)
+
+
+@pytest.fixture(scope="module")
+def saved_amp(tmp_path_factory):
+    """A checkpoint of a run with a dynamic loss scaler (amp_fp16), after 2 steps."""
+    return _saved(tmp_path_factory, "amp_fp16")
+
+
+@pytest.fixture(scope="module")
+def saved_fp8(tmp_path_factory):
+    """A checkpoint of a run with delayed scaling (fp8_hybrid), after 2 steps."""
+    return _saved(tmp_path_factory, "fp8_hybrid")
+
+
+def _paths(meta, prefix=()):
+    """Every (key path) into the metadata's nested objects and lists, but the config's."""
+    for key, value in (meta.items() if isinstance(meta, dict) else enumerate(meta)):
+        if prefix == () and key in ("config", "format"):
+            continue
+        yield prefix + (key,)
+        if isinstance(value, (dict, list)):
+            yield from _paths(value, prefix + (key,))
+
+
+def _set(meta, path, value):
+    for key in path[:-1]:
+        meta = meta[key]
+    meta[path[-1]] = value
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), value=WRONG, which=st.sampled_from(["fp32", "amp_fp16", "fp8_hybrid"]))
+def test_any_metadata_value_is_refused_naming_it_or_resumes(tmp_path_factory, saved, saved_amp,
+                                                             saved_fp8, data, value, which):
+    arrays, meta = {"fp32": saved, "amp_fp16": saved_amp, "fp8_hybrid": saved_fp8}[which]
+    meta = json.loads(json.dumps(meta))
+    path = data.draw(st.sampled_from(sorted(_paths(meta), key=str)))
+    _set(meta, path, value)
+    file = _write(tmp_path_factory.mktemp("m") / "m.npz", arrays, meta)
+    try:
+        t = Trainer.resume(file)
+    except CheckpointError as exc:
+        named = [str(k) for k in path if not isinstance(k, int)] or [path[0]]
+        assert any(n in str(exc) for n in named), (path, value, str(exc))
+        return
+    t.run(until=3)  # what is accepted trains on
+
+
+@pytest.mark.parametrize("path,value,message", [
+    (("precision", "scaler", "scale"), -1.0, "loss scaler state: scale must be a finite number >= 0"),
+    (("precision", "scaler", "scale"), "x", "loss scaler state: scale"),
+    (("precision", "scaler", "growth_factor"), 0.5, "growth_factor must be in"),
+    (("precision", "scaler", "skipped"), 99, "loss scaler state: skipped"),
+    (("precision",), "garbage", "its precision must be an object"),
+    (("first_loss",), None, "its first_loss must be a finite number"),
+    (("first_loss",), "x", "its first_loss must be a finite number"),
+    (("data_rng",), {"bit_generator": "PCG64", "state": "x"}, "its data_rng must be the state of"),
+    (("skipped",), 5, "its skipped must be an integer in \\[0, 2\\]"),
+    (("train_time",), -1, "its train_time must be a finite number"),
+    (("history", 1), 1, "its history\\[1\\] must be a step record with step = 1"),
+    (("evals",), [{"step": 9, "val_loss": 1.0}], "its evals\\[0\\] must be an evaluation record"),
+])
+def test_bad_run_state_is_refused_by_key(tmp_path, saved_amp, path, value, message):
+    arrays, meta = saved_amp
+    meta = json.loads(json.dumps(meta))
+    _set(meta, path, value)
+    with pytest.raises(CheckpointError, match=message):
+        Trainer.resume(_write(tmp_path / "s.npz", arrays, meta))
+
+
+def test_delayed_scaling_state_is_checked_by_name(tmp_path, saved_fp8):
+    arrays, meta = saved_fp8
+    meta = json.loads(json.dumps(meta))
+    name = next(iter(meta["precision"]["numerics"]))
+    meta["precision"]["numerics"][name]["amax_history"] = [-1.0]
+    with pytest.raises(CheckpointError, match=f"numerics state '{name}': amax_history must be"):
+        Trainer.resume(_write(tmp_path / "n.npz", arrays, meta))
+    meta["precision"]["numerics"][name] = {"scale": 0.0, "amax_history": []}
+    with pytest.raises(CheckpointError, match=f"numerics state '{name}': scale must be a finite"):
+        Trainer.resume(_write(tmp_path / "n.npz", arrays, meta))
+
+
+def test_optimizer_state_of_another_dtype_or_step_count_is_refused(tmp_path, saved):
+    arrays, meta = saved
+    m = _first(arrays, "opt/", "/m")
+    bad = {**arrays, m: arrays[m].astype(np.float16)}
+    with pytest.raises(CheckpointError, match=f"{m[4:]} is float16 .*; expected float32"):
+        Trainer.resume(_write(tmp_path / "d.npz", bad, meta))
+    bad = {**arrays, "opt/t": np.array(7)}
+    with pytest.raises(CheckpointError, match="opt/t .* is 7; the run made 2 updates"):
+        Trainer.resume(_write(tmp_path / "t.npz", bad, meta))

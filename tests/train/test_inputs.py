@@ -27,7 +27,7 @@ def _fifo(d):
 ])
 def test_text_and_policy_inputs_that_never_end_are_refused_unread(tmp_path, make, message):
     path = make(tmp_path)
-    with pytest.raises(ValueError, match=f"data file: .*{message}"):
+    with pytest.raises(ValueError, match=f"data_path: .*{message}"):
         TextSource.from_file(path)
     with pytest.raises(ValueError, match=f"precision file: .*{message}"):
         load_policy(str(path))

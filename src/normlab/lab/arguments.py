@@ -68,6 +68,23 @@ def check_output_arguments(args: argparse.Namespace) -> int | None:
     return check_flag(ck.integer, value, "--seed", lo=0)
 
 
+def check_output_files(out, names, *, what: str = "--out") -> None:
+    """Check the files a command will write under its checked ``--out`` folder: each of ``names``
+    (``"report.html"``, ``"dropout/result.json"``) must have a folder that is one or can be made,
+    and be new or a regular file (a FIFO, device or folder in its place is refused, as
+    ``normlab._files.atomic_write`` would refuse it after the work). Writes nothing."""
+    from pathlib import Path
+
+    from .._files import check_output_dir, check_output_path
+
+    for name in names:
+        target = Path(out) / name
+        where = f"{what} ({name})"
+        check_flag(lambda path, flag: check_output_dir(path, what=flag), target.parent, where)
+        if target.parent.is_dir():
+            check_flag(lambda path, flag: check_output_path(path, what=flag), target, where)
+
+
 def make_output_dir(path) -> None:
     """Create the checked ``--out`` folder (called once every argument is checked); a folder the
     system refuses to create is a UsageError, before any work."""

@@ -43,10 +43,18 @@ def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.6, height: float 
 
 
 def save(fig, out_dir: str | Path, name: str) -> str:
-    """Write ``fig`` as ``out_dir/name`` (PNG) and return the file name."""
+    """Write ``fig`` as ``out_dir/name`` (PNG, atomically: ``normlab._files.atomic_write``, so a
+    FIFO, device or directory in its place is refused, never written into) and return the file
+    name."""
+    import io
+
+    from .._files import atomic_write
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out / name, dpi=100, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, dpi=100, format="png")
+    atomic_write(out / name, png.getvalue(), what="figure")
     return name
 
 

@@ -687,7 +687,10 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
     """Write ``model`` as a transformers checkpoint in the directory ``path`` (created):
     ``config.json`` and ``model.safetensors`` in ``dtype`` ("float32", "float16" or
     "bfloat16"), or shards of at most ``max_shard_bytes`` with ``model.safetensors.index.json``.
-    ``family`` defaults to the one ``family_of`` finds; ``from_pretrained`` loads the result."""
+    ``family`` defaults to the one ``family_of`` finds; ``from_pretrained`` loads the result.
+    Every file is written atomically (``normlab._files``: a replaced file keeps its mode); a path
+    that is not a folder, or a file of the checkpoint's that is not a regular file (a FIFO, a
+    folder), is refused with a ValueError before anything is written."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a normlab GPT; got {type(model).__name__}")
     if not isinstance(path, (str, os.PathLike)):
@@ -711,32 +714,39 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
     np_dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
     tensors = {k: np.ascontiguousarray(v, dtype=np_dtype)
                for k, v in to_hf_tensors(model.parameters(), config, family).items()}
-    root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
+    from .._files import atomic_write, atomic_write_file, check_output_dir, check_output_path
+
+    root = check_output_dir(path, what="save_hf path")
     meta = {"format": "pt"}
     shards = list(_shards(tensors, max_shard_bytes))
+    names = ([WEIGHTS_FILE] if len(shards) == 1 else
+             [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))])
+    if root.is_dir():  # every file it writes or removes is new or a regular file: checked first
+        for name in (*names, WEIGHTS_FILE, INDEX_FILE, CONFIG_FILE):
+            check_output_path(root / name, what=f"save_hf: {name}")
+    root.mkdir(parents=True, exist_ok=True)
 
     def write(name: str, shard: dict) -> None:
-        # a new file renamed over the old one: a model memory-mapped from the old file (saved
-        # back where it was loaded from) keeps reading the old file
-        tmp = root / f".{name}.tmp"
-        save_file(shard, tmp, metadata=meta)
-        os.replace(tmp, root / name)
+        # a new file renamed over the old one (normlab._files): a model memory-mapped from the old
+        # file (saved back where it was loaded from) keeps reading the old file
+        atomic_write_file(root / name, lambda tmp: save_file(shard, tmp, metadata=meta),
+                          what=f"save_hf: {name}")
 
     if len(shards) == 1:
         write(WEIGHTS_FILE, shards[0])
         (root / INDEX_FILE).unlink(missing_ok=True)
     else:
         weight_map, total = {}, 0
-        for i, shard in enumerate(shards):
-            name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        for name, shard in zip(names, shards):
             write(name, shard)
             weight_map.update({k: name for k in shard})
             total += sum(v.nbytes for v in shard.values())
         (root / WEIGHTS_FILE).unlink(missing_ok=True)
-        (root / INDEX_FILE).write_text(json.dumps(
-            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
-    (root / CONFIG_FILE).write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n")
+        atomic_write(root / INDEX_FILE, json.dumps(
+            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n",
+            what=f"save_hf: {INDEX_FILE}")
+    atomic_write(root / CONFIG_FILE, json.dumps(hf, indent=2, sort_keys=True) + "\n",
+                 what=f"save_hf: {CONFIG_FILE}")
     return root
 
 

@@ -134,14 +134,34 @@ class PolicyNumerics(Numerics):
                 for name, s in self.states.items()}
 
     def load_state(self, state: dict) -> None:
+        """Restore what :meth:`state` returned; each entry is checked first (a TypeError or
+        ValueError naming it): a delayed-scaling state of one of the policy's roles, its scale a
+        finite number > 0 and its amax history as long as the recipe's, of amaxes (>= 0, or the
+        NaN or inf a step recorded)."""
+        from .. import _checks as ck
+
+        if not isinstance(state, dict):
+            raise TypeError(f"numerics state must be a mapping; got {type(state).__name__}")
         for name, saved in state.items():
-            role = name.rsplit("/", 1)[-1]
+            role = str(name).rsplit("/", 1)[-1]
             if role not in self.roles or self.roles[role].scaling is None:
                 raise ValueError(f"numerics state {name!r} does not belong to policy "
                                  f"{self.policy.name!r}")
-            s = self.states[name] = self.roles[role].new_state()
-            s.scale = float(saved["scale"])
-            s.amax_history = np.asarray(saved["amax_history"], np.float32)
+            s = self.roles[role].new_state()
+            if not isinstance(saved, dict) or not {"scale", "amax_history"} <= set(saved):
+                raise TypeError(f"numerics state {name!r} must hold scale and amax_history")
+            scale = ck.positive(saved["scale"], f"numerics state {name!r}: scale")
+            try:
+                history = np.asarray(saved["amax_history"], np.float64)
+            except (TypeError, ValueError):
+                history = None
+            if history is None or history.shape != s.amax_history.shape or (history < 0).any():
+                raise ValueError(f"numerics state {name!r}: amax_history must be "
+                                 f"{s.amax_history.size} numbers >= 0 (NaN or inf where a step "
+                                 f"saw one)")
+            with np.errstate(over="ignore"):  # an amax beyond float32 is inf, as a step records it
+                s.scale, s.amax_history = scale, history.astype(np.float32)
+            self.states[name] = s
 
 
 class _Site(Numerics):

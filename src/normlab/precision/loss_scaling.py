@@ -146,8 +146,23 @@ class StaticLossScaler:
         return {"scale": self._scale, "steps": self.steps, "skipped": self.skipped}
 
     def load_state_dict(self, state: Mapping) -> None:
+        """Restore what :meth:`state_dict` returned, each value checked first (a TypeError or
+        ValueError naming the key: a scale that is not a finite number >= 0, a count below 0)."""
+        self._check_state(state)
         self._scale = _f32(state["scale"])
         self.steps, self.skipped = int(state["steps"]), int(state["skipped"])
+
+    def _check_state(self, state: Any) -> None:
+        keys = tuple(self.state_dict())
+        if not isinstance(state, Mapping):
+            raise TypeError(f"loss scaler state must be a mapping of {', '.join(keys)}; got "
+                            f"{type(state).__name__}")
+        missing = [k for k in keys if k not in state and k != "min_scale"]
+        if missing:
+            raise ValueError(f"loss scaler state lacks {', '.join(missing)}")
+        ck.real(state["scale"], "loss scaler state: scale", lo=0)
+        steps = ck.integer(state["steps"], "loss scaler state: steps", lo=0)
+        ck.integer(state["skipped"], "loss scaler state: skipped", lo=0, hi=steps)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(scale={self._scale:g})"
@@ -207,6 +222,16 @@ class DynamicLossScaler(StaticLossScaler):
         return {**super().state_dict(), "growth_factor": self.growth_factor,
                 "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
                 "_growth_tracker": self.growth_tracker, "min_scale": self.min_scale}
+
+    def _check_state(self, state: Any) -> None:
+        super()._check_state(state)
+        _factor(state["growth_factor"], "loss scaler state: growth_factor", 1.0, math.inf)
+        _factor(state["backoff_factor"], "loss scaler state: backoff_factor", 0.0, 1.0)
+        interval = ck.integer(state["growth_interval"], "loss scaler state: growth_interval", lo=1)
+        ck.integer(state["_growth_tracker"], "loss scaler state: _growth_tracker", lo=0,
+                   hi=interval - 1)
+        if state.get("min_scale") is not None:
+            ck.positive(state["min_scale"], "loss scaler state: min_scale")
 
     def load_state_dict(self, state: Mapping) -> None:
         super().load_state_dict(state)

@@ -11,13 +11,17 @@ Loading refuses, with the reason, a file that is missing or not a regular file, 
 or of another format version. It then checks the arrays of a training run's layout, each named:
 ``param/<name>`` and ``opt/<name>/<moment>`` are finite floating-point arrays, the optimizer's
 second moments (``opt/*/v``) are non-negative, and ``opt/t`` is one integer >= 0.
-:func:`check_run` checks the metadata a resumable run needs (:data:`RUN_META_KEYS`, a step that
-is an integer >= 0 with one history record per step).
+:func:`check_run` checks every value of the metadata a resumable run needs
+(:data:`RUN_META_KEYS`: the step, one history record per step, the evaluations, the counters, the
+generator states, the precision state), naming the key; ``Trainer.resume`` then checks the arrays
+against the config's model (names, shapes, dtypes) and the optimizer's step count against the
+steps that updated the weights.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 
@@ -103,26 +107,102 @@ def check_arrays(arrays: dict[str, np.ndarray], path: str | Path = "<checkpoint>
 
 
 def check_run(meta: dict, path: str | Path = "<checkpoint>") -> int:
-    """The saved step, after checking that ``meta`` has every key of :data:`RUN_META_KEYS`, a step
-    that is an integer >= 0 and one history record per step; a ``CheckpointError`` otherwise."""
+    """The saved step, after checking every value of the metadata a resumable run needs
+    (:data:`RUN_META_KEYS`), each refusal a ``CheckpointError`` naming the key:
+
+    * ``config`` a JSON object; ``step`` an integer >= 0; ``history`` one record per step (a JSON
+      object whose ``step`` is its index and whose ``lr``, ``loss`` and ``nll`` are numbers);
+      ``evals`` records of a step in [1, step] (in order) and a ``val_loss`` number;
+    * ``skipped`` an integer in [0, step]; ``stopped`` null or a string; ``first_loss`` a finite
+      number once a step ran (null before); ``train_time`` a finite number >= 0;
+    * ``data_rng`` / ``dropout_rng`` the state of a NumPy ``PCG64`` generator; ``precision`` a JSON
+      object of ``scaler`` (null or an object), ``numerics`` (an object) and ``rng`` (null or a
+      generator state). The scaler's and numerics' own values are checked as they are loaded.
+    """
     where = f"checkpoint {str(path)!r}"
+
+    def bad(key: str, what: str, got: object) -> CheckpointError:
+        return CheckpointError(f"{where}: its {key} must be {what}; got {_short(got)}")
+
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{where}: its metadata must be a JSON object")
     missing = [k for k in RUN_META_KEYS if k not in meta]
     if missing:
         raise CheckpointError(f"{where} lacks the metadata {', '.join(missing)}; it was not written "
                               f"by normlab's Trainer.save")
     step = meta["step"]
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+    if not _is_int(step) or step < 0:
         raise CheckpointError(f"{where}: its step must be an integer >= 0; got {step!r}")
     for key in ("history", "evals"):
         if not isinstance(meta[key], list):
             raise CheckpointError(f"{where}: its {key} must be a list; got {type(meta[key]).__name__}")
     if len(meta["history"]) != step:
-        raise CheckpointError(f"{where}: its step is {step} but it holds {len(meta['history'])} "
+        raise CheckpointError(f"{where}: its step is {step} but its history holds {len(meta['history'])} "
                               f"step records")
     if not isinstance(meta["config"], dict):
         raise CheckpointError(f"{where}: its config must be a JSON object; got "
                               f"{type(meta['config']).__name__}")
+    for i, record in enumerate(meta["history"]):
+        if not isinstance(record, dict) or record.get("step") != i or not _is_int(record["step"]):
+            raise bad(f"history[{i}]", f"a step record with step = {i}", record)
+        for key in ("lr", "loss", "nll"):
+            if not _is_number(record.get(key, None)):
+                raise bad(f"history[{i}].{key}", "a number", record.get(key))
+    last = 0
+    for i, record in enumerate(meta["evals"]):
+        at = record.get("step") if isinstance(record, dict) else None
+        if not (_is_int(at) and last <= at <= step and at >= 1):
+            raise bad(f"evals[{i}]", f"an evaluation record with a step in [{max(last, 1)}, {step}]",
+                      record)
+        if not _is_number(record.get("val_loss")):
+            raise bad(f"evals[{i}].val_loss", "a number", record.get("val_loss"))
+        last = at
+    skipped = meta["skipped"]
+    if not _is_int(skipped) or not 0 <= skipped <= step:
+        raise bad("skipped", f"an integer in [0, {step}] (the steps a loss scaler skipped)", skipped)
+    if meta["stopped"] is not None and not isinstance(meta["stopped"], str):
+        raise bad("stopped", "null or the reason the run stopped", meta["stopped"])
+    first = meta["first_loss"]
+    if step > 0 and not (_is_number(first) and math.isfinite(first)):
+        raise bad("first_loss", "a finite number (the first step's loss)", first)
+    if step == 0 and first is not None and not _is_number(first):
+        raise bad("first_loss", "null or a number", first)
+    t = meta["train_time"]
+    if not (_is_number(t) and math.isfinite(t) and t >= 0):
+        raise bad("train_time", "a finite number of seconds >= 0", t)
+    for key in ("data_rng", "dropout_rng"):
+        _check_generator_state(meta[key], key, where)
+    precision = meta["precision"]
+    if not (isinstance(precision, dict) and set(precision) <= {"scaler", "numerics", "rng"}
+            and (precision.get("scaler") is None or isinstance(precision["scaler"], dict))
+            and isinstance(precision.get("numerics", {}), dict)):
+        raise bad("precision", "an object of scaler (null or an object), numerics (an object) "
+                  "and rng", precision)
+    if precision.get("rng") is not None:
+        _check_generator_state(precision["rng"], "precision.rng", where)
     return step
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_generator_state(state: object, key: str, where: str) -> None:
+    """Refuse a saved generator state that NumPy's PCG64 (what ``default_rng`` makes) cannot take."""
+    try:
+        np.random.default_rng().bit_generator.state = state
+    except Exception as exc:  # NumPy's checks raise TypeError, ValueError or KeyError
+        raise CheckpointError(f"{where}: its {key} must be the state of a NumPy PCG64 generator "
+                              f"({exc}); got {_short(state)}") from None
 
 
 __all__ = ["FORMAT", "META_KEY", "RUN_META_KEYS", "CheckpointError", "atomic_write", "check_arrays",

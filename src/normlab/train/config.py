@@ -119,6 +119,48 @@ class TrainConfig:
         return cls(**d)
 
 
+# ---- fields that only some settings read ----------------------------------------------------
+class ReadOnlyWith(NamedTuple):
+    """A field that the run reads only when ``decider`` has one of ``values``."""
+
+    decider: str  # the field that decides (data, schedule, optimizer)
+    values: tuple[str, ...]  # the decider's values under which the field is read
+    note: str = ""  # why, where the message says more than "is read only with"
+
+
+# A command line or a spec that sets one of these where the run would not read it is refused (the
+# value would be silently ignored). data_path needs no entry: TrainConfig itself refuses it
+# without data='file'.
+READ_ONLY_WITH: dict[str, ReadOnlyWith] = {
+    "markov_order": ReadOnlyWith("data", ("markov",)),
+    "markov_alpha": ReadOnlyWith("data", ("markov",)),
+    "data_seed": ReadOnlyWith("data", ("markov", "copy", "reverse")),
+    "model.vocab_size": ReadOnlyWith("data", ("markov", "copy", "reverse"),
+                                     "the corpus sets the vocabulary (its distinct characters)"),
+    "min_lr": ReadOnlyWith("schedule", ("cosine",)),
+    "beta1": ReadOnlyWith("optimizer", ("adamw",)),
+    "beta2": ReadOnlyWith("optimizer", ("adamw",)),
+    "adam_eps": ReadOnlyWith("optimizer", ("adamw",)),
+    "momentum": ReadOnlyWith("optimizer", ("sgd",)),
+}
+
+
+def unread_fields(given: Any, deciders: Mapping[str, Any]) -> list[tuple[str, ReadOnlyWith]]:
+    """The fields of ``given`` (dotted names) that no run reads: those of :data:`READ_ONLY_WITH`
+    whose decider takes none of the values that read them. ``deciders`` maps a decider (``data``)
+    to its value, or to the collection of values the runs take (a sweep's grid)."""
+    out = []
+    for name in given:
+        rule = READ_ONLY_WITH.get(name)
+        if rule is None:
+            continue
+        taken = deciders[rule.decider]
+        taken = set(taken) if isinstance(taken, (set, frozenset, list, tuple)) else {taken}
+        if not taken & set(rule.values):
+            out.append((name, rule))
+    return out
+
+
 # ---- dataclass fields, read once for every command line and spec ----------------------------
 class FieldInfo(NamedTuple):
     """One field of a config dataclass, as a command line or a spec needs it."""
@@ -180,5 +222,5 @@ def with_overrides(config: Any, dotted: Mapping[str, Any]) -> Any:
     return dataclasses.replace(config, **top)
 
 
-__all__ = ["DATA", "OPTIMIZERS", "SCHEDULES", "FieldInfo", "TrainConfig", "default_model",
-           "field_infos", "with_overrides"]
+__all__ = ["DATA", "OPTIMIZERS", "READ_ONLY_WITH", "SCHEDULES", "FieldInfo", "ReadOnlyWith",
+           "TrainConfig", "default_model", "field_infos", "unread_fields", "with_overrides"]

@@ -220,12 +220,12 @@ class TextSource:
     def from_file(cls, path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> "TextSource":
         """The UTF-8 text file at ``path``: an existing regular file of at most ``max_bytes``
         (a directory, FIFO or device, whose reading might never end, is refused unread)."""
-        source = check_input_file(path, what="data file", max_bytes=max_bytes)
+        source = check_input_file(path, what="data_path", max_bytes=max_bytes)
         path = Path(path)
         try:
             text = source.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            raise ValueError(f"data file {str(path)!r} is not UTF-8 text: {exc}") from None
+            raise ValueError(f"data_path {str(path)!r} is not UTF-8 text: {exc}") from None
         return cls(text, name=f"file:{path.name}")
 
     def _windows(self, ids: np.ndarray, starts: np.ndarray, T: int) -> Batch:

@@ -144,9 +144,9 @@ class Optimizer:
         for name, bufs in self.state.items():
             for key, buf in bufs.items():
                 value = np.asarray(state[f"{name}/{key}"])
-                if value.shape != buf.shape:
-                    raise ValueError(f"optimizer state {name}/{key} has shape {value.shape}; "
-                                     f"expected {buf.shape}")
+                if value.shape != buf.shape or value.dtype != buf.dtype:
+                    raise ValueError(f"optimizer state {name}/{key} is {value.dtype} {value.shape}; "
+                                     f"expected {buf.dtype} {buf.shape}")
                 buf[...] = value
 
 

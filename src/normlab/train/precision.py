@@ -116,6 +116,8 @@ class TrainingPrecision:
         }
 
     def load_state(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            raise TypeError(f"the saved precision state must be a mapping; got {type(state).__name__}")
         if (state.get("scaler") is None) != (self.scaler is None):
             raise ValueError(f"the saved loss-scaler state does not fit precision {self.name!r}")
         if self.scaler is not None:

@@ -428,6 +428,12 @@ class Trainer:
             if v is not None and (v.dtype != p.dtype or v.shape != p.shape):
                 raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: param/{name} is {v.dtype} "
                                            f"{v.shape}; the config's model has {p.dtype} {p.shape}")
+        updates = step - int(meta["skipped"])  # every step that was not skipped updated the weights
+        if "opt/t" in arrays and int(arrays["opt/t"]) != updates:
+            raise ckpt.CheckpointError(
+                f"checkpoint {str(path)!r}: opt/t (the optimizer's step count) is "
+                f"{int(arrays['opt/t'])}; the run made {updates} updates (step {step} - skipped "
+                f"{meta['skipped']})")
         try:
             trainer.model.load_parameters(params)
             trainer.optimizer.load_state_dict(opt)
@@ -441,7 +447,7 @@ class Trainer:
             trainer.history, trainer.evals = list(meta["history"]), list(meta["evals"])
             trainer.skipped, trainer.stopped = int(meta["skipped"]), meta["stopped"]
             trainer.first_loss, trainer.train_time = meta["first_loss"], float(meta["train_time"])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not match its config: {exc}") from None
         return trainer
 

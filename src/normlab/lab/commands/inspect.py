@@ -10,6 +10,11 @@ the output log Z and mean logit; per weight, activation and gradient its amax, l
 histogram and the fractions that overflow, flush or lose precision in bf16, fp16, fp8 (E4M3,
 E5M2) and MXFP8 / MXFP4 with per-tensor, delayed and MX block scaling; the loss under each
 precision preset against float32 (emulated).
+
+Every argument is checked before any work (``--out`` a folder that can be written, its two files
+new or regular files that are none of the inputs, ``--text`` / ``--tokens`` regular files of
+bounded size, ``--seq`` and ``--policies``); a refusal, or a checkpoint or token file that cannot
+be read, is one line naming it (exit status 2). Both files are written atomically.
 """
 
 from __future__ import annotations
@@ -33,18 +38,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def tokens_of(args: argparse.Namespace):
-    """The token ids of ``--tokens`` or of ``--text`` through the checkpoint's tokenizer.json."""
+    """The token ids of ``--tokens`` or of ``--text`` through the checkpoint's tokenizer.json
+    (both checked by :func:`check_arguments`)."""
     import numpy as np
 
     if args.tokens is not None:
-        if not args.tokens.is_file():
-            raise ValueError(f"--tokens {args.tokens}: no such file")
-        ids = np.load(args.tokens, allow_pickle=False)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu":
-            raise ValueError(f"--tokens must hold a 1-D integer array; got {ids.dtype} {ids.shape}")
+        try:
+            ids = np.load(args.tokens, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"--tokens {args.tokens}: not a .npy array ({exc})") from None
+        if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise ValueError(f"--tokens must hold a 1-D integer array; got "
+                             f"{getattr(ids, 'dtype', type(ids).__name__)} {getattr(ids, 'shape', '')}")
         return ids
-    if not args.text.is_file():
-        raise ValueError(f"--text {args.text}: no such file")
     tok = Path(args.path) / "tokenizer.json"
     if not tok.is_file():
         raise ValueError(f"{args.path} has no tokenizer.json: pass token ids with --tokens FILE.npy")
@@ -52,19 +58,66 @@ def tokens_of(args: argparse.Namespace):
         from tokenizers import Tokenizer
     except ImportError as e:  # pragma: no cover - depends on the installation
         raise ImportError("--text needs the tokenizers library: pip install 'normlab[hf]'") from e
-    return np.asarray(Tokenizer.from_file(str(tok)).encode(args.text.read_text()).ids, np.int64)
+    try:
+        text = args.text.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--text {args.text}: not UTF-8 text ({exc})") from None
+    return np.asarray(Tokenizer.from_file(str(tok)).encode(text).ids, np.int64)
+
+
+OUTPUTS = ("inspect.json", "inspect.html")
+
+
+def check_arguments(args: argparse.Namespace) -> tuple[str, ...]:
+    """Every flag before any work or output: ``--seq`` an integer >= 1, ``--policies`` presets,
+    ``--text`` / ``--tokens`` a regular file of bounded size, ``--out`` a folder that can be
+    written (its inspect.json and inspect.html new or regular files), and no output naming an
+    input (the checkpoint's files, the tokens or text: symbolic links followed). Returns the
+    policies; raises UsageError."""
+    from ... import _checks as ck
+    from ..._files import (MAX_TEXT_BYTES, check_distinct, check_input_file, check_output_dir,
+                           check_output_path)
+    from ...models.hf import CONFIG_FILE, INDEX_FILE, checkpoint_files
+    from ...precision import PRESETS
+    from ..arguments import check_flag
+    from ..cli import UsageError
+
+    check_flag(ck.integer, args.seq, "--seq", lo=1)
+    default = tuple(p for p in PRESETS if p != "fp32")
+    policies = default if args.policies is None else tuple(args.policies)
+    for p in policies:
+        check_flag(ck.choice, p, "--policies", options=PRESETS)
+    flag, source = ("--tokens", args.tokens) if args.tokens is not None else ("--text", args.text)
+    check_flag(lambda path, f: check_input_file(path, what=f, max_bytes=MAX_TEXT_BYTES), source, flag)
+    out = check_flag(lambda path, f: check_output_dir(path, what=f), args.out, "--out")
+    outputs = {f"--out ({name})": out / name for name in OUTPUTS}
+    if out.is_dir():
+        for name, path in outputs.items():
+            check_flag(lambda path, f: check_output_path(path, what=f), path, name)
+    try:
+        _, weights = checkpoint_files(args.path)
+    except (ValueError, KeyError, TypeError) as exc:  # the checkpoint is checked again as it loads
+        raise UsageError(str(exc)) from None
+    root = Path(args.path)
+    inputs = {flag: source, **{f"PATH ({f.name})": f for f in weights}}
+    for name in (CONFIG_FILE, INDEX_FILE, "tokenizer.json"):
+        if (root / name).exists():
+            inputs[f"PATH ({name})"] = root / name
+    check_flag(lambda outs, f: check_distinct(outs, inputs), outputs, "--out")
+    return policies
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
-
+    from ..._files import atomic_write, dumps_json
     from ...models import load_hf
     from ...models.inspect import inspect_model
-    from ...precision import PRESETS
+    from ..arguments import make_output_dir
+    from ..cli import UsageError
     from ..inspect_page import render
     from ..progress import reporter
 
-    policies = tuple(p for p in PRESETS if p != "fp32") if args.policies is None else tuple(args.policies)
+    policies = check_arguments(args)
+    make_output_dir(args.out)
     name = Path(args.path).resolve().name
     try:
         model = load_hf(args.path)
@@ -78,12 +131,10 @@ def main(args: argparse.Namespace) -> int:
                                        progress=lambda step, fraction: update(fraction, 1.0, step))
                 r.finish(name, f"loss {result['loss']:.4f}")
     except ValueError as exc:
-        print(f"error: {exc}")
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result, indent=1)
-    (args.out / "inspect.json").write_text(text + "\n")
-    (args.out / "inspect.html").write_text(render(result, name))
+        raise UsageError(str(exc)) from None
+    text = dumps_json(result, indent=1)
+    atomic_write(args.out / "inspect.json", text + "\n", what="--out (inspect.json)")
+    atomic_write(args.out / "inspect.html", render(result, name), what="--out (inspect.html)")
     if args.json:
         print(text)
     else:

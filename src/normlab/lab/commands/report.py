@@ -422,8 +422,9 @@ def check_names(names: list[str] | None) -> list[str] | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..arguments import check_output_arguments, make_output_dir
+    from ..arguments import check_output_arguments, check_output_files, make_output_dir
     from ..cli import UsageError
+    from ..framework import RESULT_FILE, load, read_cached
     from ..sweep.executors import executor_from_args
 
     if args.markdown:
@@ -435,6 +436,13 @@ def main(args: argparse.Namespace) -> int:
     executor = executor_from_args(args)
     if args.rejudge and (args.no_cache or seed is not None):
         raise UsageError("--rejudge measures nothing: it takes no --no-cache or --seed")
+    selected = list(registry()) if names is None else names
+    dirs = [load(n).CARD.name for n in selected]
+    check_output_files(args.out, [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
+    if args.rejudge and not any(read_cached(Path(args.out) / d, None) for d in dirs):
+        raise UsageError(f"--rejudge: {args.out} holds no cached result of "
+                         f"{', '.join(selected) if names else 'any experiment'} to judge again; "
+                         f"run normlab report --out {args.out} first (the page is left as it is)")
     make_output_dir(args.out)
     path, entries, elapsed = write_report(args.out, size=args.size, names=names, seed=seed,
                                           use_cache=not args.no_cache, executor=executor,

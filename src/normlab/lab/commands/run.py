@@ -36,9 +36,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def parse(args: argparse.Namespace):
     """The experiment module, the checked arguments (the flags after NAME parsed against the
     experiment's config) and its Config. Raises UsageError before anything runs."""
-    from ..arguments import add_config_arguments, check_output_arguments, config_overrides
+    from ..arguments import (add_config_arguments, check_output_arguments, check_output_files,
+                             config_overrides)
     from ..cli import ArgumentParser, UsageError
-    from ..framework import load
+    from ..framework import RESULT_FILE, load
 
     try:
         module = load(args.name)
@@ -52,6 +53,7 @@ def parse(args: argparse.Namespace):
     p.set_defaults(**{k: v for k, v in vars(args).items() if k != "fields"})
     full = p.parse_args(args.fields)
     full.seed = check_output_arguments(full)
+    check_output_files(full.out, [f"{module.CARD.name}/{RESULT_FILE}"])
     return module, full, checked_config(module, full.size, full.seed, config_overrides(full))
 
 
@@ -63,10 +65,32 @@ def checked_config(module, size: str, seed: int | None, overrides: dict):
     from ..framework import configure
 
     try:
-        return configure(module, size, seed, overrides)
+        config = configure(module, size, seed, overrides)
     except (TypeError, ValueError) as exc:
         given = ", ".join(flag_of(k) for k in overrides)
         raise UsageError(f"{exc}" + (f" (flags given: {given})" if given else "")) from None
+    check_training_memory(config)
+    return config
+
+
+def check_training_memory(config) -> None:
+    """A training experiment's recipe (each ``TrainConfig`` field of its config, ``base``) must fit
+    the machine's memory (``normlab.train.budget``), checked before anything runs: a UsageError
+    naming the flag to lower (``--base.steps``), not a failure once the sweep starts."""
+    import dataclasses
+
+    from ...train import TrainConfig
+    from ...train.budget import MemoryBudgetError, check_memory
+    from ..arguments import flag_of
+    from ..cli import UsageError
+
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, TrainConfig):
+            try:
+                check_memory(value, flag=lambda field, at=f.name: flag_of(f"{at}.{field}"))
+            except MemoryBudgetError as exc:
+                raise UsageError(str(exc)) from None
 
 
 def main(args: argparse.Namespace) -> int:

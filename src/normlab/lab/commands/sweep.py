@@ -7,7 +7,8 @@ one is refused with the field named (exit status 2). The store is ``--out`` (def
 crash or a kill resumes: finished runs are kept, failed and unfinished ones run again.
 
 A spec is bounded (at most ``--max-points`` points, 1000 by default; ``--dry-run`` counts them
-whatever their number), its ``data_path`` checked before anything runs, every point's memory
+whatever their number; a lifted cap still refuses a sweep whose list of points would not fit in
+half the memory available), its ``data_path`` checked before anything runs, every point's memory
 estimate checked against the machine, and the store checked writable: each refusal is one line
 (exit status 2). A run whose directory cannot be written is reported as failed and the sweep goes
 on; a finished run whose result is damaged is run again (its files kept aside), and ``--summary``
@@ -81,6 +82,10 @@ def main(args: argparse.Namespace) -> int:
             print(f"{spec.size:,} points (grid x random.samples x seeds), more than the cap of "
                   f"{cap:,}: listing and running them needs --max-points {spec.size}")
             return 0
+        listing = _listing_bytes(spec.size)
+        if listing is not None:
+            return refuse(f"--max-points {cap}: listing {spec.size:,} points needs about "
+                          f"{listing}; sweep fewer points")
         points = spec.points()
     except SpecError as exc:
         return refuse(str(exc))
@@ -171,6 +176,20 @@ def main(args: argparse.Namespace) -> int:
     print(f"table and plots: normlab sweep {args.spec} --summary"
           + (f" --out {args.out}" if args.out else ""))
     return 1 if counts[FAILED] else 0
+
+
+POINT_BYTES = 8 * 1024  # memory per listed point (its config, id and store record), rounded up
+
+
+def _listing_bytes(size: int) -> str | None:
+    """None when listing ``size`` points fits in half the memory available; else what it needs."""
+    from ...train.budget import available_memory, format_bytes
+
+    have = available_memory()
+    need = size * POINT_BYTES
+    if have is None or need <= have // 2:
+        return None
+    return f"{format_bytes(need)} of memory, more than half the {format_bytes(have)} available"
 
 
 def _varied(varied: dict) -> str:

@@ -13,9 +13,11 @@ Every argument is checked before the model is built, and a refusal is one line n
 (exit status 2): an output (``--json``, ``--checkpoint``) must be a new file or a regular file in
 an existing folder, and no output may name an input (``--data-path``, ``--resume``, a
 ``--precision`` policy file) or the other output; ``--data-path`` must be a regular text file of
-bounded size (``--data-path`` alone implies ``--data file``; with another ``--data`` it is refused,
-and so is ``--vocab-size`` where the corpus sets the vocabulary); the run's memory estimate
-(``normlab.train.budget``) must fit the machine. An existing ``--checkpoint`` file is replaced only
+bounded size (``--data-path`` alone implies ``--data file``; with another ``--data`` it is refused);
+a flag the run would not read is refused (``--vocab-size`` where the corpus sets the vocabulary,
+``--markov-order`` without ``--data markov``, ``--momentum`` without ``--optimizer sgd``, ...: see
+``normlab.train.config.READ_ONLY_WITH``); the run's memory estimate (``normlab.train.budget``) must
+fit the machine. An existing ``--checkpoint`` file is replaced only
 by the run it holds (``--resume`` of the same file) or with ``--overwrite``, and a run that stops
 early never writes its checkpoint: the file keeps the last state that can be resumed. A
 ``--resume`` of a run that already did its ``--steps`` says so and writes nothing.
@@ -104,7 +106,7 @@ def _config_error(exc: Exception) -> str:
 
 def _check_data_flags(args: argparse.Namespace) -> None:
     """``--data-path`` alone means ``--data file`` (said on stderr); with another ``--data`` it
-    is refused, and so is ``--vocab-size`` where a corpus sets the vocabulary."""
+    is refused."""
     from ..arguments import OVERRIDE
     from ..cli import UsageError
 
@@ -117,9 +119,23 @@ def _check_data_flags(args: argparse.Namespace) -> None:
         elif data != "file":
             raise UsageError(f"--data-path is read only with --data file; got --data {data} "
                              f"(drop --data-path, or give --data file)")
-    if data in ("pydoc", "file") and getattr(args, OVERRIDE + "model.vocab_size") is not None:
-        raise UsageError(f"--vocab-size: with --data {data} the corpus sets the vocabulary "
-                         f"(its distinct characters); drop --vocab-size")
+
+
+def _check_unread(args: argparse.Namespace, cfg) -> None:
+    """Refuse a flag the run would not read (``train.config.READ_ONLY_WITH``: ``--markov-order``
+    without ``--data markov``, ``--momentum`` without ``--optimizer sgd``, ...): silently ignoring
+    it would run something other than what was asked."""
+    from ...train.config import unread_fields
+    from ..arguments import config_overrides
+    from ..cli import UsageError
+
+    deciders = {name: getattr(cfg, name) for name in ("data", "schedule", "optimizer")}
+    for name, rule in unread_fields(config_overrides(args), deciders):
+        given, decider, value = flag(name), flag(rule.decider), deciders[rule.decider]
+        if rule.note:
+            raise UsageError(f"{given}: with {decider} {value} {rule.note}; drop {given}")
+        raise UsageError(f"{given} is read only with {decider} {' or '.join(rule.values)}; got "
+                         f"{decider} {value} (drop {given}, or give {decider} {rule.values[0]})")
 
 
 def _is_file(text: str) -> bool:
@@ -190,6 +206,7 @@ def _build(args: argparse.Namespace):
         cfg = config_from_args(args, saved)
     except (TypeError, ValueError) as exc:
         raise UsageError(_config_error(exc)) from None
+    _check_unread(args, cfg)
     if cfg.data == "file":
         try:
             check_input_file(cfg.data_path, what="--data-path", max_bytes=MAX_TEXT_BYTES)
@@ -218,7 +235,12 @@ def _build(args: argparse.Namespace):
     except CheckpointError as exc:
         raise UsageError(f"--resume: {exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a corpus shorter than --seq-len
-        raise UsageError(_config_error(exc)) from None
+        text = _config_error(exc)
+        source, _, rest = text.partition(": ")  # a corpus names itself pydoc or file:NAME
+        if source == "pydoc" or (source.startswith("file:") and cfg.data == "file"):
+            given = "--data pydoc" if source == "pydoc" else f"--data-path {cfg.data_path}"
+            text = f"{given}: {rest}"
+        raise UsageError(text) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -239,16 +261,40 @@ def main(args: argparse.Namespace) -> int:
           f"(V = {m.vocab_size}), {cfg.steps} steps of {cfg.batch_size} x {m.seq_len} tokens, "
           f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}", file=sys.stderr)
     run = dict(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
-    if args.quiet:
-        result = trainer.run(**run)
-    else:
-        with reporter(1, "train") as rep:
-            result = trainer.run(progress=rep.start("train"), **run)
-            rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
+    try:
+        if args.quiet:
+            result = trainer.run(**run)
+        else:
+            with reporter(1, "train") as rep:
+                result = trainer.run(progress=rep.start("train"), **run)
+                rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
+    except (OSError, ValueError) as exc:  # checked before training; the disk can still refuse
+        if not _is_write_error(exc, args.checkpoint):
+            raise
+        print(f"normlab train: --checkpoint {args.checkpoint}: cannot be written "
+              f"({exc.strerror or exc if isinstance(exc, OSError) else exc}); the run stopped at "
+              f"step {trainer.step}, the file keeps what it held", file=sys.stderr)
+        return 1
+    failed = False
     if args.json is not None:
-        write_json(args.json, result.to_dict(), what="--json", indent=1)
+        try:
+            write_json(args.json, result.to_dict(), what="--json", indent=1)
+        except (OSError, ValueError) as exc:
+            failed = True
+            print(f"normlab train: --json {args.json}: cannot be written "
+                  f"({exc.strerror or exc if isinstance(exc, OSError) else exc})", file=sys.stderr)
     if result.stopped is not None and args.checkpoint is not None:
         print(f"normlab train: the run stopped early; {args.checkpoint} was not written (it keeps "
               f"what it held)", file=sys.stderr)
     print(result.summary())
-    return 0 if result.stopped is None else 1
+    return 0 if result.stopped is None and not failed else 1
+
+
+def _is_write_error(exc: Exception, checkpoint) -> bool:
+    """Whether ``exc`` came from writing the checkpoint (an OSError, or normlab._files' refusal of
+    a target that stopped being a regular file), not from training."""
+    if checkpoint is None:
+        return False
+    if isinstance(exc, OSError):
+        return True
+    return str(exc).startswith("checkpoint:")

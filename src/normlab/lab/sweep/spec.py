@@ -30,7 +30,9 @@ stored as floats, so ``1`` and ``1.0`` are the same point.
 Every value is checked for its type (by the dataclass field's annotation) and then through
 ``TrainConfig`` / ``GPTConfig`` construction: each grid value and distribution bound on the base
 config alone, then every point. A bad spec raises :class:`SpecError`, whose message starts with
-where the value stands (``grid.model.n_heads[1]``) and whose ``field`` names the field.
+where the value stands (``grid.model.n_heads[1]``) and whose ``field`` names the field. A field
+that none of the points reads (``markov_order`` where every point trains on a corpus, ``momentum``
+where every point uses AdamW: ``train.config.READ_ONLY_WITH``) is refused, as it would be ignored.
 
 A spec is bounded before anything is listed: the number of points (grid cells x random draws x
 seeds, counted without listing them, :attr:`SweepSpec.size`) may be at most ``max_points``
@@ -348,6 +350,32 @@ def _check_data_paths(base: Mapping[str, Any], grid: Mapping[str, tuple],
             raise SpecError(f"{source}: {exc}", field="data_path") from None
 
 
+def _check_unread(base: Mapping[str, Any], grid: Mapping[str, tuple],
+                  random: RandomSearch | None, source: str) -> None:
+    """Refuse a field the spec sets that none of its points reads (``train.config.READ_ONLY_WITH``:
+    ``markov_order`` where every point trains on a corpus, ``momentum`` where every point uses
+    AdamW, ...): it would be silently ignored."""
+    from ...train.config import READ_ONLY_WITH, unread_fields
+
+    defaults = TrainConfig()
+    deciders = {}
+    for name in {rule.decider for rule in READ_ONLY_WITH.values()}:
+        values = {base.get(name, getattr(defaults, name))}
+        if name in grid:
+            values = set(grid[name])
+        elif random is not None and name in random.fields:
+            values = set(random.fields[name].values)
+        deciders[name] = values
+    given = {**{n: "base" for n in base}, **{n: "grid" for n in grid},
+             **{n: "random" for n in (random.fields if random is not None else {})}}
+    for name, rule in unread_fields(given, deciders):
+        taken = ", ".join(repr(v) for v in sorted(deciders[rule.decider]))
+        why = f" ({rule.note})" if rule.note else ""
+        raise SpecError(f"{source}: {given[name]}.{name} is read only with {rule.decider} = "
+                        f"{' or '.join(repr(v) for v in rule.values)}; the spec's points have "
+                        f"{rule.decider} = {taken}{why}: drop {name}", field=name)
+
+
 def parse_spec(data: Mapping[str, Any], source: str = "<spec>", *,
                max_points: int | None = MAX_POINTS) -> SweepSpec:
     """A checked :class:`SweepSpec` from a parsed TOML document (a dict), or a SpecError.
@@ -449,6 +477,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", *,
                         f"seeds), more than the cap of {max_points:,}; lift the cap to run them "
                         f"(normlab sweep --max-points {spec.size})", field="random.samples"
                         if random is not None and random.samples > max_points else "grid")
+    _check_unread(base, grid, random, source)
     _check_data_paths(base, grid, random, source)
     return spec
 

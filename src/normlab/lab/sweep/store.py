@@ -19,9 +19,10 @@ sweep (:meth:`RunStore.mend_journal`), so the journal holds one outcome per fini
 (killed mid-run, or ``failed``) is run again on the next sweep: its leftovers and any temporary
 file of a killed writer are removed first. Finished runs are never written again.
 
-What is read back is checked: a finished run whose ``result.json`` is missing or does not match
-its schema (:func:`check_result`: the figures are numbers or null, the step count an integer,
-``stopped`` as the status says) is never trusted and never a dead end: it reads as pending, with
+What is read back is checked: a finished run whose ``result.json`` or ``metrics.json`` is missing
+or does not match its schema (:func:`check_result`: the figures are numbers or null, the step
+count an integer, ``stopped`` as the status says; :func:`check_metrics`: one record per step, the
+evaluations with their step and loss) is never trusted and never a dead end: it reads as pending, with
 the damage in ``RunRecord.damaged``, and the next sweep moves its files aside into
 ``runs/<id>/damaged-<n>/`` (kept for inspection) and runs it again.
 
@@ -94,6 +95,26 @@ def check_result(result: Any, status: str = DONE, *, complete: bool = True) -> N
         raise ValueError(f"result.json: stopped must be null for a done run; got {stopped!r}")
     if status == DIVERGED and not isinstance(stopped, str):
         raise ValueError(f"result.json: stopped must say why a diverged run stopped; got {stopped!r}")
+
+
+def check_metrics(metrics: Any, steps: int) -> None:
+    """Refuse, naming the record, a ``metrics.json`` document that does not match its schema: a
+    JSON object whose ``history`` holds one record per step done (a JSON object whose ``step`` is
+    its index) and whose ``evals`` are JSON objects with an integer ``step`` and a ``val_loss``."""
+    if not isinstance(metrics, dict):
+        raise ValueError("metrics.json is missing or not a JSON object")
+    history, evals = metrics.get("history"), metrics.get("evals")
+    if not isinstance(history, list) or not isinstance(evals, list):
+        raise ValueError("metrics.json must hold the lists history and evals")
+    if len(history) != steps:
+        raise ValueError(f"metrics.json holds {len(history)} step records; the run did {steps} steps")
+    for i, record in enumerate(history):
+        if not isinstance(record, dict) or record.get("step") != i or isinstance(record["step"], bool):
+            raise ValueError(f"metrics.json: history[{i}] must be a record with step = {i}")
+    for i, record in enumerate(evals):
+        if not (isinstance(record, dict) and isinstance(record.get("step"), int)
+                and not isinstance(record["step"], bool) and "val_loss" in record):
+            raise ValueError(f"metrics.json: evals[{i}] must be a record with a step and a val_loss")
 
 
 @dataclass
@@ -189,6 +210,7 @@ class RunStore:
             rec.result = _read_json(d / "result.json")
             try:
                 check_result(rec.result, rec.status)
+                check_metrics(_read_json(d / "metrics.json"), rec.result["steps_done"])
             except ValueError as exc:  # never trusted: pending, and re-queued by the next sweep
                 rec.damaged = str(exc) if rec.result is not None else "result.json is missing or not JSON"
                 rec.status, rec.result, rec.reason = PENDING, None, None
@@ -343,4 +365,4 @@ def _version() -> str:
 
 
 __all__ = ["DIVERGED", "DONE", "FAILED", "FINISHED", "PENDING", "RunRecord", "RunStore", "StoreError",
-           "check_result"]
+           "check_metrics", "check_result"]
