@@ -40,6 +40,7 @@ normlab.kernels`` stay light.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any, Callable
 
@@ -116,7 +117,18 @@ def check_impl(impl: Any) -> str:
 
 
 def resolve(impl: str, name: str) -> Callable:
-    """The function ``name`` (e.g. "layer_norm_forward") of the kernel or the reference path."""
+    """The function ``name`` (e.g. "layer_norm_forward") of the kernel or the reference path
+    (looked up once per pair, as modules resolve their ops at every call; a bad pair raises and
+    is not remembered)."""
+    try:
+        return _resolve(impl, name)
+    except TypeError:  # an unhashable impl or name: the checks say what is accepted
+        check_impl(impl)
+        raise
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(impl: str, name: str) -> Callable:
     check_impl(impl)
     table = _KERNELS if impl == "kernel" else _REFERENCE
     if name not in table:

@@ -63,6 +63,8 @@ def launch(kernel, work: int, *args):
     if work >= PARALLEL_MIN:
         return kernel(*args)
     saved = numba.get_num_threads()
+    if saved == 1:  # already one thread (the lab's workers): nothing to set or restore
+        return kernel(*args)
     numba.set_num_threads(1)
     try:
         return kernel(*args)

@@ -51,7 +51,7 @@ from . import checkpoint as ckpt
 from .budget import check_memory
 from .config import TrainConfig
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
-from .optim import SGD, AdamW, clip_grad_norm
+from .optim import SGD, AdamW, clip_grad_norm, flat_buffer
 from .precision import TrainingPrecision
 from .schedules import learning_rate
 
@@ -175,6 +175,7 @@ class Trainer:
         self.model.set_numerics(self.precision.numerics)
         self.params = self.model.parameters()
         self.grads = self.model.gradients()
+        self._flat_grads = flat_buffer(list(self.grads.values()))  # None: not one buffer
         if self.precision.param_round is not None:  # stored in the policy's format from the start
             for p in self.params.values():
                 p[...] = self.precision.param_round(p)
@@ -221,7 +222,8 @@ class Trainer:
         cfg = self.config
         model, scaler = self.model, self.precision.scaler
         x, y = self.source.train_batch(cfg.batch_size, cfg.model.seq_len, self.data_rng)
-        model.train()
+        if not model.training:  # evaluate() and the probes hand it back in train mode
+            model.train()
         with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is detected just below
             parts = model.forward(x, y)
         record = {"step": self.step, "lr": learning_rate(self.step, schedule=cfg.schedule, lr=cfg.lr,
@@ -241,7 +243,7 @@ class Trainer:
                             f"first step's {self.first_loss:.4g} at step {self.step}")
             return record
 
-        model.zero_grad()
+        self._zero_grads()
         scale = 1.0 if scaler is None else float(scaler.scale)
         if scaler is None:
             model.backward(scale * cfg.loss_multiplier)
@@ -280,6 +282,15 @@ class Trainer:
         if self.step < cfg.update_probe:
             record["model_update"], record["logit_update"] = self.model_update()
         return record
+
+    def _zero_grads(self) -> None:
+        """Zero every gradient buffer: the model's one flat buffer in one pass when it has one
+        (``Module.flatten``), else array by array."""
+        if self._flat_grads is None:
+            for g in self.grads.values():
+                g.fill(0)
+        else:
+            self._flat_grads.fill(0)
 
     def eval_record(self) -> dict:
         """The evaluation at this step: ``{"step", "val_loss"}``, and with ``eval_headroom``
