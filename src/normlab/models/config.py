@@ -16,6 +16,7 @@ POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
 QK_NORM_SCOPES = ("head", "all")
 ROPE_SCALINGS = ("none", "linear", "llama3")
+INITS = ("gpt2", "fan_in")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ class GPTConfig:
     dropout: float = 0.0  # p_drop on the output of every residual branch (training only)
     attn_dropout: float = 0.0  # p_drop on the attention probabilities (training only)
     init_std: float = 0.02  # std of the normal init of weights and embeddings (GPT-2)
+    init: str = "gpt2"  # weight init: gpt2 (N(0, init_std^2)) or fan_in (N(0, 1 / fan_in))
+    #                     gpt2: every weight and table N(0, init_std^2), the projections into
+    #                     the residual stream times 1 / sqrt(2L). fan_in (Wortsman et al. 2023,
+    #                     NanoDO): every weight N(0, 1 / fan_in), the embedding and position
+    #                     tables N(0, 1 / C); init_std is not read. DeepNorm's beta applies to both
     dtype: str = "float32"  # parameter and activation dtype: float32, or float64 for checks
     # ---- the features of released architectures (Llama 3, Mistral, Qwen 2/3, Gemma 2, OLMo 2) ----
     n_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: n_heads
@@ -86,7 +92,7 @@ class GPTConfig:
         for name, allowed in (("placement", PLACEMENTS), ("norm", NORMS), ("qk_norm", QK_NORMS),
                               ("activation", ACTIVATIONS), ("positions", POSITIONS),
                               ("dtype", DTYPES), ("qk_norm_scope", QK_NORM_SCOPES),
-                              ("rope_scaling", ROPE_SCALINGS)):
+                              ("rope_scaling", ROPE_SCALINGS), ("init", INITS)):
             ck.choice(getattr(self, name), f"config: {name}", allowed)
         for name in ("attn_softcap", "final_softcap", "attn_scale"):
             if getattr(self, name) is not None:

@@ -299,7 +299,8 @@ def _trivial(c: GPTConfig, field: str) -> bool:
     """Fields whose value changes nothing in the checkpoint: training-only settings (dropout,
     the loss's extras, the init), the RoPE scaling knobs without a scaling, explicit bias switches
     equal to ``bias`` and head counts or widths equal to their defaults."""
-    if field in ("dropout", "attn_dropout", "z_loss", "label_smoothing", "init_std", "dyt_alpha"):
+    if field in ("dropout", "attn_dropout", "z_loss", "label_smoothing", "init_std", "init",
+                 "dyt_alpha"):
         return True
     if field == "n_kv_heads":
         return c.kv_heads == c.n_heads
