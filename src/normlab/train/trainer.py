@@ -173,7 +173,7 @@ class Trainer:
         self.stopped: str | None = None
         self.first_loss: float | None = None
         self.train_time = 0.0
-        self.target_counts = np.zeros(config.model.vocab_size, np.int64)  # (V,) training targets seen
+        self.target_counts = np.zeros(config.model.vocab_size, np.int64)  # (V,) targets seen
 
     # ---- one step --------------------------------------------------------------------------
     def _per_layer(self, values: dict[str, float], how: str) -> list[float]:

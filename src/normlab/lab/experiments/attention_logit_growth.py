@@ -63,8 +63,8 @@ TRAINS_FRACTION = 0.5  # a run "trains" when it recovers this share of its arm's
 BASE = TrainConfig(  # Wortsman et al. 2023 section 2.1's recipe at CPU size
     model=GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2, init="fan_in",
                     positions="rope", norm_eps=1e-6, z_loss=1e-4),
-    data="pydoc", lr=1e-2, min_lr=1e-5, warmup=35, schedule="cosine", steps=700,
-    batch_size=8, weight_decay=1e-2, eval_interval=700)
+    data="pydoc", lr=1e-2, min_lr=1e-5, warmup=30, schedule="cosine", steps=600,
+    batch_size=8, weight_decay=1e-2, eval_interval=600)
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,9 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
 
 def measure(config: Config, ctx) -> dict:
     cfg = config
+    if cfg.seeds < 2:
+        raise ValueError(f"seeds must be >= 2 (the checks are intervals over seeds); got "
+                         f"{cfg.seeds}")
     if not 0 < cfg.softcap_seeds <= cfg.seeds:
         raise ValueError(f"softcap_seeds must be in [1, seeds = {cfg.seeds}]; got "
                          f"{cfg.softcap_seeds}")
@@ -301,14 +304,14 @@ def _recovered(p: dict, i: int, j: int) -> float:
 
 def _cap_check(data: dict) -> Check:
     cap = data["softcap"]
-    raw = [r["peaks"].get("max_logit") for r in data["runs"]
-           if r["variant"].startswith("soft-cap") and r["peaks"].get("max_logit") is not None]
+    runs = [r for r in data["runs"] if r["variant"].startswith("soft-cap")]
+    raw = [r["peaks"]["max_logit"] for r in runs if r["peaks"].get("max_logit") is not None]
     capped = max((cap * math.tanh(v / cap) for v in raw), default=math.nan)
     return Check(
         f"soft-capping bounds every attention logit by {cap:g}",
-        f"cap tanh(s / cap) < cap by construction (Gemma 2: cap 50)",
-        f"soft-cap runs at LR {', '.join(f'{x:g}' for x in sorted({r['lr'] for r in data['runs'] if r['variant'].startswith('soft-cap')}))}: "
-        f"largest capped logit {capped:.6g}, raw q.k / sqrt(D) up to {fmt(max(raw, default=math.nan))}",
+        "cap tanh(s / cap) < cap by construction (Gemma 2: cap 50)",
+        f"soft-cap runs at LR {_lrs_of(runs)}: largest capped logit {capped:.6g}, raw "
+        f"q.k / sqrt(D) up to {fmt(max(raw, default=math.nan))}",
         "holds by construction (tanh < 1; in floating point it rounds to 1 past s = 19 cap)",
         bool(capped <= cap), "Gemma Team 2024 [V]", identity=True,
         note="the cap bounds what the softmax sees, not the raw q.k, which keeps growing: the "
@@ -323,9 +326,13 @@ def _divergence_check(data: dict) -> Check:
         "every run with max attention logit > 1e4 diverged (Wortsman section 3.3)",
         f"{len(big)} run(s) passed {DIVERGED_LOGIT:g}; {stopped} of them diverged, "
         f"{len(big) - stopped} trained on (LRs "
-        f"{', '.join(f'{x:g}' for x in sorted({r['lr'] for r in big if r['status'] == 'done'})) or '-'})",
+        f"{_lrs_of([r for r in big if r['status'] == 'done']) or '-'})",
         "shown, not counted (a 1e4 threshold of 1e5-step runs at scale)", None,
         "Wortsman et al. 2023 [V]")
+
+
+def _lrs_of(runs: list) -> str:
+    return ", ".join(f"{x:g}" for x in sorted({r["lr"] for r in runs}))
 
 
 def headline(data: dict, config: Config) -> str:
