@@ -2,8 +2,9 @@
 
 * ``MarkovSource``: a synthetic order-k Markov chain over V symbols whose transition rows are
   Dirichlet(alpha) draws (or, with ``zipf`` s > 0, Dirichlet(alpha V q) draws around a Zipfian
-  base measure q_j ~ (j + 1)^-s: many rare symbols, as in a real tokenizer's vocabulary). Its exact entropy rate H (nats per token) is the best loss any model can
-  reach; ``entropy_floor(T)`` is the best mean loss over a window of T predictions (the first k-1
+  base measure q_j ~ (j + 1)^-s: many rare symbols, as in a real tokenizer's vocabulary). Its
+  exact entropy rate H (nats per token) is the best loss any model can reach;
+  ``entropy_floor(T)`` is the best mean loss over a window of T predictions (the first k-1
   predictions see less than k symbols of context, so the floor sits slightly above H).
 * ``AlgorithmicSource``: copy or reverse a random string after a separator; only the answer is
   scored, and the answer is determined by the input, so the floor is 0.

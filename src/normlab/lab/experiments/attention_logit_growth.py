@@ -52,6 +52,8 @@ CARD = Card(
                 "product of the two gains, so the logit can only grow as fast as those gains. A "
                 "soft-cap squashes the logit the softmax sees into (-cap, cap) but leaves q and k "
                 "free to grow.",
+    short="attention logits grow at high LR without QK-norm; QK-norm lowers the LR "
+          "sensitivity (Wortsman et al.'s recipe, LR up to 3)",
 )
 
 SENS_RATIO = 0.7  # papers.md section 7 C: LRsens(QK-norm) <= 0.7 x LRsens(baseline)
@@ -63,8 +65,8 @@ TRAINS_FRACTION = 0.5  # a run "trains" when it recovers this share of its arm's
 BASE = TrainConfig(  # Wortsman et al. 2023 section 2.1's recipe at CPU size
     model=GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2, init="fan_in",
                     positions="rope", norm_eps=1e-6, z_loss=1e-4),
-    data="pydoc", lr=1e-2, min_lr=1e-5, warmup=30, schedule="cosine", steps=600,
-    batch_size=8, weight_decay=1e-2, eval_interval=600)
+    data="pydoc", lr=1e-2, min_lr=1e-5, warmup=28, schedule="cosine", steps=550,
+    batch_size=8, weight_decay=1e-2, eval_interval=550)
 
 
 @dataclass(frozen=True)
