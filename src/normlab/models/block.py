@@ -54,6 +54,29 @@ def make_norm(kind: str, C: int, *, eps: float, bias: bool, dtype,
     raise ValueError(f"norm must be one of layernorm, rmsnorm, dyt, none; got {kind!r}")
 
 
+def init_stds(cfg: GPTConfig) -> dict[str, float]:
+    """The std of every weight's normal init under ``cfg.init``: ``table`` (token and position
+    embeddings), ``head``, ``qkv``, ``attn_out`` (the attention's output projection), ``mlp_in``
+    and ``mlp_out``. DeepNorm's beta multiplies the MLP and the output projection (and, in
+    ``Block``, the value rows) in every scheme. ``xavier`` draws these normal stds first, then
+    ``Block`` redraws the block matrices (``xavier_init_``).
+
+        normal  all init_std; attn_out, mlp_out times 1/sqrt(2L) (DeepNorm: beta instead)
+        fan_in  1/sqrt(fan_in): qkv, mlp_in and head 1/sqrt(C), attn_out 1/sqrt(H D),
+                mlp_out 1/sqrt(d_ff); tables 1/sqrt(C) (Wortsman et al. 2023, NanoDO)
+    """
+    deep = cfg.placement == "deepnorm"
+    beta = deepnorm_beta(cfg.n_layers) if deep else 1.0
+    if cfg.init == "fan_in":
+        C = cfg.d_model
+        return {"table": C**-0.5, "head": C**-0.5, "qkv": C**-0.5,
+                "attn_out": (cfg.n_heads * cfg.head_dim) ** -0.5 * beta,
+                "mlp_in": C**-0.5 * beta, "mlp_out": cfg.hidden**-0.5 * beta}
+    s = cfg.init_std
+    out = s * (beta if deep else (2.0 * cfg.n_layers) ** -0.5)
+    return {"table": s, "head": s, "qkv": s, "attn_out": out, "mlp_in": s * beta, "mlp_out": out}
+
+
 class Residual(Module):
     """One sublayer ``branch`` in a residual connection with the norm ``placement``.
 
@@ -194,22 +217,22 @@ class Block(Module):
         dtype = np.dtype(cfg.dtype)
         L, C = cfg.n_layers, cfg.d_model
         # GPT-2 scales the projections that write into the residual stream by 1/sqrt(2L);
-        # DeepNorm instead scales the MLP, value and output projections by beta.
+        # DeepNorm instead scales the MLP, value and output projections by beta (init_stds).
         deep = cfg.placement == "deepnorm"
         beta = deepnorm_beta(L) if deep else 1.0
-        out_std = cfg.init_std * (beta if deep else (2.0 * L) ** -0.5)
+        std = init_stds(cfg)
         qkv_bias, out_bias, mlp_bias = cfg.biases()
         attn = CausalSelfAttention(
             C, cfg.n_heads, rng=rng, dropout_rng=dropout_rng, qk_norm=cfg.qk_norm, qk_norm_eps=cfg.norm_eps,
             softcap=cfg.attn_softcap, p_drop=cfg.attn_dropout, rope=rope, bias=qkv_bias,
-            std=cfg.init_std, proj_std=out_std, causal=cfg.causal, dtype=dtype,
+            std=std["qkv"], proj_std=std["attn_out"], causal=cfg.causal, dtype=dtype,
             n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim, scale=cfg.attn_scale, window=window,
             qk_norm_scope=cfg.qk_norm_scope, proj_bias=out_bias,
         )
         if deep:
             attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)
         mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=mlp_bias,
-                  std=cfg.init_std * beta, proj_std=out_std, dtype=dtype)
+                  std=std["mlp_in"], proj_std=std["mlp_out"], dtype=dtype)
         if cfg.init == "xavier":  # the papers' init instead (drawn after the normal one)
             xavier_init_(attn, mlp, rng, beta)
         common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,

@@ -16,7 +16,7 @@ POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
 QK_NORM_SCOPES = ("head", "all")
 ROPE_SCALINGS = ("none", "linear", "llama3")
-INITS = ("normal", "xavier")
+INITS = ("normal", "xavier", "fan_in")
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,15 @@ class GPTConfig:
     dropout: float = 0.0  # p_drop on the output of every residual branch (training only)
     attn_dropout: float = 0.0  # p_drop on the attention probabilities (training only)
     init_std: float = 0.02  # std of the normal init of weights and embeddings (GPT-2)
-    init: str = "normal"  # block matrices: normal (N(0, init_std^2), GPT-2's 1/sqrt(2L) on the
-    #                       projections into the stream; DeepNorm: its beta) or xavier (Xavier
-    #                       normal, q, k, v each its own matrix, DeepNorm's beta on v, the output
-    #                       and MLP projections: the init of Xiong, Liu et al. and DeepNet)
+    init: str = "normal"  # weight init: normal, xavier or fan_in (``block.init_stds``)
+    #                       normal (GPT-2): every weight and table N(0, init_std^2), the
+    #                       projections into the residual stream times 1 / sqrt(2L) (DeepNorm: its
+    #                       beta instead). xavier (Xiong, Liu et al., DeepNet): the block matrices
+    #                       Xavier normal, q, k, v each its own matrix, DeepNorm's beta on v, the
+    #                       output and MLP projections; tables as normal. fan_in (Wortsman et al.
+    #                       2023, NanoDO): every weight N(0, 1 / fan_in), the embedding and
+    #                       position tables N(0, 1 / C); init_std is not read. DeepNorm's beta
+    #                       applies to all three
     dtype: str = "float32"  # parameter and activation dtype: float32, or float64 for checks
     # ---- the features of released architectures (Llama 3, Mistral, Qwen 2/3, Gemma 2, OLMo 2) ----
     n_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: n_heads

@@ -13,7 +13,10 @@ Backward (reads up): the same lines in reverse order, each module adding its par
 into its buffers.
 
 Each forward records per-layer diagnostics in ``metrics``: the residual stream's RMS and max |x|
-after every block, every block's largest raw attention logit, and the mean output log Z.
+after every block, every block's largest raw attention logit, and, with targets, the mean output
+log Z, the mean logit of every token over the batch's positions (``token_logit``, (V,)) and their
+mean (``mean_logit``), both of the head's output before any final soft-cap (Wortsman et al.'s
+output-logit drift).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..functional import (
 )
 from ..nn import Embedding, Identity, Linear, Module
 from ..nn.numerics import FULL_PRECISION, Numerics
-from .block import Block, make_norm
+from .block import Block, init_stds, make_norm
 from .config import GPTConfig
 
 
@@ -66,10 +69,11 @@ class GPT(Module):
             "dropout_rng",
         )
         C, V = cfg.d_model, cfg.vocab_size
-        self.wte = Embedding(V, C, rng=rng, std=cfg.init_std, dtype=dtype)
+        std = init_stds(cfg)  # cfg.init: gpt2 (init_std) or fan_in (1 / sqrt(fan_in))
+        self.wte = Embedding(V, C, rng=rng, std=std["table"], dtype=dtype)
         rope = None
         if cfg.positions == "learned":
-            self.wpe = Embedding(cfg.seq_len, C, rng=rng, std=cfg.init_std, dtype=dtype)
+            self.wpe = Embedding(cfg.seq_len, C, rng=rng, std=std["table"], dtype=dtype)
         else:
             inv_freq = rope_frequencies(
                 cfg.head_dim, cfg.rope_base, cfg.rope_scaling, factor=cfg.rope_factor,
@@ -84,7 +88,7 @@ class GPT(Module):
                                  partial=cfg.norm_partial)
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
-            self.head = Linear(C, V, rng=rng, std=cfg.init_std, dtype=dtype)
+            self.head = Linear(C, V, rng=rng, std=std["head"], dtype=dtype)
         self.numerics_root: Numerics = FULL_PRECISION  # what set_numerics installed
         self.metrics: dict = {}
         self._head_cache = None
@@ -143,7 +147,9 @@ class GPT(Module):
             label_smoothing=cfg.label_smoothing,
         )
         log_z = float(np.mean(self._loss_cache.log_z, dtype=np.float64))
-        self.metrics["log_z"] = log_z
+        token_logit = logits.reshape(-1, logits.shape[-1]).mean(axis=0, dtype=np.float64)  # (V,)
+        self.metrics.update(log_z=log_z, token_logit=token_logit,
+                            mean_logit=float(token_logit.mean()))
         return LossParts(float(loss), self._loss_cache.nll, log_z)
 
     def residual_stream(self, idx: np.ndarray) -> list[np.ndarray]:

@@ -34,6 +34,7 @@ class TrainConfig:
     data_path: str | None = None  # the UTF-8 text file for data='file'
     markov_order: int = 2  # k: the Markov source's next symbol depends on the last k
     markov_alpha: float = 0.1  # Dirichlet concentration of its transition rows (small: peaked)
+    markov_zipf: float = 0.0  # s > 0: rows centred on Zipf frequencies (j + 1)^-s (rare symbols)
     data_seed: int = 1234  # fixes the synthetic source (its "language") and its validation set
     # ---- optimization
     optimizer: str = "adamw"  # adamw (decoupled weight decay) or sgd (momentum)
@@ -84,6 +85,7 @@ class TrainConfig:
         except ValueError as exc:
             raise ValueError(f"config: {exc}") from None
         ck.real(self.markov_alpha, "config: markov_alpha", lo=0, lo_open=True)
+        ck.real(self.markov_zipf, "config: markov_zipf", lo=0)
         ck.real(self.weight_decay, "config: weight_decay", lo=0)
         ck.real(self.beta1, "config: beta1", lo=0, hi=1, hi_open=True)
         ck.real(self.beta2, "config: beta2", lo=0, hi=1, hi_open=True)

@@ -1,8 +1,10 @@
 """Data that needs no download.
 
 * ``MarkovSource``: a synthetic order-k Markov chain over V symbols whose transition rows are
-  Dirichlet(alpha) draws. Its exact entropy rate H (nats per token) is the best loss any model can
-  reach; ``entropy_floor(T)`` is the best mean loss over a window of T predictions (the first k-1
+  Dirichlet(alpha) draws (or, with ``zipf`` s > 0, Dirichlet(alpha V q) draws around a Zipfian
+  base measure q_j ~ (j + 1)^-s: many rare symbols, as in a real tokenizer's vocabulary). Its
+  exact entropy rate H (nats per token) is the best loss any model can reach;
+  ``entropy_floor(T)`` is the best mean loss over a window of T predictions (the first k-1
   predictions see less than k symbols of context, so the floor sits slightly above H).
 * ``AlgorithmicSource``: copy or reverse a random string after a separator; only the answer is
   scored, and the answer is determined by the input, so the floor is 0.
@@ -60,11 +62,16 @@ class MarkovSource:
     Attributes: ``transitions`` (V^k, V), row s the next-symbol distribution after the context s
     (the last k symbols read as a base-V number, oldest first); ``stationary`` (V^k,), the
     stationary distribution of contexts; ``entropy_rate`` H in nats per token.
+
+    ``zipf`` = s > 0 draws every row from Dirichlet(alpha V q) with q_j = (j + 1)^-s / sum: the
+    same total concentration alpha V as Dirichlet(alpha), but centred on q, so symbol j is drawn
+    about q_j of the time (symbol 0 the most frequent); s = 0 is the symmetric Dirichlet(alpha).
     """
 
     name = "markov"
 
-    def __init__(self, vocab_size: int = 16, order: int = 2, alpha: float = 0.1, seed: int = 0):
+    def __init__(self, vocab_size: int = 16, order: int = 2, alpha: float = 0.1, seed: int = 0,
+                 zipf: float = 0.0):
         for value, what in ((vocab_size, "vocab_size"), (order, "order")):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"markov {what} must be an integer >= 1; got {value!r}")
@@ -76,15 +83,26 @@ class MarkovSource:
                              f"many (at most 2^20)")
         if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
             raise ValueError(f"markov alpha must be a finite number > 0; got {alpha!r}")
+        if not (isinstance(zipf, (int, float)) and math.isfinite(zipf) and zipf >= 0):
+            raise ValueError(f"markov zipf must be a finite number >= 0; got {zipf!r}")
         self.vocab_size, self.order, self.alpha, self.seed = int(vocab_size), int(order), float(alpha), seed
+        self.zipf = float(zipf)
         V, k = self.vocab_size, self.order
         rng = np.random.default_rng(seed)
-        P = rng.dirichlet(np.full(V, self.alpha), size=V**k)  # (V^k, V)
+        P = rng.dirichlet(self._concentration(), size=V**k)  # (V^k, V)
         self.transitions = P
         self._cdf = np.cumsum(P, axis=1)
         self._cdf[:, -1] = 1.0
         self.stationary = self._stationary()
         self.entropy_rate = float(self.stationary @ _entropy(P))
+
+    def _concentration(self) -> np.ndarray:
+        """(V,) the Dirichlet parameters of every row: alpha each, or alpha V q with Zipf's q."""
+        V = self.vocab_size
+        if self.zipf == 0:
+            return np.full(V, self.alpha)
+        q = np.arange(1, V + 1, dtype=np.float64) ** -self.zipf
+        return self.alpha * V * q / q.sum()
 
     def _stationary(self, tol: float = 1e-15, max_iter: int = 200_000) -> np.ndarray:
         """Power iteration of the lazy chain (pi + pi P) / 2: the same fixed point, no periodicity.
@@ -144,8 +162,9 @@ class MarkovSource:
         return [self.train_batch(B, T, rng) for _ in range(n)]
 
     def describe(self) -> dict:
-        return {"name": self.name, "vocab_size": self.vocab_size, "order": self.order,
-                "alpha": self.alpha, "seed": self.seed, "entropy_rate": self.entropy_rate}
+        out = {"name": self.name, "vocab_size": self.vocab_size, "order": self.order,
+               "alpha": self.alpha, "seed": self.seed, "entropy_rate": self.entropy_rate}
+        return out if self.zipf == 0 else {**out, "zipf": self.zipf}
 
 
 class AlgorithmicSource:

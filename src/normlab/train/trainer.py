@@ -13,10 +13,13 @@ One step, in the order of ``torch.amp`` and nanoGPT:
     optimizer.step(grads, lr(step))            rounding stored weights / moments per the policy
     scaler.update(False)
 
-Each step records: lr, loss, nll, log Z, the global gradient norm, the gradient norm, gradient
-RMS (both before clipping) and update RMS of every block, the residual stream's RMS and max |x|
-and the largest attention logit after every block, the loss scale and whether the step was
-skipped. The validation NLL is measured every ``eval_interval`` steps and at the end (with
+Each step records: lr, loss, nll, log Z, the output logits' drift (``mean_logit``: the mean
+logit; ``mean_logit_unseen``: the mean logit of the tokens that have not been a training target
+before this step, while there are any; ``head_norm``: the Frobenius norm of the output head's
+weight, the token table when tied), the global gradient norm, the gradient norm, gradient RMS
+(both before clipping) and update RMS of every block, the residual stream's RMS and max |x| and
+the largest attention logit after every block, the loss scale and whether the step was skipped.
+The validation NLL is measured every ``eval_interval`` steps and at the end (with
 ``eval_headroom``, also the residual stream's precision headroom per block:
 ``residual_headroom``); ``final_val_loss`` is compared with the data's entropy floor where it
 has one.
@@ -37,6 +40,7 @@ outputs at W_0.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -62,7 +66,8 @@ def make_source(config: TrainConfig) -> DataSource:
     """The data source a config names (synthetic sources take model.vocab_size symbols)."""
     V = config.model.vocab_size
     if config.data == "markov":
-        return MarkovSource(V, config.markov_order, config.markov_alpha, config.data_seed)
+        return _markov(V, config.markov_order, config.markov_alpha, config.data_seed,
+                       config.markov_zipf)
     if config.data in ("copy", "reverse"):
         return AlgorithmicSource(config.data, V, config.data_seed)
     if config.data == "pydoc":
@@ -85,6 +90,13 @@ def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
         out.append({"rms": s["rms"], "amax": s["amax"], "nonfinite": s["nonfinite"] / s["size"],
                     "formats": {f: s["formats"][f"{f}/none"] for f in FORMATS}})
     return out
+
+
+@functools.lru_cache(maxsize=2)
+def _markov(V: int, order: int, alpha: float, seed: int, zipf: float) -> MarkovSource:
+    """The Markov source, built once per process for a sweep's runs (its table and stationary
+    law take seconds at V in the thousands; sampling reads it and never changes it)."""
+    return MarkovSource(V, order, alpha, seed, zipf)
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -202,6 +214,7 @@ class Trainer:
         self.stopped: str | None = None
         self.first_loss: float | None = None
         self.train_time = 0.0
+        self.target_counts = np.zeros(config.model.vocab_size, np.int64)  # (V,) targets seen
 
     # ---- one step --------------------------------------------------------------------------
     def _per_layer(self, values: dict[str, float], how: str) -> list[float]:
@@ -232,7 +245,7 @@ class Trainer:
                   "loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z,
                   "residual_rms": model.metrics["residual_rms"],
                   "residual_max": model.metrics["residual_max"],
-                  "max_attn_logit": model.metrics["max_attn_logit"]}
+                  "max_attn_logit": model.metrics["max_attn_logit"], **self._logit_drift(y)}
         if self.first_loss is None:
             self.first_loss = parts.loss
         if not math.isfinite(parts.loss):
@@ -327,6 +340,20 @@ class Trainer:
         return tuple(float(np.mean(np.sqrt(np.sum((now - then) ** 2, axis=-1))))
                      for now, then in zip(self._probe_outputs(), self.probe_at_init))
 
+    def _logit_drift(self, y: np.ndarray) -> dict:
+        """The output logits' drift this step (``mean_logit``, ``mean_logit_unseen``,
+        ``head_norm``); then this batch's targets are counted as seen."""
+        token_logit = self.model.metrics["token_logit"]  # (V,)
+        unseen = self.target_counts == 0
+        head = (self.params["wte.weight"] if self.config.model.tie_embeddings
+                else self.params["head.weight"])  # (V, C)
+        out = {"mean_logit": self.model.metrics["mean_logit"],
+               "head_norm": math.sqrt(float(np.vdot(head, head)))}
+        if unseen.any():
+            out["mean_logit_unseen"] = float(token_logit[unseen].mean())
+        self.target_counts += np.bincount(y[y >= 0].reshape(-1), minlength=len(unseen))
+        return out
+
     def evaluate(self) -> float:
         """Mean validation NLL (nats per scored token) over the fixed validation batches."""
         self.model.eval()
@@ -400,6 +427,7 @@ class Trainer:
         arrays.update({f"opt/{k}": v for k, v in self.optimizer.state_dict().items()})
         if self.probe_at_init is not None:
             arrays["probe/hidden0"], arrays["probe/logits0"] = self.probe_at_init
+        arrays["data/target_counts"] = self.target_counts
         meta = {
             "config": self.config.to_dict(), "step": self.step, "history": self.history,
             "evals": self.evals, "skipped": self.skipped, "stopped": self.stopped,
@@ -409,6 +437,19 @@ class Trainer:
             "precision": self.precision.state(),
         }
         ckpt.save(path, arrays, meta)
+
+    def _load_target_counts(self, counts: np.ndarray | None, path) -> None:
+        """The saved counts of training targets; a checkpoint written before they were saved
+        has none: every token then counts as seen (``mean_logit_unseen`` is not recorded)."""
+        if counts is None:
+            self.target_counts[...] = 1
+            return
+        V = self.target_counts.shape[0]
+        if (counts.dtype.kind not in "iu" or counts.shape != (V,)
+                or (counts.size and int(counts.min()) < 0)):
+            raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: data/target_counts must be {V} "
+                                       f"counts >= 0; got {counts.dtype} {counts.shape}")
+        self.target_counts[...] = counts
 
     @classmethod
     def resume(cls, path: str | Path, config: TrainConfig | None = None) -> "Trainer":
@@ -460,6 +501,7 @@ class Trainer:
             trainer.first_loss, trainer.train_time = meta["first_loss"], float(meta["train_time"])
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not match its config: {exc}") from None
+        trainer._load_target_counts(arrays.get("data/target_counts"), path)
         return trainer
 
 

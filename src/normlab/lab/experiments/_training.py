@@ -109,6 +109,29 @@ def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], ctx: 
                 for vname, lr, seed, cfg in jobs]
 
 
+def run_points(base: TrainConfig, points: Sequence[tuple[str, Mapping[str, Any]]],
+               ctx: RunContext, *, series: Series | None = None, name: str = "grid") -> list[Run]:
+    """Train one run per ``(variant name, dotted overrides of base)`` through ``run_sweep``, in
+    the order given (a pool starts them in that order: put the long runs first). Unlike
+    :func:`run_grid`, each point names its own ``lr`` and ``seed`` (the base's where it does
+    not), so variants may differ in their seeds or tie a field to the learning rate. Returns one
+    :class:`Run` per point, in that order."""
+    jobs = []
+    for vname, over in points:
+        cfg = base.with_overrides(dict(over))
+        jobs.append((vname, float(cfg.lr), int(cfg.seed), cfg))
+    from ..sweep import as_points, run_id, run_sweep
+    from ..sweep.executors import make_executor
+
+    executor = make_executor(ctx.executor, len(jobs))
+    with tempfile.TemporaryDirectory(prefix="normlab-sweep-") as tmp:
+        store = Path(tmp) if ctx.store is None else Path(ctx.store) / name
+        records = {r.id: r for r in run_sweep(as_points([c for *_, c in jobs]), store,
+                                              executor=executor, progress=ctx.progress)}
+        return [_read(records[run_id(cfg)], vname, lr, seed, series or {})
+                for vname, lr, seed, cfg in jobs]
+
+
 def _read(rec, variant: str, lr: float, seed: int, series: Series) -> Run:
     res = rec.result or {}
     run = Run(variant, lr, seed, rec.status, rec.reason, _num(res.get("final_val_loss")),

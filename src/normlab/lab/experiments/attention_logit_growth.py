@@ -1,13 +1,18 @@
 """``attention-logit-growth``: at high learning rates the attention logits grow without bound unless
-q and k are normalized (Wortsman et al. 2023; Dehghani et al. 2023); soft-capping bounds them by
-construction (Gemma 2).
+q and k are normalized, and qk-layernorm lowers the LR sensitivity (Wortsman et al. 2023, section
+3.1.1; Dehghani et al. 2023); soft-capping bounds the logits by construction (Gemma 2).
 
-A learning-rate sweep of normlab's GPT on the Markov source, three arms: the baseline (Pre-LN, no
-QK-norm), QK-norm (LayerNorm on q and k per head, ViT-22B / Wortsman's qk-layernorm, 1/sqrt(D)
-kept) and attention soft-capping (cap tanh(s / cap), cap 50). Every run goes through the sweep
-API (``_training.run_grid``). Measured per run: the final validation loss, the largest raw
-attention logit of block 0 at every step (the trainer's ``max_attn_logit``; Wortsman et al.
-report block 0), and per arm Wortsman et al.'s LR sensitivity.
+A learning-rate sweep of normlab's GPT on Python's pydoc text (characters) with Wortsman et al.'s
+recipe in every arm: init N(0, 1/fan_in) (``model.init="fan_in"``), RoPE, LayerNorm eps 1e-6, no
+biases, z-loss 1e-4, AdamW (0.9, 0.95, eps 1e-8), clipping at 1, warmup 5% then cosine to 1e-5,
+and weight decay independent of the learning rate (lambda = 1e-4: AdamW's coupled
+``weight_decay`` is lambda / lr in each run). Arms: the baseline (Pre-LN, no QK-norm) and QK-norm
+(LayerNorm on q and k per head), over ``lrs`` x ``seeds``; a soft-cap arm (cap tanh(s / cap),
+cap 50) at ``softcap_lrs``. Every run goes through the sweep API (``_training.run_grid``).
+
+Per seed: the LR sensitivity of each arm (the paper's: the mean over the grid of min(loss,
+loss0) - the best loss), and at the top learning rate the peak attention logit (the largest raw
+q.k / sqrt(D) of any block at any step). The checks pair the arms seed by seed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import numpy as np
 
 from ...models import GPTConfig
 from ...train import TrainConfig
+from .. import stats
 from ..framework import Card, Check, fmt
+from ..sweep import lr_sensitivity
 from . import _training as T
 
 CARD = Card(
@@ -33,9 +40,11 @@ CARD = Card(
           "bounds what the softmax sees.",
     published="qk-layernorm lowers LR sensitivity (1.2B trains at LR 0.3); runs with max logit > "
               "1e4 diverged; Gemma 2 caps attention logits at 50",
-    method="normlab GPT, Pre-LN, head width 16, on the order-2 Markov source; AdamW, warmup 5% "
-           "then cosine to min_lr (`base`); three arms (baseline, QK-norm, soft-cap) x `widths` "
-           "x `lrs` x `seeds` through the sweep API.",
+    method="normlab GPT, Pre-LN, head width 16, on pydoc characters, with Wortsman et al.'s "
+           "recipe in every arm (init 1/sqrt(fan_in), RoPE, LN eps 1e-6, z-loss 1e-4, AdamW "
+           "(0.9, 0.95), clip 1, warmup 5% then cosine to 1e-5, weight decay 1e-4 independent of "
+           "the LR; `base`, `independent_wd`); baseline and QK-norm x `widths` x `lrs` x `seeds`, "
+           "soft-cap at `softcap_lrs`, through the sweep API; intervals pair the arms by seed.",
     explanation="A logit q.k / sqrt(D) grows with the product of the norms of q and k, i.e. "
                 "quadratically in the weights, and a large learning rate grows the weights fast: "
                 "the softmax turns one-hot, its gradient vanishes, and the run stalls or "
@@ -43,211 +52,300 @@ CARD = Card(
                 "product of the two gains, so the logit can only grow as fast as those gains. A "
                 "soft-cap squashes the logit the softmax sees into (-cap, cap) but leaves q and k "
                 "free to grow.",
+    short="attention logits grow at high LR without QK-norm; QK-norm lowers the LR "
+          "sensitivity (Wortsman et al.'s recipe, LR up to 3)",
 )
 
-ARMS = ("baseline", "qk-norm", "soft-cap")
+SENS_RATIO = 0.7  # papers.md section 7 C: LRsens(QK-norm) <= 0.7 x LRsens(baseline)
+LOGIT_RATIO = 10.0  # papers.md section 7 C: max_logit(baseline, lr_max) >= 10 x QK-norm's
+DIVERGED_LOGIT = 1e4  # Wortsman et al. 3.3: every run with max attention logit > 1e4 diverged
+PAPER_TOP_LR = 0.3  # the top of Wortsman et al.'s grid; a 1.2B qk-layernorm model trains there
 TRAINS_FRACTION = 0.5  # a run "trains" when it recovers this share of its arm's best improvement
 
-BASE = TrainConfig(  # AdamW (0.9, 0.95), clip 1, lr-coupled weight decay 0.1 (Wortsman's lambda)
-    model=GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2),
-    data="markov", lr=3e-4, min_lr=1e-5, warmup=50, schedule="cosine", steps=1000,
-    batch_size=16, weight_decay=0.1, eval_interval=1000)
+BASE = TrainConfig(  # Wortsman et al. 2023 section 2.1's recipe at CPU size
+    model=GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2, init="fan_in",
+                    positions="rope", norm_eps=1e-6, z_loss=1e-4),
+    data="pydoc", lr=1e-2, min_lr=1e-5, warmup=28, schedule="cosine", steps=550,
+    batch_size=8, weight_decay=1e-2, eval_interval=550)
 
 
 @dataclass(frozen=True)
 class Config:
-    base: TrainConfig = BASE  # every run's model, data and optimizer (arm, width, lr, seed vary)
-    lrs: tuple[float, ...] = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # peak LRs: Wortsman's grid
+    base: TrainConfig = BASE  # every run's model, data and optimizer (arm, width, lr, seed vary;
+    #                           its weight_decay is replaced by independent_wd / lr)
+    lrs: tuple[float, ...] = (1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0)  # peak LRs: Wortsman's
+    #   half-decade grid, from where the runs train in `steps` up to where the baseline diverges
+    independent_wd: float = 1e-4  # lambda in theta <- theta - s_t (lr Delta + lambda theta)
     widths: tuple[int, ...] = (32,)  # d_model of the swept models (head width 16: H = d / 16)
     qk_norm: str = "layernorm"  # the QK-norm arm's norm on q and k (Wortsman: qk-layernorm)
     softcap: float = 50.0  # the soft-cap arm's cap on the attention logits (Gemma 2: 50)
-    seeds: int = 1  # training seeds per point (losses averaged)
-    seed: int = 0  # the first training seed; the Markov source is fixed (data_seed)
+    softcap_lrs: tuple[float, ...] = (0.3,)  # the soft-cap arm's learning rates
+    softcap_seeds: int = 1  # the soft-cap arm's seeds (the first ones)
+    seeds: int = 3  # training seeds per point: the intervals are over these
+    seed: int = 0  # the first training seed (the text and its split are fixed)
 
 
 SIZES = {
-    "tiny": {"lrs": (1e-3, 1e-1, 1.0), "widths": (16,), "base.model.n_layers": 1,
-             "base.model.seq_len": 16, "base.batch_size": 4, "base.steps": 60, "base.warmup": 3,
-             "base.eval_interval": 60},
+    "tiny": {"lrs": (1e-2, 3.0), "widths": (16,), "seeds": 2, "softcap_lrs": (3.0,),
+             "base.model.n_layers": 1, "base.model.seq_len": 16, "base.batch_size": 4,
+             "base.steps": 60, "base.warmup": 3, "base.eval_interval": 60},
     "quick": {},
-    "full": {"lrs": (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0), "widths": (32, 64),
-             "seeds": 2, "base.model.n_layers": 4, "base.model.seq_len": 64, "base.steps": 1500,
-             "base.warmup": 75, "base.eval_interval": 1500},
+    "full": {"lrs": (3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0), "widths": (32, 64), "seeds": 5,
+             "softcap_lrs": (3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0), "softcap_seeds": 5,
+             "base.model.n_layers": 4, "base.model.seq_len": 64, "base.batch_size": 16,
+             "base.steps": 2000, "base.warmup": 100, "base.eval_interval": 2000},
 }
 
-
-def _variants(cfg: Config) -> dict[str, dict]:
-    out = {}
-    for d in cfg.widths:
-        for arm, over in (("baseline", {}), ("qk-norm", {"model.qk_norm": cfg.qk_norm}),
-                          ("soft-cap", {"model.attn_softcap": float(cfg.softcap)})):
-            out[_key(arm, d)] = {"model.d_model": d, "model.n_heads": max(d // 16, 1), **over}
-    return out
-
-
-def _key(arm: str, d: int) -> str:
-    return f"{arm} d={d}"
-
-
-SERIES = {"max_logit_0": lambda rec: rec["max_attn_logit"][0],
-          "max_logit": lambda rec: max(rec["max_attn_logit"]),
+ARMS = ("baseline", "qk-norm", "soft-cap")
+SERIES = {"max_logit": lambda rec: max(rec["max_attn_logit"]),
+          "max_logit_0": lambda rec: rec["max_attn_logit"][0],
           "nll": lambda rec: rec["nll"]}
 
 
-def _at(run: T.Run, name: str, frac: float) -> float | None:
-    """A series' value at the last sampled step <= frac of training (frac = 1: the last step)."""
-    if not run.steps:
-        return None
-    limit = frac * max(run.steps[-1], 1)
-    i = max((j for j, s in enumerate(run.steps) if s <= limit), default=0)
-    return run.curves[name][i]
+def _key(arm: str, d: int, lr: float) -> str:
+    return f"{arm} d={d} lr={lr:g}"
 
 
-def _mean(vals) -> float | None:
-    vals = [v for v in vals if v is not None]
-    return float(np.mean(vals)) if vals else None
+def _points(cfg: Config) -> list[tuple[str, dict]]:
+    """One run per (arm, width, lr, seed): the weight decay depends on the learning rate (so
+    every (arm, width, lr) is its own variant), and the soft-cap arm has its own LRs and seeds.
+    The soft-cap runs come first (a pool starts the points in order)."""
+    over = {"baseline": {}, "qk-norm": {"model.qk_norm": cfg.qk_norm},
+            "soft-cap": {"model.attn_softcap": float(cfg.softcap)}}
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    out = []
+    for arm in ("soft-cap", "baseline", "qk-norm"):
+        lrs, arm_seeds = ((cfg.softcap_lrs, seeds[:cfg.softcap_seeds]) if arm == "soft-cap"
+                          else (cfg.lrs, seeds))
+        for d in cfg.widths:
+            for lr in lrs:
+                for seed in arm_seeds:
+                    out.append((_key(arm, d, lr), {
+                        "model.d_model": d, "model.n_heads": max(d // 16, 1), "lr": float(lr),
+                        "weight_decay": cfg.independent_wd / lr, "seed": seed, **over[arm]}))
+    return out
 
 
 def measure(config: Config, ctx) -> dict:
     cfg = config
-    runs = T.run_grid(cfg.base, _variants(cfg), ctx, lrs=cfg.lrs,
-                      seeds=[cfg.seed + i for i in range(cfg.seeds)], series=SERIES,
-                      name="lr-sweep")
+    if cfg.seeds < 2:
+        raise ValueError(f"seeds must be >= 2 (the checks are intervals over seeds); got "
+                         f"{cfg.seeds}")
+    if not 0 < cfg.softcap_seeds <= cfg.seeds:
+        raise ValueError(f"softcap_seeds must be in [1, seeds = {cfg.seeds}]; got "
+                         f"{cfg.softcap_seeds}")
+    runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="lr-sweep")
     T.require_finished(runs)
-    return {"per": {key: _arm(runs, key, cfg.lrs) for key in _variants(cfg)},
-            "runs": T.as_data(runs), "lrs": list(cfg.lrs), "widths": list(cfg.widths),
+    per = {f"{arm} d={d}": _arm(runs, arm, d, cfg.softcap_lrs if arm == "soft-cap" else cfg.lrs)
+           for d in cfg.widths for arm in ARMS}
+    return {"per": per, "runs": T.as_data(runs), "lrs": list(cfg.lrs), "widths": list(cfg.widths),
             "top_lr": max(cfg.lrs), "softcap": cfg.softcap,
-            "floor": next((r.entropy_floor for r in runs if r.entropy_floor is not None), None)}
+            "seeds": [cfg.seed + i for i in range(cfg.seeds)]}
 
 
-def _arm(runs: list, key: str, lrs: tuple) -> dict:
-    """One arm at one width: losses and LR sensitivity, and per learning rate of ``lrs`` the
-    block-0 max logit at the end and at 2% of training (the paper's step 2e3 of 1e5) and the
-    largest logit of any block at any step."""
-    rs = [r for r in runs if r.variant == key]
-    losses = T.final_losses(runs, key)
-    return {
-        "lrs": list(losses), "loss": list(losses.values()),
-        "loss_raw": list(T.final_losses(runs, key, clip=False).values()),
-        "loss0": T.loss_at_init(runs, key), "sens": T.sensitivity(runs, key),
-        "best": min(losses.values()),
-        "end_logit": [_mean(_at(r, "max_logit_0", 1.0) for r in rs if r.lr == lr) for lr in lrs],
-        "early_logit": [_mean(_at(r, "max_logit_0", 0.02) for r in rs if r.lr == lr)
-                        for lr in lrs],
-        "peak_logit": [_mean(r.peaks.get("max_logit") for r in rs if r.lr == lr) for lr in lrs],
-        "top_end_logit": _mean(_at(r, "max_logit_0", 1.0) for r in rs if r.lr == max(lrs)),
-        "diverged": sum(r.status != "done" for r in rs),
-    }
+def _outcome(r: T.Run) -> float | None:
+    """A run's final validation loss; None when it diverged (read as the loss at init)."""
+    return r.final_val_loss if r.status == "done" else None
+
+
+def _arm(runs: list, arm: str, d: int, lrs) -> dict:
+    """One arm at one width, seed by seed (lists over seeds, inner lists over ``lrs``): the
+    final losses (None: diverged), the loss at init, the LR sensitivity over the whole grid and
+    over the paper's range (<= 0.3), and per LR the peak attention logit of any block at any
+    step, the max logit of any block at the end and at 2% of training."""
+    by_seed: dict[int, dict[float, T.Run]] = {}
+    for r in runs:
+        if r.variant.startswith(f"{arm} d={d} "):
+            by_seed.setdefault(r.seed, {})[r.lr] = r
+    out = {k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper", "peak", "end",
+                           "early", "diverged")}
+    for seed, at in sorted(by_seed.items()):
+        rs = [at[lr] for lr in lrs]
+        loss0 = rs[0].loss_at_init
+        losses = [_outcome(r) for r in rs]
+        low = [j for j, lr in enumerate(lrs) if lr <= PAPER_TOP_LR]
+        out["seeds"].append(seed)
+        out["loss"].append(losses)
+        out["loss0"].append(loss0)
+        out["sens"].append(lr_sensitivity(list(lrs), losses, loss0))
+        out["sens_paper"].append(lr_sensitivity([lrs[j] for j in low], [losses[j] for j in low],
+                                                loss0) if len(low) >= 2 else None)
+        out["peak"].append([r.peaks.get("max_logit") for r in rs])
+        out["end"].append([_at(r, 1.0) for r in rs])
+        out["early"].append([_at(r, 0.02) for r in rs])
+        out["diverged"].append([r.status != "done" for r in rs])
+    out["lrs"] = list(lrs)
+    return out
+
+
+def _at(run: T.Run, frac: float) -> float | None:
+    """The max logit of any block at the last sampled step <= frac of the run's steps."""
+    if not run.steps:
+        return None
+    limit = frac * max(run.steps[-1], 1)
+    i = max((j for j, s in enumerate(run.steps) if s <= limit), default=0)
+    return run.curves["max_logit"][i]
 
 
 def judge(data: dict, config: Config) -> list[Check]:
-    return [*_growth_checks(data, config), _cap_check(data, config),
-            _trains_check(data, config), _divergence_check(data)]
+    checks = []
+    for d in data["widths"]:
+        checks += [_sens_check(data, d), _growth_check(data, d)]
+    return checks + [_paper_range_check(data), _trains_check(data), _cap_check(data),
+                     _divergence_check(data)]
 
 
-def _width_text(config: Config, f) -> str:
-    return "; ".join(f"d={d}: {f(d)}" for d in config.widths)
+def _pair(data: dict, d: int, key: str) -> tuple[list, list]:
+    return data["per"][f"baseline d={d}"][key], data["per"][f"qk-norm d={d}"][key]
 
 
-def _growth_checks(data: dict, config: Config) -> list[Check]:
-    per, top = data["per"], data["top_lr"]
-    ratios, logit_ratios, sens_ok, logit_ok = {}, {}, [], []
-    for d in config.widths:
-        b, q = per[_key("baseline", d)], per[_key("qk-norm", d)]
-        ratios[d] = q["sens"] / b["sens"] if b["sens"] > 0 else math.inf
-        sens_ok.append(q["sens"] <= 0.7 * b["sens"])
-        lb, lq = b["top_end_logit"], q["top_end_logit"]
-        logit_ratios[d] = (lb / lq) if (lb is not None and lq) else math.nan
-        logit_ok.append(lb is not None and lq is not None and lb >= 10 * abs(lq))
-    worse = [(d, lr, per[_key("qk-norm", d)]["loss"][j], per[_key("baseline", d)]["loss"][j])
-             for d in config.widths for j, lr in enumerate(per[_key("qk-norm", d)]["lrs"])
-             if per[_key("qk-norm", d)]["loss"][j] > per[_key("baseline", d)]["loss"][j] + 0.1]
-    return [
-        Check("QK-norm lowers the LR sensitivity",
-              "qk-layernorm lowers LR sensitivity markedly at every scale (Wortsman Fig. 1); "
-              "papers.md reproduction C: <= 0.7 x baseline",
-              _width_text(config, lambda d: f"baseline {fmt(per[_key('baseline', d)]['sens'])}, "
-                          f"QK-norm {fmt(per[_key('qk-norm', d)]['sens'])} (ratio "
-                          f"{fmt(ratios[d])})"),
-              "LRsens(QK-norm) <= 0.7 x LRsens(baseline) at every width", all(sens_ok),
-              "Wortsman et al. 2023, section 3.1.1 [V]; papers.md section 7 C",
-              note="" if not worse else "QK-norm trains worse than the baseline by more than "
-              "0.1 nats at " + "; ".join(f"d={d} LR {lr:g} ({fmt(q, 4)} vs {fmt(b, 4)})"
-                                         for d, lr, q, b in worse)),
-        Check(f"without QK-norm the attention logits grow by orders of magnitude at the top LR "
-              f"({top:g})",
-              "max logits grow at high LR even in small models; divergence above ~1e4 (Wortsman "
-              "Fig. 1, 3.3); papers.md: >= 10 x the QK-norm arm",
-              _width_text(config, lambda d: "block-0 max logit at the end: baseline "
-                          f"{fmt(per[_key('baseline', d)]['top_end_logit'] or math.nan)}, QK-norm "
-                          f"{fmt(per[_key('qk-norm', d)]['top_end_logit'] or math.nan)}"
-                          f" (x{fmt(logit_ratios[d])})"),
-              "baseline >= 10 x QK-norm at the largest LR, every width", all(logit_ok),
-              "Wortsman et al. 2023 [V]; Dehghani et al. 2023 [S]"),
-    ]
+def _sens_check(data: dict, d: int) -> Check:
+    base, qk = _pair(data, d, "sens")
+    iv = stats.paired_interval(qk, [SENS_RATIO * b for b in base])
+    ratio = np.mean(qk) / np.mean(base) if np.mean(base) > 0 else math.inf
+    return Check.decided(
+        f"QK-norm lowers the LR sensitivity (d={d})",
+        "qk-layernorm lowers LR sensitivity markedly at every scale (Wortsman Fig. 1); "
+        "papers.md reproduction C: <= 0.7 x baseline",
+        iv, 0.0, stats.BELOW, source="Wortsman et al. 2023, section 3.1.1 [V]; papers.md 7 C",
+        measured=f"LR sensitivity over {_lrs_text(data['lrs'])}: baseline "
+                 f"{stats.mean_interval(base).text()}, QK-norm {stats.mean_interval(qk).text()} "
+                 f"(ratio of means {fmt(ratio)}); LRsens(QK) - 0.7 LRsens(base) per seed: "
+                 f"{iv.text()}",
+        rule=f"paired mean +- 2 se of LRsens(QK-norm) - {SENS_RATIO:g} LRsens(baseline) < 0 "
+             f"(sensitivity per seed; a diverged run counts as its loss at init)",
+        note=_diverged_note(data, d))
 
 
-def _cap_check(data: dict, config: Config) -> Check:
-    cap = config.softcap
-    peaks = {d: [r["peaks"]["max_logit"] for r in data["runs"]
-                 if r["variant"] == _key("soft-cap", d) and r["peaks"].get("max_logit") is not None]
-             for d in config.widths}
-    capped = {d: max((cap * math.tanh(v / cap) for v in peaks[d]), default=math.nan)
-              for d in config.widths}
+def _lrs_text(lrs) -> str:
+    return f"LR {min(lrs):g}..{max(lrs):g} ({len(lrs)} points)"
+
+
+def _diverged_note(data: dict, d: int) -> str:
+    parts = []
+    for arm in ("baseline", "qk-norm"):
+        p = data["per"][f"{arm} d={d}"]
+        counts = [sum(row[j] for row in p["diverged"]) for j in range(len(p["lrs"]))]
+        hit = [f"LR {lr:g}: {c}/{len(p['diverged'])}" for lr, c in zip(p["lrs"], counts) if c]
+        parts.append(f"{arm} diverged at " + (", ".join(hit) if hit else "no LR"))
+    return "; ".join(parts)
+
+
+def _log_ratio(a: float | None, b: float | None) -> float:
+    """log10(a / b) of two peak logits (a missing one counts as 1: no growth seen)."""
+    return math.log10(max(a or 1.0, 1e-12)) - math.log10(max(b or 1.0, 1e-12))
+
+
+def _growth_check(data: dict, d: int) -> Check:
+    base, qk = _pair(data, d, "peak")
+    j = data["lrs"].index(data["top_lr"])
+    logs = [_log_ratio(b[j], q[j]) for b, q in zip(base, qk)]
+    iv = stats.mean_interval(logs)
+    return Check.decided(
+        f"without QK-norm the attention logits grow by orders of magnitude at the top LR "
+        f"({data['top_lr']:g}, d={d})",
+        "max logits grow at high LR even in small models; divergence above ~1e4 (Wortsman "
+        "Fig. 1, 3.3); papers.md C: >= 10 x the QK-norm arm",
+        iv, math.log10(LOGIT_RATIO), stats.ABOVE,
+        source="Wortsman et al. 2023 [V]; Dehghani et al. 2023 [S]; papers.md 7 C",
+        measured=f"peak max logit (any block, any step) per seed: baseline "
+                 f"{', '.join(fmt(b[j] or math.nan) for b in base)}; QK-norm "
+                 f"{', '.join(fmt(q[j] or math.nan) for q in qk)}; log10 ratio {iv.text()}",
+        rule=f"paired mean +- 2 se of log10(baseline / QK-norm) > log10({LOGIT_RATIO:g}) = 1",
+        note="peak over all blocks and steps (a run that diverged stops early: its peak is "
+             "before it stopped)")
+
+
+def _paper_range_check(data: dict) -> Check:
+    d = data["widths"][0]
+    base, qk = _pair(data, d, "sens_paper")
+    paper = [lr for lr in data["lrs"] if lr <= PAPER_TOP_LR]
+    if len(paper) < 2 or None in base + qk or len(base) < 2:
+        text = f"the grid has {len(paper)} LR(s) <= {PAPER_TOP_LR:g}"
+    else:
+        iv = stats.paired_interval(qk, [SENS_RATIO * b for b in base])
+        text = (f"over {_lrs_text(paper)}: baseline {stats.mean_interval(base).text()}, "
+                f"QK-norm {stats.mean_interval(qk).text()} (ratio of means "
+                f"{fmt(np.mean(qk) / np.mean(base))}); LRsens(QK) - 0.7 LRsens(base) {iv.text()}")
+    return Check(
+        f"the same up to the paper's top LR ({PAPER_TOP_LR:g}), d={d}",
+        "Wortsman et al.'s grid ends at 0.3", text,
+        "shown, not counted: the counted row reads the whole grid", None,
+        "Wortsman et al. 2023, section 2.2 [V]",
+        note="where the two rows disagree, the LRs above 0.3 decide: there QK-norm fails too")
+
+
+def _trains_check(data: dict) -> Check:
+    d = data["widths"][0]
+    lrs = data["lrs"]
+    parts = []
+    for lr in [x for x in lrs if x >= PAPER_TOP_LR]:
+        j = lrs.index(lr)
+        row = []
+        for arm in ("baseline", "qk-norm"):
+            p = data["per"][f"{arm} d={d}"]
+            fr = [_recovered(p, i, j) for i in range(len(p["seeds"]))]
+            row.append(f"{arm} {stats.mean_interval(fr).text(2) if len(fr) > 1 else fmt(fr[0])}")
+        parts.append(f"LR {lr:g}: " + ", ".join(row))
+    return Check(
+        f"with QK-norm the model still trains at LR {PAPER_TOP_LR:g}",
+        "a 1.2B model with qk-layernorm trains at LR 0.3 (Wortsman section 3.1.1)",
+        f"d={d}, share of the best improvement over the loss at init recovered: "
+        + "; ".join(parts),
+        f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} of its best improvement",
+        None, "Wortsman et al. 2023 [V]", note="papers.md lists this as an expectation")
+
+
+def _recovered(p: dict, i: int, j: int) -> float:
+    """Seed i's share of its best improvement over the loss at init recovered at LR index j."""
+    loss0 = p["loss0"][i]
+    losses = [stats.outcome(v, loss0) for v in p["loss"][i]]
+    best = min(losses)
+    return (loss0 - losses[j]) / (loss0 - best) if loss0 > best else 0.0
+
+
+def _cap_check(data: dict) -> Check:
+    cap = data["softcap"]
+    runs = [r for r in data["runs"] if r["variant"].startswith("soft-cap")]
+    raw = [r["peaks"]["max_logit"] for r in runs if r["peaks"].get("max_logit") is not None]
+    capped = max((cap * math.tanh(v / cap) for v in raw), default=math.nan)
     return Check(
         f"soft-capping bounds every attention logit by {cap:g}",
-        f"cap tanh(s / cap) < cap by construction (Gemma 2: cap 50; in floating point tanh "
-        f"rounds to 1 past s = 19 cap); papers.md: report its LR sensitivity beside the other two",
-        _width_text(config, lambda d: f"largest capped logit {capped[d]:.6g} (raw "
-                    f"{fmt(max(peaks[d], default=math.nan))}); LR sensitivity "
-                    f"{fmt(data['per'][_key('soft-cap', d)]['sens'])}"),
-        "shown, not counted (true by construction)", None, "Gemma Team 2024 [V]",
+        "cap tanh(s / cap) < cap by construction (Gemma 2: cap 50)",
+        f"soft-cap runs at LR {_lrs_of(runs)}: largest capped logit {capped:.6g}, raw "
+        f"q.k / sqrt(D) up to {fmt(max(raw, default=math.nan))}",
+        "holds by construction (tanh < 1; in floating point it rounds to 1 past s = 19 cap)",
+        bool(capped <= cap), "Gemma Team 2024 [V]", identity=True,
         note="the cap bounds what the softmax sees, not the raw q.k, which keeps growing: the "
              "cap hides the growth rather than removing its cause")
 
 
-def _trains_check(data: dict, config: Config) -> Check:
-    per, top = data["per"], data["top_lr"]
-
-    def trains(key: str) -> bool:
-        p = per[key]
-        return p["loss"][-1] <= p["loss0"] - TRAINS_FRACTION * (p["loss0"] - p["best"])
-
-    return Check(
-        f"with QK-norm the model still trains at the top LR ({top:g})",
-        "a 1.2B model with qk-layernorm trains at LR 0.3 (Wortsman section 3.1.1)",
-        _width_text(config, lambda d: "final loss " + ", ".join(
-            f"{a} {fmt(per[_key(a, d)]['loss_raw'][-1])}" for a in ARMS)
-            + f" (loss at init {fmt(per[_key('baseline', d)]['loss0'])})"),
-        f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} of its best "
-        f"improvement over the loss at init: "
-        + _width_text(config, lambda d: ", ".join(f"{a} {'yes' if trains(_key(a, d)) else 'no'}"
-                                                  for a in ARMS)),
-        None, "Wortsman et al. 2023 [V]",
-        note="papers.md lists this as an expectation, not a pass measure")
-
-
 def _divergence_check(data: dict) -> Check:
-    big = [(r["variant"], r["lr"], r["peaks"].get("max_logit_0"), r["final_val_loss"])
-           for r in data["runs"] if (r["peaks"].get("max_logit_0") or 0) > 1e4]
+    big = [r for r in data["runs"] if (r["peaks"].get("max_logit") or 0) > DIVERGED_LOGIT]
+    stopped = sum(r["status"] != "done" for r in big)
     return Check(
-        "runs whose block-0 max logit passed 1e4 diverged",
+        f"runs whose max logit passed {DIVERGED_LOGIT:g} diverged",
         "every run with max attention logit > 1e4 diverged (Wortsman section 3.3)",
-        ("; ".join(f"{v} lr {lr:g}: peak {fmt(p)}, final loss "
-                   f"{fmt(math.nan if loss is None else loss)}" for v, lr, p, loss in big)
-         or "no run passed 1e4"),
-        "shown, not counted (a different model, data and step count)", None,
+        f"{len(big)} run(s) passed {DIVERGED_LOGIT:g}; {stopped} of them diverged, "
+        f"{len(big) - stopped} trained on (LRs "
+        f"{_lrs_of([r for r in big if r['status'] == 'done']) or '-'})",
+        "shown, not counted (a 1e4 threshold of 1e5-step runs at scale)", None,
         "Wortsman et al. 2023 [V]")
 
 
+def _lrs_of(runs: list) -> str:
+    return ", ".join(f"{x:g}" for x in sorted({r["lr"] for r in runs}))
+
+
 def headline(data: dict, config: Config) -> str:
-    per, d0, top = data["per"], config.widths[0], data["top_lr"]
-    return (f"LR sensitivity baseline {fmt(per[_key('baseline', d0)]['sens'])}, QK-norm "
-            f"{fmt(per[_key('qk-norm', d0)]['sens'])}, soft-cap "
-            f"{fmt(per[_key('soft-cap', d0)]['sens'])} (d={d0}); block-0 max logit at "
-            f"LR {top:g}: {fmt(per[_key('baseline', d0)]['top_end_logit'] or math.nan)} "
-            f"without vs {fmt(per[_key('qk-norm', d0)]['top_end_logit'] or math.nan)} with "
-            f"QK-norm")
+    d = data["widths"][0]
+    base, qk = _pair(data, d, "sens")
+    j = data["lrs"].index(data["top_lr"])
+    pb, pq = _pair(data, d, "peak")
+    return (f"LR sensitivity (d={d}, mean over {len(base)} seeds) baseline {fmt(np.mean(base))}, "
+            f"QK-norm {fmt(np.mean(qk))}; peak attention logit at LR {data['top_lr']:g}: "
+            f"{fmt(np.median([b[j] or 1.0 for b in pb]))} without vs "
+            f"{fmt(np.median([q[j] or 1.0 for q in pq]))} with QK-norm (median over seeds)")
 
 
 def plot(result, out_dir) -> list[str]:
@@ -255,51 +353,39 @@ def plot(result, out_dir) -> list[str]:
 
     d = result.data
     colors = {"baseline": "#d62728", "qk-norm": "#1f77b4", "soft-cap": "#2ca02c"}
-    styles = ["-", "--", ":"]
-    fig, (a, b, c, e) = figure(2, 2, width=5.0, height=3.5)
-    top = d["top_lr"]
-    for wi, w in enumerate(d["widths"]):
-        for arm in ARMS:
-            p = d["per"][_key(arm, w)]
-            label = arm if len(d["widths"]) == 1 else f"{arm}, d={w}"
-            a.plot(p["lrs"], p["loss"], "o" + styles[wi % 3], color=colors[arm], ms=4,
-                   label=label)
-            c.plot(d["lrs"], [np.nan if v is None else max(v, 1e-2) for v in p["end_logit"]],
-                   "o" + styles[wi % 3], color=colors[arm], ms=4, label=label)
-    p0 = d["per"][_key("baseline", d["widths"][0])]
-    a.axhline(p0["loss0"], color="#777777", ls="--", lw=0.9, label="loss at init")
-    if d["floor"] is not None:
-        a.axhline(d["floor"], color="k", ls=":", lw=0.9, label="entropy floor")
-    a.set_xscale("log")
-    style(a, "final loss vs learning rate (min(loss, loss at init))", "peak learning rate",
-          "validation loss (nats/token)")
-    c.set_xscale("log")
-    c.set_yscale("log")
-    style(c, "block-0 max attention logit at the end", "peak learning rate", "max logit (raw)")
+    fig, (a, c, b, e) = figure(2, 2, width=5.0, height=3.5)
     w0 = d["widths"][0]
-    first = d["runs"][0]["seed"]
-    for arm in ARMS:
-        for r in d["runs"]:
-            if r["variant"] == _key(arm, w0) and r["lr"] == top and r["seed"] == first:
-                ys = [np.nan if v is None else max(abs(v), 1e-2)
-                      for v in r["curves"]["max_logit_0"]]
-                b.plot(r["steps"], ys, color=colors[arm], label=arm)
+    for arm in ("baseline", "qk-norm"):
+        p = d["per"][f"{arm} d={w0}"]
+        loss = np.array([[stats.outcome(v, l0) for v in row]
+                         for row, l0 in zip(p["loss"], p["loss0"])])
+        a.errorbar(p["lrs"], loss.mean(0), yerr=loss.std(0), fmt="o-", color=colors[arm],
+                   ms=4, capsize=2, label=arm)
+        peak = np.array([[max(v or 1e-2, 1e-2) for v in row] for row in p["peak"]])
+        c.plot(p["lrs"], np.exp(np.log(peak).mean(0)), "o-", color=colors[arm], ms=4, label=arm)
+        e.bar([arm], [np.mean(p["sens"])], yerr=[np.std(p["sens"])], color=colors[arm],
+              capsize=3)
+    a.axhline(np.mean(d["per"][f"baseline d={w0}"]["loss0"]), color="#777777", ls="--", lw=0.9,
+              label="loss at init")
+    for ax in (a, c):
+        ax.set_xscale("log")
+    style(a, f"final loss vs LR (mean, sd over seeds; diverged = loss at init), d={w0}",
+          "peak learning rate", "validation loss (nats/char)")
+    c.set_yscale("log")
+    c.axhline(DIVERGED_LOGIT, color="k", ls="--", lw=0.8, label="1e4 (Wortsman)")
+    style(c, "peak attention logit, any block (geometric mean)", "peak learning rate",
+          "max q.k / sqrt(D)")
+    first, top = d["seeds"][0], d["top_lr"]
+    lr_b = PAPER_TOP_LR if PAPER_TOP_LR in d["lrs"] else top
+    for r in d["runs"]:
+        if r["seed"] == first and r["lr"] == lr_b and r["steps"]:
+            arm = r["variant"].split(" d=")[0]
+            b.plot(r["steps"], [np.nan if v is None else max(abs(v), 1e-2)
+                                for v in r["curves"]["max_logit"]], color=colors[arm], label=arm)
     b.axhline(d["softcap"], color=colors["soft-cap"], ls=":", lw=0.8, label="cap")
-    b.axhline(1e4, color="k", ls="--", lw=0.8, label="1e4 (Wortsman)")
     b.set_yscale("log")
-    style(b, f"block-0 max logit during training, LR {top:g}, d={w0}", "step", "max logit (raw)")
-    names, vals, cols = [], [], []
-    for w in d["widths"]:
-        for arm in ARMS:
-            names.append(arm if len(d["widths"]) == 1 else f"{arm} d={w}")
-            vals.append(d["per"][_key(arm, w)]["sens"])
-            cols.append(colors[arm])
-    e.barh(names, vals, color=cols)
-    for i, v in enumerate(vals):
-        e.annotate(f"{v:.3g}", (v, i), xytext=(3, 0), textcoords="offset points", va="center",
-                   fontsize=8)
-    e.invert_yaxis()
-    e.margins(x=0.2)
-    style(e, "LR sensitivity (lower is more robust)", "mean min(loss, loss0) - best (nats)", "",
+    style(b, f"max logit of any block during training, LR {lr_b:g}, seed {first}", "step",
+          "max q.k / sqrt(D) (raw)")
+    style(e, "LR sensitivity (mean, sd over seeds)", "", "mean min(loss, loss0) - best (nats)",
           legend=False)
     return [save(fig, out_dir, "attention_logit_growth.png")]

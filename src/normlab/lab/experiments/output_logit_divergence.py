@@ -1,13 +1,17 @@
 """``output-logit-divergence``: without weight decay, at a high learning rate, the output logits
-drift (log Z moves far from 0) and the loss degrades late in training; a z-loss of 1e-4 log^2 Z
-holds log Z near 0 (Wortsman et al. 2023, section 3.1.2), and a final-logit soft-cap of 30
+drift very negative and the loss degrades late in training; a z-loss of 1e-4 log^2 Z holds log Z
+near 0 and prevents it (Wortsman et al. 2023, section 3.1.2, Fig. 4); a final-logit soft-cap of 30
 bounds the logits (Gemma 2).
 
 normlab's GPT with QK-norm (so that the attention logits, the other instability, stay bounded)
-on a character corpus, weight decay 0, at high learning rates, four arms: no fix, z-loss 1e-4,
-final soft-cap 30, and weight decay 0.1 (which Wortsman et al. found also prevents the drift in
-their larger models). Every run goes through the sweep API (``_training.run_grid``); the trainer
-records the mean log Z of the output softmax at every step.
+and Wortsman et al.'s recipe otherwise (init N(0, 1/fan_in), RoPE, LN eps 1e-6, AdamW (0.9,
+0.95), clip 1), on an order-1 Markov source over V = 2000 symbols whose transition rows are sparse
+Dirichlet draws around Zipf frequencies (many rare symbols, some never seen in training), at LR
+0.1 (the paper's 2.4M case) held constant after a 5% warmup. Four arms: no fix (weight decay 0,
+no z-loss), z-loss 1e-4, final soft-cap 30, and AdamW weight decay 0.1 (lr x 0.1 per step: about
+the total decay of Wortsman's default 1e-4 over their 1e5 steps). Every run goes through the
+sweep API (``_training.run_points``); the trainer records per step the mean log Z, the mean
+output logit, the mean logit of the tokens not yet seen as a target, and the head's weight norm.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 
 from ...models import GPTConfig
 from ...train import TrainConfig
+from .. import stats
 from ..framework import Card, Check, fmt
 from . import _training as T
 
@@ -28,208 +33,296 @@ CARD = Card(
     citation="Wortsman et al. 2023, 'Small-scale proxies for large-scale Transformer training "
              "instabilities', section 3.1.2 and Fig. 4; Gemma Team 2024 (Gemma 2), final soft-cap "
              "30; PaLM (Chowdhery et al. 2022) for the z-loss",
-    claim="Without weight decay, at a high learning rate, the output logits drift (log Z far from "
-          "0) and the loss degrades late in training; a z-loss of 1e-4 keeps log Z near 0 and "
-          "prevents it, as does a final-logit soft-cap of 30.",
+    claim="Without weight decay, at a high learning rate, the output logits drift very negative "
+          "and the loss degrades late in training; a z-loss of 1e-4 keeps log Z near 0 and "
+          "prevents it; a final-logit soft-cap of 30 bounds the logits.",
     published="2.4M-parameter model at LR 0.1 without weight decay: logits drift very negative "
               "and the loss diverges late in training; z-loss 1e-4 fixes it (Wortsman Fig. 4)",
-    method="normlab GPT with QK-norm (LayerNorm), Pre-LN; AdamW (0.9, 0.95), clip 1, warmup 5% "
-           "then cosine to min_lr (`base`; base.lr is the learning rate the counted checks "
-           "read); four arms (no fix, z-loss, soft-cap, weight decay) x `lrs` x `seeds` through "
-           "the sweep API.",
+    method="normlab GPT with QK-norm (LayerNorm), Pre-LN, init 1/sqrt(fan_in), RoPE; AdamW "
+           "(0.9, 0.95), clip 1, warmup 5% then a constant LR (`base`); an order-1 Markov source "
+           "over V symbols with Zipf-centred sparse Dirichlet rows (`base.markov_*`); four arms "
+           "(no fix, z-loss, soft-cap, weight decay) x seeds through the sweep API; intervals "
+           "pair the arms by seed.",
     explanation="The softmax is unchanged when every logit moves by the same amount, so nothing "
                 "in the cross-entropy pins the logits' level: log Z = log sum exp z is free to "
                 "wander. Adam's per-coordinate normalization lets the logits of rarely seen "
-                "tokens fall at about the learning rate per step, and without weight decay "
-                "nothing pulls the weights back. The z-loss (log Z)^2 adds the missing restoring "
-                "force towards log Z = 0; a soft-cap instead bounds every logit.",
+                "tokens fall at about the learning rate per step however small their gradient, "
+                "and without weight decay nothing pulls the weights back. The z-loss (log Z)^2 "
+                "adds the missing restoring force towards log Z = 0; a soft-cap instead bounds "
+                "every logit the softmax sees.",
+    short="without weight decay the output logits drift very negative late in training; "
+          "z-loss 1e-4 holds log Z near 0",
 )
 
 ARMS = ("no fix", "z-loss", "soft-cap", "weight decay")
+LOG_Z_NEAR_0 = 1.0  # papers.md section 7 D: final |log Z| < 1 with z-loss
+DRIFT_RATIO = 10.0  # papers.md section 7 D: final |log Z| without z-loss > 10 x with it
+LATE = 0.1  # "final" values: the mean over the last 10% of the steps (one step is noisy)
 
-BASE = TrainConfig(  # QK-norm on in every arm; pydoc characters: a vocabulary with rare symbols
-    model=GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2,
-                    qk_norm="layernorm"),
-    data="pydoc", lr=0.1, min_lr=1e-5, warmup=75, schedule="cosine", steps=1500,
-    batch_size=16, eval_interval=150)
+BASE = TrainConfig(  # QK-norm on in every arm; Wortsman et al.'s recipe, no weight decay
+    model=GPTConfig(vocab_size=2000, seq_len=32, n_layers=2, d_model=32, n_heads=2,
+                    qk_norm="layernorm", init="fan_in", positions="rope", norm_eps=1e-6),
+    data="markov", markov_order=1, markov_alpha=0.05, markov_zipf=1.2, lr=0.1, warmup=35,
+    schedule="constant", steps=700, batch_size=8, weight_decay=0.0, eval_interval=70)
 
 
 @dataclass(frozen=True)
 class Config:
-    base: TrainConfig = BASE  # every run's model, data and optimizer; base.lr: the LR the
-    #                           counted checks read (Wortsman Fig. 4: 0.1), one of lrs
-    lrs: tuple[float, ...] = (0.1, 0.3)  # peak learning rates (the paper's case: 0.1)
+    base: TrainConfig = BASE  # every run's model, data and optimizer (the no-fix arm's)
     z_loss: float = 1e-4  # the z-loss arm's weight of mean (log Z)^2 (Wortsman et al., PaLM)
     final_softcap: float = 30.0  # the soft-cap arm's cap on the output logits (Gemma 2)
-    weight_decay: float = 0.1  # the weight-decay arm's AdamW decay (the other arms: 0)
-    seeds: int = 1  # training seeds per point
-    seed: int = 0  # the first training seed
+    weight_decay: float = 0.1  # the weight-decay arm's AdamW weight_decay (coupled: lr x this
+    #                            per step; matches the total decay of Wortsman's 1e-4 x 1e5 steps)
+    seeds: int = 3  # seeds of the no-fix and z-loss arms (the counted checks pair them)
+    other_seeds: int = 1  # seeds of the soft-cap and weight-decay arms (shown rows)
+    seed: int = 0  # the first training seed (the Markov source is fixed by base.data_seed)
 
 
 SIZES = {
-    "tiny": {"lrs": (0.3,), "base.lr": 0.3, "base.data": "markov", "base.steps": 60,
-             "base.warmup": 3, "base.eval_interval": 6, "base.batch_size": 4,
-             "base.model.d_model": 16, "base.model.n_heads": 1, "base.model.n_layers": 1,
-             "base.model.seq_len": 16},
+    "tiny": {"seeds": 2, "base.steps": 60, "base.warmup": 3, "base.eval_interval": 10,
+             "base.batch_size": 4, "base.model.vocab_size": 200, "base.model.d_model": 16,
+             "base.model.n_heads": 1, "base.model.n_layers": 1, "base.model.seq_len": 16},
     "quick": {},
-    "full": {"lrs": (0.03, 0.1, 0.3), "seeds": 2, "base.steps": 6000, "base.warmup": 300,
-             "base.eval_interval": 600, "base.model.seq_len": 64},
+    "full": {"seeds": 5, "other_seeds": 5, "base.steps": 8000, "base.warmup": 400,
+             "base.eval_interval": 400, "base.batch_size": 16},
 }
 
+SERIES = {k: (lambda rec, k=k: rec[k]) for k in ("nll", "log_z", "mean_logit",
+                                                   "mean_logit_unseen", "head_norm")}
 
-def _variants(cfg: Config) -> dict[str, dict]:
-    return {"no fix": {"weight_decay": 0.0},
-            "z-loss": {"weight_decay": 0.0, "model.z_loss": cfg.z_loss},
-            "soft-cap": {"weight_decay": 0.0, "model.final_softcap": cfg.final_softcap},
+
+def _points(cfg: Config) -> list[tuple[str, dict]]:
+    over = {"no fix": {}, "z-loss": {"model.z_loss": cfg.z_loss},
+            "soft-cap": {"model.final_softcap": cfg.final_softcap},
             "weight decay": {"weight_decay": cfg.weight_decay}}
-
-
-SERIES = {"log_z": lambda rec: rec["log_z"], "nll": lambda rec: rec["nll"],
-          "neg_log_z": lambda rec: -rec["log_z"]}
-
-
-def _mean(vals) -> float | None:
-    vals = [v for v in vals if v is not None and math.isfinite(v)]
-    return float(np.mean(vals)) if vals else None
-
-
-def _final_log_z(r: T.Run) -> float | None:
-    """Mean log Z over the last 5% of the run's sampled steps (one step is noisy)."""
-    z = [v for v in r.curves.get("log_z", []) if v is not None]
-    if not z:
-        return None
-    k = max(1, len(z) // 20)
-    return float(np.mean(z[-k:]))
+    out = []
+    for arm in ARMS:
+        n = cfg.seeds if arm in ("no fix", "z-loss") else cfg.other_seeds
+        out += [(arm, {**over[arm], "seed": cfg.seed + i}) for i in range(n)]
+    return out
 
 
 def measure(config: Config, ctx) -> dict:
-    cfg, main_lr = config, config.base.lr
-    if main_lr not in cfg.lrs:
-        raise ValueError(f"base.lr ({main_lr}) must be one of lrs {cfg.lrs}")
-    runs = T.run_grid(cfg.base, _variants(cfg), ctx, lrs=cfg.lrs,
-                      seeds=[cfg.seed + i for i in range(cfg.seeds)], series=SERIES, name="arms")
+    cfg = config
+    if cfg.seeds < 2:
+        raise ValueError(f"seeds must be >= 2 (the checks are intervals over seeds); got "
+                         f"{cfg.seeds}")
+    if cfg.other_seeds > cfg.seeds:
+        raise ValueError(f"other_seeds must be at most seeds = {cfg.seeds}; got {cfg.other_seeds}")
+    runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="arms")
     T.require_finished(runs)
-    per = {}
-    for arm in ARMS:
-        rs = [r for r in runs if r.variant == arm]
-        per[arm] = {
-            "lrs": list(cfg.lrs),
-            "loss": [_mean(r.final_val_loss for r in rs if r.lr == lr) for lr in cfg.lrs],
-            "log_z": [_mean(_final_log_z(r) for r in rs if r.lr == lr) for lr in cfg.lrs],
-            # the largest |log Z| reached at any step (min and max of the per-step mean log Z)
-            "log_z_max": [_mean(r.peaks.get("log_z") for r in rs if r.lr == lr)
-                          for lr in cfg.lrs],
-            "log_z_min": [_mean(-(r.peaks.get("neg_log_z") or math.nan) for r in rs
-                                if r.lr == lr) for lr in cfg.lrs],
-            "stopped": [sum(r.status != "done" for r in rs if r.lr == lr) for lr in cfg.lrs],
-        }
-    return {"per": per, "runs": T.as_data(runs), "lrs": list(cfg.lrs), "main_lr": main_lr,
-            "floor": next((r.entropy_floor for r in runs if r.entropy_floor is not None), None),
-            "loss0": _mean(r.loss_at_init for r in runs),
-            "log_z0": _mean(r.curves["log_z"][0] for r in runs if r.curves.get("log_z"))}
+    per = {arm: _arm([r for r in runs if r.variant == arm]) for arm in ARMS}
+    first = next(r for r in runs if r.curves.get("log_z"))
+    return {"per": per, "runs": T.as_data(runs), "lr": cfg.base.lr,
+            "vocab": cfg.base.model.vocab_size, "cap": cfg.final_softcap,
+            "weight_decay": cfg.weight_decay, "steps": cfg.base.steps,
+            "log_z0": first.curves["log_z"][0]}
 
 
-def _at(data: dict, arm: str, key: str) -> float:
-    """An arm's value at the main learning rate (nan when no run reached it)."""
-    v = data["per"][arm][key][data["lrs"].index(data["main_lr"])]
-    return math.nan if v is None else v
+def _late(run: T.Run, key: str) -> float | None:
+    """The mean of a series over the last LATE share of the run's steps (None: no values)."""
+    if not run.steps:
+        return None
+    start = (1.0 - LATE) * run.steps[-1]
+    vals = [v for s, v in zip(run.steps, run.curves.get(key, [])) if s >= start and v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _arm(rs: list) -> dict:
+    """One arm, seed by seed: the final (late-mean) log Z, mean logit, unseen tokens' mean logit
+    and head norm; the final validation loss (a diverged run: its loss at init), the late rise
+    (final minus the lowest validation loss on the way), and the largest log Z of any step."""
+    out = {k: [] for k in ("seeds", "log_z", "mean_logit", "unseen", "head_norm", "loss",
+                           "rise", "loss0", "log_z_max", "diverged", "unseen_count")}
+    for r in sorted(rs, key=lambda r: r.seed):
+        loss0 = r.loss_at_init
+        final = stats.outcome(r.final_val_loss if r.status == "done" else None, loss0)
+        evals = [stats.outcome(e["val_loss"], loss0) for e in r.evals]
+        out["seeds"].append(r.seed)
+        out["loss0"].append(loss0)
+        out["loss"].append(final)
+        out["rise"].append(final - min(evals + [final]))
+        out["log_z_max"].append(r.peaks.get("log_z"))
+        out["diverged"].append(r.status != "done")
+        for key, series in (("log_z", "log_z"), ("mean_logit", "mean_logit"),
+                            ("unseen", "mean_logit_unseen"), ("head_norm", "head_norm")):
+            out[key].append(_late(r, series))
+    return out
 
 
 def judge(data: dict, config: Config) -> list[Check]:
-    def at(arm, key):
-        return _at(data, arm, key)
-
-    z_fix, z_none = abs(at("z-loss", "log_z")), abs(at("no fix", "log_z"))
-    l_none, l_z, l_cap = at("no fix", "loss"), at("z-loss", "loss"), at("soft-cap", "loss")
-    lr_text = f"LR {data['main_lr']:g}"
-    checks = [
-        Check(f"with z-loss {config.z_loss:g}, log Z stays near 0",
-              "log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
-              f"{lr_text}: final |log Z| {fmt(z_fix)} with z-loss (at init "
-              f"{fmt(data['log_z0'] or math.nan)}, about ln V)",
-              "|log Z| < 1 at the end (mean of the last 5% of the sampled steps)", z_fix < 1,
-              "Wortsman et al. 2023 [V]; papers.md section 7 D"),
-        Check("without weight decay or z-loss, log Z drifts far from 0",
-              "the output logits drift very negative late in training without weight decay (2.4M "
-              "model, LR 0.1); papers.md D: |log Z| >= 10 x the z-loss arm's",
-              f"{lr_text}: final |log Z| {fmt(z_none)} without, {fmt(z_fix)} with z-loss "
-              f"(x{fmt(z_none / z_fix if z_fix > 0 else math.inf)}); per-step range without: "
-              f"{fmt(at('no fix', 'log_z_min'))} to {fmt(at('no fix', 'log_z_max'))}",
-              "|log Z| without >= 10 x |log Z| with z-loss", z_none >= 10 * z_fix,
-              "Wortsman et al. 2023, section 3.1.2 [V]"),
-        Check("z-loss does not cost loss (and saves it when the logits diverge)",
-              "papers.md D: final loss with z-loss <= without",
-              f"{lr_text}: final validation loss {fmt(l_z, 4)} with z-loss, {fmt(l_none, 4)} "
-              f"without", "loss(z-loss) <= loss(no fix)", l_z <= l_none,
-              "Wortsman et al. 2023 [V]; papers.md section 7 D"),
-        Check(f"a final-logit soft-cap of {config.final_softcap:g} prevents the divergence as well",
-              "Gemma 2 caps the output logits at 30 (a design choice; no ablation published)",
-              f"{lr_text}: final validation loss {fmt(l_cap, 4)} with the cap, {fmt(l_none, 4)} "
-              f"without; final log Z {fmt(at('soft-cap', 'log_z'))}",
-              "loss(soft-cap) <= loss(no fix), the rule papers.md sets for z-loss",
-              l_cap <= l_none, "Gemma Team 2024 [V]",
-              note="the cap bounds every logit by 30, so log Z <= 30 + ln V: it cannot drift "
-                   "without bound, but it is not pulled to 0 either"),
-        Check("weight decay also prevents the drift",
-              "weight decay also fixes it for the larger models (Wortsman section 3.1.2)",
-              f"{lr_text}: final |log Z| {fmt(abs(at('weight decay', 'log_z')))}, loss "
-              f"{fmt(at('weight decay', 'loss'), 4)} with weight decay {config.weight_decay:g}",
-              "shown, not counted (a reference arm)", None, "Wortsman et al. 2023 [V]"),
-    ]
-    return checks + _other_lrs(data)
+    return [_near_zero_check(data), _drift_check(data), _mean_logit_check(data),
+            _loss_check(data), _late_rise_row(data), _rare_row(data), _cap_identity(data),
+            _cap_row(data), _decay_row(data)]
 
 
-def _other_lrs(data: dict) -> list[Check]:
-    """A shown row with every arm at the learning rates other than the main one."""
-    per, lrs = data["per"], data["lrs"]
-    if all(lr == data["main_lr"] for lr in lrs):
-        return []
-    return [Check(
-        "the same at the other learning rates", "-",
-        "; ".join(f"LR {lr:g}: " + ", ".join(
-            f"{a} loss {fmt(per[a]['loss'][j] or math.nan, 4)} log Z "
-            f"{fmt(per[a]['log_z'][j] or math.nan)}" for a in ARMS)
-            for j, lr in enumerate(lrs) if lr != data["main_lr"]),
-        "shown, not counted", None, "-")]
+def _vals(data: dict, arm: str, key: str, missing: float = math.nan) -> list[float]:
+    return [missing if v is None else v for v in data["per"][arm][key]]
+
+
+def _near_zero_check(data: dict) -> Check:
+    z = [abs(v) for v in _vals(data, "z-loss", "log_z")]
+    return Check.decided(
+        "with z-loss 1e-4, log Z stays near 0",
+        "log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
+        stats.mean_interval(z), LOG_Z_NEAR_0, stats.BELOW,
+        source="Wortsman et al. 2023 [V]; papers.md section 7 D",
+        measured=f"LR {data['lr']:g}: final |log Z| with z-loss {stats.mean_interval(z).text()} "
+                 f"(at init {fmt(data['log_z0'])}, about ln V = {fmt(math.log(data['vocab']))})",
+        rule=f"mean +- 2 se over seeds of |log Z| (mean of the last {LATE:.0%} of the steps) "
+             f"< {LOG_Z_NEAR_0:g}")
+
+
+def _drift_check(data: dict) -> Check:
+    none, z = _vals(data, "no fix", "log_z"), _vals(data, "z-loss", "log_z")
+    logs = [math.log10(max(abs(a), 1e-12) / max(abs(b), 1e-12)) for a, b in zip(none, z)]
+    iv = stats.mean_interval(logs)
+    return Check.decided(
+        "without weight decay or z-loss, log Z drifts far from 0",
+        "the output logits drift very negative late in training without weight decay (2.4M "
+        "model, LR 0.1); papers.md D: |log Z| > 10 x the z-loss arm's",
+        iv, math.log10(DRIFT_RATIO), stats.ABOVE, source="Wortsman et al. 2023, 3.1.2 [V]",
+        measured=f"final log Z without a fix {stats.mean_interval(none).text()}, with z-loss "
+                 f"{stats.mean_interval(z).text()}; log10 of the |log Z| ratio {iv.text()}",
+        rule=f"paired mean +- 2 se of log10(|log Z| no fix / |log Z| z-loss) > 1 "
+             f"(x{DRIFT_RATIO:g})")
+
+
+def _mean_logit_check(data: dict) -> Check:
+    none, z = _vals(data, "no fix", "mean_logit"), _vals(data, "z-loss", "mean_logit")
+    iv = stats.paired_interval(none, z)
+    return Check.decided(
+        "without a fix the mean output logit drifts below the z-loss arm's",
+        "the logits diverge and become very negative; z-loss prevents it (Wortsman Fig. 4)",
+        iv, 0.0, stats.BELOW, source="Wortsman et al. 2023, 3.1.2 and Fig. 4 [V]",
+        measured=f"final mean logit (over the vocabulary and the batch) without a fix "
+                 f"{stats.mean_interval(none).text()}, with z-loss {stats.mean_interval(z).text()};"
+                 f" difference {iv.text()}",
+        rule="paired mean +- 2 se of mean logit (no fix - z-loss) < 0 (the paper gives no size)",
+        note="the head's output before any cap; at init it is about 0 in every arm")
+
+
+def _late_rise_row(data: dict) -> Check:
+    none, z = _vals(data, "no fix", "rise"), _vals(data, "z-loss", "rise")
+    return Check(
+        "without a fix the loss rises late in training, with z-loss it does not",
+        "the loss diverges late in training without weight decay or z-loss (Wortsman Fig. 4)",
+        f"final minus lowest validation loss on the way: without a fix "
+        f"{stats.mean_interval(none).text()}, with z-loss {stats.mean_interval(z).text()}; "
+        f"difference {stats.paired_interval(none, z).text()}",
+        "shown, not counted: the counted loss row (papers.md D) reads the final loss itself",
+        None, "Wortsman et al. 2023, 3.1.2 [V]",
+        note="validation every base.eval_interval steps; a diverged run counts as its loss at "
+             "init; the rise is >= 0 by its definition, so read it against the z-loss arm's")
+
+
+def _loss_check(data: dict) -> Check:
+    none, z = _vals(data, "no fix", "loss"), _vals(data, "z-loss", "loss")
+    iv = stats.paired_interval(none, z)
+    return Check.decided(
+        "z-loss does not cost loss (and saves it when the logits diverge)",
+        "papers.md D: final loss with z-loss <= without", iv, 0.0, stats.ABOVE,
+        source="Wortsman et al. 2023 [V]; papers.md section 7 D",
+        measured=f"final validation loss without a fix {stats.mean_interval(none).text(4)}, with "
+                 f"z-loss {stats.mean_interval(z).text(4)}; no fix - z-loss {iv.text()}",
+        rule="paired mean +- 2 se of loss (no fix - z-loss) > 0; straddling 0: inconclusive")
+
+
+def _text(data: dict, arm: str, key: str, digits: int = 3) -> str:
+    v = [x for x in data["per"][arm][key] if x is not None]
+    if not v:
+        return "-"
+    return stats.mean_interval(v).text(digits) if len(v) > 1 else f"{fmt(v[0], digits)} (n=1)"
+
+
+def _rare_row(data: dict) -> Check:
+    return Check(
+        "the logits of never-seen tokens and the head's norm",
+        "Adam moves rarely-seen tokens' logits down at about the LR per step (the mechanism "
+        "Wortsman et al. describe)",
+        "final mean logit of the tokens not yet a training target: no fix "
+        f"{_text(data, 'no fix', 'unseen')}, z-loss {_text(data, 'z-loss', 'unseen')}; head "
+        f"weight norm: no fix {_text(data, 'no fix', 'head_norm')}, z-loss "
+        f"{_text(data, 'z-loss', 'head_norm')}, weight decay "
+        f"{_text(data, 'weight decay', 'head_norm')} (at init about sqrt(V) = "
+        f"{fmt(math.sqrt(data['vocab']))})",
+        "shown, not counted (no published number)", None, "Wortsman et al. 2023 [V]",
+        note="'not yet a target': tokens that no training batch before the step had as a target")
+
+
+def _cap_identity(data: dict) -> Check:
+    cap, V = data["cap"], data["vocab"]
+    top = max((v for v in data["per"]["soft-cap"]["log_z_max"] if v is not None),
+              default=math.nan)
+    return Check(
+        f"a final soft-cap of {cap:g} bounds log Z by {cap:g} + ln V",
+        "Gemma 2 caps the output logits at 30", f"largest per-step log Z in the soft-cap arm "
+        f"{fmt(top)} (bound {fmt(cap + math.log(V))})",
+        "holds by construction (every capped logit < cap)", bool(top <= cap + math.log(V)),
+        "Gemma Team 2024 [V]", identity=True)
+
+
+def _cap_row(data: dict) -> Check:
+    return Check(
+        f"with the soft-cap the logits do not drift either",
+        "Gemma 2 caps the output logits at 30 (a design choice; no ablation published)",
+        f"soft-cap arm: final loss {_text(data, 'soft-cap', 'loss', 4)} (no fix "
+        f"{_text(data, 'no fix', 'loss', 4)}), mean raw logit "
+        f"{_text(data, 'soft-cap', 'mean_logit')}, log Z {_text(data, 'soft-cap', 'log_z')}",
+        "shown, not counted (no published ablation)", None, "Gemma Team 2024 [V]",
+        note="the mean logit is the head's output before the cap: the cap bounds what the "
+             "softmax sees, not the head")
+
+
+def _decay_row(data: dict) -> Check:
+    return Check(
+        "weight decay also prevents the drift",
+        "weight decay also fixes it for the larger models (Wortsman section 3.1.2)",
+        f"weight-decay arm (AdamW weight_decay {data['weight_decay']:g}, total decay "
+        f"lr x wd x steps = {data['lr'] * data['weight_decay'] * data['steps']:.3g}): final log Z "
+        f"{_text(data, 'weight decay', 'log_z')}, mean logit "
+        f"{_text(data, 'weight decay', 'mean_logit')}, loss "
+        f"{_text(data, 'weight decay', 'loss', 4)}",
+        "shown, not counted (a reference arm)", None, "Wortsman et al. 2023 [V]")
 
 
 def headline(data: dict, config: Config) -> str:
-    def at(arm, key):
-        return fmt(_at(data, arm, key), 4 if key == "loss" else 3)
+    def m(arm, key):
+        v = [x for x in data["per"][arm][key] if x is not None]
+        return fmt(float(np.mean(v))) if v else "-"
 
-    return (f"LR {data['main_lr']:g}: final log Z no fix {at('no fix', 'log_z')}, z-loss "
-            f"{at('z-loss', 'log_z')}, soft-cap {at('soft-cap', 'log_z')}, weight "
-            f"decay {at('weight decay', 'log_z')}; final loss {at('no fix', 'loss')} / "
-            f"{at('z-loss', 'loss')} / {at('soft-cap', 'loss')} / {at('weight decay', 'loss')}")
+    return (f"LR {data['lr']:g}, V={data['vocab']} (means over seeds): final log Z no fix "
+            f"{m('no fix', 'log_z')}, z-loss {m('z-loss', 'log_z')}, soft-cap "
+            f"{m('soft-cap', 'log_z')}, weight decay {m('weight decay', 'log_z')}; mean logit "
+            f"{m('no fix', 'mean_logit')} / {m('z-loss', 'mean_logit')} / "
+            f"{m('soft-cap', 'mean_logit')} / {m('weight decay', 'mean_logit')}; final loss "
+            f"{m('no fix', 'loss')} / {m('z-loss', 'loss')} / {m('soft-cap', 'loss')} / "
+            f"{m('weight decay', 'loss')}")
 
 
 def plot(result, out_dir) -> list[str]:
-    from ..plotting import figure, save, style
+    from ..plotting import figure, moving_average, save, style
 
     d = result.data
     colors = {"no fix": "#d62728", "z-loss": "#1f77b4", "soft-cap": "#2ca02c",
               "weight decay": "#7f7f7f"}
-    fig, (a, b, c) = figure(3, 1, width=4.4, height=3.4)
-    main = d["main_lr"]
-    first = d["runs"][0]["seed"] if d["runs"] else 0
+    fig, axes = figure(2, 2, width=4.8, height=3.3)
+    panels = (("log_z", "mean log Z of the output softmax", "log Z"),
+              ("mean_logit", "mean output logit (before any cap)", "logit"),
+              ("mean_logit_unseen", "mean logit of tokens not yet a target", "logit"))
+    for ax, (key, title, ylab) in zip(axes, panels):
+        for r in d["runs"]:
+            if r["steps"]:
+                ax.plot(r["steps"], moving_average(r["curves"][key]), color=colors[r["variant"]],
+                        lw=1.0, alpha=0.8, label=r["variant"] if r["seed"] == d["runs"][0]["seed"]
+                        else None)
+        ax.axhline(0, color="k", lw=0.8, ls=":")
+        style(ax, f"{title}, LR {d['lr']:g}", "step", ylab)
+    ax = axes[3]
     for r in d["runs"]:
-        if r["lr"] != main or r["seed"] != first or not r["steps"]:
-            continue
-        col = colors[r["variant"]]
-        a.plot(r["steps"], [np.nan if v is None else v for v in r["curves"]["log_z"]], color=col,
-               label=r["variant"])
         ev = r["evals"]
-        b.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], "o-", ms=3, color=col,
-               label=r["variant"])
-    a.axhline(0, color="k", lw=0.8, ls=":")
-    style(a, f"mean log Z of the output softmax, LR {main:g}", "step", "log Z")
-    if d["floor"] is not None:
-        b.axhline(d["floor"], color="k", ls=":", lw=0.9, label="entropy floor")
-    style(b, f"validation loss, LR {main:g}", "step", "nats/token")
-    lrs = d["lrs"]
-    for arm, p in d["per"].items():
-        c.plot(lrs, [np.nan if v is None else v for v in p["loss"]], "o-", color=colors[arm],
-               label=arm)
-    c.set_xscale("log")
-    style(c, "final validation loss vs learning rate", "peak learning rate", "nats/token")
+        ax.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], "o-", ms=2, lw=1.0,
+                color=colors[r["variant"]], alpha=0.8,
+                label=r["variant"] if r["seed"] == d["runs"][0]["seed"] else None)
+    style(ax, f"validation loss, LR {d['lr']:g}", "step", "nats/token")
     return [save(fig, out_dir, "output_logit_divergence.png")]

@@ -1,0 +1,26 @@
+"""``_training.run_points``: one run per (variant, overrides), each with its own lr and seed,
+through the sweep API, in the order given; the same numbers as ``run_grid`` for the same runs."""
+
+from normlab.lab.experiments import _training as T
+from normlab.lab.framework import RunContext
+from normlab.models import GPTConfig
+from normlab.train import TrainConfig
+
+BASE = TrainConfig(model=GPTConfig(vocab_size=8, seq_len=8, n_layers=1, d_model=16, n_heads=2),
+                   steps=6, batch_size=2, warmup=1, eval_interval=6, eval_batches=1, lr=1e-2)
+SERIES = {"nll": lambda rec: rec["nll"]}
+
+
+def test_points_carry_their_own_lr_seed_and_lr_dependent_fields(tmp_path):
+    ctx = RunContext(executor="serial", store=tmp_path)
+    points = [("a", {"lr": 3e-2, "seed": 2, "weight_decay": 1e-4 / 3e-2}),
+              ("b", {"seed": 1}), ("a", {"lr": 1e-2, "seed": 2, "weight_decay": 1e-2})]
+    runs = T.run_points(BASE, points, ctx, series=SERIES, name="pts")
+    assert [(r.variant, r.lr, r.seed) for r in runs] == [("a", 3e-2, 2), ("b", 1e-2, 1),
+                                                         ("a", 1e-2, 2)]
+    assert all(r.status == "done" and r.curves["nll"] and r.final_val_loss for r in runs)
+    grid = T.run_grid(BASE, {"b": {}}, ctx, seeds=[1], series=SERIES, name="grid")
+    assert grid[0].final_val_loss == runs[1].final_val_loss  # one run, either way
+    assert runs[0].loss_at_init == runs[2].loss_at_init  # same seed, same init and first batch
+    again = T.run_points(BASE, points, ctx, series=SERIES, name="pts")  # read back from the store
+    assert [r.final_val_loss for r in again] == [r.final_val_loss for r in runs]
