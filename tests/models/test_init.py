@@ -87,6 +87,6 @@ def test_fan_in_logits_start_near_unit_scale():
 
 def test_init_is_checked_and_survives_a_dict():
     with pytest.raises(ValueError, match="init must be one of"):
-        dataclasses.replace(SMALL, init="xavier")
+        dataclasses.replace(SMALL, init="he")
     cfg = dataclasses.replace(SMALL, init="fan_in")
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
