@@ -373,3 +373,28 @@ def test_gpt2_conv1d_weights_stay_mapped_as_transposed_views(tmp_path):
         np.testing.assert_allclose(grads[k], g, rtol=1e-6, atol=1e-7, err_msg=k)
     w -= 0.5 * grads[qkv]  # an update writes private memory, never the file
     assert (path / "model.safetensors").read_bytes() == before
+
+
+def test_a_loaded_model_trains_its_mapped_and_transposed_weights_in_place(tmp_path):
+    """load_hf leaves the weights mapped (no flat buffer): AdamW's per-array path updates a
+    transposed view in place, exactly as it updates the copied model's weights."""
+    from normlab.train import AdamW
+
+    path = _save("gpt2", tmp_path)
+    before = (path / "model.safetensors").read_bytes()
+    models = load_hf(path), load_hf(path, mmap_weights=False)
+    idx = np.random.default_rng(1).integers(0, models[0].config.vocab_size, (2, 8))
+    for m in models:
+        opt = AdamW(m.parameters(), weight_decay=0.1)
+        for _ in range(2):
+            m.zero_grad()
+            m.forward(idx, idx)
+            m.backward(1.0)
+            opt.step(m.gradients(), 1e-3)
+    mapped, copied = (m.parameters() for m in models)
+    qkv = next(k for k in models[0].mapped_parameters if k.endswith("qkv.weight"))
+    assert mapped[qkv].flags.f_contiguous
+    for k, v in copied.items():
+        np.testing.assert_allclose(mapped[k], v, rtol=1e-5, atol=1e-7, err_msg=k)
+    assert not np.array_equal(mapped[qkv], load_hf(path).parameters()[qkv])  # it moved
+    assert (path / "model.safetensors").read_bytes() == before

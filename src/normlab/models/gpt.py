@@ -48,7 +48,9 @@ class LossParts(NamedTuple):
 
 class GPT(Module):
     """The model of ``config``; ``rng`` draws the initial parameters, ``dropout_rng`` (default: a
-    generator seeded from ``rng``) the dropout masks.
+    generator seeded from ``rng``) the dropout masks. With ``flatten`` (the default) parameters
+    and gradients live in two flat buffers (``Module.flatten``: one fused optimizer pass);
+    ``load_hf`` builds without, so that weights mapped from a file stay mapped.
 
     Children: ``wte`` (V, C), ``wpe`` (T_max, C) with learned positions, ``blocks`` (L of them),
     ``norm_f``, and ``head`` (V, C) unless the embeddings are tied.
@@ -57,8 +59,9 @@ class GPT(Module):
     numerics: Numerics = FULL_PRECISION
 
     def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
-                 dropout_rng: np.random.Generator | None = None):
+                 dropout_rng: np.random.Generator | None = None, flatten: bool = True):
         super().__init__()
+        ck.flag(flatten, "flatten")
         if not isinstance(config, GPTConfig):
             raise TypeError(f"config must be a GPTConfig; got {type(config).__name__}")
         ck.generator(rng)
@@ -93,7 +96,8 @@ class GPT(Module):
         self.metrics: dict = {}
         self._head_cache = None
         self._loss_cache = None
-        self.flatten()  # parameters and gradients in two flat buffers: one fused optimizer pass
+        if flatten:  # parameters and gradients in two flat buffers: one fused optimizer pass
+            self.flatten()
 
     # ---- forward ---------------------------------------------------------------------------
     def _embed(self, idx: np.ndarray) -> np.ndarray:

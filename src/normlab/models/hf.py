@@ -625,7 +625,9 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
     if extra:
         raise ValueError(f"{family}: tensors {extra[:5]} are not supported (no parameter of the "
                          f"config takes them)")
-    model = GPT(config, rng=_NoDraw(np.random.PCG64(0)))
+    # not flattened: a flat buffer would copy every mapped weight and touch a gradient buffer
+    # of the model's size (Module.flatten can still be called before training it)
+    model = GPT(config, rng=_NoDraw(np.random.PCG64(0)), flatten=False)
     owners = {name: (m, name.rsplit(".", 1)[-1]) for name, m in _owners(model)}
     maps = _MappedFiles(files)
     mapped, copies = [], []

@@ -87,6 +87,18 @@ def flat_buffer(arrays: list[np.ndarray]) -> np.ndarray | None:
     return base if addr == base.ctypes.data + base.size * step else None
 
 
+def _memory_order(p: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``p`` as a 1-D view in its memory order (a transposed view, such as a GPT-2 weight mapped
+    by ``load_hf``, through its transpose) and ``g`` in the same element order, so that an update
+    written into the view lands in ``p``."""
+    if not p.flags.c_contiguous and p.T.flags.c_contiguous:
+        p, g = p.T, g.T
+    if not p.flags.c_contiguous:
+        raise ValueError(f"a parameter must be contiguous (or a transposed view of a contiguous "
+                         f"array) to be updated in place; got strides {p.strides}")
+    return p.reshape(-1), np.ascontiguousarray(g).reshape(-1)
+
+
 class Optimizer:
     """Shared plumbing: the parameters, the decay set, the step count and the rounding hooks."""
 
@@ -193,9 +205,9 @@ class AdamW(Optimizer):
         out, lo = {}, 0
         for i, n in enumerate(names):
             hi = lo + sizes[i]
-            sq = adamw_update(self.params[n].reshape(-1), np.ascontiguousarray(grads[n]).reshape(-1),
-                              m[lo:hi], v[lo:hi], np.array([0, sizes[i]]), decay[i : i + 1],
-                              **hyper)
+            pi, gi = _memory_order(self.params[n], grads[n])
+            sq = adamw_update(pi, gi, m[lo:hi], v[lo:hi], np.array([0, sizes[i]]),
+                              decay[i : i + 1], **hyper)
             out[n], lo = float(sq[0]), hi
         return out
 
