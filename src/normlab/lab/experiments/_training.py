@@ -88,25 +88,11 @@ def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], ctx: 
     store under the context's store root. Returns one :class:`Run` per (variant, lr, seed), in
     that order.
     """
-    jobs: list[tuple[str, float, int, TrainConfig]] = []
-    for vname, over in variants.items():
-        for lr in (lrs if lrs is not None else [over.get("lr", base.lr)]):
-            for seed in seeds:
-                cfg = base.with_overrides({**over, "lr": float(lr), "seed": int(seed)})
-                jobs.append((vname, float(lr), int(seed), cfg))
-    from ..sweep import as_points, run_sweep
-    from ..sweep.executors import make_executor
-
-    points = as_points([c for *_, c in jobs])
-    executor = make_executor(ctx.executor, len(points))
-    with tempfile.TemporaryDirectory(prefix="normlab-sweep-") as tmp:
-        store = Path(tmp) if ctx.store is None else Path(ctx.store) / name
-        records = {r.id: r for r in run_sweep(points, store, executor=executor,
-                                              progress=ctx.progress)}
-        from ..sweep import run_id
-
-        return [_read(records[run_id(cfg)], vname, lr, seed, series or {})
-                for vname, lr, seed, cfg in jobs]
+    points = [(vname, {**over, "lr": float(lr), "seed": int(seed)})
+              for vname, over in variants.items()
+              for lr in (lrs if lrs is not None else [over.get("lr", base.lr)])
+              for seed in seeds]
+    return run_points(base, points, ctx, series=series, name=name)
 
 
 def run_points(base: TrainConfig, points: Sequence[tuple[str, Mapping[str, Any]]],
