@@ -258,17 +258,16 @@ class Trainer:
 
         self._zero_grads()
         scale = 1.0 if scaler is None else float(scaler.scale)
-        if scaler is None:
+        # an overflow is detected below: the step skipped under a scaler, the run stopped without
+        with np.errstate(over="ignore", invalid="ignore"):
             model.backward(scale * cfg.loss_multiplier)
-        else:  # an overflow is expected now and then: detected below, the step skipped
-            with np.errstate(over="ignore", invalid="ignore"):
-                model.backward(scale * cfg.loss_multiplier)
         self.precision.numerics.end_step()  # delayed scaling: this step's amax enters the history
         if scale != 1.0:
             inv = np.float32(1.0 / scale)  # torch.amp.GradScaler's unscale_: float32(1 / S)
             for g in self.grads.values():
                 g *= inv
-        grad_sq = {name: float(np.vdot(g, g)) for name, g in self.grads.items()}
+        with np.errstate(over="ignore", invalid="ignore"):
+            grad_sq = {name: float(np.vdot(g, g)) for name, g in self.grads.items()}
         grad_norm = math.sqrt(sum(grad_sq.values()))
         record["grad_norm"] = grad_norm
         record["layer_grad_norm"] = self._per_layer(grad_sq, "norm")
