@@ -44,7 +44,7 @@ CARD = Card(
                 "skip path by alpha > 1 and scales the initial branches down; ReZero starts "
                 "every branch at zero. Without any norm the residual stream of a "
                 "Xavier-initialized stack doubles its variance at every sublayer.",
-    short="post, pre, sandwich, DeepNorm, Admin, ReZero, none at depths 2-24 under one recipe",
+    short="post, pre, sandwich, DeepNorm, Admin, ReZero, none at depths 2-18 under one recipe",
 )
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "admin", "rezero", "none")
@@ -54,14 +54,14 @@ BASE = TrainConfig(  # the shared recipe; each run overrides placement, depth an
     #                 papers' init: Xavier block matrices, embeddings scaled to unit variance
     model=GPTConfig(vocab_size=16, seq_len=16, n_layers=2, d_model=32, n_heads=4,
                     init_std=32**-0.5, init="xavier", embed_scale=32**0.5),
-    data="markov", markov_order=1, steps=300, batch_size=16, schedule="cosine", lr=1e-2,
-    warmup=60, beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=75, eval_batches=4)
+    data="markov", markov_order=1, steps=200, batch_size=16, schedule="cosine", lr=1e-2,
+    warmup=40, beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=50, eval_batches=4)
 
 
 @dataclass(frozen=True)
 class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (lr: the one shared lr)
-    depths: tuple[int, ...] = (2, 6, 12, 24)  # L: blocks
+    depths: tuple[int, ...] = (2, 6, 18)  # L: blocks
     seeds: int = 3  # training seeds per point (seed, seed + 1, ...): differences paired by seed
     seed: int = 0  # first training seed (the Markov source's "language" is fixed)
 

@@ -108,7 +108,8 @@ SIZES = {
              "base.model.d_model": 16, "base.model.n_heads": 1, "base.model.n_layers": 1,
              "base.model.seq_len": 16, "seeds": 2, "master_seeds": 2},
     "quick": {},
-    "full": {"seeds": 5, "master_seeds": 8, "shown_seeds": 3, "base.steps": 3000, "base.warmup": 150, "base.eval_interval": 300,
+    "full": {"seeds": 5, "master_seeds": 8, "shown_seeds": 3, "base.steps": 3000,
+             "base.warmup": 150, "base.eval_interval": 300,
              "base.model.d_model": 64, "base.model.n_heads": 4, "base.model.n_layers": 4,
              "base.model.seq_len": 64},
 }
