@@ -103,3 +103,24 @@ def test_the_readme_table_is_the_committed_results_file():
     assert text[a:b].strip() == R.markdown(summary).strip()
     assert summary["size"] == "quick" and summary["schema"] == R.SCHEMA
     assert [r["name"] for r in summary["experiments"]] == list(E.registry())
+
+
+def test_short_citation_keeps_authors_and_years_and_drops_titles():
+    cite = ("Zhu, Chen, He, LeCun & Liu 2025, 'Transformers without Normalization' (DyT), CVPR "
+            "2025; Wang et al. 2022 (DeepNet); PaLM (Chowdhery et al. 2022) for the z-loss; "
+            "NVIDIA TransformerEngine recipes (fp8_hybrid, MXFP8); the chapter, section 16.3")
+    assert R.short_citation(cite) == (
+        "Zhu et al. 2025; Wang et al. 2022 (DeepNet); PaLM (Chowdhery et al. 2022) for the "
+        "z-loss; NVIDIA TransformerEngine recipes (fp8_hybrid, MXFP8); the chapter")
+
+
+def test_every_card_has_a_short_claim_and_a_balanced_short_citation():
+    import importlib
+
+    from normlab.lab.experiments import EXPERIMENTS
+
+    for name, module in EXPERIMENTS.items():
+        card = importlib.import_module(module).CARD
+        assert 0 < len(card.short) <= 170, f"{name}: the README's claim cell wants `short`"
+        cite = R.short_citation(card.citation)
+        assert cite and cite.count("(") == cite.count(")") and "'" not in cite, (name, cite)

@@ -14,6 +14,7 @@ summary to ``docs/results/quick.json`` and rewrites the block of the README betw
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -107,16 +108,46 @@ def markdown(summary: dict[str, Any]) -> str:
     for r in rows:
         claim = r.get("short") or ""
         cite = r.get("citation", "")
-        lines.append(f"| `{r['name']}` | {_cell(claim)} ({_cell(_short_citation(cite))}) | "
+        lines.append(f"| `{r['name']}` | {_cell(claim)} ({_cell(short_citation(cite))}) | "
                      f"{r['verdict']} | {_cell(r['measured'])} |")
     return "\n".join(lines)
 
 
-def _short_citation(citation: str) -> str:
-    """The authors and years of a citation, without the titles: 'Xiong et al. 2020; ...'."""
+_YEAR = re.compile(r"\b(?:19|20)\d\d[a-z]?\b")
+
+
+def _top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
+
+
+def short_citation(citation: str) -> str:
+    """The authors and years of a citation, without the titles: 'Xiong et al. 2020; ...'.
+
+    Each ``;``-separated source becomes its first author ("et al." for several) and year, with
+    a short parenthetical right after the year kept ("Wang et al. 2022 (DeepNet)"); a source
+    without a year outside parentheses keeps its text up to its first comma ("the chapter").
+    """
     parts = []
-    for piece in citation.split(";"):
-        head = piece.split(",")[0].split("'")[0].strip()
+    for piece in _top_level(citation, ";"):
+        piece = piece.split("'")[0].strip().rstrip(",").strip()
+        year = next((m for m in _YEAR.finditer(piece)
+                     if piece.count("(", 0, m.start()) == piece.count(")", 0, m.start())), None)
+        if year is None:
+            head = _top_level(piece, ",")[0].strip()
+        else:
+            authors = _top_level(piece[:year.start()], ",")
+            head = authors[0].strip() + (" et al." if len(authors) > 1 else "")
+            head = f"{head} {year.group()}".strip()
+            rest = piece[year.end():].strip()
+            if rest.startswith("(") and 0 < rest.find(")") <= 30:
+                head += " " + rest[:rest.find(")") + 1]
         if head:
             parts.append(head)
     return "; ".join(parts)

@@ -70,6 +70,8 @@ CARD = Card(
                 "questions the landscape measurements too (they depend on the step size and on "
                 "the gradient's scale, which BatchNorm changes). The rows below say which "
                 "predictions hold here.",
+    short="contested: BatchNorm helps even with covariate shift injected after it, and smooths "
+          "the loss landscape (Santurkar) rather than removing the shift (Ioffe & Szegedy)",
 )
 
 ARMS = ("standard", "batchnorm", "noisy")

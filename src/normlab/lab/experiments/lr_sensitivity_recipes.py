@@ -64,6 +64,8 @@ CARD = Card(
                 "like g / (g + eps), so large models whose gradients are tiny stop learning "
                 "unless eps is lowered. Depth multiplies the ways a large update compounds, "
                 "width mostly averages them.",
+    short="long warmup and lr-independent weight decay lower the LR sensitivity; depth raises it "
+          "more than width; gradients below AdamW's eps stall, a smaller eps fixes it",
 )
 
 ARMS = ("baseline", "long warmup", "independent decay", "depth", "width")

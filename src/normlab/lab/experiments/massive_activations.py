@@ -58,6 +58,8 @@ CARD = Card(
                 "sqrt(l) at most. For a number format the stream's max |x| against the format's "
                 "largest value is the headroom: float8_e4m3fn stops at 448, float16 at 65504, "
                 "bfloat16 at 3.4e38.",
+    short="at a high learning rate Pre-LN's residual stream grows huge activations, Peri-LN's "
+          "stays bounded; the large values leave fp8's range",
 )
 
 PLACEMENTS = ("pre", "sandwich")

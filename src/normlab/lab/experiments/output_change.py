@@ -36,6 +36,8 @@ CARD = Card(
                 "and each branch's share of the growing stream shrinks, so the change grows only "
                 "logarithmically. That is Liu et al.'s explanation of why Post-LN needs warmup "
                 "and Admin/DeepNorm-style rescaling at depth.",
+    short="a small weight change moves Post-LN's output by O(N) sublayers, Pre-LN's by O(log N); "
+          "DeepNorm bounds it",
 )
 
 PLACEMENTS = ("post", "pre", "deepnorm", "admin")  # admin: shown here, judged in admin

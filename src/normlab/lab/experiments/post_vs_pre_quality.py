@@ -45,6 +45,8 @@ CARD = Card(
                 "claim is about converged models on a translation task; a small character model "
                 "trained for a few hundred steps may resolve no difference, or one whose sign "
                 "depends on the learning rate.",
+    short="where Post-LN trains (shallow, with warmup) it ends below Pre-LN under the same "
+          "recipe",
 )
 
 PLACEMENTS = ("post", "pre")
