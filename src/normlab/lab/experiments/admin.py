@@ -81,7 +81,7 @@ class Config:
     seq_len: int = 32  # tokens per sequence of the fixed input x0 (a)
     inputs: int = 4  # sequences in x0: the change is averaged over all their tokens (a)
     delta_std: float = 0.02  # the perturbation: delta ~ N(0, delta_std^2 / d) on every weight (a)
-    seeds: int = 8  # initializations (and perturbations) of the output-change stacks (a)
+    seeds: int = 16  # initializations (and perturbations) of the output-change stacks (a)
     base: TrainConfig = BASE  # every training run's model, data and optimizer; the placement and
     #                           the seed vary (b)
     train_seeds: int = 3  # training seeds per placement (seed, seed + 1, ...) (b)
@@ -95,7 +95,7 @@ SIZES = {
              "base.model.seq_len": 8, "base.model.init_std": 16**-0.5,
              "base.model.embed_scale": 16**0.5, "train_seeds": 2},
     "quick": {},
-    "full": {"sublayers": (2, 4, 10, 20, 50, 100, 200), "seeds": 24, "d_model": 128,
+    "full": {"sublayers": (2, 4, 10, 20, 50, 100, 200), "seeds": 32, "d_model": 128,
              "base.model.n_layers": 12, "base.steps": 1000, "base.eval_interval": 250,
              "train_seeds": 5},
 }
