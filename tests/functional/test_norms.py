@@ -65,7 +65,7 @@ def test_modules_are_built_from_entries(name, cls, rng):
     generic = nnl.Norm(name, 6, dtype=np.float64)
     assert list(generic.params) == list(built.params) == [
         p.name for p in entry.params if p.flag is None or entry.module_options.get(p.flag)]
-    for a, b in zip(generic.params.values(), built.params.values()):
+    for a, b in zip(generic.params.values(), built.params.values(), strict=True):
         np.testing.assert_array_equal(a, b)
     x = rng.normal(size=(2, 3, 6))
     np.testing.assert_array_equal(generic(x), built(x))

@@ -38,8 +38,9 @@ gain and bias carry the same names (``weight``, ``bias``).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .. import _checks as ck
 from .dyt import ALPHA_INIT, dyt_backward, dyt_forward
@@ -178,6 +179,15 @@ def config_fields() -> tuple[str, ...]:
     return tuple(out)
 
 
+def _one_minus_offset(options: Mapping[str, Any]) -> float:
+    """RMSNorm's initial gain: 1 - offset (0 for Gemma's ``(1 + w)``), so offset + w starts at 1."""
+    return 1.0 - float(options["offset"])
+
+
+def _alpha_init(options: Mapping[str, Any]) -> float:
+    return float(options["alpha_init"])
+
+
 register(NormEntry(
     "layernorm", layer_norm_forward, layer_norm_backward,
     params=(Param("weight"), Param("bias", init=0.0, flag="bias")),
@@ -188,7 +198,7 @@ register(NormEntry(
 ))
 register(NormEntry(
     "rmsnorm", rms_norm_forward, rms_norm_backward,
-    params=(Param("weight", init=lambda o: 1.0 - float(o["offset"])),),
+    params=(Param("weight", init=_one_minus_offset),),
     options={"eps": 1e-8, "partial": None, "offset": 0.0},
     module="normlab.nn.layers:RMSNorm", twin="normlab.testing.oracles:rms_norm",
     config={"eps": "norm_eps", "partial": "norm_partial", "offset": "norm_offset"},
@@ -197,7 +207,7 @@ register(NormEntry(
 ))
 register(NormEntry(
     "dyt", dyt_forward, dyt_backward,
-    params=(Param("alpha", scalar=True, init=lambda o: float(o["alpha_init"])),
+    params=(Param("alpha", scalar=True, init=_alpha_init),
             Param("weight"), Param("bias", init=0.0)),
     module_options={"alpha_init": ALPHA_INIT},
     module="normlab.nn.layers:DyT", twin="normlab.testing.oracles:dyt",

@@ -244,8 +244,9 @@ class Block(Module):
                   std=std["mlp_in"], proj_std=std["mlp_out"], dtype=dtype)
         if cfg.init == "xavier":  # the papers' init instead (drawn after the normal one)
             xavier_init_(attn, mlp, rng, beta)
-        common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
-                      rng=dropout_rng, dtype=dtype, norm_fields=cfg.norm_fields())
+        common: dict[str, Any] = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias,
+                                      p_drop=cfg.dropout, rng=dropout_rng, dtype=dtype,
+                                      norm_fields=cfg.norm_fields())
         self.attn = Residual(attn, cfg.placement, cfg.norm, C, **common)
         self.mlp = Residual(mlp, cfg.placement, cfg.norm, C, **common)
 

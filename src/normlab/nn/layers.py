@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class Norm(Module):
     name.
     """
 
-    def __init__(self, entry: "str | NormEntry", C: int, *, dtype=np.float32,
+    def __init__(self, entry: str | NormEntry, C: int, *, dtype=np.float32,
                  impl: str = "kernel", **options: Any):
         super().__init__()
         self.entry = entry = entry if isinstance(entry, NormEntry) else get_norm(entry)
@@ -69,7 +70,7 @@ class Norm(Module):
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         dx, *dparams = self._ops()[1](dout, self._last_cache())
-        for name, g in zip(self.entry.param_names, dparams):
+        for name, g in zip(self.entry.param_names, dparams, strict=True):
             if name in self.params:
                 self.accumulate(name, g)
         return dx

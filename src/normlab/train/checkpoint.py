@@ -220,7 +220,7 @@ def _check_records(meta: dict, step: int, where: str) -> None:
                        f"an evaluation record with a step in [{max(last, 1)}, {step}]", record)
         if not _is_number(record.get("val_loss")):
             raise _bad(where, f"evals[{i}].val_loss", "a number", record.get("val_loss"))
-        last = at
+        last = int(at)
 
 
 def _check_counts(meta: dict, step: int, where: str) -> None:
