@@ -134,6 +134,31 @@ class Module:
                 raise ValueError(f"parameter {name} has shape {p.shape}; got {v.shape}")
             p[...] = v
 
+    def replace_parameters(self, values: dict[str, np.ndarray]) -> None:
+        """Make each array of ``values`` (by dotted names of ``parameters()``; any subset) the
+        parameter itself, not a copy: a memory map of a checkpoint stays one. Each must have the
+        shape and dtype of the parameter it replaces; every name and array is checked before any
+        is replaced. Gradient buffers are kept. A flat buffer (``flatten``) no longer holds a
+        replaced parameter: call ``flatten`` again if the optimizer needs one."""
+        if not isinstance(values, dict):
+            raise TypeError(f"values must be a dict of name -> array; got {type(values).__name__}")
+        owners = {f"{prefix}.{key}" if prefix else key: (m, key)
+                  for prefix, m in self.named_modules() for key in m.params}
+        unknown = sorted(set(values) - set(owners))
+        if unknown:
+            raise ValueError(f"values names no parameter of this module: {unknown[:5]}")
+        for name, v in values.items():
+            m, key = owners[name]
+            p = m.params[key]
+            if not isinstance(v, np.ndarray) or v.shape != p.shape or v.dtype != p.dtype:
+                got = (f"{v.dtype} {v.shape}" if isinstance(v, np.ndarray)
+                       else type(v).__name__)
+                raise ValueError(f"values[{name!r}] must be an ndarray of dtype {p.dtype} and "
+                                 f"shape {p.shape} (the parameter's); got {got}")
+        for name, v in values.items():
+            m, key = owners[name]
+            m.params[key] = v
+
     # ---- modes ------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
         self.training = bool(mode)
