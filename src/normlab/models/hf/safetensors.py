@@ -6,7 +6,7 @@ data section. The rules enforced here are those of the format's own library (``s
 whose verdict the tests compare with on damaged files), plus a few it leaves open:
 
 * N at most ``MAX_HEADER_BYTES`` (the library's limit) and inside the file; the header UTF-8
-  JSON starting with ``{`` (trailing spaces allowed, as the library pads with them);
+  JSON object (spaces around it allowed, as the library pads with them);
 * the header a JSON object without repeated keys (the library keeps the last; normlab refuses);
 * ``__metadata__``, when present, an object of strings;
 * every other entry an object with exactly ``dtype`` (one normlab reads: F64, F32, F16, BF16),
@@ -91,9 +91,9 @@ def _header_json(path: Path, size: int) -> tuple[dict, int]:
     except UnicodeDecodeError as exc:
         raise SafetensorsError(f"{path}: the header is not UTF-8 ({exc.reason} at byte "
                                f"{exc.start})") from None
-    if not text.startswith("{"):
-        raise SafetensorsError(f"{path}: the header does not start with '{{' (not a JSON "
-                               f"object): not a safetensors file")
+    if not text.lstrip(" \t\r\n").startswith("{"):
+        raise SafetensorsError(f"{path}: the header is not a JSON object (its first character is not '{{' "
+                               f"): not a safetensors file")
     try:
         header = json.loads(text, object_pairs_hook=_no_repeats)
     except SafetensorsError as exc:
