@@ -72,7 +72,7 @@ def _scale_value(value: Any, name: str) -> float:
     v = ck.positive(value, name)
     f = _f32(v)
     if not MIN_SCALE <= f < math.inf:
-        raise ValueError(f"{name} must be a float32 number in [{MIN_SCALE:g}, "
+        raise ValueError(f"{name} must be a positive float32 number in [{MIN_SCALE:g}, "
                          f"{float(np.finfo(np.float32).max):g}] (1 / scale must be finite); "
                          f"got {value!r}")
     return f
