@@ -62,7 +62,14 @@ def tokens_of(args: argparse.Namespace):
         text = args.text.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"--text {args.text}: not UTF-8 text ({exc})") from None
-    return np.asarray(Tokenizer.from_file(str(tok)).encode(text).ids, np.int64)
+    try:  # the library raises a bare Exception for every kind of damage
+        ids = np.asarray(Tokenizer.from_file(str(tok)).encode(text).ids, np.int64)
+    except Exception as exc:  # noqa: BLE001 - any failure of a damaged tokenizer.json
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{tok}: not a tokenizer the tokenizers library reads ({reason})") from None
+    if ids.size == 0:
+        raise ValueError(f"--text {args.text}: the tokenizer makes no tokens of it (empty text?)")
+    return ids
 
 
 OUTPUTS = ("inspect.json", "inspect.html")
