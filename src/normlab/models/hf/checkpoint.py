@@ -28,7 +28,6 @@ from .safetensors import MappedFiles, Tensor, read_header
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-_LAYER = re.compile(r"^(?:model\.layers|transformer\.h)\.(\d+)\.")
 
 
 def _read_json(path: Path, what: str) -> dict:
@@ -109,11 +108,14 @@ def _stored(files: list[Path], wmap: dict | None) -> dict[str, Tensor]:
 def _check_sizes(config: GPTConfig, stored: dict[str, Tensor], family: str) -> None:
     """The config's sizes against the stored tensors and the memory available, before a
     layout is listed or an array allocated."""
-    layers = sorted({int(m.group(1)) for n in stored if (m := _LAYER.match(n))})
-    key = "n_layer" if family == "gpt2" else "num_hidden_layers"
+    rec = fam.record(family)
+    pre = f"{rec.prefix}{rec.layers}."
+    layers = sorted({int(n[len(pre):].split(".", 1)[0]) for n in stored
+                     if n.startswith(pre) and n[len(pre):].split(".", 1)[0].isdigit()})
     if layers != list(range(config.n_layers)):
         held = f"layers 0..{layers[-1]}" if layers else "no layers"
-        raise ValueError(f"{family}: {key} = {config.n_layers} but the checkpoint stores {held}")
+        raise ValueError(f"{family}: {rec.layers_key} = {config.n_layers} but the checkpoint "
+                         f"stores {held}")
     emb = fam.embedding_name(family)
     if emb in stored and stored[emb].shape != (config.vocab_size, config.d_model):
         raise ValueError(f"{family}: tensor {emb} has shape {stored[emb].shape}; vocab_size "
