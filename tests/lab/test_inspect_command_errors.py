@@ -25,7 +25,7 @@ def _checkpoint(tmp_path):
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
 
-    vocab = {w: i for i, w in enumerate("<unk> the a cat sat on mat".split())}
+    vocab = {w: i for i, w in enumerate(["<unk>", "the", "a", "cat", "sat", "on", "mat"])}
     tok = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = Whitespace()
     tok.save(str(path / "tokenizer.json"))

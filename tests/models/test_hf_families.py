@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("safetensors")
 
-from normlab.models import GPT, GPTConfig, load_hf, save_hf  # noqa: E402
-from normlab.models.hf import families  # noqa: E402
+from normlab.models import GPT, GPTConfig, load_hf, save_hf
+from normlab.models.hf import families
 
 CFG = GPTConfig(vocab_size=11, seq_len=8, n_layers=2, d_model=8, n_heads=2, n_kv_heads=1,
                 norm="rmsnorm", positions="rope", activation="swiglu", bias=False)

@@ -3,16 +3,28 @@ says so; a state or a scale whose inverse would divide by zero is refused by nam
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from normlab.precision.loss_scaling import MIN_SCALE, DynamicLossScaler, StaticLossScaler
+from normlab.precision.loss_scaling import (
+    MIN_SCALE,
+    DynamicLossScaler,
+    StaticLossScaler,
+)
 
 
 def test_a_scale_backing_off_300_times_stays_at_the_floor_and_says_so():
     s = DynamicLossScaler()
+    for _ in range(142):  # 2^16 / 2^142 = 2^-126, float32's smallest normal number
+        s.update(True)
+    assert s.scale == 2.0**-126 and s.at_floor is False
     with pytest.warns(RuntimeWarning, match="reached its floor"):
-        for _ in range(300):
+        s.update(True)  # 2^-127 would be subnormal, and 1 / S overflow: the floor instead
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        for _ in range(157):
             s.update(True)
     assert s.scale == MIN_SCALE == float(np.finfo(np.float32).tiny) and s.at_floor
     grads, found = s.unscale([np.ones(3, np.float32)])  # no ZeroDivisionError, finite inverse

@@ -57,6 +57,8 @@ class GPT(Module):
     """
 
     numerics: Numerics = FULL_PRECISION
+    # the parameters that are memory maps of a checkpoint's files (set by load_hf)
+    mapped_parameters: tuple[str, ...] = ()
 
     def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
                  dropout_rng: np.random.Generator | None = None, flatten: bool = True):
@@ -65,7 +67,7 @@ class GPT(Module):
 
     @classmethod
     def empty(cls, config: GPTConfig, *,
-              dropout_rng: np.random.Generator | None = None) -> "GPT":
+              dropout_rng: np.random.Generator | None = None) -> GPT:
         """The model of ``config`` with every parameter zero and nothing drawn (a zero array's
         pages come from the OS only once written): for a loader that then sets every parameter
         with ``Module.replace_parameters``, as ``load_hf`` does. Not flattened. ``dropout_rng``
@@ -96,7 +98,8 @@ class GPT(Module):
         else:
             inv_freq = rope_frequencies(
                 cfg.head_dim, cfg.rope_base, cfg.rope_scaling, factor=cfg.rope_factor,
-                low_freq_factor=cfg.rope_low_freq_factor, high_freq_factor=cfg.rope_high_freq_factor,
+                low_freq_factor=cfg.rope_low_freq_factor,
+                high_freq_factor=cfg.rope_high_freq_factor,
                 original_max=cfg.rope_original_max)  # (D/2,)
             rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype, inv_freq=inv_freq)
         self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope,

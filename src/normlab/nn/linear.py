@@ -7,7 +7,12 @@ from typing import Any
 import numpy as np
 
 from .. import _checks as ck
-from ..functional import embedding_backward, embedding_forward, linear_backward, linear_forward
+from ..functional import (
+    embedding_backward,
+    embedding_forward,
+    linear_backward,
+    linear_forward,
+)
 from .module import Module
 from .numerics import FULL_PRECISION, Numerics
 
@@ -72,7 +77,6 @@ class Embedding(Module):
     def backward(self, dout: np.ndarray) -> None:
         _, dweight = embedding_backward(dout, self._last_cache())
         self.accumulate("weight", dweight)
-        return None
 
 
 def _normal(rng: np.random.Generator | None, std: float, shape: tuple[int, int],

@@ -10,7 +10,8 @@ are dotted paths (``blocks.0.attn.norm.gamma``), as in PyTorch's ``named_paramet
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class Module:
         if grad is not None:
             self.grads[name] += grad
 
-    def children(self) -> Iterator[tuple[str, "Module"]]:
+    def children(self) -> Iterator[tuple[str, Module]]:
         for attr, value in vars(self).items():
             if isinstance(value, Module):
                 yield attr, value
@@ -51,7 +52,7 @@ class Module:
                     if isinstance(item, Module):
                         yield f"{attr}.{i}", item
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         """``(dotted name, module)`` for this module (named ``prefix``, "" by default) and every
         descendant, depth first, as in PyTorch's ``named_modules``."""
         stack = [(prefix, self)]
@@ -60,7 +61,7 @@ class Module:
             yield name, m
             stack[:0] = [(f"{name}.{c}" if name else c, child) for c, child in m.children()]
 
-    def modules(self) -> Iterator["Module"]:
+    def modules(self) -> Iterator[Module]:
         """This module and every descendant, depth first."""
         return (m for _, m in self.named_modules())
 
@@ -88,7 +89,7 @@ class Module:
         for _, g in self.named_grads():
             g.fill(0)
 
-    def flatten(self) -> "Module":
+    def flatten(self) -> Module:
         """Move every parameter into one flat buffer and every gradient into another (when all
         parameters share a dtype, and the gradients too), each array becoming a view into its
         buffer, in the order of ``parameters()``: the optimizer then updates the model in one
@@ -114,7 +115,7 @@ class Module:
             lo = hi
         return self
 
-    def _modules_depth_first(self) -> Iterator["Module"]:
+    def _modules_depth_first(self) -> Iterator[Module]:
         """This module and its descendants in the order ``named_parameters`` visits them."""
         yield self
         for _, child in self.children():
@@ -160,17 +161,17 @@ class Module:
             m.params[key] = v
 
     # ---- modes ------------------------------------------------------------------------------
-    def train(self, mode: bool = True) -> "Module":
+    def train(self, mode: bool = True) -> Module:
         self.training = bool(mode)
         for _, child in self.children():
             child.train(mode)
         return self
 
-    def eval(self) -> "Module":
+    def eval(self) -> Module:
         return self.train(False)
 
     # ---- implementation: fused kernels or the readable reference ------------------------------
-    def set_impl(self, impl: str) -> "Module":
+    def set_impl(self, impl: str) -> Module:
         """Run this module and all its children on ``"kernel"`` (normlab.kernels, the default) or
         ``"reference"`` (normlab.functional, the NumPy code written next to the equations). Both
         agree within the tolerances of tests/kernels; see ``normlab.kernels``."""

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -38,7 +38,14 @@ tensor in the file that no parameter takes is refused with its name: nothing is 
 
 from __future__ import annotations
 
-from .checkpoint import CONFIG_FILE, INDEX_FILE, WEIGHTS_FILE, checkpoint_files, load_hf, save_hf
+from .checkpoint import (
+    CONFIG_FILE,
+    INDEX_FILE,
+    WEIGHTS_FILE,
+    checkpoint_files,
+    load_hf,
+    save_hf,
+)
 from .families import (
     ARCHITECTURES,
     FAMILIES,

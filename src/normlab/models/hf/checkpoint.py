@@ -13,8 +13,8 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -32,8 +32,9 @@ INDEX_FILE = "model.safetensors.index.json"
 
 def _read_json(path: Path, what: str) -> dict:
     doc = read_json(path, what=what)
-    if not isinstance(doc, dict):
-        raise ValueError(f"{what}: {str(path)!r} must hold a JSON object; got "
+    if not isinstance(doc, dict):  # a damaged file: a ValueError, as every refusal of one
+        raise ValueError(  # noqa: TRY004
+            f"{what}: {str(path)!r} must hold a JSON object; got "
                          f"{type(doc).__name__}")
     return doc
 
@@ -174,8 +175,21 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
     # not flattened: a flat buffer would copy every mapped weight and touch a gradient buffer
     # of the model's size (Module.flatten can still be called before training it)
     model = GPT.empty(config)
-    params = model.parameters()
     maps = MappedFiles(files)
+    views, copies = _plan(layout, model.parameters(), stored, lookup, maps, mmap_weights, family)
+    if not allow_nonfinite:
+        _refuse_nonfinite(maps, stored)
+    model.replace_parameters(views)
+    _copy_all(maps, copies)
+    model.eval()
+    model.mapped_parameters = tuple(views)
+    return model
+
+
+def _plan(layout: list, params: dict, stored: dict[str, Tensor], lookup: dict[str, str],
+          maps: MappedFiles, mmap_weights: bool, family: str) -> tuple[dict, list]:
+    """(the parameters that become views of the maps, the (parameter, tensors, transposed)
+    copies), after checking every stored shape against the model's."""
     views, copies = {}, []
     for e in layout:
         p = params[e.ours]
@@ -191,13 +205,7 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
             views[e.ours] = view.T if e.transpose else view  # (shape of p)
         else:
             copies.append((p, ts, e.transpose))
-    if not allow_nonfinite:
-        _refuse_nonfinite(maps, stored)
-    model.replace_parameters(views)
-    _copy_all(maps, copies)
-    model.eval()
-    model.mapped_parameters = tuple(views)
-    return model
+    return views, copies
 
 
 def _refuse_nonfinite(maps: MappedFiles, stored: dict[str, Tensor], chunk: int = 2**20) -> None:
@@ -261,13 +269,7 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
     from the old files keeps reading them. A path that is not a folder, or a file of the
     checkpoint's that is not a regular file (a FIFO, a folder), is refused with a ValueError
     before anything is written."""
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a normlab GPT; got {type(model).__name__}")
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}")
-    ck.choice(dtype, "dtype", ("float32", "float16", "bfloat16"))
-    if max_shard_bytes is not None:
-        ck.integer(max_shard_bytes, "max_shard_bytes", lo=1)
+    _check_save_arguments(model, path, dtype, max_shard_bytes)
     try:
         from safetensors.numpy import save_file
     except ImportError as e:  # pragma: no cover - depends on the installation
@@ -308,6 +310,17 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
         shutil.rmtree(new, ignore_errors=True)  # the old checkpoint after the exchange
     _fsync_dir(root.parent)
     return root
+
+
+def _check_save_arguments(model: GPT, path: object, dtype: object,
+                          max_shard_bytes: object) -> None:
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a normlab GPT; got {type(model).__name__}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}")
+    ck.choice(dtype, "dtype", ("float32", "float16", "bfloat16"))
+    if max_shard_bytes is not None:
+        ck.integer(max_shard_bytes, "max_shard_bytes", lo=1)
 
 
 def _json_writer(text: str):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -71,11 +72,11 @@ class Family:
     name: str  # config.json's model_type
     architecture: str  # config.json's architectures[0]
     keys: frozenset[str]  # config.json keys read (besides _INERT)
-    read: Callable[[dict, str, "Family"], dict]  # config.json -> GPTConfig fields
-    write: Callable[[GPTConfig, "Family"], dict]  # GPTConfig -> config.json (beyond the head)
-    tensors: Callable[[GPTConfig, "Family"], list]  # the layout: list of Entry
+    read: Callable[[dict, str, Family], dict]  # config.json -> GPTConfig fields
+    write: Callable[[GPTConfig, Family], dict]  # GPTConfig -> config.json (beyond the head)
+    tensors: Callable[[GPTConfig, Family], list]  # the layout: list of Entry
     claims: Callable[[GPTConfig], bool]  # family_of's test
-    check: Callable[[GPTConfig, "Family"], None]  # a ValueError naming what it cannot hold
+    check: Callable[[GPTConfig, Family], None]  # a ValueError naming what it cannot hold
     prefix: str = "model."  # of every tensor but lm_head
     layers: str = "layers"  # the per-layer tensors: f"{prefix}{layers}.{i}."
     layers_key: str = "num_hidden_layers"
@@ -244,7 +245,7 @@ def _decoder_read(hf: dict, dtype: str, rec: Family) -> dict:
 
 def _gemma2_read(hf: dict, family: str, C: int) -> dict:
     qpas = fd.real(hf, "query_pre_attn_scalar", family, default=256, lo=0.0, open_lo=True)
-    return dict(embed_scale=math.sqrt(C), attn_scale=qpas ** -0.5,
+    return dict(embed_scale=math.sqrt(C), attn_scale=qpas ** -0.5,  # noqa: C408
                 attn_softcap=fd.real(hf, "attn_logit_softcapping", family, default=None,
                                      lo=0.0, open_lo=True),
                 final_softcap=fd.real(hf, "final_logit_softcapping", family, default=None,
@@ -264,7 +265,7 @@ def _gpt2_read(hf: dict, dtype: str, rec: Family) -> dict:
     act = fd.string(hf, "activation_function", family, default="gelu_new")
     if act not in _GPT2_ACTS:
         raise _refuse(family, "activation_function", act, f"one of {sorted(_GPT2_ACTS)}")
-    return dict(
+    return dict(  # noqa: C408 - the GPTConfig fields, as keywords
         vocab_size=fd.integer(hf, "vocab_size", family),
         seq_len=fd.integer(hf, "n_positions", family),
         n_layers=fd.integer(hf, "n_layer", family), d_model=fd.integer(hf, "n_embd", family),
@@ -499,7 +500,7 @@ def ignorable(family: str, name: str, config: GPTConfig) -> bool:
 def short_names(names, family: str) -> dict[str, str]:
     """Checkpoint name without its model prefix -> the name as stored."""
     pre = record(family).prefix
-    return {n[len(pre):] if n.startswith(pre) else n: n for n in names}
+    return {n.removeprefix(pre): n for n in names}
 
 
 def to_hf_tensors(params: dict[str, np.ndarray], config: GPTConfig,

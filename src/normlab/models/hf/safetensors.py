@@ -92,8 +92,8 @@ def _header_json(path: Path, size: int) -> tuple[dict, int]:
         raise SafetensorsError(f"{path}: the header is not UTF-8 ({exc.reason} at byte "
                                f"{exc.start})") from None
     if not text.lstrip(" \t\r\n").startswith("{"):
-        raise SafetensorsError(f"{path}: the header is not a JSON object (its first character is not '{{' "
-                               f"): not a safetensors file")
+        raise SafetensorsError(f"{path}: the header is not a JSON object (its first "
+                               f"character is not '{{'): not a safetensors file")
     try:
         header = json.loads(text, object_pairs_hook=_no_repeats)
     except SafetensorsError as exc:
