@@ -129,3 +129,12 @@ def test_bidirectional_sees_the_future():
     d["v"][:, :, -1] -= 2.0
     y3, _ = attention_forward(**d)
     assert np.array_equal(y2[:, :, :-1], y3[:, :, :-1])  # causal: it does not
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 0, 4), (0, 2, 3, 4), (1, 2, 3, 0)])
+def test_attention_over_an_empty_sequence_is_refused_by_name(shape):
+    from normlab.functional import attention_forward
+
+    q = np.zeros(shape, np.float32)
+    with pytest.raises(ValueError, match=r"q must have B, heads, T and D >= 1 .*got shape"):
+        attention_forward(q, q, q)

@@ -197,6 +197,10 @@ def attention_forward(
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
     """
+    for name, a in (("q", q), ("k", k), ("v", v)):  # T = 0: no position to attend from or to
+        if np.ndim(a) == 4 and 0 in np.shape(a):
+            raise ValueError(f"{name} must have B, heads, T and D >= 1 (attention over an empty "
+                             f"sequence is undefined); got shape {np.shape(a)}")
     q, k, v, softcap, p_drop, training, causal, scale, window = check_args(
         q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
         scale, window)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 # name -> (module, one-line help)
@@ -94,6 +95,57 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"{exc.command or 'normlab ' + args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        print(f"normlab {args.command}: interrupted (Ctrl-C){_where(exc)}; {_resume(args)}",
+              file=sys.stderr)
+        return 128 + signal.SIGINT  # the shell's status of a process stopped by SIGINT
+    except BrokenPipeError:  # the reader went away (normlab list -v | head -1): stop quietly
+        _silence_stdout()
+        return 128 + signal.SIGPIPE
+    except MemoryError as exc:
+        print(f"normlab {args.command}: error: out of memory{_where(exc)}: the sizes asked for "
+              f"do not fit this machine (lower the size flags, e.g. the model's or --draws)",
+              file=sys.stderr)
+        return 1
+
+
+def _where(exc: BaseException) -> str:
+    """`` in normlab/x/y.py:LINE (function)``: the innermost frame of normlab's own code."""
+    tb, last = exc.__traceback__, None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the normlab package
+    while tb is not None:
+        name = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if name.startswith(root + os.sep):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    rel = os.path.relpath(last.tb_frame.f_code.co_filename, os.path.dirname(root))
+    return f" in {rel}:{last.tb_lineno} ({last.tb_frame.f_code.co_name})"
+
+
+def _resume(args: argparse.Namespace) -> str:
+    """How to go on after an interrupt, for the command that ran."""
+    command = args.command
+    if command == "train":
+        ckpt = getattr(args, "checkpoint", None)
+        if ckpt and os.path.isfile(ckpt):
+            return (f"the last checkpoint written is in {ckpt}: normlab train --resume {ckpt} "
+                    f"--checkpoint {ckpt} continues from it")
+        return "no checkpoint was written yet (--checkpoint PATH saves one to resume from)"
+    if command in ("report", "sweep"):
+        return "finished results are kept: run the same command again to resume"
+    return "nothing was written half; run the same command again"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - no real stdout
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

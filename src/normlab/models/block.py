@@ -242,7 +242,7 @@ class Block(Module):
             attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)
         mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=mlp_bias,
                   std=std["mlp_in"], proj_std=std["mlp_out"], dtype=dtype)
-        if cfg.init == "xavier":  # the papers' init instead (drawn after the normal one)
+        if cfg.init == "xavier" and rng is not None:  # the papers' init (after the normal one)
             xavier_init_(attn, mlp, rng, beta)
         common: dict[str, Any] = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias,
                                       p_drop=cfg.dropout, rng=dropout_rng, dtype=dtype,

@@ -57,19 +57,37 @@ class GPT(Module):
     """
 
     numerics: Numerics = FULL_PRECISION
+    # the parameters that are memory maps of a checkpoint's files (set by load_hf)
+    mapped_parameters: tuple[str, ...] = ()
 
     def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
                  dropout_rng: np.random.Generator | None = None, flatten: bool = True):
+        ck.generator(rng)
+        self._build(config, rng, dropout_rng, flatten)
+
+    @classmethod
+    def empty(cls, config: GPTConfig, *,
+              dropout_rng: np.random.Generator | None = None) -> GPT:
+        """The model of ``config`` with every parameter zero and nothing drawn (a zero array's
+        pages come from the OS only once written): for a loader that then sets every parameter
+        with ``Module.replace_parameters``, as ``load_hf`` does. Not flattened. ``dropout_rng``
+        defaults to the generator ``GPT(config, rng=np.random.default_rng(0))`` would use."""
+        model = cls.__new__(cls)
+        model._build(config, None, dropout_rng, False)
+        return model
+
+    def _build(self, config: GPTConfig, rng: np.random.Generator | None,
+               dropout_rng: np.random.Generator | None, flatten: bool) -> None:
         super().__init__()
         ck.flag(flatten, "flatten")
         if not isinstance(config, GPTConfig):
             raise TypeError(f"config must be a GPTConfig; got {type(config).__name__}")
-        ck.generator(rng)
         cfg = self.config = config
         dtype = np.dtype(cfg.dtype)
+        seed_rng = np.random.default_rng(0) if rng is None else rng
         self.dropout_rng = ck.generator(
-            np.random.default_rng(rng.integers(2**63)) if dropout_rng is None else dropout_rng,
-            "dropout_rng",
+            np.random.default_rng(seed_rng.integers(2**63)) if dropout_rng is None
+            else dropout_rng, "dropout_rng",
         )
         C, V = cfg.d_model, cfg.vocab_size
         std = init_stds(cfg)  # cfg.init: gpt2 (init_std) or fan_in (1 / sqrt(fan_in))
@@ -80,7 +98,8 @@ class GPT(Module):
         else:
             inv_freq = rope_frequencies(
                 cfg.head_dim, cfg.rope_base, cfg.rope_scaling, factor=cfg.rope_factor,
-                low_freq_factor=cfg.rope_low_freq_factor, high_freq_factor=cfg.rope_high_freq_factor,
+                low_freq_factor=cfg.rope_low_freq_factor,
+                high_freq_factor=cfg.rope_high_freq_factor,
                 original_max=cfg.rope_original_max)  # (D/2,)
             rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype, inv_freq=inv_freq)
         self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope,

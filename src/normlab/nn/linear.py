@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import _checks as ck
-from ..functional import embedding_backward, embedding_forward, linear_backward, linear_forward
+from ..functional import (
+    embedding_backward,
+    embedding_forward,
+    linear_backward,
+    linear_forward,
+)
 from .module import Module
 from .numerics import FULL_PRECISION, Numerics
 
@@ -25,13 +32,12 @@ class Linear(Module):
     numerics: Numerics = FULL_PRECISION
 
     def __init__(self, in_features: int, out_features: int, *, bias: bool = False,
-                 rng: np.random.Generator, std: float = 0.02, dtype=np.float32):
+                 rng: np.random.Generator | None, std: float = 0.02, dtype=np.float32):
         super().__init__()
         in_features = _count(in_features, "in_features")
         out_features = _count(out_features, "out_features")
         std = ck.positive(std, "std")
-        ck.generator(rng)
-        self.add_param("weight", (std * rng.standard_normal((out_features, in_features))).astype(dtype))
+        self.add_param("weight", _normal(rng, std, (out_features, in_features), dtype))
         if bias:
             self.add_param("bias", np.zeros(out_features, dtype))
 
@@ -56,14 +62,13 @@ class Embedding(Module):
 
     numerics: Numerics = FULL_PRECISION
 
-    def __init__(self, num_embeddings: int, dim: int, *, rng: np.random.Generator,
+    def __init__(self, num_embeddings: int, dim: int, *, rng: np.random.Generator | None,
                  std: float = 0.02, dtype=np.float32):
         super().__init__()
         num_embeddings = _count(num_embeddings, "num_embeddings")
         dim = _count(dim, "dim")
         std = ck.positive(std, "std")
-        ck.generator(rng)
-        self.add_param("weight", (std * rng.standard_normal((num_embeddings, dim))).astype(dtype))
+        self.add_param("weight", _normal(rng, std, (num_embeddings, dim), dtype))
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
         out, self._cache = embedding_forward(ids, self.numerics.param(self.params["weight"]))
@@ -72,4 +77,14 @@ class Embedding(Module):
     def backward(self, dout: np.ndarray) -> None:
         _, dweight = embedding_backward(dout, self._last_cache())
         self.accumulate("weight", dweight)
-        return None
+
+
+def _normal(rng: np.random.Generator | None, std: float, shape: tuple[int, int],
+            dtype: Any) -> np.ndarray:
+    """Initial weights drawn from N(0, std^2); ``rng=None``: zeros, nothing drawn (the OS
+    provides a zero array's pages only once written), for a model whose parameters a loader
+    replaces (``GPT.empty``)."""
+    if rng is None:
+        return np.zeros(shape, dtype)
+    ck.generator(rng)
+    return (std * rng.standard_normal(shape)).astype(dtype)

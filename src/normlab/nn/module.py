@@ -10,7 +10,8 @@ are dotted paths (``blocks.0.attn.norm.weight``), as in PyTorch's ``named_parame
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class Module:
         if grad is not None:
             self.grads[name] += grad
 
-    def children(self) -> Iterator[tuple[str, "Module"]]:
+    def children(self) -> Iterator[tuple[str, Module]]:
         for attr, value in vars(self).items():
             if isinstance(value, Module):
                 yield attr, value
@@ -51,7 +52,7 @@ class Module:
                     if isinstance(item, Module):
                         yield f"{attr}.{i}", item
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         """``(dotted name, module)`` for this module (named ``prefix``, "" by default) and every
         descendant, depth first, as in PyTorch's ``named_modules``."""
         stack = [(prefix, self)]
@@ -60,7 +61,7 @@ class Module:
             yield name, m
             stack[:0] = [(f"{name}.{c}" if name else c, child) for c, child in m.children()]
 
-    def modules(self) -> Iterator["Module"]:
+    def modules(self) -> Iterator[Module]:
         """This module and every descendant, depth first."""
         return (m for _, m in self.named_modules())
 
@@ -88,7 +89,7 @@ class Module:
         for _, g in self.named_grads():
             g.fill(0)
 
-    def flatten(self) -> "Module":
+    def flatten(self) -> Module:
         """Move every parameter into one flat buffer and every gradient into another (when all
         parameters share a dtype, and the gradients too), each array becoming a view into its
         buffer, in the order of ``parameters()``: the optimizer then updates the model in one
@@ -114,7 +115,7 @@ class Module:
             lo = hi
         return self
 
-    def _modules_depth_first(self) -> Iterator["Module"]:
+    def _modules_depth_first(self) -> Iterator[Module]:
         """This module and its descendants in the order ``named_parameters`` visits them."""
         yield self
         for _, child in self.children():
@@ -134,18 +135,43 @@ class Module:
                 raise ValueError(f"parameter {name} has shape {p.shape}; got {v.shape}")
             p[...] = v
 
+    def replace_parameters(self, values: dict[str, np.ndarray]) -> None:
+        """Make each array of ``values`` (by dotted names of ``parameters()``; any subset) the
+        parameter itself, not a copy: a memory map of a checkpoint stays one. Each must have the
+        shape and dtype of the parameter it replaces; every name and array is checked before any
+        is replaced. Gradient buffers are kept. A flat buffer (``flatten``) no longer holds a
+        replaced parameter: call ``flatten`` again if the optimizer needs one."""
+        if not isinstance(values, dict):
+            raise TypeError(f"values must be a dict of name -> array; got {type(values).__name__}")
+        owners = {f"{prefix}.{key}" if prefix else key: (m, key)
+                  for prefix, m in self.named_modules() for key in m.params}
+        unknown = sorted(set(values) - set(owners))
+        if unknown:
+            raise ValueError(f"values names no parameter of this module: {unknown[:5]}")
+        for name, v in values.items():
+            m, key = owners[name]
+            p = m.params[key]
+            if not isinstance(v, np.ndarray) or v.shape != p.shape or v.dtype != p.dtype:
+                got = (f"{v.dtype} {v.shape}" if isinstance(v, np.ndarray)
+                       else type(v).__name__)
+                raise ValueError(f"values[{name!r}] must be an ndarray of dtype {p.dtype} and "
+                                 f"shape {p.shape} (the parameter's); got {got}")
+        for name, v in values.items():
+            m, key = owners[name]
+            m.params[key] = v
+
     # ---- modes ------------------------------------------------------------------------------
-    def train(self, mode: bool = True) -> "Module":
+    def train(self, mode: bool = True) -> Module:
         self.training = bool(mode)
         for _, child in self.children():
             child.train(mode)
         return self
 
-    def eval(self) -> "Module":
+    def eval(self) -> Module:
         return self.train(False)
 
     # ---- implementation: fused kernels or the readable reference ------------------------------
-    def set_impl(self, impl: str) -> "Module":
+    def set_impl(self, impl: str) -> Module:
         """Run this module and all its children on ``"kernel"`` (normlab.kernels, the default) or
         ``"reference"`` (normlab.functional, the NumPy code written next to the equations). Both
         agree within the tolerances of tests/kernels; see ``normlab.kernels``."""

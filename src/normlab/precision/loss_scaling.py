@@ -21,7 +21,9 @@ Typical use (one optimizer):
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +63,22 @@ def _f32(value: float) -> float:
         return float(np.float32(value))
 
 
+# The smallest loss scale: float32's smallest normal number, whose inverse (2^126) the unscale
+# multiplies by without overflowing; a dynamic scale that would fall below it stays there.
+MIN_SCALE = float(np.finfo(np.float32).tiny)
+
+
+def _scale_value(value: Any, name: str) -> float:
+    """A loss scale: a number whose float32 value is in [MIN_SCALE, float32 max]."""
+    v = ck.positive(value, name)
+    f = _f32(v)
+    if not MIN_SCALE <= f < math.inf:
+        raise ValueError(f"{name} must be a positive float32 number in [{MIN_SCALE:g}, "
+                         f"{float(np.finfo(np.float32).max):g}] (1 / scale must be finite); "
+                         f"got {value!r}")
+    return f
+
+
 def _factor(value: Any, name: str, low: float, high: float) -> float:
     v = ck.positive(value, name)
     if not low < v < high:
@@ -77,10 +95,7 @@ class StaticLossScaler:
     """
 
     def __init__(self, scale: float = 2.0**16) -> None:
-        s = ck.positive(scale, "scale")
-        if _f32(s) == 0 or not math.isfinite(_f32(s)):
-            raise ValueError(f"scale must be a positive float32 number; got {scale!r}")
-        self._scale = _f32(s)
+        self._scale = _scale_value(scale, "scale")
         self.steps = 0  # updates seen
         self.skipped = 0  # of which with non-finite gradients
 
@@ -160,7 +175,7 @@ class StaticLossScaler:
         missing = [k for k in keys if k not in state and k != "min_scale"]
         if missing:
             raise ValueError(f"loss scaler state lacks {', '.join(missing)}")
-        ck.real(state["scale"], "loss scaler state: scale", lo=0)
+        _scale_value(state["scale"], "loss scaler state: scale")
         steps = ck.integer(state["steps"], "loss scaler state: steps", lo=0)
         ck.integer(state["skipped"], "loss scaler state: skipped", lo=0, hi=steps)
 
@@ -178,7 +193,9 @@ class DynamicLossScaler(StaticLossScaler):
         backoff_factor: in (0, 1); S <- S * backoff after a step with inf/NaN gradients.
         growth_interval: consecutive finite steps before growth (2000).
         min_scale: None (torch: no lower bound; S can fall below 1 and towards 0), or a floor
-            for S, as jmp's ``min_loss_scale``.
+            for S, as jmp's ``min_loss_scale``. Either way S never falls below ``MIN_SCALE``
+            (float32's smallest normal number, where torch's reaches 0 and 1 / S divides by
+            zero): it stays there, ``at_floor`` is set and a RuntimeWarning says so once.
 
     ``growth_tracker`` counts the consecutive finite steps (torch's ``_growth_tracker``).
     """
@@ -197,6 +214,7 @@ class DynamicLossScaler(StaticLossScaler):
         self.growth_interval = int(growth_interval)
         self.min_scale = None if min_scale is None else ck.positive(min_scale, "min_scale")
         self.growth_tracker = 0
+        self.at_floor = False  # the scale reached MIN_SCALE (said once, as a RuntimeWarning)
 
     def update(self, found_inf: bool) -> None:
         """torch's ``_amp_update_scale_``: back off on inf/NaN, else count and maybe grow."""
@@ -205,6 +223,14 @@ class DynamicLossScaler(StaticLossScaler):
             self._scale = _f32(self._scale * self.backoff_factor)
             if self.min_scale is not None:
                 self._scale = max(self._scale, _f32(self.min_scale))
+            if self._scale < MIN_SCALE:  # would underflow towards 0 (1 / S = inf): the floor
+                self._scale = MIN_SCALE
+                if not self.at_floor:
+                    warnings.warn(f"DynamicLossScaler: the loss scale reached its floor "
+                                  f"{MIN_SCALE:g} (float32's smallest normal number) after "
+                                  f"{self.skipped} skipped steps; it stays there: the gradients "
+                                  f"are non-finite at any scale", RuntimeWarning, stacklevel=2)
+                self.at_floor = True
             self.growth_tracker = 0
             return
         successful = self.growth_tracker + 1
@@ -240,6 +266,7 @@ class DynamicLossScaler(StaticLossScaler):
         self.growth_interval = int(state["growth_interval"])
         self.growth_tracker = int(state["_growth_tracker"])
         self.min_scale = state.get("min_scale")
+        self.at_floor = self._scale <= MIN_SCALE
 
     def __repr__(self) -> str:
         return (f"DynamicLossScaler(scale={self._scale:g}, growth_tracker={self.growth_tracker}, "

@@ -24,9 +24,11 @@ from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", help="a checkpoint directory (config.json + model.safetensors or shards)")
+    p.add_argument("path",
+                   help="a checkpoint directory (config.json + model.safetensors or shards)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--text", type=Path, help="a UTF-8 text file, tokenized with PATH/tokenizer.json")
+    src.add_argument("--text", type=Path,
+                     help="a UTF-8 text file, tokenized with PATH/tokenizer.json")
     src.add_argument("--tokens", type=Path, help="a .npy file of 1-D integer token ids")
     p.add_argument("--seq", type=int, default=None,
                    help="tokens measured (default: the model's seq_len, at most 256)")
@@ -49,11 +51,13 @@ def tokens_of(args: argparse.Namespace):
             raise ValueError(f"--tokens {args.tokens}: not a .npy array ({exc})") from None
         if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu":
             raise ValueError(f"--tokens must hold a 1-D integer array; got "
-                             f"{getattr(ids, 'dtype', type(ids).__name__)} {getattr(ids, 'shape', '')}")
+                             f"{getattr(ids, 'dtype', type(ids).__name__)} "
+                             f"{getattr(ids, 'shape', '')}")
         return ids
     tok = Path(args.path) / "tokenizer.json"
     if not tok.is_file():
-        raise ValueError(f"{args.path} has no tokenizer.json: pass token ids with --tokens FILE.npy")
+        raise ValueError(f"{args.path} has no tokenizer.json: pass token ids with "
+                         f"--tokens FILE.npy")
     try:
         from tokenizers import Tokenizer
     except ImportError as e:  # pragma: no cover - depends on the installation
@@ -62,7 +66,16 @@ def tokens_of(args: argparse.Namespace):
         text = args.text.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"--text {args.text}: not UTF-8 text ({exc})") from None
-    return np.asarray(Tokenizer.from_file(str(tok)).encode(text).ids, np.int64)
+    try:  # the library raises a bare Exception for every kind of damage
+        ids = np.asarray(Tokenizer.from_file(str(tok)).encode(text).ids, np.int64)
+    except Exception as exc:  # noqa: BLE001 - any failure of a damaged tokenizer.json
+        text_ = str(exc).strip()
+        reason = text_.splitlines()[0][:200] if text_ else type(exc).__name__
+        raise ValueError(f"{tok}: not a tokenizer the tokenizers library reads "
+                         f"({reason})") from None
+    if ids.size == 0:
+        raise ValueError(f"--text {args.text}: the tokenizer makes no tokens of it (empty text?)")
+    return ids
 
 
 OUTPUTS = ("inspect.json", "inspect.html")
@@ -75,8 +88,13 @@ def check_arguments(args: argparse.Namespace) -> tuple[str, ...]:
     input (the checkpoint's files, the tokens or text: symbolic links followed). Returns the
     policies; raises UsageError."""
     from ... import _checks as ck
-    from ..._files import (MAX_TEXT_BYTES, check_distinct, check_input_file, check_output_dir,
-                           check_output_path)
+    from ..._files import (
+        MAX_TEXT_BYTES,
+        check_distinct,
+        check_input_file,
+        check_output_dir,
+        check_output_path,
+    )
     from ...models.hf import CONFIG_FILE, INDEX_FILE, checkpoint_files
     from ...precision import PRESETS
     from ..arguments import check_flag
@@ -88,7 +106,8 @@ def check_arguments(args: argparse.Namespace) -> tuple[str, ...]:
     for p in policies:
         check_flag(ck.choice, p, "--policies", options=PRESETS)
     flag, source = ("--tokens", args.tokens) if args.tokens is not None else ("--text", args.text)
-    check_flag(lambda path, f: check_input_file(path, what=f, max_bytes=MAX_TEXT_BYTES), source, flag)
+    check_flag(lambda path, f: check_input_file(path, what=f, max_bytes=MAX_TEXT_BYTES),
+               source, flag)
     out = check_flag(lambda path, f: check_output_dir(path, what=f), args.out, "--out")
     outputs = {f"--out ({name})": out / name for name in OUTPUTS}
     if out.is_dir():
