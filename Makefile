@@ -1,16 +1,21 @@
 # Two commands set everything up on a fresh machine with only Python:
 #   make demo   the main job (creates .venv, installs normlab with the lab extra, runs it)
-#   make test   the whole test suite (creates .venv, installs normlab with the test oracles, Ray,
-#               the checkpoint readers and the notebook tooling; the companion notebooks are
-#               executed too)
+#   make test   lint (ruff), types (mypy), then the whole test suite (creates .venv, installs
+#               normlab with the test oracles, Ray, the checkpoint readers, the notebook tooling,
+#               the linters and the documentation site; the companion notebooks are executed and
+#               the site is built with warnings as errors too). `make test LINT=` skips the lint.
+#   make lint   ruff check . and mypy (configured in pyproject.toml)
+#   make docs   the documentation site (mkdocs, API reference from the docstrings) into site/
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
 #   make results     the quick report from scratch; its summary committed as docs/results/quick.json
-#                    and the README's lab table generated from it
+#                    and the lab table of docs/lab.md generated from it
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test check bench notebooks results clean
+.PHONY: demo test lint docs docs-serve check bench notebooks results clean
+
+LINT ?= lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +27,7 @@ $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[lab,test,ray,hf,notebooks]'
+	$(BIN)/python -m pip install -e '.[lab,test,ray,hf,notebooks,dev,docs]'
 	touch $@
 
 demo: $(VENV)/.installed-lab
@@ -31,8 +36,18 @@ demo: $(VENV)/.installed-lab
 check: $(VENV)/.installed
 	$(BIN)/normlab check
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(LINT)
 	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m mypy
+
+docs: $(VENV)/.installed
+	$(BIN)/python -m mkdocs build --strict --site-dir site
+
+docs-serve: $(VENV)/.installed
+	$(BIN)/python -m mkdocs serve
 
 bench: $(VENV)/.installed
 	$(BIN)/normlab bench
@@ -41,11 +56,11 @@ results: $(VENV)/.installed-lab
 	$(BIN)/normlab report --out normlab-results --no-cache
 	mkdir -p docs/results
 	cp normlab-results/summary.json docs/results/quick.json
-	$(BIN)/normlab report --markdown --results docs/results/quick.json --readme README.md
+	$(BIN)/normlab report --markdown --results docs/results/quick.json --readme docs/lab.md
 
 notebooks: $(VENV)/.installed
 	$(BIN)/python -m nbconvert --to html --execute --ExecutePreprocessor.timeout=300 \
 		--output-dir notebooks-html notebooks/*.ipynb
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis notebooks-html
+	rm -rf $(VENV) site build *.egg-info src/*.egg-info .pytest_cache .hypothesis notebooks-html

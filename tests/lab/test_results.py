@@ -44,8 +44,8 @@ def test_the_tally_counts_claims_checks_and_identities_apart():
     assert R.headline(t) == ("1 of 2 empirical claims reproduced (1 partly): 3 of 5 counted "
                              "checks pass, 1 inconclusive; 3 of 3 identities hold; 1 experiment(s) "
                              "did not finish")
-    assert s["experiments"][3] == {"name": "four", "verdict": "error", "measured": "ValueError: boom",
-                                   "wall_s": None, "checks": []}
+    assert s["experiments"][3] == {"name": "four", "verdict": "error",
+                                   "measured": "ValueError: boom", "wall_s": None, "checks": []}
     json.dumps(s, allow_nan=False)
 
 
@@ -55,7 +55,8 @@ def test_the_markdown_block():
     assert lines[0].startswith("**1 of 2 empirical claims reproduced") and "2 min 05 s" in lines[0]
     assert "seed 0" in lines[0] and "OPENBLAS_NUM_THREADS=1" in lines[0]
     assert lines[2].startswith("| Experiment |") and len(lines) == 4 + 4
-    assert "| `one` | one in short (Someone et al. 2020; chapter) | reproduced | one measured |" in text
+    row = "| `one` | one in short (Someone et al. 2020; chapter) | reproduced | one measured |"
+    assert row in text
 
 
 def test_update_readme_rewrites_only_the_block(tmp_path):
@@ -85,7 +86,8 @@ def test_report_markdown_from_the_command_line(tmp_path, capsys):
     old.write_text(json.dumps({"size": "quick", "experiments": []}))
     for argv, flag in ((["--results", str(old)], "schema"),
                        (["--results", str(tmp_path / "none.json")], "--results"),
-                       (["--results", str(summary), "--readme", str(tmp_path / "no.md")], "--readme"),
+                       (["--results", str(summary), "--readme", str(tmp_path / "no.md")],
+                        "--readme"),
                        (["--seed", "1"], "measures nothing")):
         assert main(["report", "--markdown", *argv]) == 2
         assert flag in capsys.readouterr().err
@@ -94,11 +96,11 @@ def test_report_markdown_from_the_command_line(tmp_path, capsys):
 
 
 def test_the_readme_table_is_the_committed_results_file():
-    """The README's lab block is generated: it equals the rendering of docs/results/quick.json
-    (``make results`` regenerates both)."""
+    """The lab table (docs/lab.md, the README's block before) is generated: it equals the
+    rendering of docs/results/quick.json (``make results`` regenerates both)."""
     results = ROOT / "docs" / "results" / "quick.json"
     summary = json.loads(results.read_text())
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "lab.md").read_text()
     a, b = R.readme_block(text)
     assert text[a:b].strip() == R.markdown(summary).strip()
     assert summary["size"] == "quick" and summary["schema"] == R.SCHEMA

@@ -43,8 +43,10 @@ class _ThisInterpreter(KernelSpecManager):
     """Every kernel name resolves to ipykernel on ``sys.executable``."""
 
     def get_kernel_spec(self, kernel_name):
-        return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                          display_name="normlab tests", language="python", resource_dir=str(NOTEBOOKS))
+        return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f",
+                                "{connection_file}"],
+                          display_name="normlab tests", language="python",
+                          resource_dir=str(NOTEBOOKS))
 
 
 def _kernel_env() -> dict[str, str]:
@@ -73,7 +75,7 @@ def test_there_is_a_notebook_per_section():
 
 
 def test_readme_table_lists_every_notebook():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "notebooks.md").read_text(encoding="utf-8")  # the README's old table
     section = readme.split("## Learn with the chapters", 1)[1].split("\n## ", 1)[0]
     listed = sorted(line.split("`")[1] + ".ipynb" for line in section.splitlines()
                     if line.startswith("| `"))
@@ -86,7 +88,8 @@ def test_outputs_are_stripped(name):
     nbformat.validate(nb)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            assert cell.outputs == [], f"{name} cell {i} has outputs: strip them (notebooks/build.py)"
+            assert cell.outputs == [], (f"{name} cell {i} has outputs: strip them "
+                                        "(notebooks/build.py)")
             assert cell.execution_count is None, f"{name} cell {i} has an execution count"
         assert "execution" not in cell.metadata, f"{name} cell {i} has execution metadata"
 
@@ -117,7 +120,8 @@ def test_build_parses_percent_cells():
 def test_index_maps_every_experiment_to_notebooks():
     from normlab.lab.experiments import EXPERIMENTS
 
-    index = json.loads((ROOT / "src/normlab/lab/experiments/notebooks.json").read_text(encoding="utf-8"))
+    index_file = ROOT / "src/normlab/lab/experiments/notebooks.json"
+    index = json.loads(index_file.read_text(encoding="utf-8"))
     assert sorted(index) == sorted(EXPERIMENTS)
     # DyT (Zhu et al. 2025) is in neither chapter: no notebook teaches it
     assert [e for e, nbs in index.items() if not nbs] == ["dyt"]
