@@ -3,7 +3,8 @@
 ``quantize(t, fmt, ...)`` and ``mx_quantize(t, fmt, ...)`` are ``normlab.precision.quantize``
 and ``mx_quantize`` written in torch operations, so they run on the tensor's device and return
 the same bits. ``emulate(model, policy)`` applies a ``normlab.precision.PrecisionPolicy`` to an
-unmodified ``torch.nn.Module``. See docs/torch.md.
+unmodified ``torch.nn.Module``; ``inspect(model, batch)`` and ``Monitor(model, every=N)`` give
+``normlab inspect``'s per-tensor statistics. See docs/torch.md.
 
     >>> import torch
     >>> from normlab.torch import quantize
@@ -19,6 +20,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("normlab.torch needs PyTorch: pip install 'normlab[torch]'") from exc
 
 from .emulate import emulate
+from .inspect import Monitor, inspect
 from .quantize import MXTensor, mx_quantize, mx_scale, quantize, random_bits
 
-__all__ = ["MXTensor", "emulate", "mx_quantize", "mx_scale", "quantize", "random_bits"]
+__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "mx_quantize", "mx_scale", "quantize", "random_bits"]
