@@ -23,4 +23,5 @@ from .emulate import emulate
 from .inspect import Monitor, inspect
 from .quantize import MXTensor, mx_quantize, mx_scale, quantize, random_bits
 
-__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "mx_quantize", "mx_scale", "quantize", "random_bits"]
+__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "mx_quantize", "mx_scale", "quantize",
+           "random_bits"]
