@@ -20,8 +20,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("normlab.torch needs PyTorch: pip install 'normlab[torch]'") from exc
 
 from .emulate import emulate
-from .inspect import Monitor, inspect
+from .inspect import Monitor, inspect, inspect_checkpoint
 from .quantize import MXTensor, mx_quantize, mx_scale, quantize, random_bits
 
-__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "mx_quantize", "mx_scale", "quantize",
+__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "inspect_checkpoint", "mx_quantize", "mx_scale", "quantize",
            "random_bits"]

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 
 from ..precision.headroom import FORMAT_SCALINGS, format_window, tensor_stats
-from .emulate import _default_stream
+from .emulate import _default_stream, emulate
 
 
 def _stats(t: torch.Tensor, kind: str, delayed: dict[str, float], name: str) -> dict:
@@ -165,3 +165,66 @@ class Monitor:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(rec) + "\n")
         return rec
+
+
+def _policy_losses(model: torch.nn.Module, batch: dict, policies: tuple[str, ...]) -> dict:
+    """The loss of one forward under each preset (emulated; a delayed-scaling policy runs a
+    first forward to fill its histories, as normlab inspect does)."""
+    import numpy as np
+
+    from ..precision import PRESETS, DelayedScaling
+
+    out = {}
+    with torch.no_grad():
+        for name in policies:
+            em = emulate(model, name, rng=np.random.default_rng(0))
+            with em:
+                if any(isinstance(getattr(PRESETS[name], r).scaling, DelayedScaling)
+                       for r in ("compute", "activations")):
+                    model(**batch)
+                    em.end_step()
+                out[name] = float(_loss_of(model(**batch)))
+    return out
+
+
+def inspect_checkpoint(path: Any, tokens: Any, *, seq_len: int | None = None,
+                       policies: tuple[str, ...] | None = None) -> dict:
+    """``normlab inspect --torch``: any transformers causal-LM directory, loaded with
+    ``AutoModelForCausalLM`` in float32, measured by :func:`inspect` on the last ``seq_len``
+    + 1 of ``tokens`` (default: at most 256), with the loss under each preset; the dict has the
+    keys of ``normlab.models.inspect.inspect_model``'s result that the page reads (per-head
+    attention statistics and norm gains empty: not measured on torch models)."""
+    import numpy as np
+    import transformers
+
+    from ..precision import PRESETS
+
+    ids = np.asarray(tokens)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size < 2:
+        raise ValueError(f"tokens must be a 1-D array of at least 2 token ids; got {ids.dtype} "
+                         f"{ids.shape}")
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    cfg = model.config
+    if ids.max() >= cfg.vocab_size or ids.min() < 0:
+        raise ValueError(f"tokens must lie in [0, vocab_size = {cfg.vocab_size})")
+    T = min(256, ids.size - 1) if seq_len is None else min(int(seq_len), ids.size - 1)
+    window = torch.from_numpy(ids[-(T + 1):].astype(np.int64))[None]
+    batch = {"input_ids": window[:, :-1], "labels": window[:, :-1]}
+    res = inspect(model, batch)
+    policies = tuple(p for p in PRESETS if p != "fp32") if policies is None else policies
+    losses = {"fp32": res["loss"], **_policy_losses(model, batch, tuple(policies))}
+    heads = getattr(cfg, "num_attention_heads", 0)
+    res.update({
+        "model": {"config": {"n_layers": getattr(cfg, "num_hidden_layers", len(res["layers"])),
+                             "d_model": getattr(cfg, "hidden_size", 0), "n_heads": heads,
+                             "n_kv_heads": getattr(cfg, "num_key_value_heads", heads),
+                             "placement": "as " + type(model).__name__,
+                             "norm": "the model's own", "architecture": type(model).__name__},
+                  "parameters": int(sum(p.numel() for p in model.parameters()))},
+        "tokens": {"measured": int(T), "delayed_from": "the same window (no earlier tokens)"},
+        "nll": res["loss"],
+        "policies": {k: {"loss": v, "delta": v - res["loss"]} for k, v in losses.items()},
+    })
+    for layer in res["layers"]:
+        layer.update({"max_logit": [], "entropy": [], "norms": {}})
+    return res
