@@ -23,5 +23,5 @@ from .emulate import emulate
 from .inspect import Monitor, inspect, inspect_checkpoint
 from .quantize import MXTensor, mx_quantize, mx_scale, quantize, random_bits
 
-__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "inspect_checkpoint", "mx_quantize", "mx_scale", "quantize",
-           "random_bits"]
+__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "inspect_checkpoint", "mx_quantize",
+           "mx_scale", "quantize", "random_bits"]
