@@ -70,3 +70,24 @@ def test_numerics_scope_restores_what_was_there():
     with pytest.raises(TypeError, match="numerics must be a Numerics"):
         with numerics_scope(model, "amp_bf16"):
             pass
+
+
+def test_the_two_passes_equal_their_references(rng):
+    from normlab.kernels import headroom as kh
+    from normlab.precision import headroom as ph
+
+    bits = (rng.standard_normal((40, 32)).astype(np.float32).view(np.uint32)
+            & np.uint32(0x7FFFFFFF))
+    bits[3, :5] = 0
+    shift = rng.integers(-200, 200, 40).astype(np.int64) << 10
+    a = np.zeros(1 << 18, np.int64)
+    b = np.zeros(1 << 18, np.int64)
+    kh.count_buckets(bits, shift, a)
+    ph.count_buckets_reference(bits, shift, b)
+    assert np.array_equal(a, b) and a.sum() == np.count_nonzero(bits)
+    table = np.zeros(1 << 18, np.bool_)
+    table[rng.integers(0, 1 << 18, 5000)] = True
+    table[:10] = table[-10:] = True
+    for x, y in zip(kh.gather_buckets(bits, shift, table),
+                    ph.gather_buckets_reference(bits, shift, table)):
+        assert np.array_equal(x, y)

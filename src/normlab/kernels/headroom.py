@@ -4,7 +4,7 @@
 positions and buckets of the values in the buckets a table marks (the few values next to a
 threshold, compared exactly afterwards). Their NumPy references are
 ``normlab.precision.headroom.count_buckets_reference`` and ``gather_buckets_reference``, tested
-equal in ``tests/kernels/test_kernel_headroom.py``.
+equal in ``tests/precision/test_headroom.py``.
 """
 
 from __future__ import annotations
