@@ -126,3 +126,15 @@ def test_linear_is_rounded_and_restored():
     want = q(q(x) @ q(m.weight).T)
     assert torch.equal(y, want)
     assert torch.equal(m(x), x @ m.weight.T)  # afterwards: untouched
+
+
+def test_gpt2_conv1d_addmm_is_a_linear():
+    w = torch.nn.Parameter(torch.randn(8, 4))  # (in, out), as transformers' Conv1D
+    b = torch.nn.Parameter(torch.randn(4))
+    m = torch.nn.Module()
+    m.w, m.b = w, b
+    x = torch.randn(3, 8)
+    with emulate(m, "amp_bf16"):
+        y = torch.addmm(b, x, w)
+    q = lambda t: t.to(torch.bfloat16).float()  # noqa: E731
+    assert torch.equal(y, q(torch.addmm(b, q(x), q(w))))

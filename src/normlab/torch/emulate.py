@@ -10,8 +10,8 @@ the values are normlab's bit for bit given the same inputs.
 point                                   forward / backward                         role
 ======================================  =========================================  ==============
 ``F.linear(x, W, b)`` (``nn.Linear``)   W -> compute(params(W)); x -> compute(x);   see left
-and ``x @ W`` with W a parameter (or    y -> activations(y). Backward: dY ->
-a view of one: a tied head)             gradients(dY); dx = dY Wq -> activations;
+``x @ W`` with W a parameter (or a      y -> activations(y). Backward: dY ->
+view: a tied head), ``addmm(b, x, W)``  gradients(dY); dx = dY Wq -> activations;
                                         dW = dY^T xq -> activations; db unrounded
 ``F.embedding(ids, W)``                 W -> params(W); its gradient unrounded      params
 ``F.scaled_dot_product_attention``      the output -> activations (forward)         activations
@@ -143,6 +143,10 @@ class _Mode(TorchFunctionMode):
                 len(args) == 2 and args[1].dim() == 2 and _is_weight(args[1]):
             return _Linear.apply(args[0], args[1].transpose(0, 1), None, o.rounder,
                                  o.site("matmul"))
+        if func in (torch.addmm, torch.Tensor.addmm) and len(args) == 3 and not kwargs \
+                and args[2].dim() == 2 and _is_weight(args[2]):  # GPT-2's Conv1D: b + x W
+            return _Linear.apply(args[1], args[2].transpose(0, 1), args[0], o.rounder,
+                                 o.site("linear"))
         if func is F.embedding:
             site = o.site("embedding")
             w = _Straight.apply(args[1], lambda t: o.rounder("params", t, f"{site}/param"), None)
