@@ -77,16 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     flops = 6 * sum(p.numel() for p in model.parameters()) * args.batch * args.seq
     print(f"sgemm {2 * 2048**3 / t_mm / 1e9:.1f} GFLOP/s; plain step {plain * 1e3:.0f} ms "
           f"({flops / plain / 1e9:.1f} GFLOP/s of 6 N tokens)")
-    rows = [("plain float32", plain),
-            ("emulate(amp_bf16)", _median(under("amp_bf16"), args.repeats)),
-            ("emulate(fp8_hybrid)", _median(under("fp8_hybrid"), args.repeats)),
-            ("Monitor(every=1) step", _median(lambda: (mon.step({"input_ids": ids,
-                                                                 "labels": ids}), step()),
-                                              max(1, args.repeats // 2)))]
-    print("| step | median ms | / plain |\n|---|---|---|")
-    for name, t in rows:
-        print(f"| {name} | {t * 1e3:.0f} | {t / plain:.2f} |")
-    extra = rows[3][1] - plain
+    def monitored() -> None:
+        mon.step({"input_ids": ids, "labels": ids})
+        step()
+
+    print("| step | median ms | / plain |\n|---|---|---|", flush=True)
+    print(f"| plain float32 | {plain * 1e3:.0f} | 1.00 |", flush=True)
+    times = {}
+    for name, fn, n in (("emulate(amp_bf16)", under("amp_bf16"), args.repeats),
+                        ("emulate(fp8_hybrid)", under("fp8_hybrid"), args.repeats),
+                        ("Monitor(every=1) step", monitored, max(1, args.repeats // 2))):
+        times[name] = t = _median(fn, n)
+        print(f"| {name} | {t * 1e3:.0f} | {t / plain:.2f} |", flush=True)
+    extra = times["Monitor(every=1) step"] - plain
     print(f"Monitor(every=10): about {(plain + extra / 10) / plain:.2f} x plain per step")
     return 0
 
