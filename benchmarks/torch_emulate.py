@@ -44,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=args.layers, n_embd=args.width,
+    cfg = transformers.GPT2Config(vocab_size=args.vocab, n_layer=args.layers, n_embd=args.width,
                                   n_head=max(args.width // 64, 1), n_positions=1024,
                                   attn_implementation="sdpa")
     model = transformers.GPT2LMHeadModel(cfg)
