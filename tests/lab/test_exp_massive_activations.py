@@ -10,7 +10,7 @@ import numpy as np
 
 from normlab.lab import framework as E
 from normlab.lab.experiments import massive_activations as X
-from normlab.models.inspect import FORMATS
+from normlab.precision.headroom import HEADROOM_FORMATS as FORMATS
 
 _CACHE = {}
 

@@ -27,12 +27,15 @@ backward only, which keeps one rounded copy per tensor.
 
 ``Numerics`` is full precision (every hook the identity); ``PolicyNumerics`` rounds as a policy
 says. ``bind(site)`` gives each module its own view (its own scale histories); ``end_step()``
-advances the delayed-scaling histories once per optimizer step.
+advances the delayed-scaling histories once per optimizer step. ``numerics_scope(model, n)``
+installs ``n`` for a ``with`` block and then reinstalls what the model had (its delayed-scaling
+histories included), whether the block returns or raises.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -100,7 +103,8 @@ class PolicyNumerics(Numerics):
         if self.policy.accumulate.rounds:
             raise ValueError(f"policy {self.policy.name!r}: the model accumulates its matrix "
                              f"multiplies in float32; an accumulate format of "
-                             f"{self.policy.accumulate} is emulated by normlab.precision.matmul only")
+                             f"{self.policy.accumulate} is emulated by "
+                             f"normlab.precision.matmul only")
         roles = ("params", "compute", "activations", "gradients")
         self.roles = {r: getattr(self.policy, r) for r in roles}
         if rng is None and any(p.rounding == "stochastic" for p in self.roles.values()):
@@ -190,3 +194,25 @@ class _Site(Numerics):
 
     def grad(self, g, key="grad"):
         return self.owner.apply("gradients", g, self.site, key)
+
+
+@contextmanager
+def numerics_scope(model: Any, numerics: Numerics) -> Iterator[Numerics]:
+    """Install ``numerics`` in ``model`` (anything with ``set_numerics`` and ``numerics_root``,
+    as ``normlab.models.GPT``) for the ``with`` block, then reinstall the numerics it had before,
+    also when the block raises. Yields ``numerics``.
+
+        with numerics_scope(model, PolicyNumerics("amp_bf16")):
+            loss = model.forward(idx, targets).loss
+    """
+    if not isinstance(numerics, Numerics):
+        raise TypeError(f"numerics must be a Numerics; got {type(numerics).__name__}")
+    if not hasattr(model, "set_numerics"):
+        raise TypeError(f"model must have set_numerics (a normlab GPT); got "
+                        f"{type(model).__name__}")
+    previous = getattr(model, "numerics_root", FULL_PRECISION)
+    model.set_numerics(numerics)
+    try:
+        yield numerics
+    finally:
+        model.set_numerics(previous)

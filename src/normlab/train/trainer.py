@@ -82,7 +82,7 @@ def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
     finite values that, cast to ``f`` without scaling, round past the largest finite value, to
     zero, or into the subnormals, for every format of ``models.inspect.FORMATS``
     (``tensor_stats``, exact)."""
-    from ..models.inspect import FORMATS, tensor_stats
+    from ..precision.headroom import HEADROOM_FORMATS as FORMATS, tensor_stats
 
     out = []
     for x in model.residual_stream(idx):  # (B, T, C) each

@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("normlab-inspect"), help="output directory")
     p.add_argument("--json", action="store_true", help="also print the JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--torch", action="store_true",
+                   help="load PATH with transformers and measure the torch model itself (any "
+                        "causal-LM family; needs normlab[torch]): normlab.torch.inspect")
 
 
 def tokens_of(args: argparse.Namespace):
@@ -127,18 +130,22 @@ def check_arguments(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..._files import atomic_write, dumps_json
     from ...models import load_hf
     from ...models.inspect import inspect_model
     from ..arguments import make_output_dir
     from ..cli import UsageError
-    from ..inspect_page import render
     from ..progress import reporter
 
     policies = check_arguments(args)
     make_output_dir(args.out)
     name = Path(args.path).resolve().name
     try:
+        if getattr(args, "torch", False):
+            from ...torch import inspect_checkpoint
+
+            result = inspect_checkpoint(args.path, tokens_of(args), seq_len=args.seq,
+                                        policies=policies)
+            return _write(args, result, name)
         model = load_hf(args.path)
         tokens = tokens_of(args)
         if args.quiet:
@@ -151,6 +158,13 @@ def main(args: argparse.Namespace) -> int:
                 r.finish(name, f"loss {result['loss']:.4f}")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    return _write(args, result, name)
+
+
+def _write(args: argparse.Namespace, result: dict, name: str) -> int:
+    from ..._files import atomic_write, dumps_json
+    from ..inspect_page import render
+
     text = dumps_json(result, indent=1)
     atomic_write(args.out / "inspect.json", text + "\n", what="--out (inspect.json)")
     atomic_write(args.out / "inspect.html", render(result, name), what="--out (inspect.html)")

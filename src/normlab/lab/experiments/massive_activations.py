@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...models import GPTConfig
-from ...models.inspect import FORMATS
+from ...precision.headroom import HEADROOM_FORMATS as FORMATS
 from ...precision import get_format
 from ...train import TrainConfig
 from ..framework import Card, Check, fmt

@@ -1,0 +1,27 @@
+"""normlab's number formats on PyTorch tensors (the optional ``torch`` extra).
+
+``quantize(t, fmt, ...)`` and ``mx_quantize(t, fmt, ...)`` are ``normlab.precision.quantize``
+and ``mx_quantize`` written in torch operations, so they run on the tensor's device and return
+the same bits. ``emulate(model, policy)`` applies a ``normlab.precision.PrecisionPolicy`` to an
+unmodified ``torch.nn.Module``; ``inspect(model, batch)`` and ``Monitor(model, every=N)`` give
+``normlab inspect``'s per-tensor statistics. See docs/torch.md.
+
+    >>> import torch
+    >>> from normlab.torch import quantize
+    >>> quantize(torch.tensor([448.0, 464.0, 465.0]), "float8_e4m3fn")
+    tensor([448., 448., nan])
+"""
+
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError("normlab.torch needs PyTorch: pip install 'normlab[torch]'") from exc
+
+from .emulate import emulate
+from .inspect import Monitor, inspect, inspect_checkpoint
+from .quantize import MXTensor, mx_quantize, mx_scale, quantize, random_bits
+
+__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "inspect_checkpoint", "mx_quantize",
+           "mx_scale", "quantize", "random_bits"]

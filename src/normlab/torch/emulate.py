@@ -1,0 +1,277 @@
+"""``emulate(model, policy)``: a normlab ``PrecisionPolicy`` on an unmodified ``torch.nn.Module``.
+
+Inside ``with emulate(model, policy):`` the model's forward and backward are rounded at the same
+points as normlab's own modules (``normlab.nn.numerics``), each tied to one of the policy's
+roles. Every rounding is ``normlab.torch.quantize`` (unscaled formats, on the tensor's device) or
+``PrecisionPolicy``'s own ``apply`` (scaled formats: per-tensor, delayed and MX, on the CPU), so
+the values are normlab's bit for bit given the same inputs.
+
+======================================  =========================================  ==============
+point                                   forward / backward                         role
+======================================  =========================================  ==============
+``F.linear(x, W, b)`` (``nn.Linear``)   W -> compute(params(W)); x -> compute(x);   see left
+``x @ W`` with W a parameter (or a      y -> activations(y). Backward: dY ->
+view: a tied head), ``addmm(b, x, W)``  gradients(dY); dx = dY Wq -> activations;
+                                        dW = dY^T xq -> activations; db unrounded
+``F.embedding(ids, W)``                 W -> params(W); its gradient unrounded      params
+``F.scaled_dot_product_attention``      the output -> activations (forward)         activations
+the residual stream: the outputs of     forward -> activations; the gradient        activations
+the ``stream`` modules                  arriving at that output -> activations
+the embedding output (``embed``)        forward -> activations                      activations
+norms, softmax, activations, the loss   computed in float32 on the rounded inputs  (none)
+======================================  =========================================  ==============
+
+Matrix products between two activations (q k^T, p v written as ``@``) compute in float32, as
+normlab's attention op does; its result is rounded where a ``scaled_dot_product_attention``
+returns it. The ``accumulate`` role must be float32 (the products accumulate in float32).
+MX blocks run along each tensor's last axis (the contraction axis of x, W and dY), as in
+normlab. Delayed scaling keeps one amax history per tensor, keyed by the innermost module that
+made the call, the call's number within it and the tensor's key; ``end_step()`` advances the
+histories once per optimizer step.
+
+``stream`` (module names) defaults to the children of the model's first ``nn.ModuleList`` (the
+decoder layers of a transformers model: the stream after each layer, where normlab rounds after
+each sublayer); ``embed`` defaults to ``model.get_input_embeddings()`` where the model has it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from ..precision import PrecisionPolicy, get_policy
+from .quantize import quantize
+
+_ROLES = ("params", "compute", "activations", "gradients")
+
+
+class _Rounder:
+    """Applies one policy's roles to torch tensors, with the delayed-scaling states."""
+
+    def __init__(self, policy: PrecisionPolicy, rng: np.random.Generator | None):
+        self.policy, self.rng = policy, rng
+        self.roles = {r: getattr(policy, r) for r in _ROLES}
+        self.states: dict[str, Any] = {}
+
+    def __call__(self, role: str, x: torch.Tensor, name: str) -> torch.Tensor:
+        p = self.roles[role]
+        if not p.rounds:
+            return x
+        with torch.no_grad():
+            if p.scaling is None:
+                y = quantize(x, p.format, rounding=p.rounding, overflow=p.overflow, rng=self.rng)
+                return y.to(x.dtype)
+            state = None
+            if p.scaling.kind == "delayed":
+                key = f"{name}/{role}"
+                state = self.states.get(key)
+                if state is None:
+                    state = self.states[key] = p.new_state()
+            a = x.detach().to("cpu", torch.float32).numpy()
+            y = p.apply(a, rng=self.rng, state=state)
+            return torch.from_numpy(np.ascontiguousarray(y)).to(device=x.device, dtype=x.dtype)
+
+    def end_step(self) -> None:
+        for s in self.states.values():
+            s.update()
+
+
+class _Straight(torch.autograd.Function):
+    """Round in the forward with ``fwd``, the gradient with ``bwd`` (None: unrounded)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, fwd: Callable, bwd: Callable | None) -> torch.Tensor:
+        ctx.bwd = bwd
+        return fwd(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple:
+        return (g if ctx.bwd is None else ctx.bwd(g)), None, None
+
+
+class _Linear(torch.autograd.Function):
+    """y = activations(compute(x) compute(params(W))^T + b) and normlab's Linear backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                r: _Rounder, site: str) -> torch.Tensor:
+        xq = r("compute", x, f"{site}/input")
+        wq = r("compute", r("params", w, f"{site}/weight"), f"{site}/weight")
+        with torch._C.DisableTorchFunction():
+            y = F.linear(xq, wq, b)
+        ctx.save_for_backward(xq, wq)
+        ctx.r, ctx.site, ctx.has_bias = r, site, b is not None
+        return r("activations", y, f"{site}/output")
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple:
+        xq, wq = ctx.saved_tensors
+        r, site = ctx.r, ctx.site
+        with torch._C.DisableTorchFunction():
+            g = r("gradients", dy, f"{site}/dout")
+            dx = r("activations", g @ wq, f"{site}/dx")
+            g2, x2 = g.reshape(-1, g.shape[-1]), xq.reshape(-1, xq.shape[-1])
+            dw = r("activations", g2.transpose(0, 1) @ x2, f"{site}/dweight")
+            db = g2.sum(0) if ctx.has_bias else None
+        return dx, dw, db, None, None
+
+
+def _is_weight(t: Any) -> bool:
+    return isinstance(t, torch.nn.Parameter) or isinstance(getattr(t, "_base", None),
+                                                            torch.nn.Parameter)
+
+
+class _Mode(TorchFunctionMode):
+    """Sends the rounded operations of the module docstring through the policy."""
+
+    def __init__(self, owner: "emulate"):
+        super().__init__()
+        self.owner = owner
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        o = self.owner
+        if func is F.linear:
+            x, w = args[0], args[1]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            return _Linear.apply(x, w, b, o.rounder, o.site("linear"))
+        if func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__) and \
+                len(args) == 2 and args[1].dim() == 2 and _is_weight(args[1]):
+            return _Linear.apply(args[0], args[1].transpose(0, 1), None, o.rounder,
+                                 o.site("matmul"))
+        if func in (torch.addmm, torch.Tensor.addmm) and len(args) == 3 and not kwargs \
+                and args[2].dim() == 2 and _is_weight(args[2]):  # GPT-2's Conv1D: b + x W
+            return _Linear.apply(args[1], args[2].transpose(0, 1), args[0], o.rounder,
+                                 o.site("linear"))
+        if func is F.embedding:
+            site = o.site("embedding")
+            w = _Straight.apply(args[1], lambda t: o.rounder("params", t, f"{site}/param"), None)
+            return func(args[0], w, *args[2:], **kwargs)
+        out = func(*args, **kwargs)
+        if func is F.scaled_dot_product_attention:
+            site = o.site("attention")
+            return _Straight.apply(out, lambda t: o.rounder("activations", t, f"{site}/out"),
+                                   None)
+        return out
+
+
+class emulate:
+    """A context that applies ``policy`` (a ``PrecisionPolicy`` or a preset name) to ``model``'s
+    forward and backward; the model is not changed and is as before afterwards.
+
+        with emulate(model, "fp8_hybrid", rng=np.random.default_rng(0)) as em:
+            loss = model(idx, labels=idx).loss
+            loss.backward()
+            em.end_step()
+
+    Args:
+        model: a ``torch.nn.Module``.
+        policy: a ``normlab.precision.PrecisionPolicy`` or a preset name.
+        rng: a ``numpy.random.Generator``; required when a role rounds stochastically.
+        stream: names of the modules whose outputs are the residual stream (module docstring).
+        embed: the name of the module whose output is the stream's first value (forward only).
+    """
+
+    def __init__(self, model: torch.nn.Module, policy: Any, *,
+                 rng: np.random.Generator | None = None, stream: Any = None,
+                 embed: str | None = None):
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+        pol = get_policy(policy) if isinstance(policy, str) else policy
+        if not isinstance(pol, PrecisionPolicy):
+            raise TypeError(f"policy must be a PrecisionPolicy or a preset name; got {policy!r}")
+        if pol.accumulate.rounds:
+            raise ValueError(f"policy {pol.name!r}: emulate accumulates the products in float32; "
+                             f"an accumulate format of {pol.accumulate} is not emulated")
+        if rng is None and any(getattr(pol, r).rounding == "stochastic" for r in _ROLES):
+            raise TypeError(f"policy {pol.name!r} rounds stochastically: pass rng=")
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
+        self.model, self.policy = model, pol
+        self.rounder = _Rounder(pol, rng)
+        names = dict(model.named_modules())
+        self.stream = _default_stream(model) if stream is None else tuple(stream)
+        self.embed = _default_embed(model) if embed is None else embed
+        for n in self.stream + ((self.embed,) if self.embed else ()):
+            if n not in names:
+                raise ValueError(f"stream/embed: no module named {n!r} in the model")
+        self._names = {id(m): n for n, m in names.items()}
+        self._stack: list[str] = []
+        self._calls: dict[str, int] = {}
+        self._handles: list[Any] = []
+        self._mode: _Mode | None = None
+
+    def site(self, op: str) -> str:
+        """A stable name for the next call of ``op`` (innermost module, call number)."""
+        where = self._stack[-1] if self._stack else ""
+        key = f"{where}:{op}"
+        i = self._calls.get(key, 0)
+        self._calls[key] = i + 1
+        return f"{key}#{i}"
+
+    def end_step(self) -> None:
+        """Advance the delayed-scaling amax histories (once per optimizer step)."""
+        self.rounder.end_step()
+
+    def __enter__(self) -> "emulate":
+        self._handles = _install_hooks(self)
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._mode is not None
+        self._mode.__exit__(*exc)
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+def _default_stream(model: torch.nn.Module) -> tuple[str, ...]:
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.ModuleList):
+            return tuple(f"{name}.{i}" if name else str(i) for i in range(len(m)))
+    return ()
+
+
+def _default_embed(model: torch.nn.Module) -> str | None:
+    get = getattr(model, "get_input_embeddings", None)
+    emb = get() if callable(get) else None
+    if emb is None:
+        return None
+    return next((n for n, m in model.named_modules() if m is emb), None)
+
+
+def _install_hooks(em: emulate) -> list[Any]:
+    """Module-name tracking for the sites, and the residual-stream roundings."""
+    handles = []
+    root = em.model
+
+    def pre(m: torch.nn.Module, args: Any) -> None:
+        if m is root:
+            em._calls.clear()
+            em._stack.clear()
+        em._stack.append(em._names.get(id(m), "?"))
+
+    def post(m: torch.nn.Module, args: Any, out: Any) -> Any:
+        name = em._stack.pop() if em._stack else "?"
+        both = name in em.stream
+        if not both and name != em.embed:
+            return None
+        r = em.rounder
+        fwd = lambda t: r("activations", t, f"{name}/stream.x")  # noqa: E731
+        bwd = (lambda t: r("activations", t, f"{name}/stream.dx")) if both else None
+        if isinstance(out, torch.Tensor):
+            return _Straight.apply(out, fwd, bwd)
+        if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
+            return (_Straight.apply(out[0], fwd, bwd),) + out[1:]
+        return None
+
+    for m in root.modules():
+        handles.append(m.register_forward_pre_hook(pre))
+        handles.append(m.register_forward_hook(post))
+    return handles

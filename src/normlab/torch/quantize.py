@@ -1,0 +1,329 @@
+"""``normlab.precision.quantize`` and ``mx_quantize`` written in torch operations.
+
+The algorithm is ``normlab.precision.rounding``'s, on integer bit patterns: the magnitude bits
+``a`` of each value (a 64-bit integer tensor, so no step wraps), rounded to a multiple of
+``2^s`` (``s = d`` above the target's smallest normal number, one more per binade below it),
+then overflow, values below the smallest subnormal, flush to zero, infinities, NaN and the sign.
+Every operation is a torch operation on the input's device; the results are the same bits as
+``normlab.precision.quantize`` (tests/torch/test_quantize.py: every 16-bit pattern, every code
+and midpoint of the 6- and 4-bit formats, every rounding mode and overflow mode;
+benchmarks/torch_exhaustive_quantize.py: all 2^32 float32 inputs).
+
+Stochastic rounding draws its random bits from a ``numpy.random.Generator`` exactly as
+``normlab.precision.quantize`` does (so the same generator state gives the same result), or takes
+them as ``random_bits``: an integer tensor of x's shape with values in [0, 2^32) (float32 input)
+or any int64 (float64 input, read as unsigned).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from .. import _checks as ck
+from ..precision.formats import FloatFormat, get_format
+from ..precision.rounding import OVERFLOWS, ROUNDINGS
+from ..precision.scaling import SCALE_RULES
+
+_BLOCK = 1 << 17  # normlab.precision.quantize draws random bits block by block, as here
+_LOW_FLOATS = (torch.float16, torch.bfloat16)
+
+
+class _Consts(NamedTuple):
+    """Rounding constants of one (format, input width) pair, as magnitude bits."""
+
+    P: int  # the input's stored mantissa bits: 23 or 52
+    W: int  # the input's width: 32 or 64
+    d: int  # bits dropped above the format's smallest normal number
+    variable: bool  # a per-element shift below it (the format's emin above the input's)
+    emin_b: int  # the format's emin as a biased exponent of the input
+    cap: int  # the most extra bits below emin: min(M, emin_b - 1)
+    inf: int
+    qnan: int
+    max_bits: int
+    min_normal_bits: int
+    tiny_bits: int  # the smallest subnormal q (0 for a format without zero)
+    half_tiny_bits: int
+    q_scale: float  # 1 / q
+
+
+def _bits_of(value: float, wide: bool) -> int:
+    ft, ut = (np.float64, np.uint64) if wide else (np.float32, np.uint32)
+    return int(np.array(value, ft).view(ut))
+
+
+@lru_cache(maxsize=None)
+def _consts(fmt: FloatFormat, wide: bool) -> _Consts | None:
+    """None when float32 input must go through float64 (E8M0's 2^-127)."""
+    P, bias, W = (52, 1023, 64) if wide else (23, 127, 32)
+    emin_b = fmt.emin + bias
+    if emin_b < 1:
+        return None
+    M = fmt.mantissa_bits
+    q = fmt.min_normal * 2.0**-M
+    return _Consts(P=P, W=W, d=P - M, variable=emin_b > 1, emin_b=emin_b, cap=min(M, emin_b - 1),
+                   inf=_bits_of(np.inf, wide), qnan=_bits_of(np.nan, wide) | (1 << (P - 1)),
+                   max_bits=_bits_of(fmt.max_finite, wide),
+                   min_normal_bits=_bits_of(fmt.min_normal, wide),
+                   tiny_bits=_bits_of(q if fmt.zero else 0.0, wide),
+                   half_tiny_bits=_bits_of(q / 2 if fmt.zero else 0.0, wide),
+                   q_scale=2.0 ** (M - fmt.emin))
+
+
+def _check(t: Any, fmt: Any, rounding: Any, overflow: Any, subnormals: Any, rng: Any,
+           random_bits: Any) -> tuple:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"t must be a torch.Tensor; got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(f"t must be a floating-point tensor (float64, float32, float16, "
+                        f"bfloat16); got {t.dtype}")
+    fmt = get_format(fmt)
+    rounding = ck.choice(rounding, "rounding", ROUNDINGS)
+    if overflow is not None:
+        ck.choice(overflow, "overflow", OVERFLOWS)
+        if overflow == "inf" and not fmt.has_inf:
+            raise ValueError(f"overflow='inf': {fmt.name} has no infinity; use 'saturate'")
+        if overflow == "nan" and not fmt.has_nan:
+            raise ValueError(f"overflow='nan': {fmt.name} has no NaN; use 'saturate'")
+    subnormals = ck.flag(subnormals, "subnormals")
+    if rounding == "stochastic" and rng is None and random_bits is None:
+        raise TypeError("stochastic rounding needs rng (a numpy.random.Generator) or "
+                        "random_bits")
+    if rng is not None:
+        ck.generator(rng)
+    if random_bits is not None:
+        if not isinstance(random_bits, torch.Tensor) or random_bits.is_floating_point() or \
+                random_bits.shape != t.shape:
+            raise TypeError(f"random_bits must be an integer tensor of t's shape {tuple(t.shape)}")
+    return fmt, rounding, overflow, subnormals
+
+
+def random_bits(rng: np.random.Generator, n: int, wide: bool = False) -> np.ndarray:
+    """The n random words ``normlab.precision.quantize`` draws from ``rng`` for stochastic
+    rounding, as int64 (uint32 values, or uint64 read as int64 when ``wide``)."""
+    out = []
+    for i in range(0, n, _BLOCK):
+        m = min(_BLOCK, n - i)
+        k = m if wide else (m + 1) // 2
+        raw = rng.integers(0, np.iinfo(np.uint64).max, size=k, dtype=np.uint64, endpoint=True)
+        out.append(raw.view(np.uint64 if wide else np.uint32)[:m].astype(
+            np.uint64 if wide else np.int64).view(np.int64))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def quantize(t: torch.Tensor, fmt: Any, *, rounding: str = "nearest_even",
+             overflow: str | None = None, subnormals: bool = True,
+             rng: np.random.Generator | None = None,
+             random_bits: torch.Tensor | None = None) -> torch.Tensor:
+    """Round every value of ``t`` once to ``fmt``'s grid, on ``t``'s device: the values of
+    ``normlab.precision.quantize`` with the same arguments, bit for bit.
+
+    Args:
+        t: a floating-point tensor (float64 is rounded from its own 53 bits; float32, float16
+            and bfloat16 from float32).
+        fmt, rounding, overflow, subnormals, rng: as ``normlab.precision.quantize``.
+        random_bits: for stochastic rounding instead of ``rng``: the random words (module
+            docstring).
+
+    Returns:
+        float32 tensor of t's shape (float64 for float64 input). No gradient flows through it
+        (use ``normlab.torch.emulate`` for a straight-through rounding).
+    """
+    fmt, rounding, overflow, subnormals = _check(t, fmt, rounding, overflow, subnormals, rng,
+                                                 random_bits)
+    wide = t.dtype == torch.float64
+    with torch.no_grad():
+        x = t.detach().to(torch.float64 if wide else torch.float32)
+        c = _consts(fmt, wide)
+        if c is None:  # E8M0 from float32: through float64, as normlab.precision does
+            y = quantize(x.double(), fmt, rounding=rounding, overflow=overflow,
+                         subnormals=subnormals, rng=rng, random_bits=random_bits)
+            return y.float()
+        flush = not (subnormals and fmt.subnormals)
+        if c.d == 0 and not c.variable:  # float32 to float32: nothing to round
+            if overflow is None and not flush:
+                return x.clone()
+            rounding = "toward_zero"
+        r = None
+        if rounding == "stochastic":
+            if random_bits is None:
+                r = torch.from_numpy(_rand(rng, x.numel(), wide)).to(x.device)
+            else:
+                r = random_bits.to(device=x.device, dtype=torch.int64).reshape(-1)
+        return _round(x.reshape(-1), c, fmt, rounding, overflow, flush, r).reshape(t.shape)
+
+
+_rand = random_bits
+
+
+def _magnitude(x: torch.Tensor, c: _Consts) -> tuple[torch.Tensor, torch.Tensor]:
+    """(|x| as int64 bits, the sign as a bool tensor)."""
+    if c.W == 32:
+        bits = x.view(torch.int32).to(torch.int64)
+        return bits & 0x7FFFFFFF, bits < 0
+    bits = x.view(torch.int64)
+    return bits & 0x7FFFFFFFFFFFFFFF, bits < 0
+
+
+def _overflow_values(c: _Consts, fmt: FloatFormat, rounding: str,
+                     overflow: str | None) -> tuple[int, int, int]:
+    """(positive overflow, negative overflow, infinity) as magnitude bits (normlab's rules)."""
+    value = {"inf": c.inf, "nan": c.qnan, "saturate": c.max_bits}
+    if overflow is not None:
+        return value[overflow], value[overflow], value[overflow]
+    natural = value[fmt.default_overflow]
+    pos = c.max_bits if rounding in ("toward_zero", "down") else natural
+    neg = c.max_bits if rounding in ("toward_zero", "up") else natural
+    return pos, neg, natural
+
+
+def _round(x: torch.Tensor, c: _Consts, fmt: FloatFormat, rounding: str,
+           overflow: str | None, flush: bool, r: torch.Tensor | None) -> torch.Tensor:
+    a0, neg = _magnitude(x, c)
+    a = a0 if fmt.zero else torch.clamp(a0, min=c.min_normal_bits)
+    if c.variable:
+        e = torch.clamp(a >> c.P, c.emin_b - c.cap, c.emin_b)
+        s = (c.emin_b + c.d) - e
+        mask = torch.bitwise_left_shift(torch.ones_like(s), s) - 1
+    else:
+        s = torch.full_like(a, c.d)
+        mask = torch.full_like(a, (1 << c.d) - 1)
+    if rounding == "nearest_even":
+        inc = (mask >> 1) + (torch.bitwise_right_shift(a | (1 << c.P), s) & 1)
+    elif rounding in ("up", "down"):
+        away = ~neg if rounding == "up" else neg
+        inc = torch.where(away, mask, torch.zeros_like(mask))
+    elif rounding == "stochastic":
+        inc = r & mask
+    else:
+        inc = torch.zeros_like(mask)
+    out = (a + inc) & ~mask
+    ov_pos, ov_neg, inf_result = _overflow_values(c, fmt, rounding, overflow)
+    over = out > c.max_bits
+    out = torch.where(over & ~neg, torch.full_like(out, ov_pos), out)
+    out = torch.where(over & neg, torch.full_like(out, ov_neg), out)
+    if c.variable and fmt.zero:  # below the smallest subnormal q: 0 or q
+        tiny = a < c.tiny_bits
+        up = _tiny_up(a, neg, c, rounding, r)
+        out = torch.where(tiny, torch.where(up, c.tiny_bits, 0).to(out.dtype), out)
+    if flush:
+        out = torch.where(out < c.min_normal_bits, torch.zeros_like(out), out)
+    nonfinite = a0 >= c.inf
+    out = torch.where(nonfinite, torch.where(a0 == c.inf, inf_result, c.qnan).to(out.dtype), out)
+    if not fmt.zero:
+        out = torch.where(a0 == 0, torch.full_like(out, c.qnan), out)
+    if fmt.signed:
+        return _with_sign(out, neg, c)
+    bad = neg if not fmt.zero else neg & (a0 != 0)
+    out = torch.where(bad, torch.full_like(out, c.qnan), out)
+    return _with_sign(out, torch.zeros_like(neg), c)
+
+
+def _tiny_up(a: torch.Tensor, neg: torch.Tensor, c: _Consts, rounding: str,
+             r: torch.Tensor | None) -> torch.Tensor:
+    """Which values below q round up to q."""
+    if rounding == "nearest_even":  # a tie at q/2 goes to 0, the even neighbour
+        return a > c.half_tiny_bits
+    if rounding == "toward_zero":
+        return torch.zeros_like(a, dtype=torch.bool)
+    if rounding in ("up", "down"):
+        return (a != 0) & (~neg if rounding == "up" else neg)
+    # stochastic: up with probability x / q, in units of 2^-W: r < ceil(x / q * 2^W)
+    ft = torch.float32 if c.W == 32 else torch.float64
+    mag = (a.to(torch.int32) if c.W == 32 else a).view(ft).to(torch.float64)
+    limit = torch.ceil(torch.ldexp(mag * c.q_scale, torch.tensor(float(c.W), dtype=torch.float64,
+                                                                   device=a.device)))
+    if c.W == 32:
+        return r < limit.to(torch.int64)
+    hi = torch.floor(limit / 2.0**32)  # exact halves of an integer below 2^64
+    lo = limit - hi * 2.0**32
+    r_hi, r_lo = (r >> 32) & 0xFFFFFFFF, r & 0xFFFFFFFF
+    hi_i, lo_i = hi.to(torch.int64), lo.to(torch.int64)
+    return (r_hi < hi_i) | ((r_hi == hi_i) & (r_lo < lo_i))
+
+
+def _with_sign(out: torch.Tensor, neg: torch.Tensor, c: _Consts) -> torch.Tensor:
+    if c.W == 32:
+        signed = torch.where(neg, out | (1 << 31), out)
+        signed = torch.where(signed >= 1 << 31, signed - (1 << 32), signed)
+        return signed.to(torch.int32).view(torch.float32)
+    return torch.where(neg, out | torch.iinfo(torch.int64).min, out).view(torch.float64)
+
+
+class MXTensor(NamedTuple):
+    """An MX-quantized tensor in torch: element values and one power-of-two scale per block."""
+
+    elements: torch.Tensor  # float32 (float64 for float64 input), x's shape
+    scales: torch.Tensor  # X per block: x's shape with the block axis ceil(n / block_size)
+    axis: int
+    block_size: int
+    fmt: FloatFormat
+
+    def dequantize(self) -> torch.Tensor:
+        """elements * X (exact: X is a power of two)."""
+        n = self.elements.shape[self.axis]
+        X = torch.repeat_interleave(self.scales, self.block_size, dim=self.axis)
+        return self.elements * X.narrow(self.axis, 0, n)
+
+
+def mx_scale(block_amax: torch.Tensor, fmt: Any, scale_rule: str = "floor") -> torch.Tensor:
+    """``normlab.precision.mx_scale`` in torch: float64 powers of two in [2^-127, 2^127], NaN
+    for a non-finite amax."""
+    fmt = get_format(fmt)
+    rule = ck.choice(scale_rule, "scale_rule", SCALE_RULES)
+    a = block_amax.to(torch.float64)
+    finite = torch.isfinite(a)
+    safe = torch.where(finite & (a > 0), a, torch.ones_like(a))
+    one = torch.ones_like(a)
+    if rule == "floor":
+        e = torch.frexp(safe).exponent.to(torch.int64) - 1 - fmt.emax
+        e = torch.where(a > 0, e, torch.full_like(e, -127))
+        X = torch.where(e > 127, torch.full_like(a, float("nan")),
+                        torch.ldexp(one, torch.clamp(e, -127, 127).to(torch.float64)))
+    elif rule == "ceil":
+        e = torch.frexp(safe / fmt.max_finite).exponent.to(torch.int64)
+        fmax = torch.full_like(a, fmt.max_finite)
+        e = e + (safe > torch.ldexp(fmax, e.to(torch.float64))).to(torch.int64)
+        e = e - (safe <= torch.ldexp(fmax, (e - 1).to(torch.float64))).to(torch.int64)
+        X = torch.where(a > 0, torch.ldexp(one, torch.clamp(e, -127, 127).to(torch.float64)),
+                        torch.full_like(a, 2.0**-127))
+    else:
+        X = torch.where(a > 0, quantize(safe / fmt.max_finite, "float8_e8m0fnu"),
+                        torch.full_like(a, 2.0**-127))
+    return torch.where(finite, X, torch.full_like(X, float("nan")))
+
+
+def mx_quantize(t: torch.Tensor, fmt: Any = "float8_e4m3fn", *, block_size: int = 32,
+                axis: int = -1, scale_rule: str = "floor", rounding: str = "nearest_even",
+                rng: np.random.Generator | None = None) -> MXTensor:
+    """``normlab.precision.mx_quantize`` in torch operations (OCP MX v1.0 blocks along
+    ``axis``), the same elements and scales bit for bit; ``rng`` draws the random bits of
+    stochastic rounding as normlab does."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise TypeError(f"t must be a floating-point torch.Tensor; got {type(t).__name__}")
+    fmt = get_format(fmt)
+    k = ck.integer(block_size, "block_size", lo=1, hi=1 << 16)
+    if t.dim() == 0:
+        raise ValueError("t must have at least 1 dimension for MX blocks; got a scalar")
+    ax = ck.integer(axis, "axis", lo=-t.dim(), hi=t.dim() - 1) % t.dim()
+    ck.choice(scale_rule, "scale_rule", SCALE_RULES)
+    ck.choice(rounding, "rounding", ROUNDINGS)
+    ct = torch.float64 if t.dtype == torch.float64 else torch.float32
+    xm = t.detach().to(ct).movedim(ax, -1)
+    n = xm.shape[-1]
+    pad = (-n) % k
+    if pad:
+        xm = torch.cat([xm, xm.new_zeros(xm.shape[:-1] + (pad,))], dim=-1)
+    xb = xm.reshape(xm.shape[:-1] + ((n + pad) // k, k))  # (..., nb, k)
+    block_amax = torch.amax(torch.abs(xb), dim=-1)
+    block_amax = torch.where(torch.isnan(xb).any(dim=-1), float("nan"), block_amax)
+    X = mx_scale(block_amax, fmt, scale_rule)  # (..., nb) float64
+    wt = ct if rounding in ("nearest_even", "toward_zero") else torch.float64
+    v = xb.to(wt) * (1.0 / X[..., None]).to(wt)
+    p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng).to(ct)
+    p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
+    return MXTensor(elements=p.movedim(-1, ax), scales=X.to(ct).movedim(-1, ax), axis=ax,
+                    block_size=k, fmt=fmt)

@@ -1,0 +1,85 @@
+"""normlab.torch.inspect against normlab inspect (the twin model), Monitor, a transformers model."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from normlab.models import GPT, GPTConfig
+from normlab.models.inspect import inspect_model
+from normlab.torch import Monitor, inspect
+
+from twin import TwinGPT
+
+CFG = GPTConfig(vocab_size=64, seq_len=16, n_layers=2, d_model=64, n_heads=4)
+
+
+def _close(a: dict, b: dict, name: str):
+    assert a["size"] == b["size"] and a["nonfinite"] == b["nonfinite"], name
+    for k in ("amax", "rms"):
+        assert a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-30), (name, k)
+    for key, fa in a["formats"].items():
+        for what, v in fa.items():  # a value within float32 rounding of a threshold may flip
+            assert abs(v - b["formats"][key][what]) <= 2 / a["size"], (name, key, what)
+
+
+def test_parity_with_normlab_inspect():
+    rng = np.random.default_rng(0)
+    model = GPT(CFG, rng=rng)
+    tokens = rng.integers(0, CFG.vocab_size, CFG.seq_len + 1)
+    want = inspect_model(model, tokens, policies=())
+    twin = TwinGPT(CFG, model.parameters())
+    batch = {"idx": torch.from_numpy(tokens[None, :-1]),
+             "targets": torch.from_numpy(tokens[None, 1:])}
+    got = inspect(twin, batch)
+    assert got["loss"] == pytest.approx(want["loss"], rel=1e-6)
+    compared = 0
+    for i in range(CFG.n_layers):
+        for j, sub in enumerate(("attn", "mlp")):
+            ours, theirs = f"layers.{2 * i + j}.stream", f"blocks.{i}.{sub}.stream"
+            for key in ("x", "dx"):
+                _close(got["tensors"][f"{ours}.{key}"], want["tensors"][f"{theirs}.{key}"],
+                       theirs)
+                compared += 1
+    for name in model.parameters():
+        for kind in ("weight", "grad"):
+            key = f"{kind}:flat.{name.replace('.', '__')}"
+            _close(got["tensors"][key], want["tensors"][f"{kind}:{name}"], name)
+            compared += 1
+    assert compared == 4 * CFG.n_layers + 2 * len(model.parameters())
+    assert [layer["residual_rms"] for layer in got["layers"][1::2]] == pytest.approx(
+        [layer["residual_rms"] for layer in want["layers"]], rel=1e-5)
+
+
+def test_monitor_and_a_transformers_model(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.MixtralConfig(vocab_size=96, hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, num_local_experts=4,
+                                     num_experts_per_tok=2, max_position_embeddings=64)
+    model = transformers.MixtralForCausalLM(cfg)
+    model.train()
+    ids = torch.randint(0, 96, (2, 12))
+    path = tmp_path / "stats.jsonl"
+    mon = Monitor(model, every=2, path=str(path))
+    recs = [mon.step({"input_ids": ids, "labels": ids}) for _ in range(3)]
+    assert recs[1] is None and recs[0]["step"] == 0 and recs[2]["step"] == 2
+    lines = [json.loads(s) for s in path.read_text().splitlines()]
+    assert [r["step"] for r in lines] == [0, 2]
+    r = lines[0]
+    assert len(r["layers"]) == 2 and "log_z" in r["output"]
+    kinds = {s["kind"] for s in r["tensors"].values()}
+    assert kinds == {"activation", "gradient", "weight"}
+    assert any(k.endswith("q_proj.input") for k in r["tensors"])
+    assert model.training and all(p.grad is None for p in model.parameters())
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        inspect(object(), {})
+    with pytest.raises(TypeError, match="batch must be a dict"):
+        inspect(torch.nn.Linear(2, 2), [1])
+    with pytest.raises(ValueError, match="every must be"):
+        Monitor(torch.nn.Linear(2, 2), every=0)
