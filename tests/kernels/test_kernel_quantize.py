@@ -10,7 +10,8 @@ from normlab.precision import quantize as Q
 FORMATS = ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float6_e2m3fn",
            "float4_e2m1fn", "float8_e8m0fnu", "float32", "float8_e4m3fnuz", "float8_e5m2fnuz",
            "float8_e4m3b11fnuz"]
-MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "down", "stochastic"]
+MODES = ["nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "up", "down",
+         "stochastic"]
 
 
 def _values(rng, dtype):

@@ -11,8 +11,8 @@ from normlab.precision import FORMATS, FloatFormat, cast, quantize, round_to_bfl
 
 ML_NAMES = [n for n in FORMATS if n not in ("tfloat32", "float32")]
 ALL_NAMES = list(FORMATS)
-DIRECTED = ("nearest_even", "nearest_away", "toward_zero", "up", "down")
-NEAREST = ("nearest_even", "nearest_away")
+DIRECTED = ("nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "up", "down")
+NEAREST = ("nearest_even", "nearest_away", "nearest_toward_zero")
 
 
 def _dtype(name):
@@ -95,7 +95,8 @@ def reference(x, fmt, rounding, overflow=None):
     if rounding in NEAREST:
         dlo, dhi = m - lo, hi - m
         even_hi = par[i + 1] == 0 if fmt.mantissa_bits else True  # E8M0: ties go up
-        tie_up = even_hi if rounding == "nearest_even" else True  # away: ties go up in |x|
+        tie_up = {"nearest_even": even_hi, "nearest_away": True,
+                  "nearest_toward_zero": False}[rounding]
         up = (dhi < dlo) | ((dhi == dlo) & tie_up)
     else:
         up = away[rounding]
@@ -448,7 +449,8 @@ def test_bad_arguments():
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=12))
 def test_any_other_rounding_name_is_refused(name):
-    if name in ("nearest_even", "nearest_away", "toward_zero", "up", "down", "stochastic"):
+    if name in ("nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "up",
+                "down", "stochastic"):
         return
     with pytest.raises(ValueError, match="rounding must be one of"):
         quantize(np.ones(2, np.float32), "float16", rounding=name)

@@ -26,7 +26,7 @@ from ._common import launch
 
 _BLOCK = 1 << 16  # elements per work item
 _MODES = {"nearest_even": 0, "toward_zero": 1, "up": 2, "down": 3, "stochastic": 4,
-          "nearest_away": 5}
+          "nearest_away": 5, "nearest_toward_zero": 6}
 
 
 @njit(cache=True, inline="always")
@@ -64,6 +64,8 @@ def _round_one(b, r, W, P, d, variable, emin_b, cap, sign_bit, implicit, inf, qn
             inc &= ~((one << (s - np.uint64(k))) - one)
     elif mode == 5:  # nearest away: + 2^(s-1)
         inc = (mask >> one) + one
+    elif mode == 6:  # nearest toward zero: + 2^(s-1) - 1
+        inc = mask >> one
     else:
         inc = np.uint64(0)
     out = (a + inc) & ~mask
@@ -83,6 +85,8 @@ def _round_one(b, r, W, P, d, variable, emin_b, cap, sign_bit, implicit, inf, qn
             up = a != np.uint64(0) and sign != np.uint64(0)
         elif mode == 5:
             up = a >= half_tiny_bits
+        elif mode == 6:
+            up = a > half_tiny_bits
         else:  # up with probability x / q, in units of 2^-W (2^-k with k bits)
             if W == 32:
                 xv = np.float64(np.array([np.uint32(a)]).view(np.float32)[0])
@@ -144,6 +148,8 @@ def _round32(a, sign, ri, xi, mode, d, variable, emin_b, cap, max_bits, min_norm
             inc &= ~((one << (s - np.uint32(k))) - one)
     elif mode == 5:  # nearest away: + 2^(s-1)
         inc = (mask >> one) + one
+    elif mode == 6:  # nearest toward zero: + 2^(s-1) - 1
+        inc = mask >> one
     elif mode == 2:  # up: away from zero for x > 0
         inc = mask if sign == zero else zero
     elif mode == 3:  # down: away from zero for x < 0
@@ -158,6 +164,8 @@ def _round32(a, sign, ri, xi, mode, d, variable, emin_b, cap, max_bits, min_norm
             up = a > half_tiny_bits
         elif mode == 5:
             up = a >= half_tiny_bits
+        elif mode == 6:
+            up = a > half_tiny_bits
         elif mode == 4 and k < 32:  # k bits: r's top k bits below floor(2^k |x| / q)
             rk = np.uint64(ri >> np.uint32(32 - k))
             up = rk < np.uint64(math.floor(np.float64(abs(xi)) * (q_scale * 2.0**k)))

@@ -88,7 +88,8 @@ class FloatFormat:
     def __post_init__(self) -> None:
         E = ck.integer(self.exponent_bits, "exponent_bits", lo=1, hi=8)
         M = ck.integer(self.mantissa_bits, "mantissa_bits", lo=0, hi=23)
-        bias = 2 ** (E - 1) - 1 if self.bias is None else ck.integer(self.bias, "bias", lo=-200, hi=400)
+        bias = (2 ** (E - 1) - 1 if self.bias is None
+                else ck.integer(self.bias, "bias", lo=-200, hi=400))
         ck.choice(self.inf_nan, "inf_nan", INF_NAN_ENCODINGS)
         subnormals = ck.flag(self.subnormals, "subnormals")
         signed = ck.flag(self.signed, "signed")

@@ -13,6 +13,7 @@ of ``a`` to a multiple of ``2^d``:
 
     nearest_even:  (a + 2^(d-1) - 1 + lsb) & ~(2^d - 1),   lsb = the last kept bit
     nearest_away:  (a + 2^(d-1)) & ~(2^d - 1)           (ties away from zero)
+    nearest_toward_zero:  (a + 2^(d-1) - 1) & ~(2^d - 1)  (ties toward zero)
     toward_zero:   a & ~(2^d - 1)
     away:          (a + 2^d - 1) & ~(2^d - 1)           (up for x > 0, down for x < 0)
     stochastic:    (a + r) & ~(2^d - 1),  r uniform on [0, 2^d)  =>  P(up) = (x - lo) / (hi - lo)
@@ -27,6 +28,9 @@ The rounding modes are the dialects of the tools that emulate formats:
   (``floor(|x| + 0.5)`` on the scaled mantissa), QPyTorch's ``"nearest"`` (adds half an ulp to
   the bits and truncates; Tiiiger/QPyTorch#23), pychop ``rmode=8``, IEEE 754's
   roundTiesToAway, gfloat's ``TiesToAway``.
+* ``nearest_toward_zero`` (ties toward zero): unit-scaling's ``FPFormat(...,
+  rounding="nearest")`` (adds ``mask // 2`` = 2^(d-1) - 1 to the bits and truncates), pychop
+  ``rmode=7`` (intended; see the conformance table for what it does).
 * ``toward_zero``, ``up``, ``down``: chop/pychop ``rmode`` 4, 2, 3; microxcaling's ``"floor"`` is
   ``toward_zero`` on the magnitude.
 * ``stochastic``: exact probabilities (chop/pychop ``rmode=5``); with ``sr_bits=k``, hardware's
@@ -57,7 +61,8 @@ from .. import _checks as ck
 from .._checks import Array
 from .formats import FloatFormat, get_format
 
-ROUNDINGS = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "stochastic")
+ROUNDINGS = ("nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "up", "down",
+             "stochastic")
 OVERFLOWS = ("saturate", "inf", "nan")
 
 _BLOCK = 1 << 17  # elements per block: the temporaries stay in cache
@@ -282,6 +287,8 @@ def _round_block(bits: Array, out: Array, q: QuantizePlan, r: Array | None,
     elif rounding == "nearest_away":  # inc = 2^(s-1)
         np.right_shift(mask, u(1), out=out)
         out += u(1)
+    elif rounding == "nearest_toward_zero":  # inc = 2^(s-1) - 1
+        np.right_shift(mask, u(1), out=out)
     elif rounding in ("up", "down"):  # inc = mask when rounding away from zero, else 0
         np.right_shift(sign, u(8 * a.itemsize - 1), out=t1)  # 1 for x < 0
         if rounding == "up":
@@ -357,6 +364,8 @@ def _tiny_up(a: Array, sign: Array, tiny: Array, plan: BitPlan, rounding: str,
         np.greater(a, plan.half_tiny_bits, out=out)
     elif rounding == "nearest_away":  # a tie at q/2 goes to q
         np.greater_equal(a, plan.half_tiny_bits, out=out)
+    elif rounding == "nearest_toward_zero":
+        np.greater(a, plan.half_tiny_bits, out=out)
     elif rounding == "toward_zero":
         out[...] = False
     elif rounding in ("up", "down"):
@@ -394,6 +403,9 @@ def _round_same_range(bits: Array, out: Array, plan: BitPlan, rounding: str,
     elif rounding == "nearest_away":  # + 2^(d-1)
         out[...] = bits
         out += u(1 << (plan.d - 1))
+    elif rounding == "nearest_toward_zero":  # + 2^(d-1) - 1
+        out[...] = bits
+        out += u((1 << (plan.d - 1)) - 1)
     else:
         out[...] = bits
     out &= ~mask
@@ -421,7 +433,8 @@ def quantize(
             a NumPy/ml_dtypes dtype.
         rounding: ``"nearest_even"`` (IEEE default; ties to the even significand; for E8M0, whose
             significand is the implicit 1 alone, ties go up, as ml_dtypes), ``"nearest_away"``
-            (ties away from zero: microxcaling's and QPyTorch's "nearest"), ``"toward_zero"``,
+            (ties away from zero: microxcaling's and QPyTorch's "nearest"),
+            ``"nearest_toward_zero"`` (unit-scaling's "nearest"), ``"toward_zero"``,
             ``"up"`` (toward +inf), ``"down"`` (toward -inf) or ``"stochastic"`` (up with
             probability (x - lo) / (hi - lo), so E[quantize(x)] = x below overflow; exact
             except below q * 2^-9, q the smallest subnormal (q * 2^-12 for float64 input), where

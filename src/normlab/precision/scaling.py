@@ -359,7 +359,7 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
     X = mx_scale(block_amax, fmt, scale_rule)  # (..., nb) float64
     # V / X: exact in float32 unless it falls below 2^-126, which only directed and stochastic
     # rounding can tell from 0 there: those scale in float64
-    wt = ct if rounding in ("nearest_even", "nearest_away", "toward_zero") else np.dtype(
+    wt = ct if rounding.startswith("nearest") or rounding == "toward_zero" else np.dtype(
         np.float64)
     with np.errstate(invalid="ignore"):
         v = xb.astype(wt, copy=False) * (1.0 / X[..., None]).astype(wt)
