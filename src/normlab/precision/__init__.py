@@ -16,7 +16,7 @@ in low precision), ``matmul`` (emulated matmul), ``policy`` (PrecisionPolicy and
     array([448., 448.], dtype=float32)
 """
 
-from .formats import FORMATS, FloatFormat, format_table, get_format
+from .formats import DIALECTS, FORMATS, FloatFormat, format_table, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler, find_nonfinite, has_nonfinite
 from .master import METHODS, WeightUpdater, apply_updates
 from .matmul import matmul
@@ -27,6 +27,7 @@ from .scaling import (DelayedScaling, DelayedScalingState, ErrorStats, MXScaling
                       scaled_qdq, tensor_scale)
 
 __all__ = [
+    "DIALECTS",
     "FORMATS",
     "OVERFLOWS",
     "PRESETS",

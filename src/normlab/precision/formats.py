@@ -261,8 +261,29 @@ FORMATS: Mapping[str, FloatFormat] = MappingProxyType({
 """The named formats, under ml_dtypes' names (tfloat32 has no ml_dtypes dtype)."""
 
 
+DIALECTS: Mapping[str, FloatFormat] = MappingProxyType({
+    "unit_scaling_e4m3": FloatFormat(4, 3, bias=8, inf_nan="none", name="unit_scaling_e4m3"),
+    "unit_scaling_e5m2": FloatFormat(5, 2, bias=16, inf_nan="none", name="unit_scaling_e5m2"),
+    "qpytorch_e5m10": FloatFormat(5, 10, inf_nan="none", name="qpytorch_e5m10"),
+})
+"""Formats that tools call by a standard name but that are not it, under names of their own.
+
+* ``unit_scaling_e4m3`` / ``unit_scaling_e5m2``: graphcore-research/unit-scaling's
+  ``FPFormat(4, 3)`` and ``FPFormat(5, 2)`` (unit_scaling/formats.py, version 0.3.5): exponents
+  from 1 - 2^(E-1) to 2^(E-1) - 1 with subnormals below, so bias 2^(E-1) and no code reserved:
+  the grid of ``float8_e4m3fnuz`` / ``float8_e5m2fnuz`` (max 240 / 57344, min normal 2^-7 /
+  2^-15) with a signed zero, clipped to max before rounding (inf -> max, NaN stays NaN). Its
+  ``rounding="nearest"`` is ``nearest_toward_zero``.
+* ``qpytorch_e5m10``: Tiiiger/QPyTorch's ``FloatingPoint(exp=5, man=10)``: IEEE float16's
+  exponents plus the top binade (no inf/NaN reserved, max 131008), saturating; its "nearest" is
+  ``nearest_away`` (precision.md 1.3; QPyTorch is not installable with PyTorch 2.13, so this
+  dialect is from its source, not from a run).
+"""
+
+
 def get_format(fmt: Any, name: str = "fmt") -> FloatFormat:
-    """A FloatFormat from a FloatFormat, a name in FORMATS, or a NumPy/ml_dtypes dtype.
+    """A FloatFormat from a FloatFormat, a name in FORMATS or DIALECTS, or a NumPy/ml_dtypes
+    dtype.
 
     Raises TypeError for other kinds of value and ValueError, listing the known names, for an
     unknown one.
@@ -270,12 +291,14 @@ def get_format(fmt: Any, name: str = "fmt") -> FloatFormat:
     if isinstance(fmt, FloatFormat):
         return fmt
     if isinstance(fmt, str):
+        if fmt in DIALECTS:
+            return DIALECTS[fmt]
         try:
             return FORMATS[fmt]
         except KeyError:
             raise ValueError(f"{name}: unknown format {fmt!r}; known formats: "
-                             f"{', '.join(FORMATS)} (or build one with FloatFormat(E, M, ...))"
-                             ) from None
+                             f"{', '.join(FORMATS)}, dialects: {', '.join(DIALECTS)} (or build "
+                             f"one with FloatFormat(E, M, ...))") from None
     try:
         dt = np.dtype(fmt)
     except TypeError:
