@@ -30,6 +30,29 @@ _MODES = {"nearest_even": 0, "toward_zero": 1, "up": 2, "down": 3, "stochastic":
 
 
 @njit(cache=True, inline="always")
+def _tiny_up_one(a, sign, r, W, k, mode, half_tiny_bits, q_scale):
+    """Whether |x| (bits ``a``) below the smallest subnormal q rounds up to q."""
+    if mode == 0 or mode == 6:  # nearest even, toward zero: a tie at q/2 goes to 0
+        return a > half_tiny_bits
+    if mode == 5:
+        return a >= half_tiny_bits
+    if mode == 1:
+        return False
+    if mode == 2:
+        return a != np.uint64(0) and sign == np.uint64(0)
+    if mode == 3:
+        return a != np.uint64(0) and sign != np.uint64(0)
+    # stochastic: up with probability x / q, in units of 2^-W (2^-k with k bits)
+    if W == 32:
+        xv = np.float64(np.array([np.uint32(a)]).view(np.float32)[0])
+    else:
+        xv = np.array([a]).view(np.float64)[0]
+    if k < W:
+        return (r >> np.uint64(W - k)) < np.uint64(math.floor(math.ldexp(xv * q_scale, k)))
+    return r < np.uint64(np.ceil(math.ldexp(xv * q_scale, W)))  # float -> uint64
+
+
+@njit(cache=True, inline="always")
 def _round_one(b, r, W, P, d, variable, emin_b, cap, sign_bit, implicit, inf, qnan, max_bits,
                min_normal_bits, tiny_bits, half_tiny_bits, q_scale, fmt_zero, signed, mode,
                ov_pos, ov_neg, inf_result, flush, k, signed_zero):
@@ -75,27 +98,7 @@ def _round_one(b, r, W, P, d, variable, emin_b, cap, sign_bit, implicit, inf, qn
         else:
             out = ov_pos if sign == np.uint64(0) else ov_neg
     if variable and fmt_zero and a < tiny_bits:  # below the smallest subnormal q: 0 or q
-        if mode == 0:
-            up = a > half_tiny_bits
-        elif mode == 1:
-            up = False
-        elif mode == 2:
-            up = a != np.uint64(0) and sign == np.uint64(0)
-        elif mode == 3:
-            up = a != np.uint64(0) and sign != np.uint64(0)
-        elif mode == 5:
-            up = a >= half_tiny_bits
-        elif mode == 6:
-            up = a > half_tiny_bits
-        else:  # up with probability x / q, in units of 2^-W (2^-k with k bits)
-            if W == 32:
-                xv = np.float64(np.array([np.uint32(a)]).view(np.float32)[0])
-            else:
-                xv = np.array([a]).view(np.float64)[0]
-            if k < W:
-                up = (r >> np.uint64(W - k)) < np.uint64(math.floor(math.ldexp(xv * q_scale, k)))
-            else:
-                up = r < np.uint64(np.ceil(math.ldexp(xv * q_scale, W)))  # float -> uint64
+        up = _tiny_up_one(a, sign, r, W, k, mode, half_tiny_bits, q_scale)
         out = tiny_bits if up else np.uint64(0)
     if flush and out < min_normal_bits:
         out = np.uint64(0)

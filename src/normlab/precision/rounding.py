@@ -260,7 +260,7 @@ def _select(out: Array, cond: Array, value: Any, t1: Array, t2: Array) -> None:
 def _round_block(bits: Array, out: Array, q: QuantizePlan, r: Array | None,
                  scratch: _Scratch) -> None:
     """Round one block of bit patterns (1-D, the input's uint type) into ``out``."""
-    plan, fmt, rounding, ovf, flush = q.bits, q.fmt, q.rounding, q.ovf, q.flush
+    plan, fmt = q.bits, q.fmt
     assert plan is not None
     u = plan.uint
     sign, a, s, mask, t1, t2, b1, b2 = scratch.views(bits.size)
@@ -277,9 +277,43 @@ def _round_block(bits: Array, out: Array, q: QuantizePlan, r: Array | None,
         mask -= u(1)
     else:
         s, mask = u(plan.d), u((1 << plan.d) - 1)
-    # out = a + inc, then drop the low s bits
+    _increment(out, a, sign, s, mask, q, r, t1, t2)  # out = a + inc, then drop the low s bits
+    out += a
+    out &= ~mask
+    ov_pos, ov_neg, inf_result = q.ovf
+    over = np.greater(out, plan.max_bits, out=b1)
+    if over.any():
+        if ov_pos == ov_neg:
+            _select(out, over, ov_pos, t1, t2)
+        else:  # directed rounding with the default overflow: the sign decides
+            _select(out, over & (sign == 0), ov_pos, t1, t2)
+            _select(out, over & (sign != 0), ov_neg, t1, t2)
+    if plan.variable and fmt.zero:  # below the smallest subnormal q the result is 0 or q
+        tiny = np.less(a, plan.tiny_bits, out=b1)
+        if tiny.any():
+            up = _tiny_up(a, sign, tiny, plan, q.rounding, r, q.sr_bits, out=b2)
+            np.copyto(mask, up, casting="unsafe")  # (mask is free now)
+            mask *= plan.tiny_bits
+            _select(out, tiny, mask, t1, t2)
+    if q.flush:
+        _select(out, np.less(out, plan.min_normal_bits, out=b1), u(0), t1, t2)
+    nonfinite = np.greater_equal(bits ^ sign if zero_in is not None else a, plan.inf, out=b1)
+    if nonfinite.any():  # inf: the overflow mode's value; NaN: NaN
+        a0 = (bits ^ sign)[nonfinite]
+        out[nonfinite] = np.where(a0 == plan.inf, inf_result, plan.qnan)
+    if zero_in is not None:
+        out[zero_in] = plan.qnan
+    _apply_sign(out, sign, a, zero_in, plan, fmt, t1, b1)
+
+
+def _increment(out: Array, a: Array, sign: Array, s: Any, mask: Any, q: QuantizePlan,
+               r: Array | None, t1: Array, t2: Array) -> None:
+    """out = what the rounding mode adds to |x|'s bits before the low s bits are dropped."""
+    u = a.dtype.type
+    rounding = q.rounding
     if rounding == "nearest_even":  # inc = 2^(s-1) - 1 + lsb; lsb is the implicit 1 if s = P
-        np.bitwise_or(a, plan.implicit, out=t1)
+        assert q.bits is not None
+        np.bitwise_or(a, q.bits.implicit, out=t1)
         np.right_shift(t1, s, out=t1)
         t1 &= u(1)
         np.right_shift(mask, u(1), out=out)
@@ -302,32 +336,12 @@ def _round_block(bits: Array, out: Array, q: QuantizePlan, r: Array | None,
             _clear_low_bits(out, s, q.sr_bits, t1, t2)
     else:
         out[...] = u(0)
-    out += a
-    out &= ~mask
 
-    ov_pos, ov_neg, inf_result = ovf
-    over = np.greater(out, plan.max_bits, out=b1)
-    if over.any():
-        if ov_pos == ov_neg:
-            _select(out, over, ov_pos, t1, t2)
-        else:  # directed rounding with the default overflow: the sign decides
-            _select(out, over & (sign == 0), ov_pos, t1, t2)
-            _select(out, over & (sign != 0), ov_neg, t1, t2)
-    if plan.variable and fmt.zero:  # below the smallest subnormal q the result is 0 or q
-        tiny = np.less(a, plan.tiny_bits, out=b1)
-        if tiny.any():
-            up = _tiny_up(a, sign, tiny, plan, rounding, r, q.sr_bits, out=b2)
-            np.copyto(mask, up, casting="unsafe")  # (mask is free now)
-            mask *= plan.tiny_bits
-            _select(out, tiny, mask, t1, t2)
-    if flush:
-        _select(out, np.less(out, plan.min_normal_bits, out=b1), u(0), t1, t2)
-    nonfinite = np.greater_equal(bits ^ sign if zero_in is not None else a, plan.inf, out=b1)
-    if nonfinite.any():  # inf: the overflow mode's value; NaN: NaN
-        a0 = (bits ^ sign)[nonfinite]
-        out[nonfinite] = np.where(a0 == plan.inf, inf_result, plan.qnan)
-    if zero_in is not None:
-        out[zero_in] = plan.qnan
+
+def _apply_sign(out: Array, sign: Array, a: Array, zero_in: Array | None, plan: BitPlan,
+                fmt: FloatFormat, t1: Array, b1: Array) -> None:
+    """Put the sign back: as is, not on zero ('fnuz'), or NaN for negatives (unsigned)."""
+    u = plan.uint
     if fmt.signed_zero:
         out |= sign
     elif fmt.signed:  # no -0 ('fnuz'): a result of zero is +0
