@@ -326,7 +326,7 @@ def _blocks(x: Array, axis: int, k: int) -> tuple[Array, int]:
 
 def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axis: int = -1,
                 scale_rule: str = "floor", rounding: str = "nearest_even",
-                rng: np.random.Generator | None = None) -> MXTensor:
+                rng: np.random.Generator | None = None, sr_bits: int | None = None) -> MXTensor:
     """MX block quantization (OCP MX v1.0).
 
     Args:
@@ -339,7 +339,7 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
             (TE/cuBLAS in exact arithmetic), ``"rceil"`` (TE/cuBLAS/torchao RCEIL on float32
             bits), ``"even"`` / ``"ceil_amax"`` (torchao's EVEN / CEIL) or ``"nearest"``
             (ml_dtypes' E8M0 cast); see ``mx_scale``.
-        rounding, rng: as ``quantize``; elements saturate at the format's max.
+        rounding, rng, sr_bits: as ``quantize``; elements saturate at the format's max.
 
     Returns:
         MXTensor; ``.dequantize()`` gives the values, ``.stats(x)`` the error statistics.
@@ -363,7 +363,8 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
         np.float64)
     with np.errstate(invalid="ignore"):
         v = xb.astype(wt, copy=False) * (1.0 / X[..., None]).astype(wt)
-    p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng).astype(ct, copy=False)
+    p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng, sr_bits=sr_bits)
+    p = p.astype(ct, copy=False)
     p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
     return MXTensor(elements=np.moveaxis(p, -1, ax),
                     scales=np.moveaxis(X.astype(ct), -1, ax), axis=ax, block_size=k, fmt=fmt)
@@ -392,11 +393,13 @@ class MXScaling:
         ck.integer(self.axis, "axis", lo=-32, hi=31)
 
     def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
-            rng: np.random.Generator | None = None, axis: int | None = None) -> Array:
+            rng: np.random.Generator | None = None, axis: int | None = None,
+            sr_bits: int | None = None) -> Array:
         """Quantize-dequantize x in MX blocks along ``axis`` (default: the recipe's)."""
         return mx_quantize(x, fmt, block_size=self.block_size,
                            axis=self.axis if axis is None else axis,
-                           scale_rule=self.scale_rule, rounding=rounding, rng=rng).dequantize()
+                           scale_rule=self.scale_rule, rounding=rounding, rng=rng,
+                           sr_bits=sr_bits).dequantize()
 
 
 SCALINGS = {"tensor": TensorScaling, "delayed": DelayedScaling, "mx": MXScaling}
