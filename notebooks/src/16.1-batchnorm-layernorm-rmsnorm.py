@@ -179,8 +179,8 @@ for name, a, b in zip(("out", "dx", "dweight"),
 
 # %%
 TINY = 1e-30  # eps, negligible here: with eps the second direction is removed up to eps / (var + eps)
-dx_ln = layer_norm_backward(dy, layer_norm_forward(x3, gamma, beta, TINY)[1])[0]  # (B, T, C)
-dx_rms = rms_norm_backward(dy, rms_norm_forward(x3, weight, TINY)[1])[0]
+dx_ln = layer_norm_backward(dy, layer_norm_forward(x3, gamma, beta, eps=TINY)[1])[0]  # (B, T, C)
+dx_rms = rms_norm_backward(dy, rms_norm_forward(x3, weight, eps=TINY)[1])[0]
 xhat = (x3 - x3.mean(-1, keepdims=True)) / x3.std(-1, keepdims=True)  # (B, T, C)
 
 
@@ -204,7 +204,7 @@ assert cosine(dx_rms, ones_row) > 0.01
 
 # %%
 shift = layer_norm_forward(x3 + 7.0, gamma, beta)[0] - layer_norm_forward(x3, gamma, beta)[0]
-scale = rms_norm_forward(3.0 * x3, weight, 1e-30)[0] - rms_norm_forward(x3, weight, 1e-30)[0]
+scale = rms_norm_forward(3.0 * x3, weight, eps=1e-30)[0] - rms_norm_forward(x3, weight, eps=1e-30)[0]
 print(f"LayerNorm(x + 7) - LayerNorm(x): {np.abs(shift).max():.1e};"
       f"  RMSNorm(3x) - RMSNorm(x): {np.abs(scale).max():.1e}")
 assert np.abs(shift).max() < 1e-12 and np.abs(scale).max() < 1e-12

@@ -85,7 +85,7 @@ s = np.sqrt(np.mean(c**2) + eps)
 xhat = c / s
 J = (np.eye(d) - 1.0 / d - np.outer(xhat, xhat) / d) / s  # J[i, j] = d xhat_i / d x_j
 
-J_fd = np.stack([numerical_grad(lambda: layer_norm_forward(row, None, None, eps)[0][0], row,
+J_fd = np.stack([numerical_grad(lambda: layer_norm_forward(row, None, None, eps=eps)[0][0], row,
                                 np.eye(d)[i]) [0] for i in range(d)])  # row i: d xhat_i / d x
 err_J = np.abs(J - J_fd).max() / np.abs(J).max()
 print(f"derived Jacobian vs finite differences: relative error {err_J:.1e}")
@@ -95,7 +95,7 @@ ybar = rng.normal(size=d)
 xhat_bar = ybar * gamma
 dx_formula = (xhat_bar - xhat_bar.mean() - xhat * np.mean(xhat_bar * xhat)) / s
 dx_chain = J.T @ xhat_bar
-dx_normlab = layer_norm_backward(ybar[None], layer_norm_forward(row, gamma, beta, eps)[1])[0][0]
+dx_normlab = layer_norm_backward(ybar[None], layer_norm_forward(row, gamma, beta, eps=eps)[1])[0][0]
 print("(16.3) vs J^T g:", np.abs(dx_formula - dx_chain).max(), " vs normlab:",
       np.abs(dx_formula - dx_normlab).max())
 assert np.allclose(dx_formula, dx_chain, rtol=0, atol=32 * EPS64 * np.abs(dx_chain).max())

@@ -36,8 +36,8 @@ d = 64
 w = rng.normal(size=d)
 x = rng.normal(0.7, 1.3, size=(256, d))  # (N, d) rows with a nonzero mean
 xc = x - x.mean(axis=1, keepdims=True)  # the same rows, centered
-same = np.abs(rms_norm_forward(xc, w, 1e-5)[0] - layer_norm_forward(xc, w, None, 1e-5)[0]).max()
-differ = np.abs(rms_norm_forward(x, w, 1e-5)[0] - layer_norm_forward(x, w, None, 1e-5)[0]).max()
+same = np.abs(rms_norm_forward(xc, w, eps=1e-5)[0] - layer_norm_forward(xc, w, None, eps=1e-5)[0]).max()
+differ = np.abs(rms_norm_forward(x, w, eps=1e-5)[0] - layer_norm_forward(x, w, None, eps=1e-5)[0]).max()
 print(f"zero-mean rows: max |RMSNorm - LayerNorm| = {same:.1e};  raw rows: {differ:.2f}")
 assert same < 64 * EPS64 * np.abs(w).max() and differ > 0.1
 
@@ -49,10 +49,10 @@ assert same < 64 * EPS64 * np.abs(w).max() and differ > 0.1
 
 # %%
 NO_EPS = 1e-30  # eps far below mean(x^2): the invariances are exact only without eps
-scale_ln = np.abs(layer_norm_forward(5 * x, w, None, NO_EPS)[0] - layer_norm_forward(x, w, None, NO_EPS)[0]).max()
-scale_rms = np.abs(rms_norm_forward(5 * x, w, NO_EPS)[0] - rms_norm_forward(x, w, NO_EPS)[0]).max()
-shift_ln = np.abs(layer_norm_forward(x + 3, w, None, NO_EPS)[0] - layer_norm_forward(x, w, None, NO_EPS)[0]).max()
-shift_rms = np.abs(rms_norm_forward(x + 3, w, NO_EPS)[0] - rms_norm_forward(x, w, NO_EPS)[0]).max()
+scale_ln = np.abs(layer_norm_forward(5 * x, w, None, eps=NO_EPS)[0] - layer_norm_forward(x, w, None, eps=NO_EPS)[0]).max()
+scale_rms = np.abs(rms_norm_forward(5 * x, w, eps=NO_EPS)[0] - rms_norm_forward(x, w, eps=NO_EPS)[0]).max()
+shift_ln = np.abs(layer_norm_forward(x + 3, w, None, eps=NO_EPS)[0] - layer_norm_forward(x, w, None, eps=NO_EPS)[0]).max()
+shift_rms = np.abs(rms_norm_forward(x + 3, w, eps=NO_EPS)[0] - rms_norm_forward(x, w, eps=NO_EPS)[0]).max()
 print(f"x -> 5x:    LayerNorm changes by {scale_ln:.1e}, RMSNorm by {scale_rms:.1e}")
 print(f"x -> x + 3: LayerNorm changes by {shift_ln:.1e}, RMSNorm by {shift_rms:.2f}")
 assert max(scale_ln, scale_rms, shift_ln) < 1e-12 and shift_rms > 0.1

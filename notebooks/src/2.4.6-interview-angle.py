@@ -73,7 +73,7 @@ assert last["pre"][1] < 0.75 * last["pre"][0]  # Pre-LN: ~ 1/sqrt(L), i.e. x 0.5
 x = rng.normal(0.5, 1.0, size=(4, 16))
 xc = x - x.mean(axis=1, keepdims=True)
 w = rng.normal(size=16)
-diff = np.abs(rms_norm_forward(xc, w, 1e-6)[0] - layer_norm_forward(xc, w, None, 1e-6)[0]).max()
+diff = np.abs(rms_norm_forward(xc, w, eps=1e-6)[0] - layer_norm_forward(xc, w, None, eps=1e-6)[0]).max()
 print(f"centered rows: |RMSNorm - LayerNorm| = {diff:.1e}")
 assert diff < 1e-13
 
@@ -131,7 +131,7 @@ dy = rng.normal(size=(32, 16))
 
 
 def grad_w(Wm):
-    y, cache = layer_norm_forward(xin @ Wm.T, None, None, 1e-30)
+    y, cache = layer_norm_forward(xin @ Wm.T, None, None, eps=1e-30)
     return layer_norm_backward(dy, cache)[0].T @ xin, y
 
 

@@ -92,8 +92,8 @@ assert moved > 0.1
 # %%
 row = rng.normal(2.0, 1.0, size=(1, 6))
 w = np.ones(6)
-assert np.allclose(rms_norm_forward(row, w, 1e-12)[0], row / np.sqrt(np.mean(row**2)), rtol=1e-12)
-assert not np.allclose(rms_norm_forward(row, w, 1e-12)[0], layer_norm_forward(row, w, None, 1e-12)[0])
+assert np.allclose(rms_norm_forward(row, w, eps=1e-12)[0], row / np.sqrt(np.mean(row**2)), rtol=1e-12)
+assert not np.allclose(rms_norm_forward(row, w, eps=1e-12)[0], layer_norm_forward(row, w, None, eps=1e-12)[0])
 
 # %% [markdown]
 # ## The quiz: calculations

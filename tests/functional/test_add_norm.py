@@ -10,7 +10,7 @@ from normlab.testing import gradcheck
 
 def _op(norm, p_drop, with_bias):
     def fwd(x, r, w, *b):
-        (y, res), cache = add_norm_forward(x, r, w, b[0] if b else None, 1e-5, norm=norm,
+        (y, res), cache = add_norm_forward(x, r, w, b[0] if b else None, eps=1e-5, norm=norm,
                                            p_drop=p_drop, training=True,
                                            rng=np.random.default_rng(4))
         return np.stack([y, res]), cache

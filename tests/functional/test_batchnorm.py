@@ -10,14 +10,14 @@ from normlab.testing import gradcheck, oracles
 
 def _inputs(rng, shape):
     C = shape[-1]
-    return {"x": rng.normal(0.5, 2.0, size=shape), "gamma": rng.normal(size=C),
-            "beta": rng.normal(size=C), "running_mean": rng.normal(size=C),
+    return {"x": rng.normal(0.5, 2.0, size=shape), "weight": rng.normal(size=C),
+            "bias": rng.normal(size=C), "running_mean": rng.normal(size=C),
             "running_var": rng.uniform(0.5, 2.0, size=C)}
 
 
 def _op(training, mask=None, momentum=0.1):
-    def forward(x, gamma, beta, running_mean, running_var):
-        out, cache, _, _ = batch_norm_forward(x, gamma, beta, running_mean, running_var,
+    def forward(x, weight, bias, running_mean, running_var):
+        out, cache, _, _ = batch_norm_forward(x, weight, bias, running_mean, running_var,
                                               training=training, mask=mask, momentum=momentum)
         return out, cache
 
@@ -28,8 +28,8 @@ def _op(training, mask=None, momentum=0.1):
 
 
 def _torch(training):
-    def f(x, gamma, beta, running_mean, running_var):
-        return oracles.batch_norm(x, gamma, beta, running_mean.detach().clone(),
+    def f(x, weight, bias, running_mean, running_var):
+        return oracles.batch_norm(x, weight, bias, running_mean.detach().clone(),
                                   running_var.detach().clone(), training=training)
     return f
 
@@ -123,7 +123,7 @@ def test_masked_equals_batchnorm_on_the_unpadded_positions_alone(rng):
     out, cache, rm, rv = batch_norm_forward(**d, training=True, mask=mask)
     packed = d["x"][mask]  # (n, C)
     ref, ref_cache, ref_rm, ref_rv = batch_norm_forward(
-        packed, d["gamma"], d["beta"], d["running_mean"], d["running_var"], training=True)
+        packed, d["weight"], d["bias"], d["running_mean"], d["running_var"], training=True)
     np.testing.assert_allclose(out[mask], ref, rtol=1e-13)
     np.testing.assert_allclose(rm, ref_rm, rtol=1e-13)
     np.testing.assert_allclose(rv, ref_rv, rtol=1e-13)
@@ -152,7 +152,7 @@ def test_padding_contaminates_unmasked_statistics(rng):
 def test_eval_uses_running_statistics(rng):
     d = _inputs(rng, (4, 3))
     out, _, _, _ = batch_norm_forward(**d, training=False, eps=1e-5)
-    ref = (d["x"] - d["running_mean"]) / np.sqrt(d["running_var"] + 1e-5) * d["gamma"] + d["beta"]
+    ref = (d["x"] - d["running_mean"]) / np.sqrt(d["running_var"] + 1e-5) * d["weight"] + d["bias"]
     np.testing.assert_allclose(out, ref, rtol=1e-14)
 
 
@@ -171,5 +171,5 @@ def test_one_value_per_channel_is_refused_in_training(rng):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_no_running_statistics_in_training(rng, shape):
     d = _inputs(rng, shape)
-    out, _, rm, rv = batch_norm_forward(d["x"], d["gamma"], d["beta"], None, None, training=True)
+    out, _, rm, rv = batch_norm_forward(d["x"], d["weight"], d["bias"], None, None, training=True)
     assert rm is None and rv is None and np.all(np.isfinite(out))

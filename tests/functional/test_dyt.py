@@ -11,7 +11,7 @@ from normlab.testing.parity import dyt_scales
 def _inputs(rng, shape, alpha_shape=()):
     C = shape[-1]
     return {"x": rng.normal(0.0, 2.0, size=shape), "alpha": np.full(alpha_shape, 0.7),
-            "gamma": rng.normal(size=C), "beta": rng.normal(size=C)}
+            "weight": rng.normal(size=C), "bias": rng.normal(size=C)}
 
 
 @pytest.mark.parametrize("shape", [(4, 7), (2, 3, 5)])
@@ -32,9 +32,9 @@ def test_matches_torch(rng, shape, dtype):
 
 def test_is_an_s_curve_bounded_by_gamma(rng):
     x = np.linspace(-50, 50, 101)[None, :].repeat(2, 0).T.copy()  # (101, 2)
-    gamma, beta = np.array([2.0, 3.0]), np.array([0.5, -1.0])
-    y, _ = dyt_forward(x, np.array(0.5), gamma, beta)
+    weight, bias = np.array([2.0, 3.0]), np.array([0.5, -1.0])
+    y, _ = dyt_forward(x, np.array(0.5), weight, bias)
     assert np.all(np.diff(y, axis=0) >= 0)
-    np.testing.assert_allclose(y[-1], gamma + beta, rtol=1e-12)
-    np.testing.assert_allclose(y[0], -gamma + beta, rtol=1e-12)
-    np.testing.assert_allclose(y[50], beta, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(y[-1], weight + bias, rtol=1e-12)
+    np.testing.assert_allclose(y[0], -weight + bias, rtol=1e-12)
+    np.testing.assert_allclose(y[50], bias, rtol=0, atol=1e-15)

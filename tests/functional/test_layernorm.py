@@ -11,8 +11,8 @@ from normlab.testing import gradcheck, oracles
 
 def _inputs(rng, shape):
     C = shape[-1]
-    return {"x": rng.normal(0.5, 2.0, size=shape), "gamma": rng.normal(size=C),
-            "beta": rng.normal(size=C)}
+    return {"x": rng.normal(0.5, 2.0, size=shape), "weight": rng.normal(size=C),
+            "bias": rng.normal(size=C)}
 
 
 @pytest.mark.parametrize("shape", [(4, 7), (2, 3, 5), (3, 1)])
@@ -21,29 +21,29 @@ def test_gradcheck(rng, shape):
     assert report.passed, str(report)
 
 
-@pytest.mark.parametrize("gamma_none,beta_none", [(True, False), (False, True), (True, True)])
-def test_gradcheck_without_affine(rng, gamma_none, beta_none):
+@pytest.mark.parametrize("weight_none,bias_none", [(True, False), (False, True), (True, True)])
+def test_gradcheck_without_affine(rng, weight_none, bias_none):
     d = _inputs(rng, (3, 6))
-    g = None if gamma_none else d["gamma"]
-    b = None if beta_none else d["beta"]
+    g = None if weight_none else d["weight"]
+    b = None if bias_none else d["bias"]
     fwd = lambda x: layer_norm_forward(x, g, b)  # noqa: E731
     bwd = lambda dout, c: layer_norm_backward(dout, c)[0]  # noqa: E731
     assert gradcheck(fwd, bwd, {"x": d["x"]}, rng=rng).passed
     _, dg, db = layer_norm_backward(np.ones((3, 6)), layer_norm_forward(d["x"], g, b)[1])
-    assert (dg is None) == gamma_none and (db is None) == beta_none
+    assert (dg is None) == weight_none and (db is None) == bias_none
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_matches_torch(rng, shape, dtype):
-    # With one feature xhat = 0, the output is beta, and dx and dgamma are exactly 0; torch returns
+    # With one feature xhat = 0, the output is bias, and dx and dweight are exactly 0; torch returns
     # rounding noise there (about 1e-14 in float64), so they are checked for exactness instead.
     width_one = shape[-1] == 1
     _, grads = check_against_torch(layer_norm_forward, layer_norm_backward, oracles.layer_norm,
                                    _inputs(rng, shape), DTYPES[dtype], rng,
-                                   skip=("x", "gamma") if width_one else ())
+                                   skip=("x", "weight") if width_one else ())
     if width_one:
-        assert not np.any(grads["x"].astype(np.float64)) and not np.any(grads["gamma"])
+        assert not np.any(grads["x"].astype(np.float64)) and not np.any(grads["weight"])
 
 
 @pytest.mark.parametrize("eps", [1e-5, 1e-2])
@@ -71,7 +71,7 @@ def test_adding_a_constant_to_a_row_changes_nothing(rng):
     d = _inputs(rng, (4, 12))
     shift = rng.normal(size=(4, 1)) * 10
     y0, _ = layer_norm_forward(**d)
-    y1, _ = layer_norm_forward(d["x"] + shift, d["gamma"], d["beta"])
+    y1, _ = layer_norm_forward(d["x"] + shift, d["weight"], d["bias"])
     np.testing.assert_allclose(y1, y0, rtol=1e-10, atol=1e-10)
 
 
@@ -87,22 +87,22 @@ def test_chapter_worked_numbers():
 def test_chapter_listing_agrees():
     # The chapter's Listing 16.1, transcribed, as an independent reference in float64.
     rng = np.random.default_rng(3)
-    x, gamma, beta = rng.normal(size=(4, 5, 8)), rng.normal(size=8), rng.normal(size=8)
+    x, weight, bias = rng.normal(size=(4, 5, 8)), rng.normal(size=8), rng.normal(size=8)
     dout = rng.normal(size=x.shape)
     mean = x.mean(axis=-1, keepdims=True)
     centered = x - mean
     inv_std = 1.0 / np.sqrt(np.mean(centered * centered, axis=-1, keepdims=True) + 1e-5)
     normalized = centered * inv_std
-    ref = normalized * gamma + beta
-    gn = dout * gamma
+    ref = normalized * weight + bias
+    gn = dout * weight
     ref_dx = inv_std * (gn - gn.sum(-1, keepdims=True) / 8
                         - normalized * (gn * normalized).sum(-1, keepdims=True) / 8)
-    y, cache = layer_norm_forward(x, gamma, beta)
-    dx, dgamma, dbeta = layer_norm_backward(dout, cache)
+    y, cache = layer_norm_forward(x, weight, bias)
+    dx, dweight, dbias = layer_norm_backward(dout, cache)
     np.testing.assert_allclose(y, ref, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(dx, ref_dx, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(dgamma, (dout * normalized).sum((0, 1)), rtol=1e-12)
-    np.testing.assert_allclose(dbeta, dout.sum((0, 1)), rtol=1e-12)
+    np.testing.assert_allclose(dweight, (dout * normalized).sum((0, 1)), rtol=1e-12)
+    np.testing.assert_allclose(dbias, dout.sum((0, 1)), rtol=1e-12)
 
 
 def test_low_precision_keeps_statistics_and_parameter_gradients_in_float32(rng):

@@ -43,9 +43,9 @@ def _composed(x, r, w, b, keep, scale, norm, round_sum, res_dt, eps):
     s = xd + (r.astype(ct) if r is not None else 0)
     n = s.astype(x.dtype) if round_sum else s
     if norm == "layer":
-        y, c = F.layer_norm_forward(n, w, b, eps)
+        y, c = F.layer_norm_forward(n, w, b, eps=eps)
     else:
-        y, c = F.rms_norm_forward(n, w, eps)
+        y, c = F.rms_norm_forward(n, w, eps=eps)
     return y.astype(x.dtype), s.astype(res_dt), c
 
 
@@ -59,7 +59,7 @@ def test_forward_equals_the_composition_of_reference_ops(rng, shape, dtype, norm
         x, r, w, b = _case(rng, shape, dtype, stream)
         b = b if norm == "layer" else None
         (y, res), cache = K.add_norm_forward(
-            x, r, w, b, 1e-5, norm=norm, p_drop=0.25, training=True,
+            x, r, w, b, eps=1e-5, norm=norm, p_drop=0.25, training=True,
             rng=np.random.default_rng(7), round_sum=round_sum)
         keep = K.keep_mask(cache.key, x.shape)
         res_dt = x.dtype if r is None else r.dtype
@@ -83,8 +83,8 @@ def test_kernel_equals_reference_forward_and_backward(rng, shape, dtype, norm, r
         b = b if norm == "layer" else None
         kw = dict(norm=norm, p_drop=0.3, training=True, round_sum=round_sum,
                   residual_in_fp32=stream == "none" and round_sum)
-        (y, res), c = K.add_norm_forward(x, r, w, b, 1e-5, rng=np.random.default_rng(3), **kw)
-        (y_r, res_r), c_r = ref.add_norm_forward(x, r, w, b, 1e-5, rng=np.random.default_rng(3),
+        (y, res), c = K.add_norm_forward(x, r, w, b, eps=1e-5, rng=np.random.default_rng(3), **kw)
+        (y_r, res_r), c_r = ref.add_norm_forward(x, r, w, b, eps=1e-5, rng=np.random.default_rng(3),
                                                  **kw)
         assert type(c) is type(c_r) and c.key == c_r.key
         np.testing.assert_array_equal(as64(res), as64(res_r))

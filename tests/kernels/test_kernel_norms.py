@@ -40,8 +40,8 @@ def _dy(rng, shape, dtype):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_layer_norm_matches_reference(rng, shape, dtype):
     x, g, b = _inputs(rng, shape, DTYPES[dtype])
-    y, cache = K.layer_norm_forward(x, g, b, 1e-5)
-    y_ref, cache_ref = F.layer_norm_forward(x, g, b, 1e-5)
+    y, cache = K.layer_norm_forward(x, g, b, eps=1e-5)
+    y_ref, cache_ref = F.layer_norm_forward(x, g, b, eps=1e-5)
     assert y.shape == x.shape and y.dtype == x.dtype
     assert_rowwise(y, y_ref, scale=_y_scale(x, cache_ref.rstd, g), what="y")
     ct = ck.compute_dtype(x.dtype)
@@ -54,8 +54,8 @@ def test_layer_norm_matches_reference(rng, shape, dtype):
     dx_ref, dg_ref, db_ref = F.layer_norm_backward(dy, cache_ref)
     assert_rowwise(dx, dx_ref, ulps_ct=16, scale=_terms(dy, g, cache_ref.rstd), what="dx")
     xhat = (as64(x) - as64(cache_ref.mean)) * as64(cache_ref.rstd)
-    assert_param_grad(dg, dg_ref, as64(dy) * xhat, ct, what="dgamma")
-    assert_param_grad(db, db_ref, as64(dy), ct, what="dbeta")
+    assert_param_grad(dg, dg_ref, as64(dy) * xhat, ct, what="dweight")
+    assert_param_grad(db, db_ref, as64(dy), ct, what="dbias")
 
 
 def assert_close_stat(a, e, x, what):
@@ -70,8 +70,8 @@ def assert_close_stat(a, e, x, what):
 @pytest.mark.parametrize("partial,offset", [(None, 0.0), (0.5, 1.0)])
 def test_rms_norm_matches_reference(rng, shape, dtype, partial, offset):
     x, w, _ = _inputs(rng, shape, DTYPES[dtype])
-    y, cache = K.rms_norm_forward(x, w, 1e-6, partial=partial, offset=offset)
-    y_ref, cache_ref = F.rms_norm_forward(x, w, 1e-6, partial=partial, offset=offset)
+    y, cache = K.rms_norm_forward(x, w, eps=1e-6, partial=partial, offset=offset)
+    y_ref, cache_ref = F.rms_norm_forward(x, w, eps=1e-6, partial=partial, offset=offset)
     assert y.dtype == x.dtype and cache.k == cache_ref.k
     assert_rowwise(y, y_ref, scale=_y_scale(x, cache_ref.rstd, cache_ref.scale), what="y")
     assert_rowwise(cache.rstd, cache_ref.rstd, what="rstd")
@@ -107,9 +107,9 @@ def test_mixed_dtypes_and_no_affine(rng):
     """bfloat16 input with float32 parameters; LayerNorm without gain or bias; a float32
     gradient for a bfloat16 forward."""
     x, g, b = _inputs(rng, (5, 48), ml_dtypes.bfloat16, np.float32)
-    for gamma, beta in ((g, b), (None, None), (g, None)):
-        y, c = K.layer_norm_forward(x, gamma, beta)
-        y_ref, c_ref = F.layer_norm_forward(x, gamma, beta)
+    for weight, bias in ((g, b), (None, None), (g, None)):
+        y, c = K.layer_norm_forward(x, weight, bias)
+        y_ref, c_ref = F.layer_norm_forward(x, weight, bias)
         assert_rowwise(y, y_ref)
         dy = _dy(rng, x.shape, np.float32)
         got, ref = K.layer_norm_backward(dy, c), F.layer_norm_backward(dy, c_ref)
@@ -156,11 +156,11 @@ def test_rows_have_mean_zero_and_variance_one(rng):
 
 @pytest.mark.parametrize("bad,exc,match", [
     (dict(x=np.arange(6).reshape(2, 3)), TypeError, "x must be a floating-point array"),
-    (dict(gamma=np.ones(4)), ValueError, "gamma must have shape"),
+    (dict(weight=np.ones(4)), ValueError, "weight must have shape"),
     (dict(eps=0.0), ValueError, "eps must be a finite number > 0"),
 ])
 def test_bad_input_is_refused_like_the_reference(bad, exc, match):
-    args = dict(x=np.ones((2, 3)), gamma=np.ones(3), beta=None, eps=1e-5) | bad
+    args = dict(x=np.ones((2, 3)), weight=np.ones(3), bias=None, eps=1e-5) | bad
     with pytest.raises(exc, match=match):
         K.layer_norm_forward(**args)
     with pytest.raises(exc, match=match):

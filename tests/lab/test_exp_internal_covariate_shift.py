@@ -35,7 +35,7 @@ def test_the_mlp_backward_matches_finite_differences(arm, rng):
     values = {n: p.copy() for n, p in net.params.items()}
     for n in values:  # random gains and shifts, never the ones and zeros they start at
         if values[n].ndim == 1:
-            values[n] = rng.normal(1.0 if n.endswith("gamma") else 0.0, 0.3, values[n].shape)
+            values[n] = rng.normal(1.0 if n.endswith("weight") else 0.0, 0.3, values[n].shape)
     report = gradcheck(forward, backward, values, rng=rng, rtol=1e-5)
     assert report.passed, str(report)
 

@@ -16,11 +16,11 @@ from normlab.models import GPTConfig, deepnorm_alpha
 def _norm(kind: str, x, p: dict, prefix: str, eps: float, offset: float = 0.0):
     C = x.shape[-1]
     if kind == "layernorm":
-        return F.layer_norm(x, (C,), p[prefix + "gamma"], p.get(prefix + "beta"), eps)
+        return F.layer_norm(x, (C,), p[prefix + "weight"], p.get(prefix + "bias"), eps)
     if kind == "rmsnorm":
         return F.rms_norm(x, (C,), None, eps) * (offset + p[prefix + "weight"])
     if kind == "dyt":
-        return p[prefix + "gamma"] * torch.tanh(p[prefix + "alpha"] * x) + p[prefix + "beta"]
+        return p[prefix + "weight"] * torch.tanh(p[prefix + "alpha"] * x) + p[prefix + "bias"]
     return x
 
 
@@ -64,8 +64,8 @@ def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
     H, K, D = cfg.n_heads, cfg.kv_heads, cfg.head_dim
     q, k, v = _linear(x, p, prefix + "qkv.").split([H * D, K * D, K * D], dim=-1)
     if cfg.qk_norm != "none" and cfg.qk_norm_scope == "all":
-        q = _norm(cfg.qk_norm, q, {"weight": p[prefix + "q_norm"], "gamma": p[prefix + "q_norm"]}, "", cfg.norm_eps)
-        k = _norm(cfg.qk_norm, k, {"weight": p[prefix + "k_norm"], "gamma": p[prefix + "k_norm"]}, "", cfg.norm_eps)
+        q = _norm(cfg.qk_norm, q, {"weight": p[prefix + "q_norm"]}, "", cfg.norm_eps)
+        k = _norm(cfg.qk_norm, k, {"weight": p[prefix + "k_norm"]}, "", cfg.norm_eps)
     q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
     k, v = (a.view(B, T, K, D).transpose(1, 2).repeat_interleave(H // K, dim=1) for a in (k, v))
     per_head = cfg.qk_norm if cfg.qk_norm_scope == "head" else "none"

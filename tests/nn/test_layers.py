@@ -8,27 +8,27 @@ from normlab.functional import layer_norm_backward, layer_norm_forward
 
 def test_parameters_and_gradients_share_names_and_shapes():
     ln = nn.LayerNorm(5)
-    assert set(ln.parameters()) == set(ln.gradients()) == {"gamma", "beta"}
-    assert nn.LayerNorm(5, bias=False).parameters().keys() == {"gamma"}
+    assert set(ln.parameters()) == set(ln.gradients()) == {"weight", "bias"}
+    assert nn.LayerNorm(5, bias=False).parameters().keys() == {"weight"}
     assert nn.RMSNorm(4).parameters().keys() == {"weight"}
-    assert set(nn.DyT(4).parameters()) == {"alpha", "gamma", "beta"}
+    assert set(nn.DyT(4).parameters()) == {"alpha", "weight", "bias"}
     assert float(nn.DyT(4).params["alpha"]) == 0.5
 
 
 def test_gradients_accumulate_and_zero_grad_clears_them(rng):
     ln = nn.LayerNorm(6)
-    ln.params["gamma"][:] = rng.normal(size=6)
+    ln.params["weight"][:] = rng.normal(size=6)
     x, dout = rng.normal(size=(3, 6)).astype(np.float32), rng.normal(size=(3, 6)).astype(np.float32)
     ln(x)
     ln.backward(dout)
-    first = ln.grads["gamma"].copy()
+    first = ln.grads["weight"].copy()
     ln(x)
     ln.backward(dout)
-    np.testing.assert_allclose(ln.grads["gamma"], 2 * first, rtol=1e-6)
-    _, cache = layer_norm_forward(x, ln.params["gamma"], ln.params["beta"])
+    np.testing.assert_allclose(ln.grads["weight"], 2 * first, rtol=1e-6)
+    _, cache = layer_norm_forward(x, ln.params["weight"], ln.params["bias"])
     np.testing.assert_allclose(first, layer_norm_backward(dout, cache)[1], rtol=1e-6)
     ln.zero_grad()
-    assert not np.any(ln.grads["gamma"]) and not np.any(ln.grads["beta"])
+    assert not np.any(ln.grads["weight"]) and not np.any(ln.grads["bias"])
 
 
 def test_backward_before_forward_is_an_error():
@@ -44,7 +44,7 @@ def test_children_give_dotted_names_and_propagate_mode():
             self.drop = nn.Dropout(0.1, rng=np.random.default_rng(0))
 
     m = Pair()
-    assert set(m.parameters()) == {"norms.0.gamma", "norms.0.beta", "norms.1.weight"}
+    assert set(m.parameters()) == {"norms.0.weight", "norms.0.bias", "norms.1.weight"}
     m.eval()
     assert not m.norms[0].training and not m.drop.training
     m.train()
@@ -53,7 +53,7 @@ def test_children_give_dotted_names_and_propagate_mode():
     m.load_parameters(new)
     assert np.all(m.norms[1].params["weight"] == 2.0)
     with pytest.raises(ValueError, match="missing"):
-        m.load_parameters({"norms.0.gamma": np.ones(3)})
+        m.load_parameters({"norms.0.weight": np.ones(3)})
 
 
 def test_rmsnorm_offset_initializes_weight_to_zero():

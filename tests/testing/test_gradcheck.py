@@ -7,8 +7,8 @@ from normlab.testing import assert_close, assert_no_worse_than, errors, format_e
 
 def test_reports_errors_per_input(rng):
     x, g, b = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=5)
-    report = gradcheck(layer_norm_forward, layer_norm_backward, {"x": x, "gamma": g, "beta": b})
-    assert report.passed and [e.name for e in report.inputs] == ["x", "gamma", "beta"]
+    report = gradcheck(layer_norm_forward, layer_norm_backward, {"x": x, "weight": g, "bias": b})
+    assert report.passed and [e.name for e in report.inputs] == ["x", "weight", "bias"]
     assert report["x"].max_rel < 1e-7 and report["x"].shape == (3, 5)
     assert "max abs err" in str(report)
 
@@ -17,13 +17,13 @@ def test_catches_a_wrong_backward(rng):
     def wrong_backward(dout, cache):  # the classic bug: forgetting the mean(g * xhat) term
         dx, dg, db = layer_norm_backward(dout, cache)
         xhat = (cache.x - cache.mean) * cache.rstd
-        gh = dout * cache.gamma
+        gh = dout * cache.weight
         return dx + cache.rstd * xhat * np.mean(gh * xhat, axis=-1, keepdims=True), dg, db
 
     x, g, b = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=5)
-    report = gradcheck(layer_norm_forward, wrong_backward, {"x": x, "gamma": g, "beta": b})
+    report = gradcheck(layer_norm_forward, wrong_backward, {"x": x, "weight": g, "bias": b})
     assert not report.passed
-    assert not report["x"].passed and report["gamma"].passed and report["beta"].passed
+    assert not report["x"].passed and report["weight"].passed and report["bias"].passed
     assert report["x"].max_rel > 1e-2
 
 
@@ -47,7 +47,7 @@ def test_rejects_unknown_wrt_and_gradient_count(rng):
     x = rng.normal(size=(2, 3))
     with pytest.raises(ValueError, match="unknown input"):
         gradcheck(layer_norm_forward, layer_norm_backward,
-                  {"x": x, "gamma": np.ones(3), "beta": np.ones(3)}, wrt=["y"])
+                  {"x": x, "weight": np.ones(3), "bias": np.ones(3)}, wrt=["y"])
     with pytest.raises(ValueError, match="gradients"):
         gradcheck(layer_norm_forward, lambda d, c: layer_norm_backward(d, c)[:2],
                   [x, np.ones(3), np.ones(3)])

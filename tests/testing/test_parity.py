@@ -11,8 +11,8 @@ from normlab.testing.parity import GEMM, Tolerance, torch_parity  # noqa: E402
 
 
 def _inputs(rng):
-    return {"x": rng.normal(1.0, 2.0, (4, 16)), "gamma": rng.normal(size=16),
-            "beta": rng.normal(size=16)}
+    return {"x": rng.normal(1.0, 2.0, (4, 16)), "weight": rng.normal(size=16),
+            "bias": rng.normal(size=16)}
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
@@ -21,25 +21,25 @@ def test_a_correct_op_passes_with_both_errors_reported(dtype):
     r = torch_parity(layer_norm_forward, layer_norm_backward, oracles.layer_norm, _inputs(rng),
                      dtype, rng)
     assert r.ok and r.dtype_kept and r.failures() == ""
-    assert [row.what for row in r.rows] == ["forward", "dx", "dgamma", "dbeta"]
+    assert [row.what for row in r.rows] == ["forward", "dx", "dweight", "dbias"]
     if dtype == "float64":
         assert r.forward.torch == 0.0 and r.forward.ours < 1e-14
     else:  # both libraries make an error of the format's size
         assert 0 < r.forward.torch < 1e-2 and r.forward.ours <= r.forward.bound
-    assert r.out.shape == (4, 16) and set(r.grads) == {"x", "gamma", "beta"}
+    assert r.out.shape == (4, 16) and set(r.grads) == {"x", "weight", "bias"}
 
 
 def test_a_wrong_gradient_fails_and_is_named():
     rng = np.random.default_rng(1)
 
     def bad_backward(dout, cache):
-        dx, dgamma, dbeta = layer_norm_backward(dout, cache)
-        return dx, dgamma * (1 + 1e-3), dbeta  # a 0.1% error in one gradient
+        dx, dweight, dbias = layer_norm_backward(dout, cache)
+        return dx, dweight * (1 + 1e-3), dbias  # a 0.1% error in one gradient
 
     r = torch_parity(layer_norm_forward, bad_backward, oracles.layer_norm, _inputs(rng),
                      "float32", rng)
-    assert not r.ok and [row.what for row in r.rows if not row.ok] == ["dgamma"]
-    assert "dgamma" in r.failures()
+    assert not r.ok and [row.what for row in r.rows if not row.ok] == ["dweight"]
+    assert "dweight" in r.failures()
     loose = torch_parity(layer_norm_forward, bad_backward, oracles.layer_norm, _inputs(rng),
                          "float32", rng, tol=Tolerance(min_ulps=1e5))
     assert loose.ok  # 1e5 eps of float32 is 1.2%: the tolerance is the only thing that changed

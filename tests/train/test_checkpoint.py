@@ -248,3 +248,39 @@ def test_optimizer_state_of_another_dtype_or_step_count_is_refused(tmp_path, sav
     bad = {**arrays, "opt/t": np.array(7)}
     with pytest.raises(CheckpointError, match="opt/t .* is 7; the run made 2 updates"):
         Trainer.resume(_write(tmp_path / "t.npz", bad, meta))
+
+
+def _old_names(key: str) -> str:
+    """The name a norm parameter had before norms named their gain and bias weight and bias."""
+    for new, old in ((".weight", ".gamma"), (".bias", ".beta")):
+        for module in ("norm", "norm_out", "norm_f"):
+            if f"{module}{new}" in key and (key.startswith(("param/", "opt/"))):
+                return key.replace(f"{module}{new}", f"{module}{old}")
+    return key
+
+
+def test_a_checkpoint_with_the_old_norm_names_still_loads(tmp_path):
+    cfg = dataclasses.replace(CFG, model=dataclasses.replace(MODEL, bias=True))
+    t = Trainer(cfg)
+    t.run(until=2)
+    new = tmp_path / "new.npz"
+    t.save(new)
+    arrays, meta = ckpt.load(new)
+    old = {_old_names(k): v for k, v in arrays.items()}
+    renamed = [k for k in old if k not in arrays]
+    assert {"param/norm_f.gamma", "param/norm_f.beta", "param/blocks.0.attn.norm.gamma",
+            "opt/blocks.0.mlp.norm.beta/v"} <= set(renamed)
+    path = _write(tmp_path / "old.npz", old, meta)
+    loaded, _ = ckpt.load(path)
+    assert list(loaded) == list(arrays)  # the new names, in the saved order
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(loaded[k], v)
+    resumed = Trainer.resume(path)
+    for k, v in t.params.items():
+        np.testing.assert_array_equal(resumed.params[k], v)
+    t.run()
+    resumed.run()
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in t.history]
+    both = dict(old, **{"param/norm_f.weight": arrays["param/norm_f.weight"]})
+    with pytest.raises(CheckpointError, match="both param/norm_f.gamma and param/norm_f.weight"):
+        ckpt.load(_write(tmp_path / "both.npz", both, meta))

@@ -37,9 +37,10 @@ import numpy as np
 from .. import _checks as ck
 from .._checks import Array
 from .layernorm import LayerNormCache, layer_norm_backward, layer_norm_forward
+from .norms import by_fused, fused_names
 from .rmsnorm import RMSNormCache, rms_norm_backward, rms_norm_forward
 
-NORMS = ("layer", "rms")
+NORMS = fused_names()  # ("layer", "rms"): the registry's norms with a fused name
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -82,7 +83,7 @@ class AddNormCache(NamedTuple):
     rstd: Array  # (..., 1) compute dtype
     weight: Array  # (C,) gain in the compute dtype (offset + weight for RMSNorm)
     has_bias: bool
-    norm: str  # "layer" or "rms"
+    norm: str  # the fused name: "layer" or "rms"
     key: DropoutKey | None  # None when no dropout was applied
     x_dtype: np.dtype
     residual_dtype: np.dtype | None  # None when the forward had no residual
@@ -96,11 +97,13 @@ def check_add_norm(x, residual, weight, bias, eps, norm, p_drop, training, rng, 
     x = ck.float_array(x, "x")
     ck.at_least_nd(x, "x", 1)
     C = x.shape[-1]
-    ck.choice(norm, "norm", NORMS)
+    ck.choice(norm, "norm", fused_names())
+    entry = by_fused(norm)
     weight = ck.param(weight, "weight", C)
     bias = ck.param(bias, "bias", C, allow_none=True)
-    if norm == "rms" and bias is not None:
-        raise ValueError("bias must be None for norm='rms' (RMSNorm has no bias)")
+    if bias is not None and "bias" not in entry.param_names:
+        raise ValueError(f"bias must be None for norm={norm!r} ({entry.title or entry.name} has "
+                         f"no bias)")
     eps = ck.positive(eps, "eps")
     p_drop = ck.probability(p_drop, "p_drop")
     training = ck.flag(training, "training")
@@ -108,8 +111,8 @@ def check_add_norm(x, residual, weight, bias, eps, norm, p_drop, training, rng, 
     residual_in_fp32 = ck.flag(residual_in_fp32, "residual_in_fp32")
     if not np.isfinite(offset):
         raise ValueError(f"offset must be a finite number; got {offset!r}")
-    if norm == "layer" and offset != 0.0:
-        raise ValueError("offset is an RMSNorm option; use offset=0 with norm='layer'")
+    if offset != 0.0 and "offset" not in entry.options:
+        raise ValueError(f"offset is an RMSNorm option; use offset=0 with norm={norm!r}")
     ct = ck.compute_dtype(x.dtype)
     if residual is not None:
         residual = ck.float_array(residual, "residual")
@@ -135,8 +138,8 @@ def add_norm_forward(
     residual: Array | None,
     weight: Array,
     bias: Array | None = None,
-    eps: float = 1e-5,
     *,
+    eps: float = 1e-5,
     norm: str = "layer",
     p_drop: float = 0.0,
     training: bool = False,
@@ -150,10 +153,10 @@ def add_norm_forward(
     Args:
         x: (..., C) the branch output (attention or MLP) to add to the stream.
         residual: (..., C) the residual stream, or None (the first block: the stream starts at x).
-        weight: (C,) gain (gamma, or the RMSNorm weight).
+        weight: (C,) gain (LayerNorm's or RMSNorm's ``weight``).
         bias: (C,) LayerNorm bias, or None.
         eps: > 0, inside the square root.
-        norm: "layer" (LayerNorm) or "rms" (RMSNorm).
+        norm: "layer" (LayerNorm) or "rms" (RMSNorm): the registry's fused names.
         p_drop: dropout probability on x in [0, 1); applied only when ``training``.
         training: apply dropout.
         rng: numpy Generator, required when dropping.
@@ -187,10 +190,10 @@ def forward_checked(x, residual, weight, bias, eps, round_sum, offset, ct, res_d
     residual_out = s.astype(res_dt)  # (..., C) the new stream
     n = s.astype(x.dtype).astype(ct) if round_sum else s  # (..., C) the norm's input
     if norm == "layer":
-        y, nc = layer_norm_forward(n, weight, bias, eps)
-        mean, rstd, g = nc.mean, nc.rstd, nc.gamma
+        y, nc = layer_norm_forward(n, weight, bias, eps=eps)
+        mean, rstd, g = nc.mean, nc.rstd, nc.weight
     else:
-        y, nc = rms_norm_forward(n, weight, eps, offset=offset)
+        y, nc = rms_norm_forward(n, weight, eps=eps, offset=offset)
         mean, rstd, g = None, nc.rstd, nc.scale
     # What the backward needs to rebuild n exactly: residual_out (rounded to x's dtype when
     # round_sum), unless residual_out is a rounding of an unrounded n.

@@ -39,12 +39,12 @@ import numpy as np
 from .. import _checks as ck
 from .._checks import Array
 from .dropout import DropoutCache, dropout_backward, dropout_forward
-from .layernorm import layer_norm_backward, layer_norm_forward
-from .rmsnorm import rms_norm_backward, rms_norm_forward
+from .norms import get as get_norm
+from .norms import qk_names
 from .rope import RopeCache, rope_backward, rope_forward
 from .softmax import SoftmaxCache, softmax_backward, softmax_forward
 
-QK_NORMS = ("none", "rmsnorm", "layernorm")
+QK_NORMS = qk_names()  # the built-in vocabulary; ``norms.qk_names()`` is the registry's now
 
 
 class AttentionCache(NamedTuple):
@@ -60,9 +60,9 @@ class AttentionCache(NamedTuple):
     tanh: Array | None  # (B, H, T, T) tanh(s / cap), None without a cap
     softcap: float | None
     scale: float  # the factor on q.k: 1 / sqrt(D) by default
-    q_norm: Any  # the norm cache of q (RMSNormCache or LayerNormCache), None without QK-norm
+    q_norm: Any  # the norm cache of q (the entry's cache type), None without QK-norm
     k_norm: Any  # the norm cache of k
-    qk_norm: str  # "none", "rmsnorm" or "layernorm"
+    qk_norm: str  # "none" or a QK-norm of the registry ("rmsnorm", "layernorm", ...)
     rope: tuple[RopeCache, RopeCache] | None  # caches of q's and k's rotation, None without RoPE
     dtypes: tuple  # (q, k, v) dtypes as given
     max_logit: float  # the largest raw logit scale q.k over the unmasked positions
@@ -113,16 +113,14 @@ def _scores_backward(ds: Array, q: Array, k: Array) -> tuple[Array, Array]:
     return dq, dk
 
 
-def _norm_forward(kind: str, x: Array, weight: Array, eps: float):
-    if kind == "rmsnorm":
-        return rms_norm_forward(x, weight, eps)
-    return layer_norm_forward(x, weight, None, eps)
+def qk_norm_forward(kind: str, x: Array, weight: Array, eps: float) -> tuple[Array, Any]:
+    """QK-norm ``kind`` (a registry entry with ``qk``) over the last axis with the gain alone."""
+    return get_norm(kind).forward(x, weight, eps=eps)
 
 
-def _norm_backward(kind: str, dout: Array, cache) -> tuple[Array, Array]:
-    if kind == "rmsnorm":
-        return rms_norm_backward(dout, cache)
-    dx, dweight, _ = layer_norm_backward(dout, cache)
+def qk_norm_backward(kind: str, dout: Array, cache: Any) -> tuple[Array, Array]:
+    """``(dx, dweight)`` of ``qk_norm_forward`` (a gain-only norm's other gradients are None)."""
+    dx, dweight, *_ = get_norm(kind).backward(dout, cache)
     return dx, dweight
 
 
@@ -139,8 +137,8 @@ def check_args(q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, 
         raise ValueError(f"k must have shape (B, Hkv, T, D) = ({B}, Hkv, {T}, {D}) with Hkv "
                          f"dividing H = {H}; got {k.shape}")
     ck.same_shape(v, "v", k.shape, "the shape of k")
-    if qk_norm not in QK_NORMS:
-        raise ValueError(f"qk_norm must be one of {QK_NORMS}; got {qk_norm!r}")
+    if qk_norm not in qk_names():
+        raise ValueError(f"qk_norm must be one of {qk_names()}; got {qk_norm!r}")
     if qk_norm != "none":
         ck.param(q_norm_weight, "q_norm_weight", D)
         ck.param(k_norm_weight, "k_norm_weight", D)
@@ -184,7 +182,8 @@ def attention_forward(
         q: (B, H, T, D) float array (views are fine).
         k, v: (B, Hkv, T, D) with Hkv dividing H (Hkv = H: multi-head attention).
         q_norm_weight, k_norm_weight: (D,) gains of the QK-norm; required with ``qk_norm``.
-        qk_norm: "none", "rmsnorm" or "layernorm" (gain only, no bias: ViT-22B).
+        qk_norm: "none", "rmsnorm" or "layernorm" (gain only, no bias: ViT-22B), or any norm
+            of ``normlab.functional.norms`` registered with ``qk=True``.
         qk_norm_eps: > 0, the norm's eps.
         rope: ``(cos, sin)``, each (T, D/2), from ``rope_tables``; None for no rotation.
         softcap: cap > 0 for ``cap * tanh(s / cap)`` on the scaled logits; None for none.
@@ -208,8 +207,8 @@ def attention_forward(
     q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
     q_norm = k_norm = rope_caches = None
     if qk_norm != "none":
-        q, q_norm = _norm_forward(qk_norm, q, q_norm_weight, qk_norm_eps)  # (B, H, T, D)
-        k, k_norm = _norm_forward(qk_norm, k, k_norm_weight, qk_norm_eps)
+        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight, qk_norm_eps)  # (B, H, T, D)
+        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight, qk_norm_eps)
     if rope is not None:
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)
@@ -260,7 +259,7 @@ def attention_backward(
         dk = rope_backward(dk, c.rope[1])[0]
     dwq = dwk = None
     if c.qk_norm != "none":
-        dq, dwq = _norm_backward(c.qk_norm, dq, c.q_norm)
-        dk, dwk = _norm_backward(c.qk_norm, dk, c.k_norm)
+        dq, dwq = qk_norm_backward(c.qk_norm, dq, c.q_norm)
+        dk, dwk = qk_norm_backward(c.qk_norm, dk, c.k_norm)
     q_dt, k_dt, v_dt = c.dtypes
     return ck.out_cast(dq, q_dt), ck.out_cast(dk, k_dt), ck.out_cast(dv, v_dt), dwq, dwk

@@ -2,12 +2,15 @@
 
     mean = (1/C) sum_j x_j          var = (1/C) sum_j (x_j - mean)^2      (biased)
     xhat = (x - mean) / sqrt(var + eps)                                     (eps inside the root)
-    y    = gamma * xhat + beta
+    y    = weight * xhat + bias                                             (gain and bias)
 
-Backward, with g = gamma * dy and means over the last axis:
+Backward, with g = weight * dy and means over the last axis:
 
-    dx     = rstd * (g - mean(g) - xhat * mean(g * xhat))
-    dgamma = sum over rows of dy * xhat          dbeta = sum over rows of dy
+    dx      = rstd * (g - mean(g) - xhat * mean(g * xhat))
+    dweight = sum over rows of dy * xhat          dbias = sum over rows of dy
+
+The gain and bias are ``weight`` and ``bias`` (PyTorch's and transformers' names; older normlab
+called them gamma and beta).
 """
 
 from __future__ import annotations
@@ -24,38 +27,38 @@ class LayerNormCache(NamedTuple):
     """Saved: the input (in its own dtype) and the row statistics; xhat is recomputed."""
 
     x: Array  # (..., C) the input, as given
-    gamma: Array | None  # (C,) in the compute dtype, None without a gain
-    has_beta: bool  # whether the forward had a bias (its gradient is None otherwise)
+    weight: Array | None  # (C,) the gain in the compute dtype, None without a gain
+    has_bias: bool  # whether the forward had a bias (its gradient is None otherwise)
     mean: Array  # (..., 1) row means, compute dtype (float32 or float64)
     rstd: Array  # (..., 1) 1 / sqrt(var + eps), compute dtype
-    param_dtypes: tuple  # dtypes of gamma and beta as given (None where absent)
+    param_dtypes: tuple  # dtypes of weight and bias as given (None where absent)
 
 
-def check_args(x, gamma, beta, eps):
-    """The forward's arguments checked (shared with the kernel): ``(x, gamma, beta, eps)``."""
+def check_args(x, weight, bias, eps):
+    """The forward's arguments checked (shared with the kernel): ``(x, weight, bias, eps)``."""
     x = ck.float_array(x, "x")
     ck.at_least_nd(x, "x", 1)
     C = x.shape[-1]
-    gamma = ck.param(gamma, "gamma", C, allow_none=True)
-    beta = ck.param(beta, "beta", C, allow_none=True)
-    return x, gamma, beta, ck.positive(eps, "eps")
+    weight = ck.param(weight, "weight", C, allow_none=True)
+    bias = ck.param(bias, "bias", C, allow_none=True)
+    return x, weight, bias, ck.positive(eps, "eps")
 
 
 def layer_norm_forward(
-    x: Array, gamma: Array | None, beta: Array | None, eps: float = 1e-5
+    x: Array, weight: Array | None = None, bias: Array | None = None, *, eps: float = 1e-5
 ) -> tuple[Array, LayerNormCache]:
     """LayerNorm over the last axis of ``x`` (any leading shape).
 
     Args:
         x: (..., C) float array.
-        gamma: (C,) gain, or None for no gain.
-        beta: (C,) bias, or None for no bias.
+        weight: (C,) gain, or None for no gain.
+        bias: (C,) bias, or None for no bias.
         eps: > 0, added to the variance inside the square root.
 
     Returns:
         out: (..., C) in x's dtype; cache for ``layer_norm_backward``.
     """
-    x, gamma, beta, eps = check_args(x, gamma, beta, eps)
+    x, weight, bias, eps = check_args(x, weight, bias, eps)
     ct = ck.compute_dtype(x.dtype)
 
     xc = x.astype(ct, copy=False)  # (..., C)
@@ -64,29 +67,31 @@ def layer_norm_forward(
     var = np.mean(centered * centered, axis=-1, keepdims=True)  # (..., 1) biased
     rstd = 1.0 / np.sqrt(var + ct.type(eps))  # (..., 1)
     out = centered * rstd  # (..., C) xhat
-    g = None if gamma is None else gamma.astype(ct)
+    g = None if weight is None else weight.astype(ct)
     if g is not None:
         out *= g
-    if beta is not None:
-        out += beta.astype(ct)
-    dtypes = (None if gamma is None else gamma.dtype, None if beta is None else beta.dtype)
-    return ck.out_cast(out, x.dtype), LayerNormCache(x, g, beta is not None, mean, rstd, dtypes)
+    if bias is not None:
+        out += bias.astype(ct)
+    dtypes = (None if weight is None else weight.dtype, None if bias is None else bias.dtype)
+    return ck.out_cast(out, x.dtype), LayerNormCache(x, g, bias is not None, mean, rstd, dtypes)
 
 
-def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array | None, Array | None]:
-    """Gradients of LayerNorm: ``(dx, dgamma, dbeta)``; dx in x's dtype, parameter gradients in
+def layer_norm_backward(
+    dout: Array, cache: LayerNormCache
+) -> tuple[Array, Array | None, Array | None]:
+    """Gradients of LayerNorm: ``(dx, dweight, dbias)``; dx in x's dtype, parameter gradients in
     at least float32 (None for an absent parameter)."""
     ck.cache(cache, LayerNormCache, "layer_norm")
-    x, g, has_beta, mean, rstd, (gamma_dt, beta_dt) = cache
+    x, g, has_bias, mean, rstd, (weight_dt, bias_dt) = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
     ct = mean.dtype
     dy = dout.astype(ct, copy=False)  # (..., C)
     xhat = (x.astype(ct, copy=False) - mean) * rstd  # (..., C) recomputed
-    dgamma = None if g is None else ck.reduce_rows(dy * xhat).astype(ck.compute_dtype(gamma_dt))
-    dbeta = ck.reduce_rows(dy).astype(ck.compute_dtype(beta_dt)) if has_beta else None
+    dweight = None if g is None else ck.reduce_rows(dy * xhat).astype(ck.compute_dtype(weight_dt))
+    dbias = ck.reduce_rows(dy).astype(ck.compute_dtype(bias_dt)) if has_bias else None
     gh = dy if g is None else dy * g  # (..., C) gradient w.r.t. xhat
     dx = rstd * (
         gh - gh.mean(axis=-1, keepdims=True) - xhat * np.mean(gh * xhat, axis=-1, keepdims=True)
     )
-    return ck.out_cast(dx, x.dtype), dgamma, dbeta
+    return ck.out_cast(dx, x.dtype), dweight, dbias

@@ -29,7 +29,7 @@ class RMSNormCache(NamedTuple):
     scale: Array  # (C,) offset + weight, in the compute dtype
     rstd: Array  # (..., 1) compute dtype
     k: int  # number of leading features the RMS is estimated from (C unless partial)
-    weight_dtype: np.dtype
+    weight_dtype: np.dtype  # the weight's dtype as given (dweight is returned in at least float32)
 
 
 def partial_width(C: int, partial: float | None) -> int:
@@ -56,8 +56,8 @@ def check_args(x, weight, eps, partial, offset):
 def rms_norm_forward(
     x: Array,
     weight: Array,
-    eps: float = 1e-8,
     *,
+    eps: float = 1e-8,
     partial: float | None = None,
     offset: float = 0.0,
 ) -> tuple[Array, RMSNormCache]:

@@ -5,6 +5,12 @@
 
 Entries equal to -inf (a mask) get probability 0; a slice that is -inf everywhere has no
 distribution and gives NaN.
+
+``capped_softmax_forward`` composes the soft-cap and the causal mask in front of it, step by step
+as ``attention_forward`` does (the reference of the fused ``normlab.kernels`` op):
+
+    p  = softmax(cap * tanh(s / cap) + M)         M = -inf above the diagonal (causal)
+    ds = softmax_backward(dp) * (1 - tanh^2)      (times 1 without a cap)
 """
 
 from __future__ import annotations
@@ -64,3 +70,54 @@ def softmax_backward(dout: Array, cache: SoftmaxCache) -> Array:
     dx = dy * p
     dx -= p * dx.sum(axis=axis, keepdims=True)
     return ck.out_cast(dx, dtype)
+
+
+class CappedSoftmaxCache(NamedTuple):
+    """Saved: the probabilities and tanh of the cap (the backward needs only these); shared with
+    the fused kernel (``normlab.kernels.capped_softmax_forward``)."""
+
+    p: Array  # (..., T, T) or (..., C) compute dtype, 0 where masked
+    tanh: Array | None  # same shape, tanh(s / cap); None without a cap
+    dtype: np.dtype  # the logits' dtype
+
+
+def check_capped_args(s, softcap, causal) -> tuple[Array, float | None, bool]:
+    """``capped_softmax_forward``'s arguments checked (shared with the kernel)."""
+    s = ck.float_array(s, "s")
+    ck.at_least_nd(s, "s", 2 if causal else 1)
+    softcap = None if softcap is None else ck.positive(softcap, "softcap")
+    causal = ck.flag(causal, "causal")
+    if causal and s.shape[-1] != s.shape[-2]:
+        raise ValueError(f"s must be (..., T, T) with causal=True; got {s.shape}")
+    return s, softcap, causal
+
+
+def capped_softmax_forward(
+    s: Array, *, softcap: float | None = None, causal: bool = False
+) -> tuple[Array, CappedSoftmaxCache]:
+    """``softmax(cap * tanh(s / cap) + M)`` over the last axis: the soft-cap of Gemma 2 on the
+    scaled attention logits, then the causal mask M (-inf above the diagonal of the last two
+    axes, (..., T, T)), then softmax. Returns p (s's shape and dtype) and the cache."""
+    from .attention import causal_mask  # attention imports this module
+
+    s, softcap, causal = check_capped_args(s, softcap, causal)
+    ct = ck.compute_dtype(s.dtype)
+    z = s.astype(ct)
+    tanh = None
+    if softcap is not None:
+        tanh = np.tanh(z / ct.type(softcap))
+        z = ct.type(softcap) * tanh
+    if causal:
+        z = z + causal_mask(s.shape[-1], ct)
+    y, c = softmax_forward(z, axis=-1)
+    return y.astype(s.dtype), CappedSoftmaxCache(c.p, tanh, s.dtype)
+
+
+def capped_softmax_backward(dout: Array, cache: CappedSoftmaxCache) -> Array:
+    """Gradient of ``capped_softmax_forward`` with respect to s, in s's dtype."""
+    ck.cache(cache, CappedSoftmaxCache, "capped_softmax")
+    p, tanh, dtype = cache
+    ds = softmax_backward(dout, SoftmaxCache(p, p.ndim - 1, p.dtype))
+    if tanh is not None:
+        ds *= 1.0 - tanh * tanh
+    return ds.astype(dtype)

@@ -7,8 +7,8 @@ within a tolerance derived from the format wherever a row reduction is involved 
 sum differs in its last bits). See ``tests/kernels``.
 
     from normlab import kernels
-    y, cache = kernels.layer_norm_forward(x, gamma, beta, eps)
-    dx, dgamma, dbeta = kernels.layer_norm_backward(dy, cache)
+    y, cache = kernels.layer_norm_forward(x, weight, bias, eps=1e-5)
+    dx, dweight, dbias = kernels.layer_norm_backward(dy, cache)
 
 Kernels vs reference: the switch
 --------------------------------
@@ -16,7 +16,8 @@ Nothing global decides which path runs. ``normlab.functional`` is always the rea
 reference and ``normlab.kernels`` always the fused path; you call the one you want. The ``nn``
 modules take ``impl="kernel"`` (the default) or ``impl="reference"`` at construction, and
 ``module.set_impl("reference")`` switches a module and all its children, as ``eval()`` does for
-the mode. ``resolve(impl, name)`` returns the function ``name`` of either path. Both paths agree
+the mode. ``resolve(impl, name)`` returns the function ``name`` of either path, from ``OPS``:
+the one table that pairs each kernel with its reference. Both paths agree
 within the tolerances of ``tests/kernels``, and dropout draws the same mask from the same
 ``rng`` on both.
 
@@ -42,59 +43,47 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 IMPLS = ("kernel", "reference")
 
-# public name -> submodule of normlab.kernels that defines it
-_KERNELS = {
-    "layer_norm_forward": "norms",
-    "layer_norm_backward": "norms",
-    "rms_norm_forward": "norms",
-    "rms_norm_backward": "norms",
-    "add_norm_forward": "add_norm",
-    "add_norm_backward": "add_norm",
-    "keep_mask": "add_norm",
-    "softmax_forward": "softmax",
-    "softmax_backward": "softmax",
-    "capped_softmax_forward": "softmax",
-    "capped_softmax_backward": "softmax",
-    "cross_entropy_forward": "softmax",
-    "cross_entropy_backward": "softmax",
-    "gelu_forward": "activations",
-    "gelu_backward": "activations",
-    "attention_forward": "attention",
-    "attention_backward": "attention",
-    "quantize": "rounding",
+
+class Op(NamedTuple):
+    """A fused op and the reference it is tested equal to (``tests/kernels``)."""
+
+    kernel: str  # the submodule of normlab.kernels that defines it (under the op's name)
+    reference: str | None  # "module" (same name) or "module:attr"; None: kernel-only
+
+
+# public name -> (kernel submodule, reference): the one table that pairs them
+OPS: dict[str, Op] = {
+    "layer_norm_forward": Op("norms", "normlab.functional.layernorm"),
+    "layer_norm_backward": Op("norms", "normlab.functional.layernorm"),
+    "rms_norm_forward": Op("norms", "normlab.functional.rmsnorm"),
+    "rms_norm_backward": Op("norms", "normlab.functional.rmsnorm"),
+    "add_norm_forward": Op("add_norm", "normlab.functional.add_norm"),
+    "add_norm_backward": Op("add_norm", "normlab.functional.add_norm"),
+    "keep_mask": Op("add_norm", None),  # the reference's keep_mask takes (key, rows, C)
+    "softmax_forward": Op("softmax", "normlab.functional.softmax"),
+    "softmax_backward": Op("softmax", "normlab.functional.softmax"),
+    "capped_softmax_forward": Op("softmax", "normlab.functional.softmax"),
+    "capped_softmax_backward": Op("softmax", "normlab.functional.softmax"),
+    "cross_entropy_forward": Op("softmax", "normlab.functional.losses"),
+    "cross_entropy_backward": Op("softmax", "normlab.functional.losses"),
+    "gelu_forward": Op("activations", "normlab.functional.activations"),
+    "gelu_backward": Op("activations", "normlab.functional.activations"),
+    "attention_forward": Op("attention", "normlab.functional.attention"),
+    "attention_backward": Op("attention", "normlab.functional.attention"),
+    # quantization is a precision op, not a layer: its reference is normlab.precision's
+    "quantize": Op("rounding", "normlab.precision.rounding"),
 }
 
-# public name -> module of the reference with the same name (for resolve(..., "reference"))
-_REFERENCE = {
-    "layer_norm_forward": "normlab.functional.layernorm",
-    "layer_norm_backward": "normlab.functional.layernorm",
-    "rms_norm_forward": "normlab.functional.rmsnorm",
-    "rms_norm_backward": "normlab.functional.rmsnorm",
-    "add_norm_forward": "normlab.functional.add_norm",
-    "add_norm_backward": "normlab.functional.add_norm",
-    "softmax_forward": "normlab.functional.softmax",
-    "softmax_backward": "normlab.functional.softmax",
-    "capped_softmax_forward": "normlab.kernels.softmax:capped_softmax_reference",
-    "capped_softmax_backward": "normlab.kernels.softmax:capped_softmax_reference_backward",
-    "cross_entropy_forward": "normlab.functional.losses",
-    "cross_entropy_backward": "normlab.functional.losses",
-    "gelu_forward": "normlab.functional.activations",
-    "gelu_backward": "normlab.functional.activations",
-    "attention_forward": "normlab.functional.attention",
-    "attention_backward": "normlab.functional.attention",
-    "quantize": "normlab.precision.rounding",
-}
-
-__all__ = sorted(_KERNELS) + ["IMPLS", "available", "check_impl", "resolve", "warm_up"]
+__all__ = sorted(OPS) + ["IMPLS", "OPS", "Op", "available", "check_impl", "resolve", "warm_up"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _KERNELS:
-        module = importlib.import_module(f"{__name__}.{_KERNELS[name]}")
+    if name in OPS:
+        module = importlib.import_module(f"{__name__}.{OPS[name].kernel}")
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -130,12 +119,12 @@ def resolve(impl: str, name: str) -> Callable:
 @functools.lru_cache(maxsize=None)
 def _resolve(impl: str, name: str) -> Callable:
     check_impl(impl)
-    table = _KERNELS if impl == "kernel" else _REFERENCE
-    if name not in table:
-        raise ValueError(f"no {impl} implementation of {name!r}; known: {sorted(table)}")
+    known = sorted(n for n, op in OPS.items() if impl == "kernel" or op.reference is not None)
+    if name not in known:
+        raise ValueError(f"no {impl} implementation of {name!r}; known: {known}")
     if impl == "kernel":
         return __getattr__(name)
-    module, _, attr = table[name].partition(":")
+    module, _, attr = str(OPS[name].reference).partition(":")
     return getattr(importlib.import_module(module), attr or name)
 
 

@@ -20,9 +20,26 @@ from .. import _checks as ck
 from ..functional import add_norm as _ref
 from ..functional.add_norm import AddNormCache, check_add_norm
 from ._common import ROW_BLOCK, chunk_bounds, flush, launch, nchunks, rows_of
-from ._rows import (F16_TABLE, NATIVE, fmt_of, kernel_view, load_row, native, out_row, round_row,
-                    store_row)
-from .norms import grad_view, ln_apply, ln_bwd_row, ln_stats, rms_apply, rms_bwd_row, rms_stats
+from ._rows import (
+    F16_TABLE,
+    NATIVE,
+    fmt_of,
+    kernel_view,
+    load_row,
+    native,
+    out_row,
+    round_row,
+    store_row,
+)
+from .norms import (
+    grad_view,
+    ln_apply,
+    ln_bwd_row,
+    ln_stats,
+    rms_apply,
+    rms_bwd_row,
+    rms_stats,
+)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -148,7 +165,7 @@ def _add_norm_bwd(nin, fn, round_x, dy, fdy, dres, has_dres, fdr, w, mean, rstd,
                 flush(acc_b, part_b[c])
 
 
-def add_norm_forward(x, residual, weight, bias=None, eps: float = 1e-5, *, norm: str = "layer",
+def add_norm_forward(x, residual, weight, bias=None, *, eps: float = 1e-5, norm: str = "layer",
                      p_drop: float = 0.0, training: bool = False, rng=None,
                      round_sum: bool = True, residual_in_fp32: bool = False, offset: float = 0.0):
     """``y = norm(dropout(x) + residual)`` and the new residual stream, fused; arguments, results

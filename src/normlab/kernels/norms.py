@@ -9,8 +9,8 @@ Memory passes (rows x C, each row read into the cache once and revisited there):
     backward  read x and dy, write dx                             (+ one C-vector per thread)
 
 Forward per row: sum -> mean, centered sum of squares -> rstd (two passes over the cached row, the
-two-pass variance of the reference), then y = (x - mean) * rstd * gamma + beta. Backward per row:
-one pass accumulates sum(g) and sum(g * xhat) (g = gamma * dy) and the parameter-gradient
+two-pass variance of the reference), then y = (x - mean) * rstd * weight + bias. Backward per row:
+one pass accumulates sum(g) and sum(g * xhat) (g = weight * dy) and the parameter-gradient
 partials, a second writes dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 
 Parameter gradients are reduced per thread from float32 partial sums (blocks of ROW_BLOCK rows,
@@ -30,8 +30,18 @@ from ..functional import layernorm as _ref_ln
 from ..functional import rmsnorm as _ref_rms
 from ..functional.layernorm import LayerNormCache
 from ..functional.rmsnorm import RMSNormCache
-from ._common import (REDUCE, ROW_BLOCK, chunk_bounds, flush, launch, nchunks, row_centered_sumsq,
-                      row_sum, row_sumsq, rows_of)
+from ._common import (
+    REDUCE,
+    ROW_BLOCK,
+    chunk_bounds,
+    flush,
+    launch,
+    nchunks,
+    row_centered_sumsq,
+    row_sum,
+    row_sumsq,
+    rows_of,
+)
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
 
 # ---- row helpers (shared with the fused add + norm) ----------------------------------------------
@@ -47,10 +57,10 @@ def ln_stats(v, eps):
 
 
 @njit(cache=True)
-def ln_apply(v, mu, r, gamma, beta, o):
-    """o = (v - mean) * rstd * gamma + beta, in the reference's order of roundings."""
+def ln_apply(v, mu, r, weight, bias, o):
+    """o = (v - mean) * rstd * weight + bias, in the reference's order of roundings."""
     for j in range(v.shape[0]):
-        o[j] = (v[j] - mu) * r * gamma[j] + beta[j]
+        o[j] = (v[j] - mu) * r * weight[j] + bias[j]
 
 
 @njit(cache=True)
@@ -67,13 +77,14 @@ def rms_apply(v, r, scale, o):
 
 
 @njit(cache=True, fastmath=REDUCE)
-def _ln_bwd_sums(v, g, gamma, mu, r, acc_g, acc_b):
-    """First backward pass over a row: sum(gamma dy), sum(gamma dy xhat); dgamma/dbeta partials."""
+def _ln_bwd_sums(v, g, weight, mu, r, acc_g, acc_b):
+    """First backward pass over a row: sum(weight dy), sum(weight dy xhat); the dweight and
+    dbias partials."""
     s1 = v.dtype.type(0.0)
     s2 = v.dtype.type(0.0)
     for j in range(v.shape[0]):
         xh = (v[j] - mu) * r
-        gh = g[j] * gamma[j]
+        gh = g[j] * weight[j]
         s1 += gh
         s2 += gh * xh
         acc_g[j] += g[j] * xh
@@ -82,15 +93,15 @@ def _ln_bwd_sums(v, g, gamma, mu, r, acc_g, acc_b):
 
 
 @njit(cache=True)
-def ln_bwd_row(v, g, gamma, mu, r, acc_g, acc_b, o):
+def ln_bwd_row(v, g, weight, mu, r, acc_g, acc_b, o):
     """LayerNorm input gradient of one cached row into o; adds the parameter partials."""
     n = v.dtype.type(v.shape[0])
-    s1, s2 = _ln_bwd_sums(v, g, gamma, mu, r, acc_g, acc_b)
+    s1, s2 = _ln_bwd_sums(v, g, weight, mu, r, acc_g, acc_b)
     c1 = s1 / n
     c2 = s2 / n
     for j in range(v.shape[0]):
         xh = (v[j] - mu) * r
-        gh = g[j] * gamma[j]
+        gh = g[j] * weight[j]
         o[j] = r * (gh - c1 - xh * c2)
 
 
@@ -120,7 +131,7 @@ def rms_bwd_row(v, g, scale, r, k, acc_w, o):
 
 
 @njit(parallel=True, cache=True)
-def _layer_norm_fwd(x, gamma, beta, eps, y, mean, rstd, fmt, table, n):
+def _layer_norm_fwd(x, weight, bias, eps, y, mean, rstd, fmt, table, n):
     rows, C = x.shape
     for c in prange(n):
         lo, hi = chunk_bounds(c, n, rows)
@@ -130,14 +141,14 @@ def _layer_norm_fwd(x, gamma, beta, eps, y, mean, rstd, fmt, table, n):
             v = load_row(x[i], xbuf, fmt, table)  # memory pass 1: read x
             mu, r = ln_stats(v, eps)  # from the cache
             o = out_row(y[i], ybuf)
-            ln_apply(v, mu, r, gamma, beta, o)  # memory pass 2: write y
+            ln_apply(v, mu, r, weight, bias, o)  # memory pass 2: write y
             store_row(y[i], o, fmt)
             mean[i] = mu
             rstd[i] = r
 
 
 @njit(parallel=True, cache=True)
-def _layer_norm_bwd(x, dy, gamma, mean, rstd, dx, part_g, part_b, fx, fdy, table, n):
+def _layer_norm_bwd(x, dy, weight, mean, rstd, dx, part_g, part_b, fx, fdy, table, n):
     rows, C = x.shape
     for c in prange(n):
         lo, hi = chunk_bounds(c, n, rows)
@@ -150,7 +161,7 @@ def _layer_norm_bwd(x, dy, gamma, mean, rstd, dx, part_g, part_b, fx, fdy, table
             v = load_row(x[i], xbuf, fx, table)  # read x
             g = load_row(dy[i], gbuf, fdy, table)  # read dy
             o = out_row(dx[i], obuf)
-            ln_bwd_row(v, g, gamma, mean[i], rstd[i], acc_g, acc_b, o)  # write dx
+            ln_bwd_row(v, g, weight, mean[i], rstd[i], acc_g, acc_b, o)  # write dx
             store_row(dx[i], o, fx)
             if (i - lo + 1) % ROW_BLOCK == 0 or i == hi - 1:
                 flush(acc_g, part_g[c])
@@ -228,35 +239,35 @@ def _into(out, result):
     return out, cache
 
 
-def layer_norm_forward(x, gamma, beta, eps: float = 1e-5, *, out=None):
+def layer_norm_forward(x, weight=None, bias=None, *, eps: float = 1e-5, out=None):
     """LayerNorm over the last axis; see ``normlab.functional.layer_norm_forward`` (same
     arguments, result and cache). ``out``: an array of x's shape and dtype to write y into (then
     returned as y), instead of a new one."""
-    x, gamma, beta, eps = _ref_ln.check_args(x, gamma, beta, eps)
+    x, weight, bias, eps = _ref_ln.check_args(x, weight, bias, eps)
     out = check_out(out, x)
     C = x.shape[-1]
     if not native(x.dtype) or x.size == 0:
-        return _into(out, _ref_ln.layer_norm_forward(x, gamma, beta, eps))
+        return _into(out, _ref_ln.layer_norm_forward(x, weight, bias, eps=eps))
     ct = ck.compute_dtype(x.dtype)
-    g = None if gamma is None else gamma.astype(ct)
+    g = None if weight is None else weight.astype(ct)
     xk, fmt = kernel_view(rows_of(x))
     rows = xk.shape[0]
     y = np.empty(x.shape, x.dtype) if out is None else out
     yk, _ = kernel_view(y.reshape(rows, C))
     mean, rstd = np.empty(rows, ct), np.empty(rows, ct)
     launch(_layer_norm_fwd, x.size, xk, np.ones(C, ct) if g is None else g,
-           np.zeros(C, ct) if beta is None else beta.astype(ct), ct.type(eps),
+           np.zeros(C, ct) if bias is None else bias.astype(ct), ct.type(eps),
            yk, mean, rstd, fmt, F16_TABLE, nchunks(rows, x.size))
     stat_shape = x.shape[:-1] + (1,)
-    dtypes = (None if gamma is None else gamma.dtype, None if beta is None else beta.dtype)
-    return y, LayerNormCache(x, g, beta is not None, mean.reshape(stat_shape),
+    dtypes = (None if weight is None else weight.dtype, None if bias is None else bias.dtype)
+    return y, LayerNormCache(x, g, bias is not None, mean.reshape(stat_shape),
                              rstd.reshape(stat_shape), dtypes)
 
 
 def layer_norm_backward(dout, cache: LayerNormCache):
-    """Gradients of LayerNorm: ``(dx, dgamma, dbeta)``, as ``functional.layer_norm_backward``."""
+    """Gradients of LayerNorm: ``(dx, dweight, dbias)``, as ``functional.layer_norm_backward``."""
     ck.cache(cache, LayerNormCache, "layer_norm")
-    x, g, has_beta, mean, rstd, (gamma_dt, beta_dt) = cache
+    x, g, has_bias, mean, rstd, (weight_dt, bias_dt) = cache
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
     if not native(x.dtype) or x.size == 0:
@@ -273,12 +284,12 @@ def layer_norm_backward(dout, cache: LayerNormCache):
     launch(_layer_norm_bwd, x.size, xk, dyk, np.ones(C, ct) if g is None else g,
            np.ascontiguousarray(mean).reshape(rows), np.ascontiguousarray(rstd).reshape(rows),
            dxk, part_g, part_b, fx, fdy, F16_TABLE, n)
-    dgamma = None if g is None else part_g.sum(axis=0).astype(ck.compute_dtype(gamma_dt))
-    dbeta = part_b.sum(axis=0).astype(ck.compute_dtype(beta_dt)) if has_beta else None
-    return dx, dgamma, dbeta
+    dweight = None if g is None else part_g.sum(axis=0).astype(ck.compute_dtype(weight_dt))
+    dbias = part_b.sum(axis=0).astype(ck.compute_dtype(bias_dt)) if has_bias else None
+    return dx, dweight, dbias
 
 
-def rms_norm_forward(x, weight, eps: float = 1e-8, *, partial: float | None = None,
+def rms_norm_forward(x, weight, *, eps: float = 1e-8, partial: float | None = None,
                      offset: float = 0.0, out=None):
     """RMSNorm over the last axis; see ``normlab.functional.rms_norm_forward`` (same arguments,
     result and cache). ``out``: an array of x's shape and dtype to write y into (then returned as
@@ -287,7 +298,7 @@ def rms_norm_forward(x, weight, eps: float = 1e-8, *, partial: float | None = No
     out = check_out(out, x)
     C = x.shape[-1]
     if not native(x.dtype) or x.size == 0:
-        return _into(out, _ref_rms.rms_norm_forward(x, weight, eps, partial=partial,
+        return _into(out, _ref_rms.rms_norm_forward(x, weight, eps=eps, partial=partial,
                                                     offset=offset))
     ct = ck.compute_dtype(x.dtype)
     scale = weight.astype(ct) + ct.type(offset)

@@ -18,8 +18,6 @@ are reductions and match within a tolerance.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numba import njit, prange
 
@@ -27,7 +25,7 @@ from .. import _checks as ck
 from ..functional import losses as _ref_losses
 from ..functional import softmax as _ref_softmax
 from ..functional.losses import IGNORE_INDEX, CrossEntropyCache
-from ..functional.softmax import SoftmaxCache
+from ..functional.softmax import CappedSoftmaxCache, SoftmaxCache
 from ._common import REDUCE, chunk_bounds, launch, nchunks, rows_of
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
 
@@ -183,29 +181,17 @@ def _backward(dout, p, tanh, dtype):
     return dx
 
 
-class CappedSoftmaxCache(NamedTuple):
-    """Saved: the probabilities and tanh of the cap (the backward needs only these)."""
-
-    p: np.ndarray  # (..., T, T) or (..., C) compute dtype, 0 where masked
-    tanh: np.ndarray | None  # same shape, tanh(s / cap); None without a cap
-    dtype: np.dtype  # the logits' dtype
-
-
 def capped_softmax_forward(s, *, softcap: float | None = None, causal: bool = False):
-    """``softmax(cap * tanh(s / cap) + M)`` over the last axis, fused: the soft-cap of Gemma 2
+    """``softmax(cap * tanh(s / cap) + M)`` over the last axis, fused (the reference:
+    ``normlab.functional.softmax.capped_softmax_forward``): the soft-cap of Gemma 2
     on the scaled attention logits, then the causal mask M (-inf above the diagonal of the last
     two axes, (..., T, T)), then softmax, as ``functional.attention`` does step by step.
 
     Returns p (s's shape and dtype) and a ``CappedSoftmaxCache``.
     """
-    s = ck.float_array(s, "s")
-    ck.at_least_nd(s, "s", 2 if causal else 1)
-    softcap = None if softcap is None else ck.positive(softcap, "softcap")
-    causal = ck.flag(causal, "causal")
-    if causal and s.shape[-1] != s.shape[-2]:
-        raise ValueError(f"s must be (..., T, T) with causal=True; got {s.shape}")
+    s, softcap, causal = _ref_softmax.check_capped_args(s, softcap, causal)
     if not native(s.dtype) or s.size == 0:
-        return capped_softmax_reference(s, softcap=softcap, causal=causal)
+        return _ref_softmax.capped_softmax_forward(s, softcap=softcap, causal=causal)
     p, y, tanh, _ = _forward(s, causal, softcap)
     return y, CappedSoftmaxCache(p, tanh, s.dtype)
 
@@ -217,34 +203,8 @@ def capped_softmax_backward(dout, cache: CappedSoftmaxCache):
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", p.shape, "the shape of the forward's output")
     if not native(dtype) or p.size == 0:
-        return capped_softmax_reference_backward(dout, cache)
+        return _ref_softmax.capped_softmax_backward(dout, cache)
     return _backward(dout, p, tanh, dtype)
-
-
-def capped_softmax_reference(s, *, softcap=None, causal=False):
-    """The reference composition (as in ``functional.attention``): cap, mask, softmax."""
-    from ..functional.attention import causal_mask
-
-    s = ck.float_array(s, "s")
-    ct = ck.compute_dtype(s.dtype)
-    z = s.astype(ct)
-    tanh = None
-    if softcap is not None:
-        tanh = np.tanh(z / ct.type(softcap))
-        z = ct.type(softcap) * tanh
-    if causal:
-        z = z + causal_mask(s.shape[-1], ct)
-    y, c = _ref_softmax.softmax_forward(z, axis=-1)
-    return y.astype(s.dtype), CappedSoftmaxCache(c.p, tanh, s.dtype)
-
-
-def capped_softmax_reference_backward(dout, cache: CappedSoftmaxCache):
-    ck.cache(cache, CappedSoftmaxCache, "capped_softmax")
-    p, tanh, dtype = cache
-    ds = _ref_softmax.softmax_backward(dout, SoftmaxCache(p, p.ndim - 1, p.dtype))
-    if tanh is not None:
-        ds *= 1.0 - tanh * tanh
-    return ds.astype(dtype)
 
 
 # ---- cross-entropy ----------------------------------------------------------------------------

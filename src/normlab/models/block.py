@@ -12,7 +12,7 @@ line read in reverse (the skip path's gradient added where the paths join):
                                               beta = (8L)^(-1/4) (decoder-only constants)
     admin     x = N(omega * x + F(x))         Liu et al. 2020: omega a learned (C,) vector, filled
                                               by ``profile_omega`` before training (see there)
-    rezero    x = x + a F(x)                  Bachlechner et al. 2020: a learned scalar, a = 0 at init
+    rezero    x = x + a F(x)                  Bachlechner et al. 2020: a learned scalar a, 0 at init
     none      x = x + F(x)
     branch    x = x + N(F(x))                 OLMo 2: the norm on the branch output (a final norm)
 
@@ -21,10 +21,14 @@ Dropout (p_drop) acts on F's output, inside the residual add.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._checks import reduce_rows
-from ..nn import MLP, CausalSelfAttention, Dropout, DyT, Identity, LayerNorm, Module, RMSNorm
+from ..functional import norms
+from ..functional.dyt import ALPHA_INIT
+from ..nn import MLP, CausalSelfAttention, Dropout, Identity, Module
 from ..nn.numerics import FULL_PRECISION, Numerics
 from .config import GPTConfig
 
@@ -39,19 +43,19 @@ def deepnorm_beta(n_layers: int) -> float:
     return (8.0 * n_layers) ** -0.25
 
 
-def make_norm(kind: str, C: int, *, eps: float, bias: bool, dtype,
-              dyt_alpha: float = 0.5, offset: float = 0.0, partial: float | None = None) -> Module:
-    """A norm module over the last axis: LayerNorm, RMSNorm (gain ``offset + w``; pRMSNorm with
-    ``partial=p``), DyT (initial alpha ``dyt_alpha``), or the identity for 'none'."""
-    if kind == "layernorm":
-        return LayerNorm(C, eps, bias=bias, dtype=dtype)
-    if kind == "rmsnorm":
-        return RMSNorm(C, eps, partial=partial, offset=offset, dtype=dtype)
-    if kind == "dyt":
-        return DyT(C, dyt_alpha, dtype=dtype)
-    if kind == "none":
+def make_norm(kind: str, C: int, *, dtype: Any, **fields: Any) -> Module:
+    """The norm ``kind`` over the last axis, built from its registry entry
+    (``normlab.functional.norms``), or the identity for 'none'.
+
+    ``fields`` are ``GPTConfig`` field values by name (``GPTConfig.norm_fields()``: ``norm_eps``,
+    ``bias``, ``dyt_alpha``, ``norm_offset``, ``norm_partial``); the entry's ``config`` says which
+    module option each one sets (LayerNorm: eps and bias; RMSNorm: eps, offset and partial; DyT:
+    its initial alpha), and fields it does not read are ignored."""
+    if kind == norms.NONE:
         return Identity()
-    raise ValueError(f"norm must be one of layernorm, rmsnorm, dyt, none; got {kind!r}")
+    entry = norms.get(kind)
+    options = {opt: fields[f] for opt, f in entry.config.items() if f in fields}
+    return entry.build(C, dtype=dtype, **options)
 
 
 def init_stds(cfg: GPTConfig) -> dict[str, float]:
@@ -84,20 +88,24 @@ class Residual(Module):
     ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero; the learned
     vector ``omega`` (shape (C,), Admin's skip-path weight, ones until ``profile_omega``) for admin.
     ``numerics.stream`` rounds the output and, in the backward, the incoming gradient (the
-    identity at full precision).
+    identity at full precision). The norm is ``make_norm(norm, ...)`` from ``eps``, ``bias``,
+    ``dyt_alpha``, ``norm_offset`` and ``norm_partial``, or from ``norm_fields`` (a
+    ``GPTConfig.norm_fields()``, which ``Block`` passes) where given.
     """
 
     numerics: Numerics = FULL_PRECISION
 
     def __init__(self, branch: Module, placement: str, norm: str, C: int, *, n_layers: int,
                  eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype,
-                 dyt_alpha: float = 0.5, norm_offset: float = 0.0,
-                 norm_partial: float | None = None):
+                 dyt_alpha: float = ALPHA_INIT, norm_offset: float = 0.0,
+                 norm_partial: float | None = None, norm_fields: dict | None = None):
         super().__init__()
         self.placement = placement
         self.branch = branch
-        make = lambda: make_norm(norm, C, eps=eps, bias=bias, dtype=dtype,  # noqa: E731
-                                 dyt_alpha=dyt_alpha, offset=norm_offset, partial=norm_partial)
+        fields = dict(norm_eps=eps, bias=bias, dyt_alpha=dyt_alpha, norm_offset=norm_offset,
+                      norm_partial=norm_partial)
+        fields.update(norm_fields or {})  # the config's fields (Block), over the single ones
+        make = lambda: make_norm(norm, C, dtype=dtype, **fields)  # noqa: E731
         self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch",
                                              "admin") else Identity())
         self.norm_out = make() if placement == "sandwich" else Identity()
@@ -223,7 +231,8 @@ class Block(Module):
         std = init_stds(cfg)
         qkv_bias, out_bias, mlp_bias = cfg.biases()
         attn = CausalSelfAttention(
-            C, cfg.n_heads, rng=rng, dropout_rng=dropout_rng, qk_norm=cfg.qk_norm, qk_norm_eps=cfg.norm_eps,
+            C, cfg.n_heads, rng=rng, dropout_rng=dropout_rng, qk_norm=cfg.qk_norm,
+            qk_norm_eps=cfg.norm_eps,
             softcap=cfg.attn_softcap, p_drop=cfg.attn_dropout, rope=rope, bias=qkv_bias,
             std=std["qkv"], proj_std=std["attn_out"], causal=cfg.causal, dtype=dtype,
             n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim, scale=cfg.attn_scale, window=window,
@@ -235,9 +244,9 @@ class Block(Module):
                   std=std["mlp_in"], proj_std=std["mlp_out"], dtype=dtype)
         if cfg.init == "xavier":  # the papers' init instead (drawn after the normal one)
             xavier_init_(attn, mlp, rng, beta)
-        common = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias, p_drop=cfg.dropout,
-                      rng=dropout_rng, dtype=dtype, dyt_alpha=cfg.dyt_alpha,
-                      norm_offset=cfg.norm_offset, norm_partial=cfg.norm_partial)
+        common: dict[str, Any] = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias,
+                                      p_drop=cfg.dropout, rng=dropout_rng, dtype=dtype,
+                                      norm_fields=cfg.norm_fields())
         self.attn = Residual(attn, cfg.placement, cfg.norm, C, **common)
         self.mlp = Residual(mlp, cfg.placement, cfg.norm, C, **common)
 

@@ -7,11 +7,12 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .. import _checks as ck
-from ..functional.attention import QK_NORMS
+from ..functional import norms as _norms
 from ..nn.mlp import ACTIVATIONS
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin")
-NORMS = ("layernorm", "rmsnorm", "dyt", "none")
+NORMS = _norms.block_names()  # ("layernorm", "rmsnorm", "dyt", "none"): the built-in norms
+QK_NORMS = _norms.qk_names()  # ("none", "layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
 QK_NORM_SCOPES = ("head", "all")
@@ -35,6 +36,7 @@ class GPTConfig:
     #                         branch (x + N(F(x)), OLMo 2), admin (N(omega x + F(x)), Liu et al.
     #                         2020; omega profiled by GPT.profile_admin, as the Trainer does)
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
+    #                          (or another name of the norm registry, normlab.functional.norms)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
     norm_partial: float | None = None  # pRMSNorm's p: every RMSNorm estimates the RMS from the first
@@ -96,7 +98,8 @@ class GPTConfig:
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
             raise ValueError(f"config: n_kv_heads ({self.n_kv_heads}) must divide n_heads "
                              f"({self.n_heads}); each key/value head serves a group of query heads")
-        for name, allowed in (("placement", PLACEMENTS), ("norm", NORMS), ("qk_norm", QK_NORMS),
+        for name, allowed in (("placement", PLACEMENTS), ("norm", _norms.block_names()),
+                              ("qk_norm", _norms.qk_names()),
                               ("activation", ACTIVATIONS), ("positions", POSITIONS),
                               ("dtype", DTYPES), ("qk_norm_scope", QK_NORM_SCOPES),
                               ("rope_scaling", ROPE_SCALINGS), ("init", INITS)):
@@ -117,11 +120,12 @@ class GPTConfig:
             raise ValueError(f"config: rope_high_freq_factor must be a finite number > "
                              f"rope_low_freq_factor ({self.rope_low_freq_factor!r}); got "
                              f"{self.rope_high_freq_factor!r}")
-        if self.norm_offset and self.norm != "rmsnorm":
-            raise ValueError(f"config: norm_offset applies to the RMSNorm gain; norm is {self.norm!r}")
+        if self.norm_offset and "norm_offset" not in self._norm_reads():
+            raise ValueError(f"config: norm_offset applies to the RMSNorm gain; "
+                             f"norm is {self.norm!r}")
         if self.norm_partial is not None:
             ck.real(self.norm_partial, "config: norm_partial", lo=0, hi=1, lo_open=True)
-            if self.norm != "rmsnorm":
+            if "norm_partial" not in self._norm_reads():
                 raise ValueError(f"config: norm_partial is pRMSNorm's p and applies to RMSNorm; "
                                  f"norm is {self.norm!r}")
         if self.sliding_window is not None and not self.causal:
@@ -137,6 +141,17 @@ class GPTConfig:
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"config: RoPE needs an even head width; got D = {self.head_dim}")
 
+    def _norm_reads(self) -> tuple[str, ...]:
+        """The fields the chosen norm's registry entry reads (none for 'none')."""
+        if self.norm == _norms.NONE:
+            return ()
+        return tuple(_norms.get(self.norm).config.values())
+
+    def norm_fields(self) -> dict[str, Any]:
+        """The fields any registered norm reads (``norm_eps``, ``bias``, ``dyt_alpha``, ...), by
+        name: what ``models.block.make_norm`` builds a norm from."""
+        return {name: getattr(self, name) for name in _norms.config_fields()}
+
     def _check_window_layers(self) -> None:
         wl = self.window_layers
         if wl is None:
@@ -147,7 +162,8 @@ class GPTConfig:
         if isinstance(wl, (list, tuple)):
             object.__setattr__(self, "window_layers", wl := tuple(wl))  # JSON gives a list
         if not isinstance(wl, tuple) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers for i in wl):
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers
+                for i in wl):
             raise ValueError(f"config: window_layers must be a tuple of layer indices in "
                              f"[0, n_layers = {self.n_layers}); got {wl!r}")
 
@@ -168,7 +184,8 @@ class GPTConfig:
 
     def biases(self) -> tuple[bool, bool, bool]:
         """``(qkv, out, mlp)``: whether each projection has a bias (``bias`` unless overridden)."""
-        return tuple(self.bias if b is None else b for b in (self.qkv_bias, self.out_bias, self.mlp_bias))
+        return tuple(self.bias if b is None else b
+                     for b in (self.qkv_bias, self.out_bias, self.mlp_bias))
 
     @property
     def hidden(self) -> int:
@@ -180,7 +197,8 @@ class GPTConfig:
         """Whether a norm sits before the head: where the residual stream leaves the last block
         unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN,
         DeepNorm and Admin end each block with a norm already."""
-        return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none", "branch")
+        return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none",
+                                                          "branch")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -86,9 +86,7 @@ class GPT(Module):
         self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope,
                              window=cfg.window(layer))
                        for layer in range(cfg.n_layers)]
-        self.norm_f = (make_norm(cfg.norm, C, eps=cfg.norm_eps, bias=cfg.bias, dtype=dtype,
-                                 dyt_alpha=cfg.dyt_alpha, offset=cfg.norm_offset,
-                                 partial=cfg.norm_partial)
+        self.norm_f = (make_norm(cfg.norm, C, dtype=dtype, **cfg.norm_fields())
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=std["head"], dtype=dtype)

@@ -384,13 +384,13 @@ def _layout(c: GPTConfig, family: str) -> list[_Entry]:
         for i in range(c.n_layers):
             b, h = f"blocks.{i}.", f"h.{i}."
             for ours, theirs in (("attn.norm", "ln_1"), ("mlp.norm", "ln_2")):
-                out += [E(f"{b}{ours}.gamma", (f"{h}{theirs}.weight",), (), False),
-                        E(f"{b}{ours}.beta", (f"{h}{theirs}.bias",), (), False)]
+                out += [E(f"{b}{ours}.weight", (f"{h}{theirs}.weight",), (), False),
+                        E(f"{b}{ours}.bias", (f"{h}{theirs}.bias",), (), False)]
             for ours, theirs in (("attn.branch.qkv", "attn.c_attn"), ("attn.branch.proj", "attn.c_proj"),
                                  ("mlp.branch.fc", "mlp.c_fc"), ("mlp.branch.proj", "mlp.c_proj")):
                 out += [E(f"{b}{ours}.weight", (f"{h}{theirs}.weight",), (), True),
                         E(f"{b}{ours}.bias", (f"{h}{theirs}.bias",), (), False)]
-        out += [E("norm_f.gamma", ("ln_f.weight",), (), False), E("norm_f.beta", ("ln_f.bias",), (), False)]
+        out += [E("norm_f.weight", ("ln_f.weight",), (), False), E("norm_f.bias", ("ln_f.bias",), (), False)]
     else:
         out.append(E("wte.weight", ("embed_tokens.weight",), (), False))
         norms = {"gemma2": (("attn.norm", "input_layernorm"), ("attn.norm_out", "post_attention_layernorm"),

@@ -3,7 +3,7 @@ train/eval, the last cache."""
 
 from .attention import CausalSelfAttention
 from .identity import Identity
-from .layers import BatchNorm, Dropout, DyT, LayerNorm, RMSNorm
+from .layers import BatchNorm, Dropout, DyT, LayerNorm, Norm, RMSNorm
 from .linear import Embedding, Linear
 from .mlp import ACTIVATIONS, MLP
 from .module import Module
@@ -23,6 +23,7 @@ __all__ = [
     "Linear",
     "MLP",
     "Module",
+    "Norm",
     "Numerics",
     "RMSNorm",
     "ShiftNoise",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks as ck
-from ..functional.attention import QK_NORMS, _norm_backward, _norm_forward
+from ..functional.attention import qk_norm_backward, qk_norm_forward
+from ..functional.norms import qk_names
 from .linear import Linear
 from .module import Module
 from .numerics import FULL_PRECISION, Numerics
@@ -22,7 +23,8 @@ class CausalSelfAttention(Module):
     and ``k_norm``: (D,) shared by the heads with ``qk_norm_scope="head"`` (Qwen 3), or (H D,) and
     (Hkv D,) over the whole projections, before the heads are split, with ``"all"`` (OLMo 2).
     ``bias`` switches the qkv bias, ``proj_bias`` (default: ``bias``) the output projection's.
-    ``scale`` is the factor on q.k (default 1 / sqrt(D)), ``window`` a sliding window. ``rope`` is a pair of (T_max, D/2) tables or None. ``rng`` draws the initial
+    ``scale`` is the factor on q.k (default 1 / sqrt(D)), ``window`` a sliding window. ``rope``
+    is a pair of (T_max, D/2) tables or None. ``rng`` draws the initial
     weights, ``dropout_rng`` (default: rng) the dropout masks. ``causal=False`` lets every
     position see every other (an encoder). After a forward, ``max_logit`` holds the largest raw
     attention logit.
@@ -39,15 +41,17 @@ class CausalSelfAttention(Module):
                  scale: float | None = None, window: int | None = None,
                  qk_norm_scope: str = "head", proj_bias: bool | None = None):
         super().__init__()
-        for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)):
+        for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads),
+                            ("head_dim", head_dim)):
             if value is not None:
                 ck.integer(value, name, lo=1)
         if head_dim is None and C % n_heads:
-            raise ValueError(f"n_heads ({n_heads}) must divide the width C ({C}) unless head_dim is given")
+            raise ValueError(f"n_heads ({n_heads}) must divide the width C ({C}) unless "
+                             f"head_dim is given")
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads})")
-        ck.choice(qk_norm, "qk_norm", QK_NORMS)
+        ck.choice(qk_norm, "qk_norm", qk_names())
         ck.choice(qk_norm_scope, "qk_norm_scope", ("head", "all"))
         self.n_heads, self.n_kv_heads = int(n_heads), int(n_kv_heads)
         self.head_dim = C // n_heads if head_dim is None else int(head_dim)
@@ -83,8 +87,8 @@ class CausalSelfAttention(Module):
         H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = qkv[..., : H * D], qkv[..., H * D : (H + K) * D], qkv[..., (H + K) * D :]
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            q, cq = _norm_forward(self.qk_norm, q, self.params["q_norm"], self.qk_norm_eps)
-            k, ck_ = _norm_forward(self.qk_norm, k, self.params["k_norm"], self.qk_norm_eps)
+            q, cq = qk_norm_forward(self.qk_norm, q, self.params["q_norm"], self.qk_norm_eps)
+            k, ck_ = qk_norm_forward(self.qk_norm, k, self.params["k_norm"], self.qk_norm_eps)
             self._qk_caches = (cq, ck_)
         heads = lambda a, n: a.reshape(B, T, n, D).transpose(0, 2, 1, 3)  # noqa: E731
         return heads(q, H), heads(k, K), heads(v, K)
@@ -96,8 +100,8 @@ class CausalSelfAttention(Module):
         dq, dk, dv = flat(dq), flat(dk), flat(dv)  # (B, T, H D), (B, T, Hkv D) x 2
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
             (cq, ck_), self._qk_caches = self._qk_caches, None
-            dq, dwq = _norm_backward(self.qk_norm, dq, cq)
-            dk, dwk = _norm_backward(self.qk_norm, dk, ck_)
+            dq, dwq = qk_norm_backward(self.qk_norm, dq, cq)
+            dk, dwk = qk_norm_backward(self.qk_norm, dk, ck_)
             self.accumulate("q_norm", dwq)
             self.accumulate("k_norm", dwk)
         return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1)

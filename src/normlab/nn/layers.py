@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .. import _checks as ck
@@ -10,10 +13,10 @@ from ..functional import (
     batch_norm_forward,
     dropout_backward,
     dropout_forward,
-    dyt_backward,
-    dyt_forward,
 )
 from ..functional.dyt import ALPHA_INIT
+from ..functional.norms import NormEntry
+from ..functional.norms import get as get_norm
 from .module import Module
 
 
@@ -21,99 +24,103 @@ def _width(C: int) -> int:
     return ck.integer(C, "the normalized width C", lo=1)
 
 
-class LayerNorm(Module):
-    """LayerNorm over the last axis: gamma = 1 and beta = 0 at init (``bias=False`` drops beta).
-    ``impl``: "kernel" (the fused numba kernel, default) or "reference" (normlab.functional)."""
+class Norm(Module):
+    """A norm module built from its registry entry (``normlab.functional.norms``): the entry's
+    parameters as ``params`` (named ``weight``, ``bias``, ...), its forward options as attributes
+    (``eps``, ...), and its op: the fused kernel when the entry names one (``impl="kernel"``, the
+    default) or the functional reference (``impl="reference"``, and always for an entry without a
+    kernel).
 
-    def __init__(self, C: int, eps: float = 1e-5, *, bias: bool = True, dtype=np.float32,
-                 impl: str = "kernel"):
+    ``Norm("rmsnorm", 64, eps=1e-6)`` is an RMSNorm; a norm registered elsewhere (a toy norm in a
+    test) gets its module from this class without writing one. Unknown options are refused by
+    name.
+    """
+
+    def __init__(self, entry: str | NormEntry, C: int, *, dtype=np.float32,
+                 impl: str = "kernel", **options: Any):
         super().__init__()
+        self.entry = entry = entry if isinstance(entry, NormEntry) else get_norm(entry)
         C = _width(C)
-        self.eps = ck.positive(eps, "eps")
-        self.add_param("gamma", np.ones(C, dtype))
-        if bias:
-            self.add_param("beta", np.zeros(C, dtype))
+        known = {**entry.options, **entry.module_options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise TypeError(f"{entry.name}: unknown options {unknown}; accepted: {sorted(known)}")
+        opts = {**known, **options}
+        if "eps" in opts:
+            opts["eps"] = ck.positive(opts["eps"], "eps")
+        self.options = {k: opts[k] for k in entry.options}  # passed to the forward
+        for k, v in opts.items():
+            setattr(self, k, v)
+        for p in entry.params:
+            if p.flag is None or opts[p.flag]:
+                shape = () if p.scalar else (C,)
+                self.add_param(p.name, np.full(shape, p.initial(opts), dtype))
         self.set_impl(impl)
 
+    def _ops(self) -> tuple[Callable, Callable]:
+        e = self.entry
+        if e.kernel is None:
+            return e.forward, e.backward
+        return self.op(f"{e.kernel}_forward"), self.op(f"{e.kernel}_backward")
+
     def forward(self, x: np.ndarray) -> np.ndarray:
-        out, self._cache = self.op("layer_norm_forward")(
-            x, self.params["gamma"], self.params.get("beta"), self.eps
-        )
+        params = [self.params.get(n) for n in self.entry.param_names]
+        out, self._cache = self._ops()[0](x, *params, **self.options)
         return out
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        dx, dgamma, dbeta = self.op("layer_norm_backward")(dout, self._last_cache())
-        self.accumulate("gamma", dgamma)
-        if "beta" in self.params:
-            self.accumulate("beta", dbeta)
+        dx, *dparams = self._ops()[1](dout, self._last_cache())
+        for name, g in zip(self.entry.param_names, dparams, strict=True):
+            if name in self.params:
+                self.accumulate(name, g)
         return dx
 
 
-class RMSNorm(Module):
+class LayerNorm(Norm):
+    """LayerNorm over the last axis: ``weight`` = 1 and ``bias`` = 0 at init (``bias=False``
+    drops the bias). ``impl``: "kernel" (the fused numba kernel, default) or "reference"
+    (normlab.functional)."""
+
+    def __init__(self, C: int, *, eps: float = 1e-5, bias: bool = True, dtype=np.float32,
+                 impl: str = "kernel"):
+        super().__init__("layernorm", C, eps=eps, bias=bias, dtype=dtype, impl=impl)
+
+
+class RMSNorm(Norm):
     """RMSNorm over the last axis. ``offset=1`` is Gemma's ``(1 + w)`` with w initialized to 0;
     ``partial=p`` is pRMSNorm. ``impl``: "kernel" (default) or "reference"."""
 
-    def __init__(self, C: int, eps: float = 1e-8, *, partial: float | None = None,
+    def __init__(self, C: int, *, eps: float = 1e-8, partial: float | None = None,
                  offset: float = 0.0, dtype=np.float32, impl: str = "kernel"):
-        super().__init__()
-        C = _width(C)
-        self.eps = ck.positive(eps, "eps")
-        self.partial, self.offset = partial, float(offset)
-        self.add_param("weight", np.full(C, 1.0 - self.offset, dtype))
-        self.set_impl(impl)
-
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        out, self._cache = self.op("rms_norm_forward")(
-            x, self.params["weight"], self.eps, partial=self.partial, offset=self.offset
-        )
-        return out
-
-    def backward(self, dout: np.ndarray) -> np.ndarray:
-        dx, dweight = self.op("rms_norm_backward")(dout, self._last_cache())
-        self.accumulate("weight", dweight)
-        return dx
+        super().__init__("rmsnorm", C, eps=eps, partial=partial, offset=float(offset),
+                         dtype=dtype, impl=impl)
 
 
-class DyT(Module):
-    """Dynamic Tanh: ``gamma * tanh(alpha * x) + beta``, alpha a learned scalar (init 0.5)."""
+class DyT(Norm):
+    """Dynamic Tanh: ``weight * tanh(alpha * x) + bias``, alpha a learned scalar (init 0.5)."""
 
-    def __init__(self, C: int, alpha_init: float = ALPHA_INIT, *, dtype=np.float32):
-        super().__init__()
-        C = _width(C)
+    def __init__(self, C: int, *, alpha_init: float = ALPHA_INIT, dtype=np.float32):
         ck.real(alpha_init, "alpha_init")
-        self.add_param("alpha", np.array(alpha_init, dtype))
-        self.add_param("gamma", np.ones(C, dtype))
-        self.add_param("beta", np.zeros(C, dtype))
-
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        p = self.params
-        out, self._cache = dyt_forward(x, p["alpha"], p["gamma"], p["beta"])
-        return out
-
-    def backward(self, dout: np.ndarray) -> np.ndarray:
-        dx, dalpha, dgamma, dbeta = dyt_backward(dout, self._last_cache())
-        self.accumulate("alpha", dalpha)
-        self.accumulate("gamma", dgamma)
-        self.accumulate("beta", dbeta)
-        return dx
+        super().__init__("dyt", C, alpha_init=alpha_init, dtype=dtype)
 
 
 class BatchNorm(Module):
-    """BatchNorm over every axis but the last, owning its running statistics (PyTorch
+    """BatchNorm over every axis but the last (gain ``weight``, bias ``bias``), owning its
+    running statistics (PyTorch
     conventions: ``momentum`` weighs the new batch, running variance unbiased, ``momentum=None``
     a cumulative average; ``track_running_stats=False`` uses batch statistics in eval too).
 
     ``forward(x, mask=None)``: ``mask`` (x's leading shape, bool) marks real positions.
     """
 
-    def __init__(self, C: int, eps: float = 1e-5, momentum: float | None = 0.1, *,
+    def __init__(self, C: int, *, eps: float = 1e-5, momentum: float | None = 0.1,
                  track_running_stats: bool = True, dtype=np.float32):
         super().__init__()
         C = _width(C)
         self.eps = ck.positive(eps, "eps")
         self.momentum = momentum
-        self.add_param("gamma", np.ones(C, dtype))
-        self.add_param("beta", np.zeros(C, dtype))
+        self.add_param("weight", np.ones(C, dtype))
+        self.add_param("bias", np.zeros(C, dtype))
         self.track_running_stats = bool(track_running_stats)
         stat_dtype = ck.compute_dtype(dtype)
         self.running_mean = np.zeros(C, stat_dtype) if track_running_stats else None
@@ -124,7 +131,7 @@ class BatchNorm(Module):
         use_batch = self.training or not self.track_running_stats
         update = self.training and self.track_running_stats
         out, self._cache, mean, var = batch_norm_forward(
-            x, self.params["gamma"], self.params["beta"],
+            x, self.params["weight"], self.params["bias"],
             self.running_mean if update or not use_batch else None,
             self.running_var if update or not use_batch else None,
             training=use_batch, momentum=self.momentum, eps=self.eps, mask=mask,
@@ -137,14 +144,15 @@ class BatchNorm(Module):
         return out
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        dx, dgamma, dbeta = batch_norm_backward(dout, self._last_cache())
-        self.accumulate("gamma", dgamma)
-        self.accumulate("beta", dbeta)
+        dx, dweight, dbias = batch_norm_backward(dout, self._last_cache())
+        self.accumulate("weight", dweight)
+        self.accumulate("bias", dbias)
         return dx
 
 
 class Dropout(Module):
-    """Inverted dropout with its own generator: ``Dropout(p_drop, rng=np.random.default_rng(0))``."""
+    """Inverted dropout with its own generator:
+    ``Dropout(p_drop, rng=np.random.default_rng(0))``."""
 
     def __init__(self, p_drop: float, *, rng: np.random.Generator):
         super().__init__()

@@ -5,7 +5,7 @@ call; ``backward`` calls the matching ``*_backward`` and *adds* the parameter gr
 ``self.grads`` (so tied or repeated parameters work), returning the input gradient.
 
 Children are found among the attributes: a ``Module``, or a list/tuple of them. Parameter names
-are dotted paths (``blocks.0.attn.norm.gamma``), as in PyTorch's ``named_parameters``.
+are dotted paths (``blocks.0.attn.norm.weight``), as in PyTorch's ``named_parameters``.
 """
 
 from __future__ import annotations

@@ -55,11 +55,11 @@ def vjp(
     return to_numpy(out), {k: to_numpy(tensors[k].grad) for k in wrt}
 
 
-def layer_norm(x, gamma, beta, eps=1e-5):
-    return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+def layer_norm(x, weight=None, bias=None, *, eps=1e-5):
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
-def rms_norm(x, weight, eps=1e-8, partial=None, offset=0.0):
+def rms_norm(x, weight, *, eps=1e-8, partial=None, offset=0.0):
     """torch's fused ``F.rms_norm`` when it applies, else the composite in float32/64."""
     C = x.shape[-1]
     if partial is None and offset == 0.0:
@@ -71,18 +71,18 @@ def rms_norm(x, weight, eps=1e-8, partial=None, offset=0.0):
     return (xc * rstd * (weight.to(ct) + offset)).to(x.dtype)
 
 
-def dyt(x, alpha, gamma, beta):
+def dyt(x, alpha, weight, bias):
     ct = torch.float64 if x.dtype == torch.float64 else torch.float32
-    return (gamma.to(ct) * torch.tanh(alpha.to(ct) * x.to(ct)) + beta.to(ct)).to(x.dtype)
+    return (weight.to(ct) * torch.tanh(alpha.to(ct) * x.to(ct)) + bias.to(ct)).to(x.dtype)
 
 
-def batch_norm(x, gamma, beta, running_mean=None, running_var=None, *, training, momentum=0.1,
+def batch_norm(x, weight, bias, running_mean=None, running_var=None, *, training, momentum=0.1,
                eps=1e-5):
     """``F.batch_norm`` over every axis but the last (torch wants channels second). The running
     statistics tensors are updated in place, as torch does."""
     C = x.shape[-1]
     x2 = x.reshape(-1, C)
-    out = F.batch_norm(x2, running_mean, running_var, gamma, beta, training, momentum, eps)
+    out = F.batch_norm(x2, running_mean, running_var, weight, bias, training, momentum, eps)
     return out.reshape(x.shape)
 
 

@@ -38,10 +38,10 @@ GEMM = Tolerance(min_ulps=64.0, rtol64=1e-12)  # matrix products: torch sums in 
 
 
 def dyt_scales(inputs: dict[str, np.ndarray], dout: np.ndarray) -> dict[str, float]:
-    """DyT's dalpha = sum(dy * gamma * (1 - t^2) * x) is a sum of mixed signs: its error is
+    """DyT's dalpha = sum(dy * weight * (1 - t^2) * x) is a sum of mixed signs: its error is
     measured against the sum of the terms' magnitudes (``scales`` of :func:`torch_parity`)."""
     t = np.tanh(inputs["alpha"] * inputs["x"])
-    return {"alpha": float(np.sum(np.abs(dout * inputs["gamma"] * (1 - t * t) * inputs["x"])))}
+    return {"alpha": float(np.sum(np.abs(dout * inputs["weight"] * (1 - t * t) * inputs["x"])))}
 
 
 class ParityRow(NamedTuple):

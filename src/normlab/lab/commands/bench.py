@@ -50,28 +50,28 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool):
     into = None
     if op == "layer_norm":
         def fwd(m):
-            return lambda: m.layer_norm_forward(x, g, b, 1e-5)
+            return lambda: m.layer_norm_forward(x, g, b, eps=1e-5)
 
         def into():
-            return K.layer_norm_forward(x, g, b, 1e-5, out=y)
+            return K.layer_norm_forward(x, g, b, eps=1e-5, out=y)
 
         def both(m):
-            return lambda: m.layer_norm_backward(dy, m.layer_norm_forward(x, g, b, 1e-5)[1])
+            return lambda: m.layer_norm_backward(dy, m.layer_norm_forward(x, g, b, eps=1e-5)[1])
     elif op == "rms_norm":
         def fwd(m):
-            return lambda: m.rms_norm_forward(x, g, 1e-6)
+            return lambda: m.rms_norm_forward(x, g, eps=1e-6)
 
         def into():
-            return K.rms_norm_forward(x, g, 1e-6, out=y)
+            return K.rms_norm_forward(x, g, eps=1e-6, out=y)
 
         def both(m):
-            return lambda: m.rms_norm_backward(dy, m.rms_norm_forward(x, g, 1e-6)[1])
+            return lambda: m.rms_norm_backward(dy, m.rms_norm_forward(x, g, eps=1e-6)[1])
     else:
         def fwd(m):
-            return lambda: m.add_norm_forward(x, r, g, b, 1e-5)
+            return lambda: m.add_norm_forward(x, r, g, b, eps=1e-5)
 
         def both(m):
-            return lambda: m.add_norm_backward((dy, dy), m.add_norm_forward(x, r, g, b, 1e-5)[1])
+            return lambda: m.add_norm_backward((dy, dy), m.add_norm_forward(x, r, g, b, eps=1e-5)[1])
 
     out = {("kernel", "fwd"): fwd(K), ("kernel", "fwd+bwd"): both(K)}
     if into is not None:

@@ -39,7 +39,7 @@ class OpCheck:
     scales: Callable | None = None  # natural magnitudes of gradients that are sums (parity)
 
 
-def _norm_inputs(rng, shape=(3, 5, 16), params=("gamma", "beta")):
+def _norm_inputs(rng, shape=(3, 5, 16), params=("weight", "bias")):
     C = shape[-1]
     d = {"x": rng.normal(1.0, 2.0, size=shape)}
     for p in params:  # random, never ones and zeros: they hide wrong backwards
@@ -83,12 +83,12 @@ def _torch_ops():
     from torch.nn.functional import linear as F_linear
 
     def bn(training, mask=None):
-        def f(x, gamma, beta, running_mean, running_var):
+        def f(x, weight, bias, running_mean, running_var):
             rm, rv = running_mean.detach().clone(), running_var.detach().clone()
             if mask is None:
-                return O.batch_norm(x, gamma, beta, rm, rv, training=training)
+                return O.batch_norm(x, weight, bias, rm, rv, training=training)
             m = torch.from_numpy(mask)
-            out = O.batch_norm(x[m], gamma, beta, rm, rv, training=training)  # valid rows only
+            out = O.batch_norm(x[m], weight, bias, rm, rv, training=training)  # valid rows only
             full = torch.zeros_like(x)
             full[m] = out
             return full
@@ -153,7 +153,7 @@ def op_checks() -> list[OpCheck]:
         OpCheck("batch_norm(train, mask)", _bn_inputs, bn_mask, bn_mask_b, out_mask=masked),
         OpCheck("batch_norm(eval)", _bn_inputs, bn_eval, bn_eval_b),
         OpCheck("dyt", lambda rng: {"x": rng.normal(size=(3, 5, 16)), "alpha": np.array(0.7),
-                                    "gamma": rng.normal(size=16), "beta": rng.normal(size=16)},
+                                    "weight": rng.normal(size=16), "bias": rng.normal(size=16)},
                 Fn.dyt_forward, Fn.dyt_backward, scales=dyt_scales),
         OpCheck("dropout(p=0.3)", lambda rng: {"x": rng.normal(size=(3, 5, 16))},
                 _dropout_forward, Fn.dropout_backward),

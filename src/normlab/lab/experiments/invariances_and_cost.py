@@ -95,15 +95,15 @@ def _norms(cfg: Config, gamma, beta):
         return out, (lambda d: batch_norm_backward(d, cache)[0])
 
     def ln(a):
-        out, cache = layer_norm_forward(a, gamma, beta, eps)
+        out, cache = layer_norm_forward(a, gamma, beta, eps=eps)
         return out, (lambda d: layer_norm_backward(d, cache)[0])
 
     def rms(a):
-        out, cache = rms_norm_forward(a, gamma, eps)
+        out, cache = rms_norm_forward(a, gamma, eps=eps)
         return out, (lambda d: rms_norm_backward(d, cache)[0])
 
     def prms(a):
-        out, cache = rms_norm_forward(a, gamma, eps, partial=cfg.prms_partial)
+        out, cache = rms_norm_forward(a, gamma, eps=eps, partial=cfg.prms_partial)
         return out, (lambda d: rms_norm_backward(d, cache)[0])
 
     return {"batchnorm": bn, "layernorm": ln, "rmsnorm": rms, "prmsnorm": prms}
@@ -172,18 +172,18 @@ def _estimation(cfg: Config, rng) -> dict:
     d = cfg.est_width
     x = rng.normal(size=(cfg.est_draws, d))  # (N, d) true RMS 1
     ones = np.ones(d)
-    _, full = rms_norm_forward(x, ones, 1e-12)
+    _, full = rms_norm_forward(x, ones, eps=1e-12)
     rows = []
     for p in cfg.est_partials:
         k = partial_width(d, p)
-        _, cache = rms_norm_forward(x, ones, 1e-12, partial=p)
+        _, cache = rms_norm_forward(x, ones, eps=1e-12, partial=p)
         rms_k = 1.0 / cache.rstd[:, 0]  # (N,) the RMS estimated from k features
         rows.append({"p": p, "k": k, "rel_std": float(rms_k.std()),
                      "theory": 1.0 / np.sqrt(2 * k),
                      "vs_full": float(np.std(full.rstd[:, 0] / cache.rstd[:, 0]))})
     xc = x[:200] - x[:200].mean(axis=1, keepdims=True)  # zero-mean rows
-    same = float(np.abs(rms_norm_forward(xc, ones, 1e-5)[0]
-                        - layer_norm_forward(xc, ones, np.zeros(d), 1e-5)[0]).max())
+    same = float(np.abs(rms_norm_forward(xc, ones, eps=1e-5)[0]
+                        - layer_norm_forward(xc, ones, np.zeros(d), eps=1e-5)[0]).max())
     return {"rows": rows, "rms_eq_ln_zero_mean": same}
 
 

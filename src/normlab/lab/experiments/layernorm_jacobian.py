@@ -98,10 +98,10 @@ def _ops(kind: str, x: np.ndarray, eps: float, gamma: np.ndarray | None = None):
     """The forward's output and the VJP v -> J^T v of LayerNorm or RMSNorm at x (n, d), row by
     row, from normlab's functional backward."""
     if kind == "layernorm":
-        y, cache = layer_norm_forward(x, gamma, None, eps)
+        y, cache = layer_norm_forward(x, gamma, None, eps=eps)
         return y, lambda v: layer_norm_backward(v, cache)[0]
     w = np.ones(x.shape[-1]) if gamma is None else gamma
-    y, cache = rms_norm_forward(x, w, eps)
+    y, cache = rms_norm_forward(x, w, eps=eps)
     return y, lambda v: rms_norm_backward(v, cache)[0]
 
 

@@ -1,0 +1,219 @@
+"""The norm registry: one entry per norm, read by everything that builds or dispatches a norm.
+
+An entry holds what a norm is made of, in one place:
+
+    name        the config's name ("layernorm"), accepted by ``GPTConfig.norm`` and, where the
+                entry allows it, by attention's ``qk_norm`` and the fused add + norm's ``norm``
+    forward     the functional reference ``forward(x, *params, **options) -> (out, cache)``
+    backward    ``backward(dout, cache) -> (dx, *dparams)``, gradients in the order of ``params``
+    params      the parameters, in the forward's order, with their shapes and initial values
+    options     the forward's keyword options and their defaults (``eps`` and the like)
+    module      the ``nn`` module class, or its dotted name resolved on first use
+    twin        the PyTorch twin for the tests (a dotted name: the core never imports torch)
+    config      which ``GPTConfig`` field sets which module option
+    kernel      the op name in ``normlab.kernels`` (``layer_norm`` for ``layer_norm_forward`` /
+                ``layer_norm_backward``), None where only the reference exists
+    fused       the name the fused add + norm knows it by (``add_norm_forward(norm=...)``), or None
+    qk          usable as QK-norm: ``forward(x, weight, eps=...)`` with the gain alone
+
+The users, each reading the registry instead of a list of its own: ``models.block.make_norm``
+(the blocks and the final norm), ``GPTConfig``'s vocabulary and checks, attention's QK-norm
+(``functional.attention``, ``nn.attention``), the fused add + norm
+(``functional.add_norm``, ``kernels.add_norm``) and the modules of ``nn.layers``.
+
+Why here, in ``functional/``: two of the users (QK-norm inside ``attention_forward`` and the fused
+add + norm) are functional ops, and ``functional`` imports nothing above it. The module class and
+the PyTorch twin live above (``nn``) and beside (``testing``) the functional layer; the entry
+names them and :meth:`NormEntry.module_class` / :meth:`NormEntry.twin_fn` import them on first
+use, as ``kernels.resolve`` does for its table. A norm defined outside normlab (a test's toy
+norm) may give the class itself.
+
+A new norm is its functional forward and backward, one :func:`register` call (an entry), and a
+PyTorch twin for its tests; ``nn.Norm`` builds its module from the entry, and the blocks, the
+config and QK-norm accept its name. BatchNorm is not an entry: it keeps running statistics and a
+training flag, so it does not fit the row-wise ``forward(x, *params, **options)`` contract; its
+gain and bias carry the same names (``weight``, ``bias``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _checks as ck
+from .dyt import ALPHA_INIT, dyt_backward, dyt_forward
+from .layernorm import layer_norm_backward, layer_norm_forward
+from .rmsnorm import rms_norm_backward, rms_norm_forward
+
+NONE = "none"  # the identity: no norm (a name in every vocabulary, not an entry)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a norm: its name, its shape and its initial value.
+
+    ``init`` is a constant, or a function of the module's options (RMSNorm's gain starts at
+    ``1 - offset``, DyT's alpha at ``alpha_init``). ``flag`` names the module option that switches
+    the parameter on (LayerNorm's ``bias``); None: always present.
+    """
+
+    name: str
+    scalar: bool = False  # shape () (DyT's alpha) instead of (C,)
+    init: float | Callable[[Mapping[str, Any]], float] = 1.0
+    flag: str | None = None
+
+    def initial(self, options: Mapping[str, Any]) -> float:
+        """The initial value under the module's ``options``."""
+        return float(self.init(options) if callable(self.init) else self.init)
+
+
+@dataclass(frozen=True)
+class NormEntry:
+    """A norm: see the module docstring for what each field means."""
+
+    name: str
+    forward: Callable[..., Any]
+    backward: Callable[..., Any]
+    params: tuple[Param, ...]
+    options: Mapping[str, Any] = field(default_factory=dict)  # forward keyword options: defaults
+    module_options: Mapping[str, Any] = field(default_factory=dict)  # init-only: defaults
+    module: str | type | None = None  # None: the generic ``normlab.nn.layers:Norm``
+    twin: str | Callable[..., Any] | None = None
+    config: Mapping[str, str] = field(default_factory=dict)  # module option -> GPTConfig field
+    kernel: str | None = None
+    fused: str | None = None
+    qk: bool = False
+    title: str = ""
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def module_class(self) -> type:
+        """The ``nn`` module class (imported on first use when given by name)."""
+        return _load(self.module or "normlab.nn.layers:Norm")
+
+    def twin_fn(self) -> Callable[..., Any]:
+        """The PyTorch twin ``twin(x, *params, **options) -> tensor`` (imports torch)."""
+        if self.twin is None:
+            raise LookupError(f"norm {self.name!r} has no PyTorch twin")
+        return _load(self.twin)
+
+    def build(self, C: int, *, dtype: Any, **options: Any) -> Any:
+        """A module of this norm over a width ``C`` (its class from ``module``)."""
+        cls = self.module_class()
+        if self.module is None:
+            return cls(self, C, dtype=dtype, **options)
+        return cls(C, dtype=dtype, **options)
+
+
+def _load(ref: str | Any) -> Any:
+    if not isinstance(ref, str):
+        return ref
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+_REGISTRY: dict[str, NormEntry] = {}
+
+
+def register(entry: NormEntry) -> NormEntry:
+    """Add ``entry`` under its name (a name already taken, or "none", is refused); returns it."""
+    if not isinstance(entry, NormEntry):
+        raise TypeError(f"entry must be a NormEntry; got {type(entry).__name__}")
+    if entry.name == NONE or entry.name in _REGISTRY:
+        raise ValueError(f"norm name {entry.name!r} is taken; registered: {names()}")
+    if entry.fused is not None and entry.fused in fused_names():
+        raise ValueError(f"fused name {entry.fused!r} is taken; fused: {fused_names()}")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove the entry ``name`` (for tests that register a norm of their own)."""
+    get(name)
+    del _REGISTRY[name]
+
+
+def get(name: str) -> NormEntry:
+    """The entry ``name``, or a ValueError naming the registered norms."""
+    ck.choice(name, "norm", names())
+    return _REGISTRY[name]
+
+
+def names() -> tuple[str, ...]:
+    """The registered norms, in registration order (without "none")."""
+    return tuple(_REGISTRY)
+
+
+def block_names() -> tuple[str, ...]:
+    """``GPTConfig.norm``'s vocabulary: every registered norm, then "none"."""
+    return names() + (NONE,)
+
+
+def qk_names() -> tuple[str, ...]:
+    """``qk_norm``'s vocabulary: "none", then the norms usable as QK-norm."""
+    return (NONE,) + tuple(e.name for e in _REGISTRY.values() if e.qk)
+
+
+def fused_names() -> tuple[str, ...]:
+    """``add_norm_forward(norm=...)``'s vocabulary: the fused names ("layer", "rms")."""
+    return tuple(e.fused for e in _REGISTRY.values() if e.fused is not None)
+
+
+def by_fused(name: str) -> NormEntry:
+    """The entry the fused add + norm calls ``name`` ("layer" or "rms")."""
+    for e in _REGISTRY.values():
+        if e.fused == name:
+            return e
+    raise ValueError(f"norm must be one of {fused_names()}; got {name!r}")
+
+
+def config_fields() -> tuple[str, ...]:
+    """Every ``GPTConfig`` field some entry reads, in first-use order."""
+    out: dict[str, None] = {}
+    for e in _REGISTRY.values():
+        out.update(dict.fromkeys(e.config.values()))
+    return tuple(out)
+
+
+def _one_minus_offset(options: Mapping[str, Any]) -> float:
+    """RMSNorm's initial gain: 1 - offset (0 for Gemma's ``(1 + w)``), so offset + w starts at 1."""
+    return 1.0 - float(options["offset"])
+
+
+def _alpha_init(options: Mapping[str, Any]) -> float:
+    return float(options["alpha_init"])
+
+
+register(NormEntry(
+    "layernorm", layer_norm_forward, layer_norm_backward,
+    params=(Param("weight"), Param("bias", init=0.0, flag="bias")),
+    options={"eps": 1e-5}, module_options={"bias": True},
+    module="normlab.nn.layers:LayerNorm", twin="normlab.testing.oracles:layer_norm",
+    config={"eps": "norm_eps", "bias": "bias"}, kernel="layer_norm", fused="layer", qk=True,
+    title="LayerNorm (Ba et al. 2016)",
+))
+register(NormEntry(
+    "rmsnorm", rms_norm_forward, rms_norm_backward,
+    params=(Param("weight", init=_one_minus_offset),),
+    options={"eps": 1e-8, "partial": None, "offset": 0.0},
+    module="normlab.nn.layers:RMSNorm", twin="normlab.testing.oracles:rms_norm",
+    config={"eps": "norm_eps", "partial": "norm_partial", "offset": "norm_offset"},
+    kernel="rms_norm", fused="rms", qk=True,
+    title="RMSNorm (Zhang & Sennrich 2019)",
+))
+register(NormEntry(
+    "dyt", dyt_forward, dyt_backward,
+    params=(Param("alpha", scalar=True, init=_alpha_init),
+            Param("weight"), Param("bias", init=0.0)),
+    module_options={"alpha_init": ALPHA_INIT},
+    module="normlab.nn.layers:DyT", twin="normlab.testing.oracles:dyt",
+    config={"alpha_init": "dyt_alpha"},
+    title="Dynamic Tanh (Zhu et al. 2025)",
+))
+
+__all__ = ["NONE", "NormEntry", "Param", "block_names", "by_fused", "config_fields",
+           "fused_names", "get", "names", "qk_names", "register", "unregister"]
