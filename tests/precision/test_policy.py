@@ -7,9 +7,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normlab.precision import (FORMATS, PRESETS, ROLES, DelayedScaling, DynamicLossScaler,
-                               FloatFormat, LossScaling, MXScaling, Precision, PrecisionPolicy,
-                               TensorScaling, get_policy, mx_quantize, quantize)
+from normlab.precision import (
+    FORMATS,
+    PRESETS,
+    ROLES,
+    DelayedScaling,
+    DynamicLossScaler,
+    FloatFormat,
+    LossScaling,
+    MXScaling,
+    Precision,
+    PrecisionPolicy,
+    TensorScaling,
+    get_policy,
+    mx_quantize,
+    quantize,
+)
 
 
 def test_presets():

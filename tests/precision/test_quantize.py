@@ -424,7 +424,7 @@ def test_round_to_bfloat16_and_cast():
 
 def test_bad_arguments():
     x = np.ones(3, np.float32)
-    with pytest.raises(ValueError, match="unknown format 'bf16'.*known formats"):
+    with pytest.raises(ValueError, match=r"unknown format 'bf16'.*known formats"):
         quantize(x, "bf16")
     with pytest.raises(ValueError, match="rounding must be one of"):
         quantize(x, "bfloat16", rounding="nearest")
@@ -436,7 +436,7 @@ def test_bad_arguments():
         quantize(x, "float4_e2m1fn", overflow="nan")
     with pytest.raises(TypeError, match="stochastic rounding needs rng"):
         quantize(x, "bfloat16", rounding="stochastic")
-    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+    with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator"):
         quantize(x, "bfloat16", rounding="stochastic", rng=42)
     with pytest.raises(TypeError, match="x must be a floating-point array"):
         quantize(np.arange(3), "bfloat16")

@@ -3,9 +3,21 @@
 import numpy as np
 import pytest
 
-from normlab.precision import (FORMATS, DelayedScaling, FloatFormat, MXScaling, TensorScaling,
-                               amax, error_stats, mx_dequantize, mx_quantize, mx_scale, quantize,
-                               scaled_qdq, tensor_scale)
+from normlab.precision import (
+    FORMATS,
+    DelayedScaling,
+    FloatFormat,
+    MXScaling,
+    TensorScaling,
+    amax,
+    error_stats,
+    mx_dequantize,
+    mx_quantize,
+    mx_scale,
+    quantize,
+    scaled_qdq,
+    tensor_scale,
+)
 
 F32MAX = float(np.finfo(np.float32).max)
 

@@ -189,7 +189,7 @@ def _round32(a, sign, ri, xi, mode, d, variable, emin_b, cap, max_bits, min_norm
     return o
 
 
-def _kernel32(mode: int):
+def _kernel32(mode: int) -> Any:
     """The float32 kernel of one rounding mode: ``_round32`` inlined with ``mode`` a constant, so
     LLVM drops the other modes' branches and vectorizes the loop (10x the general kernel). The
     loop over a block is its own function over whole arrays (views of the block): LLVM does not
@@ -239,7 +239,7 @@ def quantize(x: Any, fmt: Any, *, rounding: str = "nearest_even",
     if q.copy:
         return xc.copy()
     ovf, mode = q.ovf, _MODES[q.rounding]
-    bits = xc.reshape(-1).view(plan.uint)
+    bits: np.ndarray = xc.reshape(-1).view(plan.uint)
     out = np.empty_like(bits)
     # the reference's draws, in order
     r = q.random_bits(bits.size) if q.rounding == "stochastic" else np.empty(0, plan.uint)

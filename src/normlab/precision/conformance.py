@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import ml_dtypes
 import numpy as np

@@ -39,9 +39,10 @@ The same name means different formats in different tools ("dialects"):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -148,7 +149,7 @@ class FloatFormat:
     @property
     def emin(self) -> int:
         """Exponent of the smallest normal number: 1 - bias (-bias without a zero)."""
-        return (1 if self.zero else 0) - self.bias
+        return (1 if self.zero else 0) - self._bias
 
     @property
     def emax(self) -> int:
@@ -236,8 +237,13 @@ class FloatFormat:
                 f"min subnormal {self.min_subnormal:.6g}, eps {self.eps:.6g}, "
                 f"{_ENCODING_WORDS[self.inf_nan]}")
 
+    @property
+    def _bias(self) -> int:
+        assert self.bias is not None  # set by __post_init__
+        return self.bias
+
     def __str__(self) -> str:
-        return self.name
+        return self.name or ""
 
 
 FORMATS: Mapping[str, FloatFormat] = MappingProxyType({

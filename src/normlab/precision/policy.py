@@ -32,9 +32,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +44,16 @@ from .._checks import Array
 from .formats import FORMATS, FloatFormat, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler
 from .rounding import _check_overflow, _check_rounding, quantize
-from .scaling import (SCALINGS, DelayedScaling, DelayedScalingState, MXScaling, TensorScaling,
-                      amax, scaled_qdq, tensor_scale)
+from .scaling import (
+    SCALINGS,
+    DelayedScaling,
+    DelayedScalingState,
+    MXScaling,
+    TensorScaling,
+    amax,
+    scaled_qdq,
+    tensor_scale,
+)
 
 ROLES = ("params", "compute", "accumulate", "activations", "gradients", "optimizer", "master",
          "communication")
@@ -72,7 +81,7 @@ def _format_from(value: Any, where: str) -> FloatFormat:
 
 
 def _format_to(fmt: FloatFormat) -> Any:
-    if FORMATS.get(fmt.name) == fmt:
+    if FORMATS.get(fmt.name or "") == fmt:
         return fmt.name
     return {f: getattr(fmt, f) for f in _FORMAT_FIELDS}
 
@@ -224,7 +233,7 @@ class Precision:
             raise type(exc)(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
     def __str__(self) -> str:
-        parts = [self.format.name]
+        parts = [str(self.format)]
         if self.rounding != "nearest_even":
             parts.append(self.rounding if self.sr_bits is None
                          else f"{self.rounding} ({self.sr_bits} random bits)")
@@ -404,7 +413,7 @@ def _preset(name: str, *, params: Any, compute: Any, activations: Any, gradients
 
 
 def _fp8(fmt: str, scaling: Scaling) -> Precision:
-    return Precision(fmt, scaling=scaling)
+    return Precision(get_format(fmt), scaling=scaling)
 
 
 PRESETS: Mapping[str, PrecisionPolicy] = MappingProxyType({

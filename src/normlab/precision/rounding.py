@@ -51,7 +51,7 @@ The work is done on blocks of 128K elements so that the temporaries stay in cach
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any, NamedTuple
 
 import ml_dtypes
@@ -92,7 +92,7 @@ def _bits(value: float, ftype: type) -> Any:
     return np.array(value, dtype=ftype).view(np.uint32 if ftype is np.float32 else np.uint64)[()]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plan(fmt: FloatFormat, ftype: type) -> BitPlan | None:
     """The plan for rounding ``ftype`` values to ``fmt``; None when float32 must go via float64
     (the format's smallest normal number is below float32's: E8M0's 2^-127)."""
@@ -240,8 +240,8 @@ class _Scratch:
     would cost a page fault per 4 KB from the allocator, more than the arithmetic itself."""
 
     def __init__(self, n: int, uint: type) -> None:
-        self.u = [np.empty(n, uint) for _ in range(6)]
-        self.b = [np.empty(n, bool) for _ in range(2)]
+        self.u: list[Array] = [np.empty(n, uint) for _ in range(6)]
+        self.b: list[Array] = [np.empty(n, bool) for _ in range(2)]
 
     def views(self, m: int) -> tuple[Array, ...]:
         return tuple(w[:m] for w in self.u + self.b)
@@ -331,6 +331,7 @@ def _increment(out: Array, a: Array, sign: Array, s: Any, mask: Any, q: Quantize
             np.subtract(u(0), t1, out=t1)  # x < 0: all ones
         np.bitwise_and(t1, mask, out=out)
     elif rounding == "stochastic":  # inc uniform on [0, 2^s), its low s - k bits cleared
+        assert r is not None
         np.bitwise_and(r, mask, out=out)
         if q.sr_bits < 8 * a.itemsize:
             _clear_low_bits(out, s, q.sr_bits, t1, t2)
@@ -390,6 +391,7 @@ def _tiny_up(a: Array, sign: Array, tiny: Array, plan: BitPlan, rounding: str,
         x_over_q = a[tiny].view(np.float32 if width == 32 else np.float64).astype(np.float64)
         x_over_q *= plan.q_scale
         out[...] = False
+        assert r is not None
         if sr_bits < width:  # k bits: up when r_k < floor(2^k x / q), r_k = r's top k bits
             rk = r[tiny] >> r.dtype.type(width - sr_bits)
             out[tiny] = rk < np.floor(np.ldexp(x_over_q, sr_bits)).astype(np.uint64)
@@ -412,6 +414,7 @@ def _round_same_range(bits: Array, out: Array, plan: BitPlan, rounding: str,
         out += mask >> u(1)
         out += bits
     elif rounding == "stochastic":
+        assert r is not None
         np.bitwise_and(r, mask & ~u(sr_low_mask), out=out)
         out += bits
     elif rounding == "nearest_away":  # + 2^(d-1)
@@ -500,11 +503,11 @@ def _quantize(q: QuantizePlan, high16: bool) -> Array:
     # the fast path: the format spans float32's exponents (bfloat16, tfloat32 from float32)
     fast = (not plan.variable and fmt.has_inf and fmt.emax == 127 and fmt.signed
             and not q.flush and q.overflow is None and rounding not in ("up", "down"))
-    bits = xc.reshape(-1).view(plan.uint)
+    bits: Array = xc.reshape(-1).view(plan.uint)
     scratch = None if fast else _Scratch(min(bits.size, _BLOCK), plan.uint)
     # high16: keep only the high 16 bits of each result (a bfloat16 code), block by block
-    out = np.empty(bits.shape, np.uint16 if high16 else plan.uint)
-    tmp = np.empty(min(bits.size, _BLOCK), plan.uint) if high16 else None
+    out: Array = np.empty(bits.shape, np.uint16 if high16 else plan.uint)
+    tmp: Array | None = np.empty(min(bits.size, _BLOCK), plan.uint) if high16 else None
     for i in range(0, bits.size, _BLOCK):
         block = bits[i:i + _BLOCK]
         dest = tmp[:block.size] if tmp is not None else out[i:i + _BLOCK]
