@@ -26,7 +26,9 @@ def vectors():
 
 
 def test_committed_vectors_are_what_normlab_writes(vectors):
-    assert VECTORS.read_text() == C.dump_vectors(C.make_vectors())
+    """Inputs and expected results (the versions in the header are where it was written)."""
+    made = json.loads(C.dump_vectors(C.make_vectors()))
+    assert made["inputs"] == vectors["inputs"] and made["groups"] == vectors["groups"]
     assert vectors["format_version"] == C.FORMAT_VERSION
 
 
@@ -41,9 +43,11 @@ def test_the_vectors_cover_every_named_format_rule_and_mode(vectors):
         assert f"float8_e4m3/{mode}/default/subnormals" in ids
 
 
-def test_vectors_agree_with_ml_dtypes_where_it_defines_the_result(vectors):
-    """Round to nearest even with the format's own overflow is ml_dtypes' float32 cast; the one
-    documented departure is NaN in the formats without NaN (ml_dtypes stores -0 there)."""
+def test_vectors_agree_with_ml_dtypes_where_it_defines_the_result(vectors,
+                                                                  ml_dtypes_before_0_7):
+    """Round to nearest even with the format's own overflow is ml_dtypes' float32 cast; the
+    documented departures: NaN in the formats without NaN (ml_dtypes stores -0 there), and
+    before ml_dtypes 0.7 E8M0 of the float32 subnormals in (2^-127, 1.5 2^-127)."""
     checked = 0
     for g in vectors["groups"]:
         if (g["kind"] != "element" or g["rounding"] != "nearest_even" or g["overflow"]
@@ -56,6 +60,8 @@ def test_vectors_agree_with_ml_dtypes_where_it_defines_the_result(vectors):
         keep = np.ones(x.shape, bool)
         if FORMATS[g["format"]].inf_nan == "none":
             keep = ~np.isnan(x)
+        if g["format"] == "float8_e8m0fnu" and ml_dtypes_before_0_7:
+            keep = ~((x > 2.0**-127) & (x < 1.5 * 2.0**-127))
         ok = C.same_bits(C.from_hex(g["expected"])[keep], ml[keep])
         assert ok.all(), (g["id"], x[keep][~ok][:5])
         checked += 1
