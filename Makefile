@@ -9,13 +9,16 @@
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
 #   make results     the quick report from scratch; its summary committed as docs/results/quick.json
 #                    and the lab table of docs/lab.md generated from it
+#   make conformance the golden vectors, the other tools' results on them (in a venv of their own,
+#                    .venv-conformance) and the conformance table of docs/numerics.md
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint docs docs-serve check bench notebooks results clean
+.PHONY: demo test lint docs docs-serve check bench notebooks results conformance clean
 
 LINT ?= lint
+ORACLES ?= .venv-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,9 +61,19 @@ results: $(VENV)/.installed-lab
 	cp normlab-results/summary.json docs/results/quick.json
 	$(BIN)/normlab report --markdown --results docs/results/quick.json --readme docs/lab.md
 
+$(ORACLES)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(ORACLES)
+	$(ORACLES)/bin/python -m pip install -e '.[conformance]'
+	touch $@
+
+conformance: $(VENV)/.installed $(ORACLES)/.installed
+	$(BIN)/python benchmarks/conformance.py generate
+	$(ORACLES)/bin/python benchmarks/conformance_tools.py
+	$(BIN)/python benchmarks/conformance.py table
+
 notebooks: $(VENV)/.installed
 	$(BIN)/python -m nbconvert --to html --execute --ExecutePreprocessor.timeout=300 \
 		--output-dir notebooks-html notebooks/*.ipynb
 
 clean:
-	rm -rf $(VENV) site build *.egg-info src/*.egg-info .pytest_cache .hypothesis notebooks-html
+	rm -rf $(VENV) $(ORACLES) site build *.egg-info src/*.egg-info .pytest_cache .hypothesis notebooks-html

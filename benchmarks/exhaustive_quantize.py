@@ -6,7 +6,9 @@ payloads and signs are not compared: ml_dtypes returns its own quiet NaN). Misma
 counted separately for NaN inputs, where the formats without NaN (fp6, fp4) differ on purpose:
 quantize keeps NaN, ml_dtypes stores -0 or +0.
 
-    python benchmarks/exhaustive_quantize.py                    # bfloat16, both fp8 formats
+    python benchmarks/exhaustive_quantize.py                    # bfloat16, the OCP fp8 formats
+    python benchmarks/exhaustive_quantize.py --formats float8_e4m3fnuz float8_e5m2fnuz \
+        float8_e4m3b11fnuz                                      # the FNUZ formats (AMD, IPU)
     python benchmarks/exhaustive_quantize.py --formats float16 float4_e2m1fn
     python benchmarks/exhaustive_quantize.py --limit 26         # the first 2^26 patterns only
 

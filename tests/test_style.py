@@ -23,7 +23,6 @@ MAX_FUNCTION_LINES = 60
 KNOWN_LONG = {
     ("normlab/functional/attention.py", "attention_forward"),
     ("normlab/functional/batchnorm.py", "batch_norm_forward"),
-    ("normlab/kernels/rounding.py", "_round_one"),
     ("normlab/lab/commands/bench.py", "run"),
     ("normlab/lab/commands/sweep.py", "main"),
     ("normlab/lab/commands/train.py", "_build"),
@@ -34,7 +33,6 @@ KNOWN_LONG = {
     ("normlab/models/hf.py", "load_hf"),
     ("normlab/models/hf.py", "save_hf"),
     ("normlab/models/inspect.py", "inspect_model"),
-    ("normlab/precision/rounding.py", "_round_block"),
     ("normlab/train/checkpoint.py", "check_run"),
     ("normlab/train/trainer.py", "train_step"),
 }

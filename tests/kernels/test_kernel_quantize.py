@@ -8,8 +8,10 @@ from normlab import kernels as K
 from normlab.precision import quantize as Q
 
 FORMATS = ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float6_e2m3fn",
-           "float4_e2m1fn", "float8_e8m0fnu", "float32"]
-MODES = ["nearest_even", "toward_zero", "up", "down", "stochastic"]
+           "float4_e2m1fn", "float8_e8m0fnu", "float32", "float8_e4m3fnuz", "float8_e5m2fnuz",
+           "float8_e4m3b11fnuz"]
+MODES = ["nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "up", "down",
+         "stochastic"]
 
 
 def _values(rng, dtype):
@@ -31,6 +33,18 @@ def test_bit_exact_with_the_reference(rng, src, fmt, rounding, overflow):
     a = K.quantize(x, fmt, rng=np.random.default_rng(3), **kw)
     b = Q(x, fmt, rng=np.random.default_rng(3), **kw)
     assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("src", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", "float8_e5m2fnuz", "float4_e2m1fn",
+                                 "float8_e8m0fnu"])
+@pytest.mark.parametrize("k", [1, 3, 8, 13])
+def test_k_bit_stochastic_rounding_is_bit_exact_with_the_reference(rng, src, fmt, k):
+    with np.errstate(over="ignore"):
+        x = _values(rng, src)
+    a = K.quantize(x, fmt, rounding="stochastic", rng=np.random.default_rng(4), sr_bits=k)
+    b = Q(x, fmt, rounding="stochastic", rng=np.random.default_rng(4), sr_bits=k)
     np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
 
 

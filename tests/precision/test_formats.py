@@ -147,3 +147,24 @@ def test_any_valid_format_is_consistent(E, M, bias, inf_nan):
     assert np.float32(f.max_finite) == f.max_finite  # float32 holds every value
     if f.bits <= 12:
         assert f.values().size == f.finite_count - 1
+
+
+def test_fnuz_formats_and_dialects():
+    """The FNUZ formats match ml_dtypes' finfo; the tool dialects resolve by name and have the
+    ranges their sources give (unit-scaling: bias 2^(E-1), max 240 / 57344, min normal 2^-7 /
+    2^-15; QPyTorch's float16: max (2 - 2^-10) 2^16)."""
+    from normlab.precision import DIALECTS
+
+    for name in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz"):
+        f, fi = FORMATS[name], ml_dtypes.finfo(getattr(ml_dtypes, name))
+        assert (f.max_finite, f.min_normal, f.min_subnormal, f.eps) == (
+            float(fi.max), float(fi.tiny), float(fi.smallest_subnormal), float(fi.eps))
+        assert not f.has_inf and f.has_nan and not f.signed_zero and f.default_overflow == "nan"
+        assert f.dtype == np.dtype(getattr(ml_dtypes, name))
+    us4, us5 = get_format("unit_scaling_e4m3"), get_format("unit_scaling_e5m2")
+    assert (us4.max_finite, us4.min_normal, us4.bias) == (240.0, 2.0**-7, 8)
+    assert (us5.max_finite, us5.min_normal, us5.bias) == (57344.0, 2.0**-15, 16)
+    assert us4.signed_zero and us4.default_overflow == "saturate" and us4.dtype is None
+    assert DIALECTS["qpytorch_e5m10"].max_finite == (2 - 2.0**-10) * 2.0**16
+    with pytest.raises(ValueError, match="fnuz"):
+        FloatFormat(4, 3, inf_nan="fnuz", signed=False)

@@ -7,9 +7,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normlab.precision import (FORMATS, PRESETS, ROLES, DelayedScaling, DynamicLossScaler,
-                               FloatFormat, LossScaling, MXScaling, Precision, PrecisionPolicy,
-                               TensorScaling, get_policy, mx_quantize, quantize)
+from normlab.precision import (
+    FORMATS,
+    PRESETS,
+    ROLES,
+    DelayedScaling,
+    DynamicLossScaler,
+    FloatFormat,
+    LossScaling,
+    MXScaling,
+    Precision,
+    PrecisionPolicy,
+    TensorScaling,
+    get_policy,
+    mx_quantize,
+    quantize,
+)
 
 
 def test_presets():
@@ -154,3 +167,28 @@ def test_apply_roles():
     t = Precision("float8_e5m2", scaling=TensorScaling())
     yt = t.apply(x * 1e-6)
     assert np.abs(yt - x * 1e-6).max() <= 0.125 * np.abs(x * 1e-6).max()
+
+
+def test_k_bit_stochastic_rounding_in_a_precision():
+    """sr_bits reaches every element rounding (unscaled, per-tensor, MX), survives JSON, and
+    is refused without stochastic rounding."""
+    from normlab.precision import MXScaling, Precision, TensorScaling, mx_quantize, quantize
+
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    p = Precision("float8_e4m3fn", "stochastic", sr_bits=3)
+    got = p.apply(x, rng=np.random.default_rng(1))
+    want = quantize(x, "float8_e4m3fn", rounding="stochastic", rng=np.random.default_rng(1),
+                    sr_bits=3)
+    np.testing.assert_array_equal(got, want)
+    assert Precision.from_value(p.to_value()) == p and "3 random bits" in str(p)
+    mx = Precision("float4_e2m1fn", "stochastic", scaling=MXScaling(), sr_bits=2)
+    np.testing.assert_array_equal(
+        mx.apply(x, rng=np.random.default_rng(2)),
+        mx_quantize(x, "float4_e2m1fn", rounding="stochastic", rng=np.random.default_rng(2),
+                    sr_bits=2).dequantize())
+    t = Precision("float8_e5m2", "stochastic", scaling=TensorScaling(), sr_bits=4)
+    assert t.apply(x, rng=np.random.default_rng(3)).shape == x.shape
+    with pytest.raises(ValueError, match="sr_bits applies to rounding='stochastic'"):
+        Precision("bfloat16", sr_bits=3)
+    with pytest.raises(ValueError, match="sr_bits"):
+        Precision("bfloat16", "stochastic", sr_bits=0)

@@ -11,7 +11,8 @@ from normlab.precision import FORMATS, FloatFormat, cast, quantize, round_to_bfl
 
 ML_NAMES = [n for n in FORMATS if n not in ("tfloat32", "float32")]
 ALL_NAMES = list(FORMATS)
-DIRECTED = ("nearest_even", "toward_zero", "up", "down")
+DIRECTED = ("nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "up", "down")
+NEAREST = ("nearest_even", "nearest_away", "nearest_toward_zero")
 
 
 def _dtype(name):
@@ -91,10 +92,12 @@ def reference(x, fmt, rounding, overflow=None):
     hi = np.where(below, ext[0], hi)
     exact = m == lo
     away = {"toward_zero": np.zeros_like(neg), "up": ~neg, "down": neg}
-    if rounding == "nearest_even":
+    if rounding in NEAREST:
         dlo, dhi = m - lo, hi - m
         even_hi = par[i + 1] == 0 if fmt.mantissa_bits else True  # E8M0: ties go up
-        up = (dhi < dlo) | ((dhi == dlo) & even_hi)
+        tie_up = {"nearest_even": even_hi, "nearest_away": True,
+                  "nearest_toward_zero": False}[rounding]
+        up = (dhi < dlo) | ((dhi == dlo) & tie_up)
     else:
         up = away[rounding]
     r = np.where(exact | below, lo, np.where(up, hi, lo))
@@ -103,8 +106,8 @@ def reference(x, fmt, rounding, overflow=None):
     values = {"inf": np.inf, "nan": np.nan, "saturate": fmt.max_finite}
     natural = values[fmt.default_overflow]
     if overflow is None:  # IEEE 754: max when rounding toward zero, else the format's value
-        toward_max = up if rounding == "nearest_even" else away[rounding]
-        r = np.where(overflowed, np.where(toward_max | (rounding == "nearest_even"), natural,
+        toward_max = up if rounding in NEAREST else away[rounding]
+        r = np.where(overflowed, np.where(toward_max | (rounding in NEAREST), natural,
                                           fmt.max_finite), r)
     else:
         r = np.where(overflowed, values[overflow], r)
@@ -114,6 +117,8 @@ def reference(x, fmt, rounding, overflow=None):
     if not fmt.zero:
         r = np.where(m == 0, np.nan, r)
     r = np.copysign(r, np.where(neg, -1.0, 1.0))
+    if fmt.signed and not fmt.signed_zero:  # 'fnuz': no -0
+        r = np.where(r == 0, 0.0, r)
     if not fmt.signed:
         r = np.where(neg & ((m != 0) | (not fmt.zero)), np.nan, np.abs(r))
     return r
@@ -419,7 +424,7 @@ def test_round_to_bfloat16_and_cast():
 
 def test_bad_arguments():
     x = np.ones(3, np.float32)
-    with pytest.raises(ValueError, match="unknown format 'bf16'.*known formats"):
+    with pytest.raises(ValueError, match=r"unknown format 'bf16'.*known formats"):
         quantize(x, "bf16")
     with pytest.raises(ValueError, match="rounding must be one of"):
         quantize(x, "bfloat16", rounding="nearest")
@@ -431,7 +436,7 @@ def test_bad_arguments():
         quantize(x, "float4_e2m1fn", overflow="nan")
     with pytest.raises(TypeError, match="stochastic rounding needs rng"):
         quantize(x, "bfloat16", rounding="stochastic")
-    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+    with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator"):
         quantize(x, "bfloat16", rounding="stochastic", rng=42)
     with pytest.raises(TypeError, match="x must be a floating-point array"):
         quantize(np.arange(3), "bfloat16")
@@ -444,7 +449,8 @@ def test_bad_arguments():
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=12))
 def test_any_other_rounding_name_is_refused(name):
-    if name in ("nearest_even", "toward_zero", "up", "down", "stochastic"):
+    if name in ("nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "up",
+                "down", "stochastic"):
         return
     with pytest.raises(ValueError, match="rounding must be one of"):
         quantize(np.ones(2, np.float32), "float16", rounding=name)
@@ -473,3 +479,90 @@ def test_a_rounding_that_is_not_a_string_is_a_type_error(mode):
 def test_non_float_input_is_refused(dtype):
     with pytest.raises(TypeError, match="x must be a floating-point array"):
         quantize(np.zeros(3, dtype=dtype), "float16")
+
+
+# --- ties away from zero, k-bit stochastic rounding, FNUZ -------------------------------------
+
+def test_nearest_away_vectors():
+    """Ties go away from zero (microxcaling's "nearest", QPyTorch's "nearest"); non-ties as RNE.
+    Tiiiger/QPyTorch#23: 1.00048828125 (1 + 2^-11) to float16-precision bits gives 1.0009765625
+    away from zero and 1.0 under RNE."""
+    x = np.array([1 + 2**-11, 1.0625, -1.0625, 2.5, 0.25, 1.1875, 464, 2.0**-10,
+                  -2.0**-10], np.float32)
+    np.testing.assert_array_equal(quantize(x[:1], "float16", rounding="nearest_away"),
+                                  [1 + 2**-10])
+    assert quantize(x[:1], "float16")[0] == 1.0
+    np.testing.assert_array_equal(quantize(x[1:], "float8_e4m3fn", rounding="nearest_away"),
+                                  [1.125, -1.125, 2.5, 0.25, 1.25, np.nan, 2.0**-9, -2.0**-9])
+    np.testing.assert_array_equal(quantize(np.float32(5.0), "float4_e2m1fn",
+                                           rounding="nearest_away"), 6.0)
+
+
+def _exact_up_probability(x, name):
+    """(lo, hi, P(up)) of x between its two neighbours, in float64."""
+    lo = quantize(x, name, rounding="toward_zero").astype(np.float64)
+    hi = quantize(x, name, rounding="up").astype(np.float64)
+    return lo, hi, (x.astype(np.float64) - lo) / (hi - lo)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_k_bit_stochastic_rounding_truncates_the_probability(k):
+    """With k random bits P(up) = floor(2^k p) / 2^k, p the exact probability: counted over all
+    2^k equally likely draws by trying many generators (every draw occurs)."""
+    x = np.array([1 + 0.3 * 2**-3, 1 + 0.74 * 2**-3, 1 + 0.5 * 2**-3, 0.7 * 2.0**-9,
+                  0.2 * 2.0**-9], np.float32)  # normal, a tie, below the smallest subnormal
+    lo, hi, p = _exact_up_probability(x, "float8_e4m3fn")
+    n = 4000
+    xs = np.tile(x, n)
+    got = quantize(xs, "float8_e4m3fn", rounding="stochastic", rng=np.random.default_rng(0),
+                   sr_bits=k).astype(np.float64).reshape(n, x.size)
+    assert np.isin(got, np.stack([lo, hi])).all()
+    frac = (got == hi).mean(axis=0)
+    want = np.floor(p * 2**k) / 2**k
+    se = np.sqrt(np.maximum(want * (1 - want), 1e-12) / n)
+    assert (np.abs(frac - want) <= 5 * se + 1e-12).all(), (frac, want)
+
+
+def test_k_bit_stochastic_rounding_with_enough_bits_is_exact_sr():
+    """k >= the dropped bits (23 - 7 = 16 for bfloat16 in its normal range): the same results
+    as exact stochastic rounding, draw for draw."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(5000) * 10).astype(np.float32)
+    for k in (16, 20, 32):
+        a = quantize(x, "bfloat16", rounding="stochastic", rng=np.random.default_rng(2),
+                     sr_bits=k)
+        b = quantize(x, "bfloat16", rounding="stochastic", rng=np.random.default_rng(2))
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sr_bits_is_checked():
+    x = np.ones(3, np.float32)
+    with pytest.raises(ValueError, match="sr_bits applies to rounding='stochastic'"):
+        quantize(x, "bfloat16", sr_bits=3)
+    with pytest.raises(ValueError, match="sr_bits"):
+        quantize(x, "bfloat16", rounding="stochastic", rng=np.random.default_rng(0), sr_bits=0)
+    with pytest.raises(ValueError, match="sr_bits"):
+        quantize(x, "bfloat16", rounding="stochastic", rng=np.random.default_rng(0), sr_bits=33)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz"])
+def test_fnuz_every_code_round_trips_and_has_no_negative_zero(name):
+    """All 256 codes decode (ml_dtypes) to values that quantize keeps, 0x80 is the only NaN,
+    -0 and negative underflow give +0 (code 0x00), overflow and inf give NaN (0x80)."""
+    dt = _dtype(name)
+    with np.errstate(invalid="ignore"):
+        v = np.arange(256, dtype=np.uint8).view(dt).astype(np.float32)
+    assert np.isnan(v).sum() == 1 and np.isnan(v[0x80])
+    fin = v[~np.isnan(v)]
+    _assert_same(quantize(fin, name), fin, fin, name)
+    fmt = FORMATS[name]
+    assert fmt.finite_count == 255 and len(fmt.values()) == 255
+    assert fmt.max_finite == float(ml_dtypes.finfo(dt).max)
+    assert fmt.min_normal == float(ml_dtypes.finfo(dt).tiny)
+    assert fmt.min_subnormal == float(ml_dtypes.finfo(dt).smallest_subnormal)
+    x = np.array([-0.0, -fmt.min_subnormal / 4, 1e30, -np.inf], np.float32)
+    got = quantize(x, name)
+    assert got[0] == 0 and not np.signbit(got[:2]).any() and np.isnan(got[2:]).all()
+    codes = cast(x, name).view(np.uint8)
+    np.testing.assert_array_equal(codes, [0x00, 0x00, 0x80, 0x80])
+    assert (quantize(x[2:], name, overflow="saturate") == [fmt.max_finite, -fmt.max_finite]).all()

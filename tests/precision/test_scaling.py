@@ -3,9 +3,21 @@
 import numpy as np
 import pytest
 
-from normlab.precision import (FORMATS, DelayedScaling, MXScaling, TensorScaling, amax,
-                               error_stats, mx_dequantize, mx_quantize, mx_scale, quantize,
-                               scaled_qdq, tensor_scale)
+from normlab.precision import (
+    FORMATS,
+    DelayedScaling,
+    FloatFormat,
+    MXScaling,
+    TensorScaling,
+    amax,
+    error_stats,
+    mx_dequantize,
+    mx_quantize,
+    mx_scale,
+    quantize,
+    scaled_qdq,
+    tensor_scale,
+)
 
 F32MAX = float(np.finfo(np.float32).max)
 
@@ -120,6 +132,52 @@ def test_mx_scale_rules(name):
     assert (a / X <= fmt.max_finite).all() and (a / (X / 2) > fmt.max_finite)[inner].all()
     X = mx_scale(a, fmt, "nearest")
     np.testing.assert_array_equal(X, quantize(a / fmt.max_finite, "float8_e8m0fnu"))
+
+
+def test_torchao_rules_on_the_e2m1_worked_example():
+    """amax = 7, 5, 6 in E2M1 (max 6, emax 2): torchao's EVEN rounds 7 = 1.75 2^2 up to 8 and
+    5 = 1.25 2^2 to 6 (same binade), CEIL takes the next power of two, RCEIL is ceil(log2(a/6))."""
+    a = [7.0, 5.0, 6.0, 0.0, np.inf]
+    tiny = 2.0**-127
+    want = {"floor": [1, 1, 1, tiny, np.nan], "ceil": [2, 1, 1, tiny, np.nan],
+            "rceil": [2, 1, 1, tiny, np.nan], "even": [2, 1, 1, tiny, np.nan],
+            "ceil_amax": [2, 2, 2, tiny, np.nan]}
+    for rule, X in want.items():
+        np.testing.assert_array_equal(mx_scale(a, "float4_e2m1fn", rule), X, err_msg=rule)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float6_e3m2fn",
+                                  "float6_e2m3fn", "float4_e2m1fn"])
+def test_rceil_even_and_ceil_amax_by_their_definitions(name):
+    """rceil agrees with the exact ceil rule on random float32 amax and on max 2^k and its
+    neighbours; ceil_amax is 2^(ceil(log2 a) - emax); even is floor applied to a rounded half
+    up to the element's precision (checked with quantize's nearest_away on that precision)."""
+    fmt = FORMATS[name]
+    rng = np.random.default_rng(5)
+    a = rng.integers(1, 0x7F000000, 200000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    b = (fmt.max_finite * 2.0 ** np.arange(-120, 110.0)).astype(np.float32)
+    inf, zero = np.float32(np.inf), np.float32(0)
+    a = np.concatenate([a, b, np.nextafter(b, inf), np.nextafter(b, zero)])
+    a64 = a.astype(np.float64)
+    np.testing.assert_array_equal(mx_scale(a, fmt, "rceil"), mx_scale(a, fmt, "ceil"))
+    e = np.ceil(np.log2(a64)) - fmt.emax
+    exact = np.ldexp(1.0, np.clip(e, -127, 127).astype(int))
+    np.testing.assert_array_equal(mx_scale(a, fmt, "ceil_amax"), exact)
+    up = quantize(a, FloatFormat(8, fmt.mantissa_bits), rounding="nearest_away").astype(float)
+    np.testing.assert_array_equal(mx_scale(a, fmt, "even"), mx_scale(up, fmt, "floor"))
+
+
+def test_even_rule_still_saturates_in_e4m3_and_never_in_e2m1():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((400, 32)).astype(np.float32)
+    e2 = mx_quantize(x, "float4_e2m1fn", scale_rule="even")
+    assert e2.stats(x).saturated == 0
+    floor = mx_quantize(x, "float4_e2m1fn", scale_rule="floor")
+    assert floor.stats(x).saturated > 0
+    y = np.full(32, 1.0, np.float32)
+    y[0] = 470.0  # 470 -> 486 at E4M3 precision: still below 512, X = 1, 470 saturates to 448
+    t = mx_quantize(y, "float8_e4m3fn", scale_rule="even")
+    assert t.scales[0] == 1.0 and t.dequantize()[0] == 448.0
 
 
 def test_mx_scale_edges():

@@ -6,7 +6,8 @@ as float32), so a recipe can be tried before it is run on hardware that has the 
 Modules: ``formats`` (FloatFormat, FORMATS), ``rounding`` (quantize, cast), ``scaling``
 (per-tensor, delayed, MX), ``loss_scaling`` (GradScaler's algorithm), ``master`` (weight updates
 in low precision), ``matmul`` (emulated matmul), ``policy`` (PrecisionPolicy and presets),
-``demos`` (the chapter's demonstrations).
+``demos`` (the chapter's demonstrations), ``accumulate`` (sums in a low-precision
+accumulator, chunked), ``conformance`` (the golden vectors and the table of other tools).
 
     >>> import numpy as np
     >>> from normlab.precision import quantize
@@ -16,18 +17,33 @@ in low precision), ``matmul`` (emulated matmul), ``policy`` (PrecisionPolicy and
     array([448., 448.], dtype=float32)
 """
 
-from .formats import FORMATS, FloatFormat, format_table, get_format
+from .accumulate import accumulate_sum
+from .formats import DIALECTS, FORMATS, FloatFormat, format_table, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler, find_nonfinite, has_nonfinite
 from .master import METHODS, WeightUpdater, apply_updates
 from .matmul import matmul
 from .policy import PRESETS, ROLES, LossScaling, Precision, PrecisionPolicy, get_policy
 from .rounding import OVERFLOWS, ROUNDINGS, cast, quantize, round_to_bfloat16
-from .scaling import (DelayedScaling, DelayedScalingState, ErrorStats, MXScaling, MXTensor,
-                      TensorScaling, amax, error_stats, mx_dequantize, mx_quantize, mx_scale,
-                      scaled_qdq, tensor_scale)
+from .scaling import (
+    DelayedScaling,
+    DelayedScalingState,
+    ErrorStats,
+    MXScaling,
+    MXTensor,
+    TensorScaling,
+    amax,
+    error_stats,
+    mx_dequantize,
+    mx_quantize,
+    mx_scale,
+    scaled_qdq,
+    tensor_scale,
+)
 
 __all__ = [
+    "DIALECTS",
     "FORMATS",
+    "METHODS",
     "OVERFLOWS",
     "PRESETS",
     "ROLES",
@@ -38,7 +54,6 @@ __all__ = [
     "ErrorStats",
     "FloatFormat",
     "LossScaling",
-    "METHODS",
     "MXScaling",
     "MXTensor",
     "Precision",
@@ -46,6 +61,7 @@ __all__ = [
     "StaticLossScaler",
     "TensorScaling",
     "WeightUpdater",
+    "accumulate_sum",
     "amax",
     "apply_updates",
     "cast",

@@ -12,31 +12,49 @@ Which of the top codes are reserved is the ``inf_nan`` encoding:
   float32, tfloat32, bfloat16, float16, float8_e5m2, float8_e4m3, float8_e3m4;
 * ``"fn"``: finite, no infinities; only the all-ones pattern (per sign) is NaN: float8_e4m3fn,
   and the unsigned float8_e8m0fnu (exponent only, no zero, 0xFF = NaN);
+* ``"fnuz"``: finite, no infinities, one unsigned zero, and a single NaN on the negative-zero
+  pattern (0x80): every exponent field, the all-ones one too, is a normal binade. AMD's FP8
+  (MI300, ROCm's hipBLASLt and MIOpen, ONNX's FLOAT8E4M3FNUZ/FLOAT8E5M2FNUZ) and Graphcore's
+  IPU formats: float8_e4m3fnuz (bias 8, max 240), float8_e5m2fnuz (bias 16, max 57344) and
+  float8_e4m3b11fnuz (bias 11, max 30; TensorFlow/XLA's ``float8_e4m3b11fnuz``). A result that
+  rounds to zero is +0 whatever its sign, and every overflow, infinity and NaN is the NaN code;
 * ``"none"``: every pattern is a finite number: the MX element formats float6_e3m2fn,
   float6_e2m3fn, float4_e2m1fn.
 
-The names are ml_dtypes' (``fn`` = finite with NaN, ``fnu`` = finite, NaN, unsigned). Every format
-here holds only values that float32 represents exactly, so ``quantize`` can return them as
-float32. The ``fnuz`` variants (NaN on the negative-zero pattern) are not modelled.
+The names are ml_dtypes' (``fn`` = finite with NaN, ``fnu`` = finite, NaN, unsigned, ``fnuz`` =
+finite, NaN, unsigned zero). Every format here holds only values that float32 represents exactly,
+so ``quantize`` can return them as float32.
+
+The same name means different formats in different tools ("dialects"):
+
+* E4M3: OCP ``float8_e4m3fn`` (max 448: microxcaling, torchao, TransformerEngine, PyTorch's
+  ``torch.float8_e4m3fn``, cuBLAS); IEEE-style ``float8_e4m3`` (max 240 with infinities:
+  unit-scaling's ``FPFormat(4, 3)``, pychop's ``fp8-e4m3`` / chop's ``q43``); ``float8_e4m3fnuz``
+  (max 240, no infinities, bias 8: AMD, ``torch.float8_e4m3fnuz``).
+* E5M2: OCP ``float8_e5m2`` (IEEE-style, max 57344 with infinities: everyone above, and
+  unit-scaling's ``FPFormat(5, 2)``, pychop's ``fp8-e5m2``) and ``float8_e5m2fnuz`` (bias 16,
+  no infinities: AMD, ``torch.float8_e5m2fnuz``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from .. import _checks as ck
 
-INF_NAN_ENCODINGS = ("ieee", "fn", "none")
+INF_NAN_ENCODINGS = ("ieee", "fn", "fnuz", "none")
 
 _ENCODING_WORDS = {
     "ieee": "inf and NaN (IEEE)",
     "fn": "no inf; NaN = all ones",
+    "fnuz": "no inf, no -0; NaN = 0x80",
     "none": "all finite",
 }
 
@@ -49,7 +67,7 @@ class FloatFormat:
         exponent_bits: E, in [1, 8].
         mantissa_bits: M, the stored fraction bits, in [0, 23]; the precision is p = M + 1.
         bias: exponent bias; default 2^(E-1) - 1.
-        inf_nan: ``"ieee"``, ``"fn"`` or ``"none"`` (module docstring).
+        inf_nan: ``"ieee"``, ``"fn"``, ``"fnuz"`` or ``"none"`` (module docstring).
         subnormals: whether exponent field 0 holds subnormals (IEEE gradual underflow); without
             them it holds only zero.
         signed: False for unsigned formats (E8M0): negative inputs become NaN.
@@ -71,7 +89,8 @@ class FloatFormat:
     def __post_init__(self) -> None:
         E = ck.integer(self.exponent_bits, "exponent_bits", lo=1, hi=8)
         M = ck.integer(self.mantissa_bits, "mantissa_bits", lo=0, hi=23)
-        bias = 2 ** (E - 1) - 1 if self.bias is None else ck.integer(self.bias, "bias", lo=-200, hi=400)
+        bias = (2 ** (E - 1) - 1 if self.bias is None
+                else ck.integer(self.bias, "bias", lo=-200, hi=400))
         ck.choice(self.inf_nan, "inf_nan", INF_NAN_ENCODINGS)
         subnormals = ck.flag(self.subnormals, "subnormals")
         signed = ck.flag(self.signed, "signed")
@@ -87,6 +106,9 @@ class FloatFormat:
             raise ValueError("an 'ieee' format needs mantissa_bits >= 1 to encode NaN")
         if not zero and subnormals:
             raise ValueError("a format without zero has no subnormals: pass subnormals=False")
+        if self.inf_nan == "fnuz" and not (signed and zero):
+            raise ValueError("an 'fnuz' format keeps its NaN on the negative-zero pattern: it "
+                             "needs signed=True and zero=True")
         if not signed and self.inf_nan == "none":
             raise ValueError("an unsigned format needs a NaN for negative inputs: use inf_nan='fn'")
         if self.emax < self.emin:
@@ -120,9 +142,14 @@ class FloatFormat:
         return self.inf_nan != "none"
 
     @property
+    def signed_zero(self) -> bool:
+        """Whether -0 exists: not in unsigned formats, nor in 'fnuz' ones (0x80 is NaN)."""
+        return self.signed and self.zero and self.inf_nan != "fnuz"
+
+    @property
     def emin(self) -> int:
         """Exponent of the smallest normal number: 1 - bias (-bias without a zero)."""
-        return (1 if self.zero else 0) - self.bias
+        return (1 if self.zero else 0) - self._bias
 
     @property
     def emax(self) -> int:
@@ -165,12 +192,14 @@ class FloatFormat:
         normals = (self.emax - self.emin + 1) * 2**M - (1 if self.inf_nan == "fn" and M else 0)
         subnormals = 2**M - 1 if self.subnormals and self.zero else 0
         positive = normals + subnormals
-        return (2 * positive + 2 * self.zero) if self.signed else positive + self.zero
+        if not self.signed:
+            return positive + self.zero
+        return 2 * positive + (2 if self.signed_zero else int(self.zero))
 
     @property
     def default_overflow(self) -> str:
         """What a round-to-nearest overflow gives, as in ml_dtypes' casts: inf, NaN or saturate."""
-        return {"ieee": "inf", "fn": "nan", "none": "saturate"}[self.inf_nan]
+        return {"ieee": "inf", "fn": "nan", "fnuz": "nan", "none": "saturate"}[self.inf_nan]
 
     @property
     def dtype(self) -> np.dtype | None:
@@ -208,8 +237,13 @@ class FloatFormat:
                 f"min subnormal {self.min_subnormal:.6g}, eps {self.eps:.6g}, "
                 f"{_ENCODING_WORDS[self.inf_nan]}")
 
+    @property
+    def _bias(self) -> int:
+        assert self.bias is not None  # set by __post_init__
+        return self.bias
+
     def __str__(self) -> str:
-        return self.name
+        return self.name or ""
 
 
 FORMATS: Mapping[str, FloatFormat] = MappingProxyType({
@@ -221,6 +255,9 @@ FORMATS: Mapping[str, FloatFormat] = MappingProxyType({
     "float8_e5m2": FloatFormat(5, 2, name="float8_e5m2"),
     "float8_e4m3": FloatFormat(4, 3, name="float8_e4m3"),
     "float8_e3m4": FloatFormat(3, 4, name="float8_e3m4"),
+    "float8_e4m3fnuz": FloatFormat(4, 3, bias=8, inf_nan="fnuz", name="float8_e4m3fnuz"),
+    "float8_e5m2fnuz": FloatFormat(5, 2, bias=16, inf_nan="fnuz", name="float8_e5m2fnuz"),
+    "float8_e4m3b11fnuz": FloatFormat(4, 3, bias=11, inf_nan="fnuz", name="float8_e4m3b11fnuz"),
     "float6_e3m2fn": FloatFormat(3, 2, inf_nan="none", name="float6_e3m2fn"),
     "float6_e2m3fn": FloatFormat(2, 3, inf_nan="none", name="float6_e2m3fn"),
     "float4_e2m1fn": FloatFormat(2, 1, inf_nan="none", name="float4_e2m1fn"),
@@ -230,8 +267,29 @@ FORMATS: Mapping[str, FloatFormat] = MappingProxyType({
 """The named formats, under ml_dtypes' names (tfloat32 has no ml_dtypes dtype)."""
 
 
+DIALECTS: Mapping[str, FloatFormat] = MappingProxyType({
+    "unit_scaling_e4m3": FloatFormat(4, 3, bias=8, inf_nan="none", name="unit_scaling_e4m3"),
+    "unit_scaling_e5m2": FloatFormat(5, 2, bias=16, inf_nan="none", name="unit_scaling_e5m2"),
+    "qpytorch_e5m10": FloatFormat(5, 10, inf_nan="none", name="qpytorch_e5m10"),
+})
+"""Formats that tools call by a standard name but that are not it, under names of their own.
+
+* ``unit_scaling_e4m3`` / ``unit_scaling_e5m2``: graphcore-research/unit-scaling's
+  ``FPFormat(4, 3)`` and ``FPFormat(5, 2)`` (unit_scaling/formats.py, version 0.3.5): exponents
+  from 1 - 2^(E-1) to 2^(E-1) - 1 with subnormals below, so bias 2^(E-1) and no code reserved:
+  the grid of ``float8_e4m3fnuz`` / ``float8_e5m2fnuz`` (max 240 / 57344, min normal 2^-7 /
+  2^-15) with a signed zero, clipped to max before rounding (inf -> max, NaN stays NaN). Its
+  ``rounding="nearest"`` is ``nearest_toward_zero``.
+* ``qpytorch_e5m10``: Tiiiger/QPyTorch's ``FloatingPoint(exp=5, man=10)``: IEEE float16's
+  exponents plus the top binade (no inf/NaN reserved, max 131008), saturating; its "nearest" is
+  ``nearest_away`` (precision.md 1.3; QPyTorch is not installable with PyTorch 2.13, so this
+  dialect is from its source, not from a run).
+"""
+
+
 def get_format(fmt: Any, name: str = "fmt") -> FloatFormat:
-    """A FloatFormat from a FloatFormat, a name in FORMATS, or a NumPy/ml_dtypes dtype.
+    """A FloatFormat from a FloatFormat, a name in FORMATS or DIALECTS, or a NumPy/ml_dtypes
+    dtype.
 
     Raises TypeError for other kinds of value and ValueError, listing the known names, for an
     unknown one.
@@ -239,12 +297,14 @@ def get_format(fmt: Any, name: str = "fmt") -> FloatFormat:
     if isinstance(fmt, FloatFormat):
         return fmt
     if isinstance(fmt, str):
+        if fmt in DIALECTS:
+            return DIALECTS[fmt]
         try:
             return FORMATS[fmt]
         except KeyError:
             raise ValueError(f"{name}: unknown format {fmt!r}; known formats: "
-                             f"{', '.join(FORMATS)} (or build one with FloatFormat(E, M, ...))"
-                             ) from None
+                             f"{', '.join(FORMATS)}, dialects: {', '.join(DIALECTS)} (or build "
+                             f"one with FloatFormat(E, M, ...))") from None
     try:
         dt = np.dtype(fmt)
     except TypeError:

@@ -30,19 +30,30 @@ cuBLAS use; ``scale_rule="floor"`` is the OCP spec's).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
+from .. import _checks as ck
 from .._checks import Array
 from .formats import FORMATS, FloatFormat, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler
 from .rounding import _check_overflow, _check_rounding, quantize
-from .scaling import (SCALINGS, DelayedScaling, DelayedScalingState, MXScaling, TensorScaling,
-                      amax, scaled_qdq, tensor_scale)
+from .scaling import (
+    SCALINGS,
+    DelayedScaling,
+    DelayedScalingState,
+    MXScaling,
+    TensorScaling,
+    amax,
+    scaled_qdq,
+    tensor_scale,
+)
 
 ROLES = ("params", "compute", "accumulate", "activations", "gradients", "optimizer", "master",
          "communication")
@@ -70,7 +81,7 @@ def _format_from(value: Any, where: str) -> FloatFormat:
 
 
 def _format_to(fmt: FloatFormat) -> Any:
-    if FORMATS.get(fmt.name) == fmt:
+    if FORMATS.get(fmt.name or "") == fmt:
         return fmt.name
     return {f: getattr(fmt, f) for f in _FORMAT_FIELDS}
 
@@ -112,12 +123,15 @@ class Precision:
         rounding: as ``quantize`` (``"stochastic"`` needs an rng when applied).
         overflow: as ``quantize``; None: the format's default, or ``"saturate"`` under scaling.
         scaling: None, ``TensorScaling``, ``DelayedScaling`` or ``MXScaling``.
+        sr_bits: stochastic rounding from this many random bits (``quantize``'s ``sr_bits``:
+            hardware's and unit-scaling's few-bit SR); None: exact probabilities.
     """
 
     format: FloatFormat
     rounding: str = "nearest_even"
     overflow: str | None = None
     scaling: Scaling | None = None
+    sr_bits: int | None = None
 
     def __post_init__(self) -> None:
         fmt = _format_from(self.format, "format")
@@ -125,6 +139,12 @@ class Precision:
         _check_rounding(self.rounding)
         _check_overflow(self.overflow, fmt)
         object.__setattr__(self, "scaling", _scaling_from(self.scaling, "precision"))
+        if self.sr_bits is not None:
+            if self.rounding != "stochastic":
+                raise ValueError(f"sr_bits applies to rounding='stochastic' only; got rounding="
+                                 f"{self.rounding!r}")
+            object.__setattr__(self, "sr_bits", ck.integer(self.sr_bits, "sr_bits", lo=1,
+                                                           hi=32))
 
     @property
     def rounds(self) -> bool:
@@ -153,6 +173,8 @@ class Precision:
                 faster).
         """
         s = self.scaling
+        if self.sr_bits is not None:  # every element rounding draws sr_bits random bits
+            quantizer = functools.partial(quantizer or quantize, sr_bits=self.sr_bits)
         if s is None:
             return (quantizer or quantize)(x, self.format, rounding=self.rounding,
                                            overflow=self.overflow, rng=rng)
@@ -167,7 +189,8 @@ class Precision:
                 raise TypeError("this precision uses delayed scaling: pass state= (from "
                                 "precision.new_state(), one per tensor, updated every step)")
             return state.qdq(x, rounding=self.rounding, rng=rng, quantizer=quantizer)
-        return s.qdq(x, self.format, rounding=self.rounding, rng=rng, axis=axis)
+        return s.qdq(x, self.format, rounding=self.rounding, rng=rng, axis=axis,
+                     sr_bits=self.sr_bits)
 
     def to_value(self) -> Any:
         """JSON value: the format name alone when nothing else is set, else an object."""
@@ -176,6 +199,8 @@ class Precision:
                 and isinstance(fmt, str):
             return fmt
         out: dict[str, Any] = {"format": fmt, "rounding": self.rounding}
+        if self.sr_bits is not None:
+            out["sr_bits"] = self.sr_bits
         if self.overflow is not None:
             out["overflow"] = self.overflow
         if self.scaling is not None:
@@ -193,24 +218,25 @@ class Precision:
         if not isinstance(value, Mapping):
             raise TypeError(f"{where} must be a format name or an object with 'format'; got "
                             f"{value!r}")
-        unknown = set(value) - {"format", "rounding", "overflow", "scaling"}
+        unknown = set(value) - {"format", "rounding", "overflow", "scaling", "sr_bits"}
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; a precision has "
-                             f"format, rounding, overflow, scaling")
+                             f"format, rounding, overflow, scaling, sr_bits")
         if "format" not in value:
             raise ValueError(f"{where} needs a 'format'")
         try:
             return cls(_format_from(value["format"], f"{where}.format"),
                        value.get("rounding", "nearest_even"), value.get("overflow"),
-                       _scaling_from(value.get("scaling"), where))
+                       _scaling_from(value.get("scaling"), where), value.get("sr_bits"))
         except (TypeError, ValueError) as exc:
             msg = str(exc)
             raise type(exc)(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
     def __str__(self) -> str:
-        parts = [self.format.name]
+        parts = [str(self.format)]
         if self.rounding != "nearest_even":
-            parts.append(self.rounding)
+            parts.append(self.rounding if self.sr_bits is None
+                         else f"{self.rounding} ({self.sr_bits} random bits)")
         if self.overflow is not None:
             parts.append(f"overflow={self.overflow}")
         s = self.scaling
@@ -387,7 +413,7 @@ def _preset(name: str, *, params: Any, compute: Any, activations: Any, gradients
 
 
 def _fp8(fmt: str, scaling: Scaling) -> Precision:
-    return Precision(fmt, scaling=scaling)
+    return Precision(get_format(fmt), scaling=scaling)
 
 
 PRESETS: Mapping[str, PrecisionPolicy] = MappingProxyType({

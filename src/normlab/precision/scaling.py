@@ -16,9 +16,16 @@ scale s before rounding and divided by it afterwards:
   an element format, saturating. The spec's rule is X = 2^(floor(log2 amax) - emax_elem), which
   can clip the block's largest value (amax = 7 in E2M1: X = 1, 7 -> 6); ``scale_rule="ceil"``
   is the round-up rule of TransformerEngine and cuBLAS (the smallest power of two with
-  amax / X <= max: X = 2, 7/2 = 3.5 -> 4, i.e. 8), which never clips; ``"nearest"`` is
-  ml_dtypes' E8M0 cast of amax / max. A block holding inf or NaN gets the NaN scale, and the
-  whole block dequantizes to NaN.
+  amax / X <= max: X = 2, 7/2 = 3.5 -> 4, i.e. 8), which never clips; ``"rceil"`` is the same
+  rule as TransformerEngine, cuBLAS and torchao's ``RCEIL`` compute it, on float32 bits;
+  ``"even"`` and ``"ceil_amax"`` are torchao's ``EVEN`` and ``CEIL``; ``"nearest"`` is
+  ml_dtypes' E8M0 cast of amax / max. ``mx_scale`` gives each rule's source and definition. A
+  block holding inf or NaN gets the NaN scale, and the whole block dequantizes to NaN.
+
+  The element formats saturate inside MX blocks (OCP MX v1.0 section 6.3: normal numbers are
+  clamped, infinities and NaN are not): microxcaling (``saturate_normals=True``), torchao (a
+  clamp before the cast for E5M2; PyTorch's E4M3 cast saturates from 2.13) and
+  TransformerEngine (``satfinite``) all do; ``mx_quantize`` always saturates.
 
 Recipes (``TensorScaling``, ``DelayedScaling``, ``MXScaling``) are frozen data that a
 ``PrecisionPolicy`` can hold; their ``qdq`` methods (and ``DelayedScaling.new_state()``) do the
@@ -28,8 +35,9 @@ work.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -39,7 +47,7 @@ from .formats import FloatFormat, get_format
 from .rounding import _check_rounding, quantize
 
 _F32_MAX = float(np.finfo(np.float32).max)
-SCALE_RULES = ("floor", "ceil", "nearest")
+SCALE_RULES = ("floor", "ceil", "rceil", "even", "ceil_amax", "nearest")
 AMAX_ALGOS = ("max", "most_recent")
 
 
@@ -230,12 +238,38 @@ class MXTensor(NamedTuple):
 
 def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor") -> Array:
     """The shared scale X of blocks with the given amax: float64 powers of two in
-    [2^-127, 2^127] (E8M0's range), NaN for a non-finite amax.
+    [2^-127, 2^127] (E8M0's range), NaN for a non-finite amax. ``emax`` is the element
+    format's largest exponent (E4M3 8, E5M2 15, E3M2 4, E2M3 2, E2M1 2), ``max`` its largest
+    value.
 
-    floor (OCP MX v1.0): X = 2^(floor(log2 amax) - emax_elem); amax = 0 gives 2^-127; an
-        exponent above 127 gives NaN (microxcaling).
-    ceil (TE, cuBLAS): X = 2^ceil(log2(amax / max_elem)), saturating at 2^127.
-    nearest: ml_dtypes' E8M0 cast of amax / max_elem (round half up in the mantissa).
+    floor: X = 2^(floor(log2 amax) - emax); amax = 0 gives 2^-127; an exponent above 127 gives
+        NaN. The OCP MX v1.0 spec (section 6.3) and Rouhani et al. arXiv:2310.10537 Alg. 1;
+        microxcaling's ``_quantize_mx`` (``shared_exp = floor(log2(amax)) - emax_elem``, > 127
+        NaN, < -127 clamped); torchao's ``ScaleCalculationMode.FLOOR`` (the float32 exponent
+        field of amax, minus ``*_MAX_POW2``); pychop's ``mx_formats``; gfloat. Can clip the
+        block maximum (amax = 7 in E2M1: X = 1 and 7 -> 6; pytorch/ao#436).
+    ceil: X = 2^ceil(log2(amax / max)), the smallest power of two with amax / X <= max, in exact
+        arithmetic, saturating at 2^127: the round-up rule of TransformerEngine's MXFP8
+        (``float_to_e8m0(amax * max_norm_rcp)``, ``cvt.rp.satfinite.ue8m0x2.f32``), cuBLAS's
+        block quantization and Mishra et al. arXiv:2506.08027. Never clips.
+    rceil: the ceil rule as TransformerEngine, cuBLAS and torchao's ``RCEIL``
+        (``_to_mx_rceil``) compute it: d = float32(amax) * float32(1 / max) rounded to float32,
+        then E8M0 of d rounded up (the exponent field of d, plus one when its mantissa is not
+        zero; a float32 subnormal d rounds up only above 2^-127). Differs from ``ceil`` where
+        the float32 product crosses a power of two that the exact quotient does not.
+    even: torchao's ``ScaleCalculationMode.EVEN``: amax is first rounded to the element's
+        precision by adding half an element ulp to its float32 bits (2^(22 - M)) and dropping
+        the mantissa, then the floor rule applies. Despite the name this rounds amax half up.
+        Where the element format's max ends its binade (fp4, fp6, E5M2) the largest element
+        then never saturates beyond round-to-nearest's own error; in E4M3 (max 448 = 1.75 2^8)
+        amax / X in (464, 496) still saturates to 448.
+    ceil_amax: torchao's ``ScaleCalculationMode.CEIL``: X = 2^(ceil(log2 amax) - emax), amax
+        rounded up to a power of two, then the floor rule (not the same as ``ceil``: amax = 5
+        in E2M1 gives X = 2 here and 1 under ``ceil``).
+    nearest: ml_dtypes' E8M0 cast of amax / max (RNE on the implicit bit: 1.5 2^k rounds up).
+
+    floor, rceil, even and ceil_amax read amax as float32, as torchao does; floor and ceil_amax
+    give the same result for float64 amax.
     """
     fmt = get_format(fmt)
     rule = ck.choice(scale_rule, "scale_rule", SCALE_RULES)
@@ -252,9 +286,33 @@ def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor") -> Array:
         e = e + (safe > np.ldexp(fmt.max_finite, e))
         e = e - (safe <= np.ldexp(fmt.max_finite, e - 1))
         X = np.where(a > 0, np.ldexp(1.0, np.clip(e, -127, 127)), 2.0**-127)
-    else:
+    elif rule == "nearest":
         X = np.where(a > 0, quantize(safe / fmt.max_finite, "float8_e8m0fnu"), 2.0**-127)
+    else:
+        X = _mx_scale_float32_bits(np.where(finite, a, 0.0), fmt, rule)
     return np.where(finite, X, np.nan)
+
+
+def _mx_scale_float32_bits(a: Array, fmt: FloatFormat, rule: str) -> Array:
+    """rceil, even and ceil_amax on the float32 bits of amax (finite, >= 0), as torchao."""
+    with np.errstate(over="ignore"):
+        a32 = a.astype(np.float32)
+    if rule == "rceil":
+        d = a32 * np.float32(1.0 / fmt.max_finite)  # float32 * float32, rounded to float32
+        b = d.view(np.uint32).astype(np.int64)
+        field, mant = b >> 23, b & 0x7FFFFF
+        up = np.where(field == 0, mant > 0x400000, mant != 0)
+        biased = field + up  # 255 (beyond 2^127) is E8M0's NaN
+        return np.where(biased >= 255, np.nan, np.ldexp(1.0, biased - 127))
+    b = a32.view(np.uint32).astype(np.int64)
+    if rule == "even":  # round amax to the element's precision, half up, keep the exponent
+        b = (b + (1 << (22 - fmt.mantissa_bits))) & 0xFF800000
+        extra = 0
+    else:  # ceil_amax: the next power of two unless amax is one
+        extra = (b & 0x7FFFFF) != 0
+    e = ((b >> 23) & 0xFF) - 127 + extra - fmt.emax
+    e = np.clip(e, -127, 128)  # 128 is E8M0's NaN
+    return np.where(e > 127, np.nan, np.ldexp(1.0, np.minimum(e, 127)))
 
 
 def _blocks(x: Array, axis: int, k: int) -> tuple[Array, int]:
@@ -269,7 +327,7 @@ def _blocks(x: Array, axis: int, k: int) -> tuple[Array, int]:
 
 def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axis: int = -1,
                 scale_rule: str = "floor", rounding: str = "nearest_even",
-                rng: np.random.Generator | None = None) -> MXTensor:
+                rng: np.random.Generator | None = None, sr_bits: int | None = None) -> MXTensor:
     """MX block quantization (OCP MX v1.0).
 
     Args:
@@ -278,9 +336,11 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
         fmt: element format: float8_e4m3fn / float8_e5m2 (MXFP8), float6_e3m2fn /
             float6_e2m3fn (MXFP6), float4_e2m1fn (MXFP4), or any FloatFormat.
         block_size: k, 32 in every concrete MX format.
-        scale_rule: ``"floor"`` (the spec), ``"ceil"`` (TE/cuBLAS) or ``"nearest"``; see
-            ``mx_scale``.
-        rounding, rng: as ``quantize``; elements saturate at the format's max.
+        scale_rule: ``"floor"`` (the spec, microxcaling, torchao's default), ``"ceil"``
+            (TE/cuBLAS in exact arithmetic), ``"rceil"`` (TE/cuBLAS/torchao RCEIL on float32
+            bits), ``"even"`` / ``"ceil_amax"`` (torchao's EVEN / CEIL) or ``"nearest"``
+            (ml_dtypes' E8M0 cast); see ``mx_scale``.
+        rounding, rng, sr_bits: as ``quantize``; elements saturate at the format's max.
 
     Returns:
         MXTensor; ``.dequantize()`` gives the values, ``.stats(x)`` the error statistics.
@@ -300,10 +360,12 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
     X = mx_scale(block_amax, fmt, scale_rule)  # (..., nb) float64
     # V / X: exact in float32 unless it falls below 2^-126, which only directed and stochastic
     # rounding can tell from 0 there: those scale in float64
-    wt = ct if rounding in ("nearest_even", "toward_zero") else np.dtype(np.float64)
+    wt = ct if rounding.startswith("nearest") or rounding == "toward_zero" else np.dtype(
+        np.float64)
     with np.errstate(invalid="ignore"):
         v = xb.astype(wt, copy=False) * (1.0 / X[..., None]).astype(wt)
-    p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng).astype(ct, copy=False)
+    p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng, sr_bits=sr_bits)
+    p = p.astype(ct, copy=False)
     p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
     return MXTensor(elements=np.moveaxis(p, -1, ax),
                     scales=np.moveaxis(X.astype(ct), -1, ax), axis=ax, block_size=k, fmt=fmt)
@@ -319,7 +381,7 @@ def mx_dequantize(t: MXTensor) -> Array:
 @dataclass(frozen=True)
 class MXScaling:
     """MX block scaling as a recipe: blocks of ``block_size`` along ``axis`` share an E8M0
-    scale chosen by ``scale_rule`` ("floor": the OCP spec, "ceil": TE/cuBLAS, "nearest")."""
+    scale chosen by ``scale_rule`` (``SCALE_RULES``; ``mx_scale`` gives each rule's source)."""
 
     block_size: int = 32
     scale_rule: str = "floor"
@@ -332,11 +394,13 @@ class MXScaling:
         ck.integer(self.axis, "axis", lo=-32, hi=31)
 
     def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
-            rng: np.random.Generator | None = None, axis: int | None = None) -> Array:
+            rng: np.random.Generator | None = None, axis: int | None = None,
+            sr_bits: int | None = None) -> Array:
         """Quantize-dequantize x in MX blocks along ``axis`` (default: the recipe's)."""
         return mx_quantize(x, fmt, block_size=self.block_size,
                            axis=self.axis if axis is None else axis,
-                           scale_rule=self.scale_rule, rounding=rounding, rng=rng).dequantize()
+                           scale_rule=self.scale_rule, rounding=rounding, rng=rng,
+                           sr_bits=sr_bits).dequantize()
 
 
 SCALINGS = {"tensor": TensorScaling, "delayed": DelayedScaling, "mx": MXScaling}
