@@ -5,7 +5,7 @@ The algorithm is ``normlab.precision.rounding``'s, on integer bit patterns: the 
 ``2^s`` (``s = d`` above the target's smallest normal number, one more per binade below it),
 then overflow, values below the smallest subnormal, flush to zero, infinities, NaN and the sign.
 Every operation is a torch operation on the input's device; the results are the same bits as
-``normlab.precision.quantize`` (tests/torch/test_quantize.py: every 16-bit pattern, every code
+``normlab.precision.quantize`` (tests/torch/test_torch_quantize.py: every 16-bit pattern, every code
 and midpoint of the 6- and 4-bit formats, every rounding mode and overflow mode;
 benchmarks/torch_exhaustive_quantize.py: all 2^32 float32 inputs).
 
