@@ -105,7 +105,8 @@ class ResidualStats(Probe):
 
     def forward(self, record: dict, y: np.ndarray) -> None:
         record["residual_rms"], record["residual_max"] = self.rms, self.amax
-        record["max_attn_logit"] = [b.attn.branch.max_logit for b in self.model.blocks]
+        record["max_attn_logit"] = [getattr(b.attn.branch, "max_logit")
+                                    for b in self.model.blocks]
         self.rms, self.amax = [], []
 
 
@@ -133,6 +134,8 @@ class LogitDrift(Probe):
         m = self.model
         head = m.wte.params["weight"] if self.tied else m.head.params["weight"]  # (V, C)
         token_logit, unseen = self.token_logit, self.target_counts == 0
+        if token_logit is None:
+            raise RuntimeError("logit_drift: no logits seen (the forward ran unwatched)")
         record["mean_logit"] = float(token_logit.mean())
         record["head_norm"] = math.sqrt(float(np.vdot(head, head)))
         if unseen.any():
@@ -230,8 +233,10 @@ class UpdateProbe(Probe):
 
     def model_update(self) -> tuple[float, float]:
         """``(||F(x, W) - F(x, W_0)||, the same for the logits)``, per token, averaged."""
-        return tuple(float(np.mean(np.sqrt(np.sum((now - then) ** 2, axis=-1))))
-                     for now, then in zip(self.outputs(), self.at_init))
+        (h, z), (h0, z0) = self.outputs(), self.at_init
+        per_token = [float(np.mean(np.sqrt(np.sum((a - b) ** 2, axis=-1)))) for a, b in
+                     ((h, h0), (z, z0))]
+        return per_token[0], per_token[1]
 
     def update(self, record: dict, update_sq: dict[str, float]) -> None:
         if self.run.step < self.steps:
@@ -242,8 +247,8 @@ class UpdateProbe(Probe):
 
     def load_state(self, arrays: dict[str, np.ndarray], path: Any) -> None:
         """The saved run's W_0 outputs, not those of the restored W."""
-        self.at_init = tuple(np.asarray(arrays[f"probe/{k}0"], np.float64)
-                             for k in ("hidden", "logits"))
+        self.at_init = (np.asarray(arrays["probe/hidden0"], np.float64),
+                        np.asarray(arrays["probe/logits0"], np.float64))
 
 
 class Headroom(Probe):
@@ -258,7 +263,7 @@ class Headroom(Probe):
     def evaluate(self, record: dict) -> None:
         from .trainer import residual_headroom
 
-        model = self.run.model
+        model: GPT = self.run.model
         model.eval()
         with np.errstate(over="ignore", invalid="ignore"):
             record["headroom"] = residual_headroom(model, self.run.val[0][0])

@@ -37,7 +37,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -64,7 +64,7 @@ def make_source(config: TrainConfig) -> DataSource:
         return AlgorithmicSource(config.data, V, config.data_seed)
     if config.data == "pydoc":
         return TextSource.pydoc()
-    return TextSource.from_file(config.data_path)
+    return TextSource.from_file(str(config.data_path))  # data='file' has a path (TrainConfig)
 
 
 def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
@@ -168,8 +168,8 @@ class Trainer:
         init_seq, data_seq, dropout_seq, round_seq, profile_seq, self.probe_seq = (
             np.random.SeedSequence(config.seed).spawn(6))  # the first four as before
         self.data_rng = np.random.default_rng(data_seq)
-        self.model = GPT(config.model, rng=np.random.default_rng(init_seq),
-                         dropout_rng=np.random.default_rng(dropout_seq))
+        self.model: GPT = GPT(config.model, rng=np.random.default_rng(init_seq),
+                              dropout_rng=np.random.default_rng(dropout_seq))
         T = config.model.seq_len
         if config.model.placement == "admin":  # at full precision, before the policy's hooks
             x, _ = source.train_batch(config.batch_size, T, np.random.default_rng(profile_seq))
@@ -183,8 +183,9 @@ class Trainer:
         if self.precision.param_round is not None:  # stored in the policy's format from the start
             for p in self.params.values():
                 p[...] = self.precision.param_round(p)
-        rounding = dict(state_round=self.precision.state_round,
-                        param_round=self.precision.param_round)
+        rounding: dict[str, Any] = dict(state_round=self.precision.state_round,
+                                        param_round=self.precision.param_round)
+        self.optimizer: AdamW | SGD
         if config.optimizer == "adamw":
             self.optimizer = AdamW(self.params, betas=(config.beta1, config.beta2),
                                    eps=config.adam_eps, weight_decay=config.weight_decay,
@@ -431,9 +432,9 @@ class Trainer:
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ckpt.CheckpointError(
                 f"checkpoint {str(path)!r} does not match its config: {exc}") from None
-        for p in trainer.probes.values():  # the update probe's W_0 outputs, the target counts
+        for probe in trainer.probes.values():  # the update probe's W_0, the target counts
             try:
-                p.load_state(arrays, path)
+                probe.load_state(arrays, path)
             except KeyError as exc:
                 raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not match its config: "
                                            f"{exc}") from None
