@@ -118,3 +118,11 @@ def test_a_run_without_probes_checkpoints_and_resumes(tmp_path):
     first.run(until=2)
     first.save(tmp_path / "run.npz")
     assert Trainer.resume(tmp_path / "run.npz", cfg).run().history == full.history
+
+
+def test_probes_follow_hooks_a_caller_installs_on_the_trainers_model():
+    from normlab.nn.numerics import FULL_PRECISION
+
+    plain, reset = Trainer(CFG), Trainer(CFG)
+    reset.model.set_numerics(FULL_PRECISION)  # as an experiment that resets after its own hooks
+    assert reset.run().history == plain.run().history

@@ -31,6 +31,7 @@ one before the first step (``GPT.profile_admin``), and the update probe measures
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -213,7 +214,7 @@ class Trainer:
         x, y = self.source.train_batch(cfg.batch_size, cfg.model.seq_len, self.data_rng)
         if not model.training:  # evaluate() and the probes hand it back in train mode
             model.train()
-        with np.errstate(over="ignore", invalid="ignore"), self._watch.armed_for():
+        with np.errstate(over="ignore", invalid="ignore"), self._watching():
             parts = model.forward(x, y)  # a blow-up is detected just below
         lr = learning_rate(self.step, schedule=cfg.schedule, lr=cfg.lr, warmup=cfg.warmup,
                            total=cfg.steps, min_lr=cfg.min_lr)
@@ -242,6 +243,15 @@ class Trainer:
             scaler.update(False)
         self._probe("update", record, update_sq)
         return record
+
+    def _watching(self) -> contextlib.AbstractContextManager:
+        """The probes' watch, armed for one forward, around the hooks the model has now: the
+        policy's, or what a caller installed with ``model.set_numerics`` since (kept)."""
+        root = self.model.numerics_root
+        if root is not self._watch:
+            self._watch = probes.Watch(root, self._watch.watchers)
+            self.model.set_numerics(self._watch)
+        return self._watch.armed_for()
 
     def _probe(self, point: str, record: dict, value) -> None:
         """Every probe's measurement at ``point`` (forward, backward, update) into ``record``."""
