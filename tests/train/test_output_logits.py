@@ -47,7 +47,7 @@ def test_the_trainer_records_the_drift_of_never_seen_tokens_and_the_head_norm():
     for _ in range(CFG.steps):
         head = t.params["head.weight"].copy()
         state = t.data_rng.bit_generator.state
-        x, y = t.source.train_batch(CFG.batch_size, MODEL.seq_len, t.data_rng)
+        _, y = t.source.train_batch(CFG.batch_size, MODEL.seq_len, t.data_rng)
         t.data_rng.bit_generator.state = state  # the step draws the same batch
         rec = t.train_step()
         t.history.append(rec)

@@ -101,7 +101,7 @@ class GPT(Module):
         idx = np.asarray(idx)
         if idx.ndim != 2:
             raise ValueError(f"idx must be a (B, T) array of token ids; got shape {idx.shape}")
-        B, T = idx.shape
+        T = idx.shape[1]
         if not 1 <= T <= cfg.seq_len:
             raise ValueError(f"sequence length T = {T} must be in [1, seq_len = {cfg.seq_len}]")
         x = self.wte(idx)  # (B, T, C)

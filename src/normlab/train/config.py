@@ -7,8 +7,9 @@ import dataclasses
 import inspect
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from .. import _checks as ck
 from ..models import GPTConfig
@@ -125,7 +126,7 @@ class TrainConfig:
             ("headroom",) if self.eval_headroom else ())
         return self.probes + tuple(p for p in extra if p not in self.probes)
 
-    def with_overrides(self, dotted: Mapping[str, Any]) -> "TrainConfig":
+    def with_overrides(self, dotted: Mapping[str, Any]) -> TrainConfig:
         """This config with fields replaced by name, the model's as ``model.x`` (see
         :func:`with_overrides`); the result is checked as any new config is."""
         return with_overrides(self, dotted)
@@ -137,7 +138,7 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """The config from ``to_dict``'s output; unknown keys are refused by name."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)

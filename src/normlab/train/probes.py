@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ class ResidualStats(Probe):
 
     def forward(self, record: dict, y: np.ndarray) -> None:
         record["residual_rms"], record["residual_max"] = self.rms, self.amax
-        record["max_attn_logit"] = [getattr(b.attn.branch, "max_logit")
+        record["max_attn_logit"] = [b.attn.branch.max_logit  # type: ignore[attr-defined]
                                     for b in self.model.blocks]
         self.rms, self.amax = [], []
 

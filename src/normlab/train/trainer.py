@@ -36,18 +36,19 @@ import dataclasses
 import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..models import GPT
 from . import checkpoint as ckpt
+from . import probes
 from .budget import check_memory
 from .config import TrainConfig
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
-from . import probes
 from .optim import SGD, AdamW, clip_grad_norm, flat_buffer
 from .precision import TrainingPrecision
 from .schedules import learning_rate
@@ -253,7 +254,7 @@ class Trainer:
             self.model.set_numerics(self._watch)
         return self._watch.armed_for()
 
-    def _probe(self, point: str, record: dict, value) -> None:
+    def _probe(self, point: str, record: dict, value: Any) -> None:
         """Every probe's measurement at ``point`` (forward, backward, update) into ``record``."""
         for p in self.probes.values():
             getattr(p, point)(record, value)
@@ -394,7 +395,7 @@ class Trainer:
         ckpt.save(path, arrays, meta)
 
     @classmethod
-    def resume(cls, path: str | Path, config: TrainConfig | None = None) -> "Trainer":
+    def resume(cls, path: str | Path, config: TrainConfig | None = None) -> Trainer:
         """The run saved at ``path``. With ``config``, it must describe the same run (only
         ``steps`` may differ, to train longer, but not below the saved step); a mismatch is
         refused with the fields named. The arrays and metadata are validated first

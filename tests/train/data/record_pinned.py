@@ -1,6 +1,10 @@
 """Record short runs' results with whatever normlab is first on sys.path (main's, read-only)."""
-import hashlib, json, sys
+import hashlib
+import json
+import sys
+
 import numpy as np
+
 from normlab.models import GPTConfig
 from normlab.train import TrainConfig
 from normlab.train.trainer import Trainer
@@ -46,7 +50,8 @@ CASES = {
 def digest(params):
     h = hashlib.sha256()
     for k in sorted(params):
-        h.update(k.encode()); h.update(np.ascontiguousarray(params[k]).tobytes())
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(params[k]).tobytes())
     return h.hexdigest()
 
 out = {}
