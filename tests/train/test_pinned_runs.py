@@ -6,10 +6,10 @@ the final parameters (a SHA-256 of their bytes) must be equal, and the records' 
 order.
 
 One case has two pinned results: with RMSNorm and fp8_hybrid, numba's kernels give one result
-when compiled in the process and another when loaded from numba's on-disk cache (a reduction
-compiled with ``fastmath`` reassociation, in kernels/norms.py: the same code was recorded twice,
-with an empty ``NUMBA_CACHE_DIR`` and with a warm one; the first difference is in the third step's
-gradient norm, at the tenth significant digit). The run must equal one of the two exactly."""
+when compiled in the process and another when loaded from numba's on-disk cache (the same code was
+recorded twice, with an empty ``NUMBA_CACHE_DIR`` and with a warm one; the first difference is in
+the third step's gradient norm, at the tenth significant digit; which kernel is not isolated yet).
+The run must equal one of the two exactly."""
 
 import hashlib
 import json
