@@ -25,9 +25,8 @@ PINNED = json.loads((Path(__file__).parent / "data" / "pinned_runs.json").read_t
 
 def _digest(params: dict) -> str:
     h = hashlib.sha256()
-    for k in sorted(params):
-        h.update(k.encode())
-        h.update(np.ascontiguousarray(params[k]).tobytes())
+    for p in params.values():  # in the model's order; by value, not by name
+        h.update(np.ascontiguousarray(p).tobytes())
     return h.hexdigest()
 
 
