@@ -16,6 +16,7 @@ from normlab.models import GPT, GPTConfig, save_hf
 from normlab.models.inspect import FORMAT_SCALINGS, HIST_LO, inspect_model, tensor_stats
 from normlab.nn.numerics import FULL_PRECISION, PolicyNumerics
 from normlab.precision import get_format, mx_quantize, mx_dequantize, quantize
+from normlab.train.probes import observe
 
 @pytest.fixture(autouse=True)
 def _numba_threads_as_started(monkeypatch):
@@ -97,16 +98,18 @@ def test_inspect_reports_what_the_model_measures_and_leaves_it_unchanged():
     tokens = np.random.default_rng(2).integers(0, CFG.vocab_size, 40)
     r = inspect_model(model, tokens, seq_len=10, policies=("amp_bf16", "fp8_hybrid"))
     idx, tgt = tokens[None, -11:-1], tokens[None, -10:]
-    loss = model.forward(idx, tgt).loss
+    with observe(model, "residual_stats") as seen:
+        parts = model.forward(idx, tgt)
+    loss = parts.loss
     assert r["loss"] == pytest.approx(loss, rel=1e-6)
     for i, layer in enumerate(r["layers"]):
-        assert layer["residual_rms"] == pytest.approx(model.metrics["residual_rms"][i], rel=1e-5)
-        assert max(layer["max_logit"]) == pytest.approx(model.metrics["max_attn_logit"][i], rel=1e-5)
+        assert layer["residual_rms"] == pytest.approx(seen["residual_rms"][i], rel=1e-5)
+        assert max(layer["max_logit"]) == pytest.approx(seen["max_attn_logit"][i], rel=1e-5)
         assert len(layer["max_logit"]) == len(layer["entropy"]) == CFG.n_heads
         limit = np.log(5 if i == 0 else 10)  # layer 0 attends over a window of 5
         assert all(0 < e <= limit + 1e-6 for e in layer["entropy"])
         assert set(layer["norms"]) == {"attn.norm", "mlp.norm"}
-    assert r["output"]["log_z"] == pytest.approx(model.metrics["log_z"], rel=1e-6)
+    assert r["output"]["log_z"] == pytest.approx(parts.log_z, rel=1e-6)
     assert r["tokens"]["delayed_from"] == "previous window"
     # each preset's loss: what running the model under it gives
     model.set_numerics(PolicyNumerics("amp_bf16", rng=np.random.default_rng(0)))

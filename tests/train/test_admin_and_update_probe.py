@@ -87,13 +87,15 @@ def test_the_update_probe_is_recorded_and_changes_nothing_else():
         assert {k: v for k, v in rp.items() if not k.endswith("_update")} == r
     assert probed.final_val_loss == plain.final_val_loss
     t = Trainer(PROBED)
-    assert t.model_update() == (0.0, 0.0)  # F(x, W_0) against itself
-    h0, z0 = t.probe_at_init
+    probe = t.probes["update_probe"]
+    assert probe.model_update() == (0.0, 0.0)  # F(x, W_0) against itself
+    h0, z0 = probe.at_init
     t.model.eval()  # the probe runs without dropout
-    np.testing.assert_array_equal(h0, t.model.hidden(t.probe).astype(np.float64))
-    assert z0.shape == (*t.probe.shape, MODEL.vocab_size)
-    with pytest.raises(RuntimeError, match="update_probe > 0"):
-        Trainer(dataclasses.replace(PROBED, update_probe=0)).model_update()
+    np.testing.assert_array_equal(h0, t.model.hidden(probe.probe).astype(np.float64))
+    assert z0.shape == (*probe.probe.shape, MODEL.vocab_size)
+    assert "update_probe" not in Trainer(dataclasses.replace(PROBED, update_probe=0)).probes
+    with pytest.raises(ValueError, match="update_probe = n > 0"):
+        dataclasses.replace(PROBED, update_probe=0, probes=("update_probe",))
 
 
 def test_the_update_probe_leaves_a_rounding_policy_alone():

@@ -53,8 +53,8 @@ def test_layer_grad_rms_is_the_norm_over_the_root_of_the_count():
     rec = t.train_step()
     counts = [0] * TINY.model.n_layers
     for name, p in t.params.items():
-        if t.layer_of[name] is not None:
-            counts[t.layer_of[name]] += p.size
+        if t.model.layer_of(name) is not None:
+            counts[t.model.layer_of(name)] += p.size
     for norm, rms, n in zip(rec["layer_grad_norm"], rec["layer_grad_rms"], counts):
         assert rms == pytest.approx(norm / math.sqrt(n), rel=1e-12) and rms > 0
 

@@ -10,24 +10,35 @@ import pytest
 from normlab.models import GPT, GPTConfig
 from normlab.train import CheckpointError, MarkovSource, TrainConfig, Trainer
 from normlab.train import checkpoint as ckpt
+from normlab.train.probes import LogitDrift, Watch
 
 MODEL = GPTConfig(vocab_size=40, seq_len=8, n_layers=1, d_model=16, n_heads=2)
 CFG = TrainConfig(model=MODEL, data="markov", markov_order=1, markov_alpha=0.05, markov_zipf=1.5,
                   steps=6, batch_size=3, warmup=1, eval_interval=6, eval_batches=1, lr=3e-2)
 
 
-def test_the_model_records_the_mean_logit_of_every_token():
+def _drift(model: GPT, x, y) -> tuple[np.ndarray, float]:
+    """The logit_drift probe's (token_logit, mean_logit) over one forward."""
+    probe, record = LogitDrift(model), {}
+    watch = Watch(model.numerics_root, probe.hooks())
+    model.set_numerics(watch)
+    with watch.armed_for():
+        model.forward(x, y)
+    probe.forward(record, y)
+    return probe.token_logit, record["mean_logit"]
+
+
+def test_the_probe_records_the_mean_logit_of_every_token():
     model = GPT(MODEL, rng=np.random.default_rng(0))
     rng = np.random.default_rng(1)
     x, y = rng.integers(0, 40, size=(2, 8)), rng.integers(0, 40, size=(2, 8))
-    model.forward(x, y)
-    token_logit, mean_logit = model.metrics["token_logit"], model.metrics["mean_logit"]
+    token_logit, mean_logit = _drift(model, x, y)
     z = model._trunk(x).reshape(-1, 40).astype(np.float64)  # (B T, V), before any cap
     np.testing.assert_allclose(token_logit, z.mean(0), rtol=1e-6, atol=1e-7)
     assert mean_logit == pytest.approx(z.mean(), abs=1e-7)
     capped = GPT(dataclasses.replace(MODEL, final_softcap=0.1), rng=np.random.default_rng(0))
-    capped.forward(x, y)  # the head's output, not the capped logits the softmax sees
-    assert capped.metrics["mean_logit"] == pytest.approx(mean_logit, abs=1e-7)
+    # the head's output, not the capped logits the softmax sees
+    assert _drift(capped, x, y)[1] == pytest.approx(mean_logit, abs=1e-7)
 
 
 def test_the_trainer_records_the_drift_of_never_seen_tokens_and_the_head_norm():
@@ -36,12 +47,12 @@ def test_the_trainer_records_the_drift_of_never_seen_tokens_and_the_head_norm():
     for _ in range(CFG.steps):
         head = t.params["head.weight"].copy()
         state = t.data_rng.bit_generator.state
-        x, y = t.source.train_batch(CFG.batch_size, MODEL.seq_len, t.data_rng)
+        _, y = t.source.train_batch(CFG.batch_size, MODEL.seq_len, t.data_rng)
         t.data_rng.bit_generator.state = state  # the step draws the same batch
         rec = t.train_step()
         t.history.append(rec)
         t.step += 1
-        token_logit = t.model.metrics["token_logit"]
+        token_logit = t.probes["logit_drift"].token_logit
         assert rec["head_norm"] == pytest.approx(np.linalg.norm(head.astype(np.float64)))
         assert rec["mean_logit"] == pytest.approx(token_logit.mean())
         if seen.all():
@@ -49,8 +60,9 @@ def test_the_trainer_records_the_drift_of_never_seen_tokens_and_the_head_norm():
         else:
             assert rec["mean_logit_unseen"] == pytest.approx(token_logit[~seen].mean())
         seen[y.reshape(-1)] = True
-    np.testing.assert_array_equal(t.target_counts > 0, seen)
-    assert t.target_counts.sum() == CFG.steps * CFG.batch_size * MODEL.seq_len
+    counts = t.probes["logit_drift"].target_counts
+    np.testing.assert_array_equal(counts > 0, seen)
+    assert counts.sum() == CFG.steps * CFG.batch_size * MODEL.seq_len
 
 
 def test_tied_embeddings_report_the_table_as_the_head():
@@ -67,7 +79,8 @@ def test_the_target_counts_survive_a_checkpoint(tmp_path):
     path = tmp_path / "run.npz"
     first.save(path)
     resumed = Trainer.resume(path, CFG)
-    np.testing.assert_array_equal(resumed.target_counts, first.target_counts)
+    np.testing.assert_array_equal(resumed.probes["logit_drift"].target_counts,
+                                  first.probes["logit_drift"].target_counts)
     assert resumed.run().history == full.history  # mean_logit_unseen included, bit for bit
 
 

@@ -11,6 +11,7 @@ import pytest
 from normlab.models import GPT, GPTConfig
 from normlab.precision.headroom import HEADROOM_FORMATS as FORMATS, tensor_stats
 from normlab.train import TrainConfig, Trainer, train
+from normlab.train.probes import observe
 from normlab.train.trainer import residual_headroom
 
 MODEL = GPTConfig(vocab_size=8, seq_len=12, n_layers=3, d_model=16, n_heads=2)
@@ -23,9 +24,10 @@ def test_residual_stream_is_what_the_metrics_summarize():
     idx = np.random.default_rng(1).integers(0, 8, size=(2, 12))
     stream = model.residual_stream(idx)
     assert model.blocks[0].attn.branch._cache is None  # released
-    model.logits(idx)
+    with observe(model, "residual_stats") as seen:
+        model.logits(idx)
     assert len(stream) == MODEL.n_layers
-    for x, rms, amax in zip(stream, model.metrics["residual_rms"], model.metrics["residual_max"]):
+    for x, rms, amax in zip(stream, seen["residual_rms"], seen["residual_max"]):
         assert x.shape == (2, 12, 16)
         assert amax == float(np.max(np.abs(x)))
         assert rms == pytest.approx(float(np.sqrt(np.mean(x.astype(np.float64) ** 2))), rel=1e-6)
@@ -40,8 +42,9 @@ def test_residual_max_is_recorded_every_step_and_nan_propagates():
     assert all("headroom" not in e for e in result.evals)  # off by default
     model = GPT(MODEL, rng=np.random.default_rng(0))
     model.wte.params["weight"][3, 0] = np.nan
-    model.logits(np.full((1, 4), 3))
-    assert np.isnan(model.metrics["residual_max"]).all()  # a blow-up is not hidden as a max
+    with observe(model, "residual_stats") as seen:
+        model.logits(np.full((1, 4), 3))
+    assert np.isnan(seen["residual_max"]).all()  # a blow-up is not hidden as a max
 
 
 def test_eval_headroom_is_recorded_at_every_evaluation():

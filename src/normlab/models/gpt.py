@@ -12,11 +12,9 @@ Forward (reads down), for token ids idx (B, T):
 Backward (reads up): the same lines in reverse order, each module adding its parameter gradients
 into its buffers.
 
-Each forward records per-layer diagnostics in ``metrics``: the residual stream's RMS and max |x|
-after every block, every block's largest raw attention logit, and, with targets, the mean output
-log Z, the mean logit of every token over the batch's positions (``token_logit``, (V,)) and their
-mean (``mean_logit``), both of the head's output before any final soft-cap (Wortsman et al.'s
-output-logit drift).
+The forward computes no statistics beyond the loss: a measurement observes the tensors through
+the numerics hooks every module calls (``normlab.train.probes``; ``normlab inspect``), so that
+inference pays for nothing it did not ask for.
 """
 
 from __future__ import annotations
@@ -110,7 +108,6 @@ class GPT(Module):
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=std["head"], dtype=dtype)
         self.numerics_root: Numerics = FULL_PRECISION  # what set_numerics installed
-        self.metrics: dict = {}
         self._head_cache = None
         self._loss_cache = None
         if flatten:  # parameters and gradients in two flat buffers: one fused optimizer pass
@@ -123,7 +120,7 @@ class GPT(Module):
         idx = np.asarray(idx)
         if idx.ndim != 2:
             raise ValueError(f"idx must be a (B, T) array of token ids; got shape {idx.shape}")
-        B, T = idx.shape
+        T = idx.shape[1]
         if not 1 <= T <= cfg.seq_len:
             raise ValueError(f"sequence length T = {T} must be in [1, seq_len = {cfg.seq_len}]")
         x = self.wte(idx)  # (B, T, C)
@@ -138,13 +135,8 @@ class GPT(Module):
         ``stream``, when given, receives the residual stream after every block."""
         cfg = self.config
         x = self._embed(idx)  # (B, T, C)
-        rms, amax, max_logit = [], [], []
         for block in self.blocks:
             x = block(x)  # (B, T, C)
-            flat = x.reshape(-1)
-            rms.append(float(np.sqrt(np.dot(flat, flat) / flat.size)))
-            amax.append(float(np.maximum(flat.max(), -flat.min())))  # max |x|, NaN propagates
-            max_logit.append(block.attn.branch.max_logit)
             if stream is not None:
                 stream.append(x)
         x = self.norm_f(x)  # (B, T, C)
@@ -155,7 +147,6 @@ class GPT(Module):
             logits = n.output(logits, "head")  # (B, T, V)
         else:
             logits = self.head(x)  # (B, T, V)
-        self.metrics = {"residual_rms": rms, "residual_max": amax, "max_attn_logit": max_logit}
         return logits
 
     def forward(self, idx: np.ndarray, targets: np.ndarray) -> LossParts:
@@ -168,15 +159,12 @@ class GPT(Module):
             label_smoothing=cfg.label_smoothing,
         )
         log_z = float(np.mean(self._loss_cache.log_z, dtype=np.float64))
-        token_logit = logits.reshape(-1, logits.shape[-1]).mean(axis=0, dtype=np.float64)  # (V,)
-        self.metrics.update(log_z=log_z, token_logit=token_logit,
-                            mean_logit=float(token_logit.mean()))
         return LossParts(float(loss), self._loss_cache.nll, log_z)
 
     def residual_stream(self, idx: np.ndarray) -> list[np.ndarray]:
         """The residual stream after every block on ``idx`` (B, T): L arrays (B, T, C), the
-        tensors ``metrics["residual_rms"]`` and ``metrics["residual_max"]`` summarize (one
-        forward as ``logits``; the caches are released)."""
+        tensors the ``residual_stats`` probe summarizes (one forward as ``logits``; the caches
+        are released)."""
         stream: list[np.ndarray] = []
         self._trunk(idx, stream)
         self.release()
@@ -184,7 +172,7 @@ class GPT(Module):
 
     def hidden(self, idx: np.ndarray) -> np.ndarray:
         """The stack's output F(x, W) (B, T, C), the input of the LM head: embeddings, blocks and
-        the final norm (the lines of ``_trunk`` before the head; no metrics recorded)."""
+        the final norm (the lines of ``_trunk`` before the head)."""
         x = self._embed(idx)  # (B, T, C)
         for block in self.blocks:
             x = block(x)  # (B, T, C)

@@ -7,12 +7,14 @@ import dataclasses
 import inspect
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from .. import _checks as ck
 from ..models import GPTConfig
 from .precision import check_precision
+from .probes import DEFAULT_PROBES, PROBE_NAMES
 from .schedules import SCHEDULES, check_schedule
 
 DATA = ("markov", "copy", "reverse", "pydoc", "file")
@@ -62,6 +64,9 @@ class TrainConfig:
     divergence_factor: float = 3.0  # stop when the loss exceeds this times the first step's loss
     update_probe: int = 0  # record the model update ||F(x, W_t) - F(x, W_0)|| on a fixed probe
     #                        batch after each of the first this many steps (0: off; DeepNet)
+    probes: tuple[str, ...] = DEFAULT_PROBES  # what each step measures (train.probes): a subset of
+    #                         residual_stats, logit_drift, grad_stats, update_stats, update_probe,
+    #                         headroom (update_probe > 0 and eval_headroom also switch theirs on)
     seed: int = 0  # seeds the initialization, the training batches and dropout
 
     def __post_init__(self) -> None:
@@ -97,8 +102,31 @@ class TrainConfig:
         if self.grad_clip is not None:
             ck.real(self.grad_clip, "config: grad_clip", lo=0, lo_open=True)
         check_precision(self.precision, self.model)
+        self._check_probes()
 
-    def with_overrides(self, dotted: Mapping[str, Any]) -> "TrainConfig":
+    def _check_probes(self) -> None:
+        probes = self.probes
+        if isinstance(probes, str) or not isinstance(probes, (tuple, list)):
+            raise TypeError(f"config: probes must be a list of probe names {PROBE_NAMES}; got "
+                            f"{probes!r}")
+        object.__setattr__(self, "probes", tuple(probes))  # from JSON: a list
+        unknown = [p for p in probes if p not in PROBE_NAMES]
+        if unknown:
+            raise ValueError(f"config: probes must be among {PROBE_NAMES}; got {unknown}")
+        if len(set(probes)) != len(probes):
+            raise ValueError(f"config: probes names a probe twice: {list(probes)}")
+        if "update_probe" in probes and not self.update_probe:
+            raise ValueError("config: the update_probe probe needs update_probe = n > 0 (the "
+                             "steps it measures)")
+
+    def active_probes(self) -> tuple[str, ...]:
+        """The probes the run records: ``probes``, then ``update_probe`` (with update_probe > 0)
+        and ``headroom`` (with eval_headroom) where ``probes`` does not name them."""
+        extra = (("update_probe",) if self.update_probe else ()) + (
+            ("headroom",) if self.eval_headroom else ())
+        return self.probes + tuple(p for p in extra if p not in self.probes)
+
+    def with_overrides(self, dotted: Mapping[str, Any]) -> TrainConfig:
         """This config with fields replaced by name, the model's as ``model.x`` (see
         :func:`with_overrides`); the result is checked as any new config is."""
         return with_overrides(self, dotted)
@@ -106,10 +134,11 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["model"] = self.model.to_dict()
+        d["probes"] = list(self.probes)  # as JSON reads it back
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """The config from ``to_dict``'s output; unknown keys are refused by name."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)

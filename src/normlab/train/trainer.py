@@ -1,5 +1,5 @@
-"""The training loop: ``train(config) -> TrainResult``, pure and seeded, and the ``Trainer`` behind it
-(checkpoints, resuming).
+"""The training loop: ``train(config) -> TrainResult``, pure and seeded, and the ``Trainer``
+behind it (checkpoints, resuming).
 
 One step, in the order of ``torch.amp`` and nanoGPT:
 
@@ -13,45 +13,39 @@ One step, in the order of ``torch.amp`` and nanoGPT:
     optimizer.step(grads, lr(step))            rounding stored weights / moments per the policy
     scaler.update(False)
 
-Each step records: lr, loss, nll, log Z, the output logits' drift (``mean_logit``: the mean
-logit; ``mean_logit_unseen``: the mean logit of the tokens that have not been a training target
-before this step, while there are any; ``head_norm``: the Frobenius norm of the output head's
-weight, the token table when tied), the global gradient norm, the gradient norm, gradient RMS
-(both before clipping) and update RMS of every block, the residual stream's RMS and max |x| and
-the largest attention logit after every block, the loss scale and whether the step was skipped.
-The validation NLL is measured every ``eval_interval`` steps and at the end (with
-``eval_headroom``, also the residual stream's precision headroom per block:
-``residual_headroom``); ``final_val_loss`` is compared with the data's entropy floor where it
-has one.
+Each step records lr, loss, nll, log Z, the global gradient norm (before clipping), the loss scale,
+whether the step was skipped and the clip factor; everything else a run measures is a probe it names
+in ``TrainConfig.probes`` (``normlab.train.probes``: per-block residual-stream, gradient and update
+statistics, the output logits' drift, DeepNet's update probe, the evaluation's precision
+headroom), called at the forward, backward and update points of the step and at evaluation. The
+validation NLL is measured every ``eval_interval`` steps and at the end; ``final_val_loss`` is
+compared with the data's entropy floor where it has one.
 
 Reruns from the same seed are bit-identical (one generator each for initialization, batches and
 dropout, all spawned from ``seed``), and so is a run resumed from a checkpoint.
 
 Two batches are drawn once, each from its own generator spawned from ``seed`` (so the training
 batches are those of any other run): an Admin model (``placement="admin"``) profiles its omegas on
-one before the first step (``GPT.profile_admin``), and with ``update_probe`` = n the model update
-of Wang et al. 2022 (DeepNet) is measured on the other after each of the first n steps: the change
-of the stack's output F(x, W) = ``GPT.hidden`` (the input of the LM head), ||F(x, W_t) - F(x,
-W_0)||, the L2 norm per token averaged over the probe batch's tokens, recorded as
-``model_update``, and the same for the logits as ``logit_update``. A checkpoint keeps the
-outputs at W_0.
+one before the first step (``GPT.profile_admin``), and the update probe measures on the other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
 from ..models import GPT
-from ..nn.numerics import FULL_PRECISION
 from . import checkpoint as ckpt
+from . import probes
 from .budget import check_memory
 from .config import TrainConfig
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
@@ -72,15 +66,15 @@ def make_source(config: TrainConfig) -> DataSource:
         return AlgorithmicSource(config.data, V, config.data_seed)
     if config.data == "pydoc":
         return TextSource.pydoc()
-    return TextSource.from_file(config.data_path)
+    return TextSource.from_file(str(config.data_path))  # data='file' has a path (TrainConfig)
 
 
 def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
     """Per block, the residual stream after it on ``idx`` (B, T): ``{"rms", "amax", "nonfinite",
     "formats"}``: RMS and max |x| (non-finite values read as 0), the fraction of its values that
-    are not finite, and ``formats[f] = {"overflow", "flush", "subnormal"}``, the fractions of its non-zero
-    finite values that, cast to ``f`` without scaling, round past the largest finite value, to
-    zero, or into the subnormals, for every format of ``models.inspect.FORMATS``
+    are not finite, and ``formats[f] = {"overflow", "flush", "subnormal"}``, the fractions of its
+    non-zero finite values that, cast to ``f`` without scaling, round past the largest finite
+    value, to zero, or into the subnormals, for every format of ``models.inspect.FORMATS``
     (``tensor_stats``, exact)."""
     from ..precision.headroom import HEADROOM_FORMATS as FORMATS, tensor_stats
 
@@ -173,11 +167,11 @@ class Trainer:
             model_cfg = dataclasses.replace(config.model, vocab_size=source.vocab_size)
             config = dataclasses.replace(config, model=model_cfg)
         self.config, self.source = config, source
-        init_seq, data_seq, dropout_seq, round_seq, profile_seq, probe_seq = (
+        init_seq, data_seq, dropout_seq, round_seq, profile_seq, self.probe_seq = (
             np.random.SeedSequence(config.seed).spawn(6))  # the first four as before
         self.data_rng = np.random.default_rng(data_seq)
-        self.model = GPT(config.model, rng=np.random.default_rng(init_seq),
-                         dropout_rng=np.random.default_rng(dropout_seq))
+        self.model: GPT = GPT(config.model, rng=np.random.default_rng(init_seq),
+                              dropout_rng=np.random.default_rng(dropout_seq))
         T = config.model.seq_len
         if config.model.placement == "admin":  # at full precision, before the policy's hooks
             x, _ = source.train_batch(config.batch_size, T, np.random.default_rng(profile_seq))
@@ -191,108 +185,110 @@ class Trainer:
         if self.precision.param_round is not None:  # stored in the policy's format from the start
             for p in self.params.values():
                 p[...] = self.precision.param_round(p)
-        rounding = dict(state_round=self.precision.state_round, param_round=self.precision.param_round)
+        rounding: dict[str, Any] = dict(state_round=self.precision.state_round,
+                                        param_round=self.precision.param_round)
+        self.optimizer: AdamW | SGD
         if config.optimizer == "adamw":
             self.optimizer = AdamW(self.params, betas=(config.beta1, config.beta2),
-                                   eps=config.adam_eps, weight_decay=config.weight_decay, **rounding)
+                                   eps=config.adam_eps, weight_decay=config.weight_decay,
+                                   **rounding)
         else:
             self.optimizer = SGD(self.params, momentum=config.momentum,
                                  weight_decay=config.weight_decay, **rounding)
         self.val = source.val_batches(config.eval_batches, config.batch_size, T)
-        self.probe: np.ndarray | None = None  # (B, T) the update probe's token ids
-        self.probe_at_init: tuple[np.ndarray, np.ndarray] | None = None  # (B, T, C), (B, T, V):
-        #                                     the stack's output and the logits at W_0, float64
-        if config.update_probe:
-            self.probe = source.train_batch(config.batch_size, T, np.random.default_rng(probe_seq))[0]
-            self.probe_at_init = self._probe_outputs()
-        self.layer_of = {name: self.model.layer_of(name) for name in self.params}
-        self.sizes = {name: p.size for name, p in self.params.items()}
         self.step = 0
+        self.probes = probes.build(config.active_probes(), self)  # by name
+        hooks = {k: f for p in self.probes.values() for k, f in p.hooks().items()}
+        self._watch = probes.Watch(self.precision.numerics, hooks)
+        self.model.set_numerics(self._watch)  # the policy's hooks, the probes' tensors observed
         self.history: list[dict] = []
         self.evals: list[dict] = []
         self.skipped = 0
         self.stopped: str | None = None
         self.first_loss: float | None = None
         self.train_time = 0.0
-        self.target_counts = np.zeros(config.model.vocab_size, np.int64)  # (V,) targets seen
 
     # ---- one step --------------------------------------------------------------------------
-    def _per_layer(self, values: dict[str, float], how: str) -> list[float]:
-        """Sum squared values per block: the norm ('norm') or the RMS ('rms') of each block."""
-        L = self.config.model.n_layers
-        sq, n = [0.0] * L, [0] * L
-        for name, v in values.items():
-            layer = self.layer_of[name]
-            if layer is not None:
-                sq[layer] += v
-                n[layer] += self.sizes[name]
-        if how == "norm":
-            return [math.sqrt(s) for s in sq]
-        return [math.sqrt(s / c) if c else 0.0 for s, c in zip(sq, n)]
-
     def train_step(self) -> dict:
         """Run one step and return its record; sets ``stopped`` when the run must end."""
-        cfg = self.config
-        model, scaler = self.model, self.precision.scaler
+        cfg, model, scaler = self.config, self.model, self.precision.scaler
         x, y = self.source.train_batch(cfg.batch_size, cfg.model.seq_len, self.data_rng)
         if not model.training:  # evaluate() and the probes hand it back in train mode
             model.train()
-        with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is detected just below
-            parts = model.forward(x, y)
-        record = {"step": self.step, "lr": learning_rate(self.step, schedule=cfg.schedule, lr=cfg.lr,
-                                                         warmup=cfg.warmup, total=cfg.steps,
-                                                         min_lr=cfg.min_lr),
-                  "loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z,
-                  "residual_rms": model.metrics["residual_rms"],
-                  "residual_max": model.metrics["residual_max"],
-                  "max_attn_logit": model.metrics["max_attn_logit"], **self._logit_drift(y)}
-        if self.first_loss is None:
-            self.first_loss = parts.loss
-        if not math.isfinite(parts.loss):
-            self.stopped = f"non-finite loss ({parts.loss}) at step {self.step}"
+        with np.errstate(over="ignore", invalid="ignore"), self._watching():
+            parts = model.forward(x, y)  # a blow-up is detected just below
+        lr = learning_rate(self.step, schedule=cfg.schedule, lr=cfg.lr, warmup=cfg.warmup,
+                           total=cfg.steps, min_lr=cfg.min_lr)
+        record = {"step": self.step, "lr": lr, "loss": parts.loss, "nll": parts.nll,
+                  "log_z": parts.log_z}
+        self._probe("forward", record, y)
+        if self._diverged(parts.loss):
             return record
-        if parts.loss > cfg.divergence_factor * self.first_loss:
-            self.stopped = (f"loss {parts.loss:.4g} exploded past {cfg.divergence_factor:g} x the "
-                            f"first step's {self.first_loss:.4g} at step {self.step}")
-            return record
-
         self._zero_grads()
         scale = 1.0 if scaler is None else float(scaler.scale)
-        # an overflow is detected below: the step skipped under a scaler, the run stopped without
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is detected below
             model.backward(scale * cfg.loss_multiplier)
         self.precision.numerics.end_step()  # delayed scaling: this step's amax enters the history
+        grad_sq = self._unscale(scale)
+        record["grad_norm"] = grad_norm = math.sqrt(sum(grad_sq.values()))
+        self._probe("backward", record, grad_sq)
+        if scaler is not None:
+            record["loss_scale"] = scale
+        record["skipped"] = found_inf = not math.isfinite(grad_norm)
+        if found_inf:  # the step skipped under a scaler, the run stopped without
+            return self._skip(record)
+        if cfg.grad_clip is not None:
+            record["clip_factor"] = clip_grad_norm(self.grads, cfg.grad_clip, grad_norm)
+        update_sq = self.optimizer.step(self.grads, lr)
+        if scaler is not None:
+            scaler.update(False)
+        self._probe("update", record, update_sq)
+        return record
+
+    def _watching(self) -> contextlib.AbstractContextManager:
+        """The probes' watch, armed for one forward, around the hooks the model has now: the
+        policy's, or what a caller installed with ``model.set_numerics`` since (kept)."""
+        root = self.model.numerics_root
+        if root is not self._watch:
+            self._watch = probes.Watch(root, self._watch.watchers)
+            self.model.set_numerics(self._watch)
+        return self._watch.armed_for()
+
+    def _probe(self, point: str, record: dict, value: Any) -> None:
+        """Every probe's measurement at ``point`` (forward, backward, update) into ``record``."""
+        for p in self.probes.values():
+            getattr(p, point)(record, value)
+
+    def _diverged(self, loss: float) -> bool:
+        """Set ``stopped`` when the loss is non-finite or exploded past divergence_factor x the
+        first step's."""
+        cfg = self.config
+        if self.first_loss is None:
+            self.first_loss = loss
+        if not math.isfinite(loss):
+            self.stopped = f"non-finite loss ({loss}) at step {self.step}"
+        elif loss > cfg.divergence_factor * self.first_loss:
+            self.stopped = (f"loss {loss:.4g} exploded past {cfg.divergence_factor:g} x the "
+                            f"first step's {self.first_loss:.4g} at step {self.step}")
+        return self.stopped is not None
+
+    def _unscale(self, scale: float) -> dict[str, float]:
+        """Divide the gradients by the loss scale (torch.amp.GradScaler's unscale_: times
+        float32(1 / S)); returns ||g||^2 per parameter (inf or NaN where one overflowed)."""
         if scale != 1.0:
-            inv = np.float32(1.0 / scale)  # torch.amp.GradScaler's unscale_: float32(1 / S)
+            inv = np.float32(1.0 / scale)
             for g in self.grads.values():
                 g *= inv
         with np.errstate(over="ignore", invalid="ignore"):
-            grad_sq = {name: float(np.vdot(g, g)) for name, g in self.grads.items()}
-        grad_norm = math.sqrt(sum(grad_sq.values()))
-        record["grad_norm"] = grad_norm
-        record["layer_grad_norm"] = self._per_layer(grad_sq, "norm")
-        record["layer_grad_rms"] = self._per_layer(grad_sq, "rms")
-        if scaler is not None:
-            record["loss_scale"] = scale
-        found_inf = not math.isfinite(grad_norm)
-        record["skipped"] = found_inf
-        if found_inf:
-            if scaler is None:
-                self.stopped = f"non-finite gradient at step {self.step}"
-                return record
+            return {name: float(np.vdot(g, g)) for name, g in self.grads.items()}
+
+    def _skip(self, record: dict) -> dict:
+        """A step with a non-finite gradient: skipped under a loss scaler, else the run stops."""
+        if self.precision.scaler is None:
+            self.stopped = f"non-finite gradient at step {self.step}"
+        else:
             self.skipped += 1
-            scaler.update(True)
-            return record
-        if cfg.grad_clip is not None:
-            record["clip_factor"] = clip_grad_norm(self.grads, cfg.grad_clip, grad_norm)
-        update_sq = self.optimizer.step(self.grads, record["lr"])
-        if scaler is not None:
-            scaler.update(False)
-        total = sum(self.sizes.values())
-        record["update_rms"] = math.sqrt(sum(update_sq.values()) / total)
-        record["layer_update_rms"] = self._per_layer(update_sq, "rms")
-        if self.step < cfg.update_probe:
-            record["model_update"], record["logit_update"] = self.model_update()
+            self.precision.scaler.update(True)
         return record
 
     def _zero_grads(self) -> None:
@@ -308,50 +304,9 @@ class Trainer:
         """The evaluation at this step: ``{"step", "val_loss"}``, and with ``eval_headroom``
         ``"headroom"``: ``residual_headroom`` of the first validation batch."""
         record = {"step": self.step, "val_loss": self.evaluate()}
-        if self.config.eval_headroom:
-            self.model.eval()
-            with np.errstate(over="ignore", invalid="ignore"):
-                record["headroom"] = residual_headroom(self.model, self.val[0][0])
-            self.model.train()
+        for p in self.probes.values():
+            p.evaluate(record)
         return record
-
-    def _probe_outputs(self) -> tuple[np.ndarray, np.ndarray]:
-        """The stack's output (B, T, C) and the logits (B, T, V) on the probe batch, in eval mode
-        and at full precision (so the probe draws no rounding noise and records no amax:
-        training is the same with or without it), as float64."""
-        model, policy = self.model, self.model.numerics_root
-        model.eval()
-        model.set_numerics(FULL_PRECISION)
-        with np.errstate(over="ignore", invalid="ignore"):
-            h = model.hidden(self.probe).astype(np.float64)  # (B, T, C)
-            z = model.logits(self.probe).astype(np.float64)  # (B, T, V)
-        model.set_numerics(policy)
-        model.release()
-        model.train()
-        return h, z
-
-    def model_update(self) -> tuple[float, float]:
-        """``(||F(x, W) - F(x, W_0)||, the same for the logits)``: the L2 norm per token of the
-        change of the probe batch's stack output (and logits), averaged over its tokens (needs
-        ``update_probe`` > 0)."""
-        if self.probe_at_init is None:
-            raise RuntimeError("model_update needs a probe batch: set update_probe > 0")
-        return tuple(float(np.mean(np.sqrt(np.sum((now - then) ** 2, axis=-1))))
-                     for now, then in zip(self._probe_outputs(), self.probe_at_init))
-
-    def _logit_drift(self, y: np.ndarray) -> dict:
-        """The output logits' drift this step (``mean_logit``, ``mean_logit_unseen``,
-        ``head_norm``); then this batch's targets are counted as seen."""
-        token_logit = self.model.metrics["token_logit"]  # (V,)
-        unseen = self.target_counts == 0
-        head = (self.params["wte.weight"] if self.config.model.tie_embeddings
-                else self.params["head.weight"])  # (V, C)
-        out = {"mean_logit": self.model.metrics["mean_logit"],
-               "head_norm": math.sqrt(float(np.vdot(head, head)))}
-        if unseen.any():
-            out["mean_logit_unseen"] = float(token_logit[unseen].mean())
-        self.target_counts += np.bincount(y[y >= 0].reshape(-1), minlength=len(unseen))
-        return out
 
     def evaluate(self) -> float:
         """Mean validation NLL (nats per scored token) over the fixed validation batches."""
@@ -368,7 +323,8 @@ class Trainer:
 
     # ---- the loop --------------------------------------------------------------------------
     def run(self, until: int | None = None, *, progress: Progress | None = None,
-            checkpoint: str | Path | None = None, checkpoint_every: int | None = None) -> TrainResult:
+            checkpoint: str | Path | None = None,
+            checkpoint_every: int | None = None) -> TrainResult:
         """Train up to step ``until`` (default: ``config.steps``) or until the run stops; save
         ``checkpoint`` every ``checkpoint_every`` steps and at the end when a path is given.
 
@@ -384,7 +340,8 @@ class Trainer:
             self.train_time += time.perf_counter() - t0
             self.history.append(record)
             self.step += 1
-            if self.stopped is None and (self.step % cfg.eval_interval == 0 or self.step == cfg.steps):
+            if self.stopped is None and (self.step % cfg.eval_interval == 0
+                                         or self.step == cfg.steps):
                 self.evals.append(self.eval_record())
             if progress is not None:
                 rate = self.step_tokens_per_s(tokens)
@@ -404,7 +361,8 @@ class Trainer:
     def result(self) -> TrainResult:
         cfg = self.config
         T = cfg.model.seq_len
-        final_val = self.evals[-1]["val_loss"] if self.evals and self.evals[-1]["step"] == self.step else None
+        at_end = self.evals and self.evals[-1]["step"] == self.step
+        final_val = self.evals[-1]["val_loss"] if at_end else None
         last_nll = self.history[-1]["nll"] if self.history else None
         return TrainResult(
             config=cfg.to_dict(), data=self.source.describe(), history=self.history,
@@ -424,9 +382,8 @@ class Trainer:
                                        f"{str(path)!r}, which keeps what it held")
         arrays = {f"param/{k}": v for k, v in self.params.items()}
         arrays.update({f"opt/{k}": v for k, v in self.optimizer.state_dict().items()})
-        if self.probe_at_init is not None:
-            arrays["probe/hidden0"], arrays["probe/logits0"] = self.probe_at_init
-        arrays["data/target_counts"] = self.target_counts
+        for p in self.probes.values():
+            arrays.update(p.state())
         meta = {
             "config": self.config.to_dict(), "step": self.step, "history": self.history,
             "evals": self.evals, "skipped": self.skipped, "stopped": self.stopped,
@@ -437,21 +394,8 @@ class Trainer:
         }
         ckpt.save(path, arrays, meta)
 
-    def _load_target_counts(self, counts: np.ndarray | None, path) -> None:
-        """The saved counts of training targets; a checkpoint written before they were saved
-        has none: every token then counts as seen (``mean_logit_unseen`` is not recorded)."""
-        if counts is None:
-            self.target_counts[...] = 1
-            return
-        V = self.target_counts.shape[0]
-        if (counts.dtype.kind not in "iu" or counts.shape != (V,)
-                or (counts.size and int(counts.min()) < 0)):
-            raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: data/target_counts must be {V} "
-                                       f"counts >= 0; got {counts.dtype} {counts.shape}")
-        self.target_counts[...] = counts
-
     @classmethod
-    def resume(cls, path: str | Path, config: TrainConfig | None = None) -> "Trainer":
+    def resume(cls, path: str | Path, config: TrainConfig | None = None) -> Trainer:
         """The run saved at ``path``. With ``config``, it must describe the same run (only
         ``steps`` may differ, to train longer, but not below the saved step); a mismatch is
         refused with the fields named. The arrays and metadata are validated first
@@ -465,12 +409,13 @@ class Trainer:
         try:
             saved = TrainConfig.from_dict(meta["config"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ckpt.CheckpointError(f"checkpoint {str(path)!r}: its config is not valid ({exc})") from None
+            raise ckpt.CheckpointError(
+                f"checkpoint {str(path)!r}: its config is not valid ({exc})") from None
         if config is not None:
             saved = same_run(saved, config, path)
         if step > saved.steps:
-            raise ckpt.CheckpointError(f"checkpoint {str(path)!r} is at step {step}, beyond steps = "
-                                       f"{saved.steps}; give steps > {step} to train on")
+            raise ckpt.CheckpointError(f"checkpoint {str(path)!r} is at step {step}, beyond "
+                                       f"steps = {saved.steps}; give steps > {step} to train on")
         trainer = cls(saved)
         params = {k[len("param/"):]: v for k, v in arrays.items() if k.startswith("param/")}
         opt = {k[len("opt/"):]: v for k, v in arrays.items() if k.startswith("opt/")}
@@ -491,20 +436,24 @@ class Trainer:
             trainer.data_rng.bit_generator.state = meta["data_rng"]
             trainer.model.dropout_rng.bit_generator.state = meta["dropout_rng"]
             trainer.precision.load_state(meta["precision"])
-            if trainer.probe_at_init is not None:  # the saved run's W_0, not the restored W
-                trainer.probe_at_init = tuple(np.asarray(arrays[f"probe/{k}0"], np.float64)
-                                              for k in ("hidden", "logits"))
             trainer.step = int(meta["step"])
             trainer.history, trainer.evals = list(meta["history"]), list(meta["evals"])
             trainer.skipped, trainer.stopped = int(meta["skipped"]), meta["stopped"]
             trainer.first_loss, trainer.train_time = meta["first_loss"], float(meta["train_time"])
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not match its config: {exc}") from None
-        trainer._load_target_counts(arrays.get("data/target_counts"), path)
+            raise ckpt.CheckpointError(
+                f"checkpoint {str(path)!r} does not match its config: {exc}") from None
+        for probe in trainer.probes.values():  # the update probe's W_0, the target counts
+            try:
+                probe.load_state(arrays, path)
+            except KeyError as exc:
+                raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not match its config: "
+                                           f"{exc}") from None
         return trainer
 
 
-def same_run(saved: TrainConfig, config: TrainConfig, path: str | Path = "<checkpoint>") -> TrainConfig:
+def same_run(saved: TrainConfig, config: TrainConfig,
+             path: str | Path = "<checkpoint>") -> TrainConfig:
     """``saved`` with ``config``'s steps, after checking that ``config`` describes the same run
     (every field but ``steps``; the vocabulary of a corpus is the saved one); a
     ``CheckpointError`` naming the fields that differ otherwise."""

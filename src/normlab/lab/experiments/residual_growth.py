@@ -17,6 +17,7 @@ import numpy as np
 
 from ...models import Residual
 from ...nn import Module
+from ...train.probes import observe
 from .. import stats as S
 from ..framework import Card, Check, fmt
 from ._setups import xiong_model
@@ -113,8 +114,9 @@ def _profiles(cfg: Config, progress, steps) -> dict:
                                 dtype=cfg.dtype)
             rng = np.random.default_rng([cfg.seed + i, 2])
             idx = rng.integers(0, cfg.vocab, size=(cfg.batch, cfg.seq_len))
-            model.forward(idx, idx)
-            runs.append(np.square(model.metrics["residual_rms"]))  # E||x_l||^2 / d, l = 1..L
+            with observe(model, "residual_stats") as seen:
+                model.forward(idx, idx)
+            runs.append(np.square(seen["residual_rms"]))  # E||x_l||^2 / d, l = 1..L
             if placement == "post":  # the input of each block's last LayerNorm: x^{post,5}
                 post5.append([float(np.mean(np.sum(
                     blk.mlp.norm._cache.x.astype(np.float64) ** 2, axis=-1))) / cfg.d_model
