@@ -175,7 +175,8 @@ class StaticLossScaler:
         missing = [k for k in keys if k not in state and k != "min_scale"]
         if missing:
             raise ValueError(f"loss scaler state lacks {', '.join(missing)}")
-        _scale_value(state["scale"], "loss scaler state: scale")
+        ck.real(state["scale"], "loss scaler state: scale", lo=0)
+        _scale_value(state["scale"], "loss scaler state: scale")  # and 1 / scale finite
         steps = ck.integer(state["steps"], "loss scaler state: steps", lo=0)
         ck.integer(state["skipped"], "loss scaler state: skipped", lo=0, hi=steps)
 
