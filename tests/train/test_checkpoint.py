@@ -206,7 +206,7 @@ def test_any_metadata_value_is_refused_naming_it_or_resumes(tmp_path_factory, sa
 
 
 @pytest.mark.parametrize("path,value,message", [
-    (("precision", "scaler", "scale"), -1.0, "loss scaler state: scale must be a finite number > 0"),
+    (("precision", "scaler", "scale"), -1.0, "loss scaler state: scale must be a finite number >= 0"),
     (("precision", "scaler", "scale"), "x", "loss scaler state: scale"),
     (("precision", "scaler", "growth_factor"), 0.5, "growth_factor must be in"),
     (("precision", "scaler", "skipped"), 99, "loss scaler state: skipped"),
