@@ -30,6 +30,8 @@ import dataclasses
 import re
 import sys
 
+from ..allocator import keep_freed_memory  # noqa: F401  (re-exported: benchmarks import it here)
+
 ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
            "batch_size": ["--batch"], "seq_len": ["--seq"]}
 NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
@@ -65,24 +67,6 @@ def config_from_args(args: argparse.Namespace, base=None):
 
     base = TrainConfig() if base is None else base
     return base.with_overrides(config_overrides(args))
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc's malloc to keep freed memory for reuse instead of returning it to the kernel.
-
-    A NumPy training step allocates and frees the same few-MB temporaries again and again; by
-    default glibc hands large blocks back to the kernel and every new one page-faults (about
-    13,000 faults and a sixth of the step time for the benchmark's model). Returns False where
-    this is not glibc (nothing changes)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 256 << 20)) and bool(
-            libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):
-        return False
 
 
 def flag(field: str) -> str:

@@ -1,0 +1,119 @@
+"""Two results compared, bit for bit: the proof that a refactor changed no science.
+
+``compare(a, b)`` reads two report summaries (``summary.json``, ``docs/results/quick.json``) or
+two report folders (``normlab report --out``: the summary and every ``<name>/result.json``, whose
+``data`` is the measurement itself) and lists every difference in what was measured: numbers
+(compared exactly: JSON keeps a float's every bit), intervals, verdicts, check rows, texts,
+configurations, the measured data. It ignores only what a rerun of the same code changes:
+
+* wall times (any key starting ``wall_s``), the timestamp (``generated``), which results a run
+  reused from its cache (``reused``);
+* source hashes (``cache_key``), and the figure file names (``figures``: drawn from the data).
+
+::
+
+    python -m normlab.lab.compare docs/results/quick.json normlab-results/summary.json
+    python -m normlab.lab.compare before-report/ after-report/
+
+prints ``identical: ...`` and exits 0, or one line per difference (its JSON path, both values)
+and exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._files import PathLike, read_json
+
+SUMMARY_FILE = "summary.json"
+RESULT_FILE = "result.json"
+IGNORED_KEYS = frozenset({"generated", "reused", "cache_key", "figures"})
+IGNORED_PREFIXES = ("wall_s",)
+
+
+def ignored(key: str) -> bool:
+    """Whether a key holds something a rerun of the same code may change."""
+    return key in IGNORED_KEYS or key.startswith(IGNORED_PREFIXES)
+
+
+def differences(a: Any, b: Any, path: str = "$") -> list[str]:
+    """Every difference between two JSON values, as ``'PATH: A != B'`` lines; ignored keys
+    (:func:`ignored`) are skipped at every depth. Numbers are compared exactly, and an integer
+    never equals a float (``1`` and ``1.0`` are different JSON)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in [*a, *(k for k in b if k not in a)]:
+            if ignored(str(k)):
+                continue
+            if k not in a or k not in b:
+                side = "first" if k not in a else "second"
+                out.append(f"{path}.{k}: missing in the {side}")
+            else:
+                out.extend(differences(a[k], b[k], f"{path}.{k}"))
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} items != {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    if type(a) is not type(b) or a != b:
+        return [f"{path}: {_short(a)} != {_short(b)}"]
+    return []
+
+
+def _short(v: Any, limit: int = 160) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _summary_of(path: Path) -> Path:
+    return path / SUMMARY_FILE if path.is_dir() else path
+
+
+def compare(a: PathLike, b: PathLike) -> list[str]:
+    """The differences between two results (summary files, or report folders: then each
+    experiment's ``result.json`` too, data included). Raises ValueError naming a file that is
+    missing or not JSON, or when one argument is a folder and the other a file."""
+    pa, pb = Path(a), Path(b)
+    if pa.is_dir() != pb.is_dir():
+        raise ValueError(f"compare needs two summary files or two report folders; got {pa} "
+                         f"and {pb}")
+    out = differences(read_json(_summary_of(pa), what="results file"),
+                      read_json(_summary_of(pb), what="results file"), "summary")
+    if pa.is_dir():
+        names = sorted({p.parent.name for p in pa.glob(f"*/{RESULT_FILE}")}
+                       | {p.parent.name for p in pb.glob(f"*/{RESULT_FILE}")})
+        for name in names:
+            fa, fb = pa / name / RESULT_FILE, pb / name / RESULT_FILE
+            if not (fa.is_file() and fb.is_file()):
+                out.append(f"{name}: {RESULT_FILE} only in {pa if fa.is_file() else pb}")
+                continue
+            out.extend(differences(read_json(fa, what="result"), read_json(fb, what="result"),
+                                   name))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m normlab.lab.compare A B``: 0 when identical, 1 when not, 2 on bad input."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m normlab.lab.compare A B  (two summary.json files or two report "
+              "folders)", file=sys.stderr)
+        return 2
+    try:
+        diffs = compare(*args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if diffs:
+        print(f"{len(diffs)} difference(s) between {args[0]} and {args[1]}:")
+        print("\n".join(diffs))
+        return 1
+    print(f"identical: {args[0]} and {args[1]} (every number, interval, verdict and text; "
+          f"ignored: wall times, timestamp, cache reuse, source hashes, figure names)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
