@@ -421,6 +421,27 @@ def check_names(names: list[str] | None) -> list[str] | None:
     return spelled
 
 
+def check_rejudgeable(out: str, names: list[str]) -> None:
+    """``--rejudge`` validates every cached result before writing anything (its config through
+    the experiment's own checks, its data by the experiment's judge): one that is damaged is a
+    UsageError naming it, and the page and the cache are left as they were."""
+    from ..cli import UsageError
+    from ..framework import DamagedResult, judge_cached
+
+    damaged = []
+    for name in names:
+        try:
+            judge_cached(name, out)
+        except FileNotFoundError:
+            continue  # not measured yet: the page reports it, as before
+        except DamagedResult as exc:
+            damaged.append(str(exc))
+    if damaged:
+        raise UsageError(f"--rejudge: {len(damaged)} cached result(s) cannot be judged again, so "
+                         f"the page and the cache are left as they were: {'; '.join(damaged)} "
+                         f"(measure again with normlab report --out {out})")
+
+
 def main(args: argparse.Namespace) -> int:
     from ..arguments import check_output_arguments, check_output_files, make_output_dir
     from ..cli import UsageError
@@ -439,6 +460,8 @@ def main(args: argparse.Namespace) -> int:
     selected = list(registry()) if names is None else names
     dirs = [load(n).CARD.name for n in selected]
     check_output_files(args.out, [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
+    if args.rejudge:
+        check_rejudgeable(args.out, selected)
     if args.rejudge and not any(read_cached(Path(args.out) / d, None) for d in dirs):
         raise UsageError(f"--rejudge: {args.out} holds no cached result of "
                          f"{', '.join(selected) if names else 'any experiment'} to judge again; "

@@ -109,9 +109,6 @@ def _change(placement: str, N: int, cfg: Config, i: int) -> tuple[float, float, 
 
 
 def _output_change(cfg: Config, ctx, work: int) -> dict:
-    if any(N % 2 or N < 2 for N in cfg.sublayers):
-        raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got "
-                         f"{cfg.sublayers}")
     raw, omega, norm_err, done = {}, [], 0.0, 0
     for p in PLACEMENTS:
         rows = []
@@ -132,6 +129,13 @@ def _output_change(cfg: Config, ctx, work: int) -> dict:
             "omega_last": [float(np.mean(omega[k * n:(k + 1) * n]))
                            for k in range(len(cfg.sublayers))],
             "admin_norm_err": norm_err}
+
+
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
+    if any(N % 2 or N < 2 for N in cfg.sublayers):
+        raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got "
+                         f"{cfg.sublayers}")
 
 
 def measure(config: Config, ctx) -> dict:

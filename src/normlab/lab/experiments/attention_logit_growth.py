@@ -126,14 +126,18 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
     return out
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if cfg.seeds < 2:
         raise ValueError(f"seeds must be >= 2 (the checks are intervals over seeds); got "
                          f"{cfg.seeds}")
     if not 0 < cfg.softcap_seeds <= cfg.seeds:
         raise ValueError(f"softcap_seeds must be in [1, seeds = {cfg.seeds}]; got "
                          f"{cfg.softcap_seeds}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="lr-sweep")
     T.require_finished(runs)
     per = {f"{arm} d={d}": _arm(runs, arm, d, cfg.softcap_lrs if arm == "soft-cap" else cfg.lrs)

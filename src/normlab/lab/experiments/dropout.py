@@ -82,6 +82,16 @@ def _moments(x: np.ndarray, p: float, draws: int, rng: np.random.Generator) -> d
     }
 
 
+def memory(config: Config) -> dict[str, float]:
+    """Bytes at the peak, by the size field that drives them (the framework refuses a config that
+    cannot fit before measuring): per p, the (draws, width) float64 output, ratios and squared
+    deviations with their temporaries and the mask (40 bytes a value, an upper estimate); the
+    linear map's (draws / 4, fan_out) outputs."""
+    n_lin = max(config.draws // 4, 200)
+    return {"draws": 40.0 * config.draws * config.width,
+            "fan_out": 24.0 * n_lin * config.fan_out}
+
+
 def measure(config: Config, ctx) -> dict:
     rng = np.random.default_rng(config.seed)
     C = config.width

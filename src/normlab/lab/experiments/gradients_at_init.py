@@ -78,10 +78,14 @@ def _grad_norms(placement: str, L: int, cfg: Config, i: int) -> np.ndarray:
                      for blk in model.blocks])
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if cfg.profile_depth not in cfg.depths:
         raise ValueError(f"profile_depth ({cfg.profile_depth}) must be one of depths {cfg.depths}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     work = 2 * cfg.seeds * sum(cfg.depths)
     done = 0
     norms = {}  # (placement, L) -> (seeds, L)

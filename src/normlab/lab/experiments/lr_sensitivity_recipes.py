@@ -118,9 +118,6 @@ def _arm_overrides(cfg: Config) -> dict[str, callable]:
     """Arm -> overrides of ``base`` for a peak learning rate."""
     b = cfg.base
     w_long = max(int(round(cfg.long_warmup_frac * b.steps)), 1)
-    if cfg.width % cfg.head_dim or b.model.d_model % cfg.head_dim:
-        raise ValueError(f"width {cfg.width} and base.model.d_model {b.model.d_model} must be "
-                         f"multiples of head_dim {cfg.head_dim}")
     return {
         "baseline": lambda lr: {},
         "long warmup": lambda lr: {"warmup": w_long},
@@ -151,6 +148,13 @@ def _series(cfg: Config) -> dict:
         out[f"g{i}"] = lambda rec, i=i: rec["layer_grad_rms"][i]
         out[f"u{i}"] = lambda rec, i=i: rec["layer_update_rms"][i] / rec["lr"]
     return out
+
+
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
+    if cfg.width % cfg.head_dim or cfg.base.model.d_model % cfg.head_dim:
+        raise ValueError(f"width {cfg.width} and base.model.d_model {cfg.base.model.d_model} "
+                         f"must be multiples of head_dim {cfg.head_dim}")
 
 
 def measure(config: Config, ctx) -> dict:

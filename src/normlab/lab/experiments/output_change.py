@@ -75,10 +75,14 @@ def _r2(x, y) -> tuple[float, float]:
     return float(b), float(1 - resid.var() / y.var())
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if any(N % 2 or N < 2 for N in cfg.sublayers):
         raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got {cfg.sublayers}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     work = len(PLACEMENTS) * cfg.seeds * sum(cfg.sublayers)
     done = 0
     raw = {}

@@ -102,13 +102,17 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
     return out
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if cfg.seeds < 2:
         raise ValueError(f"seeds must be >= 2 (the checks are intervals over seeds); got "
                          f"{cfg.seeds}")
     if cfg.other_seeds > cfg.seeds:
         raise ValueError(f"other_seeds must be at most seeds = {cfg.seeds}; got {cfg.other_seeds}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="arms")
     T.require_finished(runs)
     per = {arm: _arm([r for r in runs if r.variant == arm]) for arm in ARMS}

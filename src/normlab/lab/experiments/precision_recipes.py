@@ -145,14 +145,22 @@ def _swing(runs: list[T.Run], *variants: str) -> float | None:
     return max(diffs) if diffs else None
 
 
+def _seeds_per_recipe(cfg: Config, recipes: dict) -> dict[str, int]:
+    return {k: cfg.master_seeds if k in MASTER else cfg.shown_seeds if k in SHOWN else cfg.seeds
+            for k in recipes}
+
+
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
+    if max(_seeds_per_recipe(cfg, _recipes(cfg)).values()) > cfg.master_seeds:
+        raise ValueError(f"master_seeds ({cfg.master_seeds}) must be at least seeds "
+                         f"({cfg.seeds}) and shown_seeds ({cfg.shown_seeds}): fp32 pairs them all")
+
+
 def measure(config: Config, ctx) -> dict:
     cfg = config
     recipes = _recipes(cfg)
-    n = {k: cfg.master_seeds if k in MASTER else cfg.shown_seeds if k in SHOWN else cfg.seeds
-         for k in recipes}
-    if max(n.values()) > cfg.master_seeds:
-        raise ValueError(f"master_seeds ({cfg.master_seeds}) must be at least seeds "
-                         f"({cfg.seeds}) and shown_seeds ({cfg.shown_seeds}): fp32 pairs them all")
+    n = _seeds_per_recipe(cfg, recipes)
     points = [(k, {"precision": v, "seed": cfg.seed + i}) for k, v in recipes.items()
               for i in range(n[k])]
     runs = T.run_points(cfg.base, points, ctx, series=SERIES, name="recipes")
