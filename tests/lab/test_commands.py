@@ -3,7 +3,6 @@ any work starts or any output is touched; never a traceback, never a hang, never
 file. A test per class of fault, then a hypothesis test over the flags of run, report, bench,
 list, formats and check (the measuring work mocked: only the argument handling runs)."""
 
-import argparse
 import hashlib
 from pathlib import Path
 

@@ -8,10 +8,10 @@ import inspect
 import json
 import math
 
+import _fake_experiment as fake
 import numpy as np
 import pytest
 
-import _fake_experiment as fake
 from normlab._files import dumps_json, number
 from normlab.lab import framework as E
 

@@ -5,9 +5,9 @@ the page and the cache as they were when one is damaged."""
 
 import json
 
+import _fake_experiment as fake
 import pytest
 
-import _fake_experiment as fake
 from normlab.lab import framework as E
 from normlab.lab.cli import main as cli
 from normlab.train import budget

@@ -19,7 +19,7 @@ def _result(name, checks):
 
 
 def _entries():
-    c = lambda passed, **kw: E.Check("c", "p", "m", "r", passed, **kw)  # noqa: E731
+    c = lambda passed, **kw: E.Check("c", "p", "m", "r", passed, **kw)
     return [
         ("one", _result("one", [c(True), c(True), c(None), c(True, identity=True)]), None, ""),
         ("two", _result("two", [c(True), c(False), c(None, inconclusive=True)]), None, ""),

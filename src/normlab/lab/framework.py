@@ -104,7 +104,7 @@ class Check:
 
     @classmethod
     def decided(cls, claim: str, published: str, interval, threshold: float, side: str, *,
-                rule: str = "", measured: str = "", digits: int = 3, **kw) -> "Check":
+                rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
         """A check decided by ``stats.decide(interval, threshold, side)``: pass when the whole
         interval is beyond the threshold, FAIL when it is wholly short, inconclusive otherwise.
         ``measured`` defaults to the interval's text, ``rule`` to the comparison."""
@@ -118,7 +118,7 @@ class Check:
 
     @classmethod
     def band(cls, claim: str, published: str, interval, lo: float, hi: float, *,
-             rule: str = "", measured: str = "", digits: int = 3, **kw) -> "Check":
+             rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
         """A check decided by ``stats.within(interval, lo, hi)``: pass when the whole interval
         lies in [lo, hi], FAIL when it is wholly outside, inconclusive when it crosses an edge."""
         from .stats import within
@@ -196,7 +196,7 @@ class Result:
         return jsonable(d)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Result":
+    def from_json(cls, d: dict[str, Any]) -> Result:
         d = dict(d)
         d.pop("verdict", None)
         d["checks"] = [Check(**c) for c in d.get("checks", [])]
@@ -294,7 +294,12 @@ def check_budget(module, config, *, available: int | None = None) -> None:
     allocates at the peak) and every training recipe it holds (a ``TrainConfig`` field, by
     ``budget.check_memory``). The MemoryBudgetError names the field to lower."""
     from ..train import TrainConfig
-    from ..train.budget import MemoryBudgetError, available_memory, check_memory, format_bytes
+    from ..train.budget import (
+        MemoryBudgetError,
+        available_memory,
+        check_memory,
+        format_bytes,
+    )
 
     limit = available_memory() if available is None else available
     memory = getattr(module, "memory", None)

@@ -54,7 +54,7 @@ def histogram_svg(stats: dict, formats: list[dict], width: int = 560, height: in
             h = max(1.0, bar_h * math.sqrt(c / total))  # square root: the tails stay visible
             parts.append(f'<rect x="{(i - first) * bw:.1f}" y="{bar_h - h:.1f}" width="{bw * 0.9:.1f}" '
                          f'height="{h:.1f}" fill="#555"><title>2^{i + lo}: {c}</title></rect>')
-    x_of = lambda e: (e - lo - first) * bw  # noqa: E731
+    x_of = lambda e: (e - lo - first) * bw
     seen = set()
     y = bar_h + 4
     for f in formats:
@@ -85,8 +85,8 @@ def _layer_svg(layers: list[dict], width: int = 560, height: int = 160) -> str:
     lo, hi = math.log10(min(vals)), math.log10(max(vals))
     hi = hi if hi > lo else lo + 1
     n = max(len(layers) - 1, 1)
-    X = lambda i: 30 + (width - 40) * i / n  # noqa: E731
-    Y = lambda v: 10 + (height - 30) * (1 - (math.log10(max(v, 1e-30)) - lo) / (hi - lo))  # noqa: E731
+    X = lambda i: 30 + (width - 40) * i / n
+    Y = lambda v: 10 + (height - 30) * (1 - (math.log10(max(v, 1e-30)) - lo) / (hi - lo))
     out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" font-size="10" '
            f'font-family="sans-serif">']
     for key, col in (("residual_rms", "#1f77b4"), ("residual_max", "#d62728")):
@@ -127,7 +127,7 @@ def render(result: dict, title: str) -> str:
     for L in result["layers"]:
         gains = "; ".join(f"{k} {g['mean']:.3g}±{g['std']:.2g} [{g['min']:.3g}, {g['max']:.3g}]"
                           for k, g in L["norms"].items()) or "-"
-        heads = lambda v: " ".join(f"{x:.3g}" for x in v)  # noqa: E731
+        heads = lambda v: " ".join(f"{x:.3g}" for x in v)
         ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
         rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
                      gains, heads(L["max_logit"]), heads(L["entropy"])])

@@ -75,8 +75,13 @@ def check_arguments(args: argparse.Namespace) -> tuple[str, ...]:
     input (the checkpoint's files, the tokens or text: symbolic links followed). Returns the
     policies; raises UsageError."""
     from ... import _checks as ck
-    from ..._files import (MAX_TEXT_BYTES, check_distinct, check_input_file, check_output_dir,
-                           check_output_path)
+    from ..._files import (
+        MAX_TEXT_BYTES,
+        check_distinct,
+        check_input_file,
+        check_output_dir,
+        check_output_path,
+    )
     from ...models.hf import CONFIG_FILE, INDEX_FILE, checkpoint_files
     from ...precision import PRESETS
     from ..arguments import check_flag

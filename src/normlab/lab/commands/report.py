@@ -29,8 +29,17 @@ import traceback
 from pathlib import Path
 
 from ..arguments import add_output_arguments, add_size_arguments
-from ..framework import (BROKEN, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, PARTLY, REPRODUCED,
-                         VERDICT_RULE, Result, registry)
+from ..framework import (
+    BROKEN,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    VERDICT_RULE,
+    Result,
+    registry,
+)
 from ..sweep.executors import add_executor_arguments
 
 DEFAULT_OUT = "normlab-report"

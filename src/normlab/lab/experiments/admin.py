@@ -222,7 +222,7 @@ def _change_checks(data: dict) -> list[Check]:
         Check("The profiled omega of the last sublayer grows like sqrt(N)",
               "omega_i^2 = Var[x_0] + sum_{j<i} Var[F_j] (official adaptive-profiling)",
               "omega_N / sqrt(N) = " + ", ".join(f"{v / np.sqrt(n):.2f}"
-                                                 for v, n in zip(w, N)) + f" at N = "
+                                                 for v, n in zip(w, N)) + " at N = "
               + ", ".join(str(int(n)) for n in N), "shown", None,
               "Transformer-Clinic, transformer_layer.py [V]"),
     ]
@@ -281,7 +281,7 @@ def plot(result, out_dir) -> list[str]:
     fig, (a, b, c) = figure(3)
     for p in PLACEMENTS:
         raw = np.asarray(d["per_seed"][p])  # (seeds, len(N))
-        a.errorbar(N, raw.mean(axis=0), yerr=2 * raw.std(axis=0, ddof=1) / np.sqrt(len(raw)),
+        a.errorbar(N, raw.mean(axis=0), yerr=2 * stats.standard_error(raw),
                    fmt="o-", ms=4, capsize=3, color=COLORS[p], label=p)
     a.set_xscale("log")
     a.set_yscale("log")

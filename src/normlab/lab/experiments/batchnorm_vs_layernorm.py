@@ -171,7 +171,7 @@ def _train_eval(cfg: Config, src: _Source, progress, step0: int, steps: int) -> 
         # in the unbiased units; averaged over mc_batches * C independent batches.
         se = float(np.sqrt(2.0 / (m - 1) / (cfg.mc_batches * C)))
         rows.append({"batch": m, "mismatch": float(np.mean(gaps)),
-                     "mismatch_se": float(np.std(gaps, ddof=1) / np.sqrt(len(gaps))),
+                     "mismatch_se": float(S.standard_error(gaps)),
                      "biased_ratio": float(ratio_b.mean()), "unbiased_ratio": float(ratio_u.mean()),
                      "expected_biased": (m - 1) / m, "se": se})
         progress(step0 + i + 1, steps, f"train/eval m={m}")

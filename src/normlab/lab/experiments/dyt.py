@@ -294,7 +294,7 @@ def plot(result, out_dir) -> list[str]:
           "validation NLL (nats/char)")
     al = [np.asarray(v) for v in d["alpha_loss"]]
     b.errorbar(d["alphas"], [v.mean() for v in al], marker="o", color=COLORS["dyt"], capsize=2,
-               yerr=[2 * v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0 for v in al],
+               yerr=[2 * S.standard_error(v) if v.size > 1 else 0 for v in al],
                label="DyT (bars: 2 s.e. over seeds)")
     b.axhline(d["mean"]["layernorm"], color=COLORS["layernorm"], ls="--", lw=0.9,
               label="LayerNorm (mean)")

@@ -185,7 +185,7 @@ def plot(result, out_dir) -> list[str]:
     for p in ("post", "pre"):
         prof = np.asarray(d["profile_per_seed"][p])  # (seeds, L)
         layers = np.arange(1, prof.shape[1] + 1)
-        m, se = prof.mean(axis=0), prof.std(axis=0, ddof=1) / np.sqrt(prof.shape[0])
+        m, se = prof.mean(axis=0), S.standard_error(prof)
         a.plot(layers, m, "o-", color=COLORS[p], label=f"{p}-LN")
         a.fill_between(layers, m - 2 * se, m + 2 * se, color=COLORS[p], alpha=0.2)
     style(a, f"per-layer ||E g|| of W2 (L = {d['profile_depth']}; band: 2 s.e. over seeds)",
@@ -195,7 +195,7 @@ def plot(result, out_dir) -> list[str]:
     for p, theory in (("post", 0.0), ("pre", -0.5)):
         ys = np.asarray(d["last_per_seed"][p])  # (seeds, depths)
         y = ys.mean(axis=0)
-        b.errorbar(L, y, yerr=2 * ys.std(axis=0, ddof=1) / np.sqrt(ys.shape[0]), fmt="o-",
+        b.errorbar(L, y, yerr=2 * S.standard_error(ys), fmt="o-",
                    color=COLORS[p], capsize=3, label=f"{p}-LN: slope {st['slope'][p].text(2)}")
         b.plot(L, y[0] * (L / L[0]) ** theory, ":", color=COLORS[p], lw=1.2,
                label=f"theory slope {theory:g}")

@@ -28,8 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...functional import (cross_entropy_backward, cross_entropy_forward, relu_backward,
-                           relu_forward)
+from ...functional import (
+    cross_entropy_backward,
+    cross_entropy_forward,
+    relu_backward,
+    relu_forward,
+)
 from ...nn import BatchNorm, Linear, ShiftNoise
 from ...train import SGD
 from ...train.data import TextSource

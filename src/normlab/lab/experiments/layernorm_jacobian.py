@@ -345,7 +345,7 @@ def plot(result, out_dir) -> list[str]:
     L = np.asarray(d["depths"], dtype=float)
     for p in ("pre", "post"):
         jac = np.asarray(d["stream"][p]["jac"])
-        b.errorbar(L, jac.mean(axis=0), yerr=jac.std(axis=0, ddof=1) / np.sqrt(len(jac)),
+        b.errorbar(L, jac.mean(axis=0), yerr=stats.standard_error(jac),
                    fmt="o-", capsize=3, color=COLORS[p], label=f"{p}-LN: final LayerNorm")
     pre0 = np.asarray(d["stream"]["pre"]["jac"]).mean(axis=0)[0]
     b.plot(L, pre0 * np.sqrt((1 + L[0]) / (1 + L)), ":", color=COLORS["pre"],

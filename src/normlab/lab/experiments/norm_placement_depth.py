@@ -187,7 +187,7 @@ def plot(result, out_dir) -> list[str]:
     fig, (a, b) = figure(2)
     for p in PLACEMENTS:
         per = np.asarray(d["seed_loss"][p])  # (depths, seeds)
-        err = 2 * per.std(axis=1, ddof=1) / np.sqrt(per.shape[1]) if per.shape[1] > 1 else None
+        err = 2 * S.standard_error(per, axis=1) if per.shape[1] > 1 else None
         a.errorbar(depths, d["loss"][p], yerr=err, marker="o", ms=4, capsize=2, color=COLORS[p],
                    label=p)
         bad = [(L, v) for L, v, n in zip(depths, d["loss"][p], d["diverged"][p]) if n]

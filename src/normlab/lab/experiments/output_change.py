@@ -98,7 +98,7 @@ def measure(config: Config, ctx) -> dict:
         raw[p] = np.array(rows).T  # (seeds, len(N)): seed i shares its draws across placements
     return {"sublayers": list(cfg.sublayers), "per_seed": raw,
             "mean": {p: v.mean(axis=0) for p, v in raw.items()},
-            "sem": {p: v.std(axis=0, ddof=1) / np.sqrt(cfg.seeds) for p, v in raw.items()}}
+            "sem": {p: S.standard_error(v) for p, v in raw.items()}}
 
 
 PRE_R2, POST_R2 = 0.9, 0.8  # papers.md section 5: Pre-LN ~ a + b ln N, Post-LN ~ a + b N (N <= 50)

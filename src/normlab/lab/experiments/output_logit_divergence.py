@@ -268,7 +268,7 @@ def _cap_identity(data: dict) -> Check:
 
 def _cap_row(data: dict) -> Check:
     return Check(
-        f"with the soft-cap the logits do not drift either",
+        "with the soft-cap the logits do not drift either",
         "Gemma 2 caps the output logits at 30 (a design choice; no ablation published)",
         f"soft-cap arm: final loss {_text(data, 'soft-cap', 'loss', 4)} (no fix "
         f"{_text(data, 'no fix', 'loss', 4)}), mean raw logit "

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...nn import FULL_PRECISION, Numerics
-from ...precision import WeightUpdater, get_format, quantize
-from ...precision import demos
 from ..._files import number
+from ...nn import FULL_PRECISION, Numerics
+from ...precision import WeightUpdater, demos, get_format, quantize
 from .. import stats
 from ..framework import Card, Check
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._files import number
 from ...models import GPTConfig
 from ...precision import get_policy
 from ...precision.policy import LossScaling
 from ...train import TrainConfig
 from .. import stats as S
 from ..framework import Card, Check, fmt
-from ..._files import number
 from . import _training as T
 
 CARD = Card(
@@ -345,7 +345,7 @@ def plot(result, out_dir) -> list[str]:
     names = d["recipes"][1:]
     gaps = [d["per"][n]["gap"] for n in names]
     shown = [g if isinstance(g, (int, float)) and math.isfinite(g) else np.nan for g in gaps]
-    err = [2 * np.std(d["per"][n]["gaps"], ddof=1) / np.sqrt(len(d["per"][n]["gaps"]))
+    err = [2 * S.standard_error(d["per"][n]["gaps"])
            if len(d["per"][n]["gaps"]) > 1 and np.isfinite(g) else 0 for n, g in zip(names, shown)]
     e.barh(names, shown, xerr=err, color=[colors[n] for n in names], capsize=2)
     for i, (n, g) in enumerate(zip(names, gaps)):
