@@ -6,6 +6,8 @@
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
 #   make results     the quick report from scratch; its summary committed as docs/results/quick.json
 #                    and the README's lab table generated from it
+#   make results ONLY=NAME   one experiment measured and merged into docs/results/quick.json and
+#                    the README's table (a new experiment, or one whose rules changed)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -38,9 +40,14 @@ bench: $(VENV)/.installed
 	$(BIN)/normlab bench
 
 results: $(VENV)/.installed-lab
+ifdef ONLY
+	$(BIN)/normlab report --out normlab-results-$(ONLY) --no-cache --only $(ONLY)
+	$(BIN)/normlab report --merge normlab-results-$(ONLY)/summary.json --results docs/results/quick.json
+else
 	$(BIN)/normlab report --out normlab-results --no-cache
 	mkdir -p docs/results
 	cp normlab-results/summary.json docs/results/quick.json
+endif
 	$(BIN)/normlab report --markdown --results docs/results/quick.json --readme README.md
 
 notebooks: $(VENV)/.installed

@@ -91,6 +91,27 @@ def summarize(entries, meta: dict[str, Any]) -> dict[str, Any]:
             "experiments": rows}
 
 
+def merge(committed: dict[str, Any], new: dict[str, Any], order: list[str]) -> dict[str, Any]:
+    """``committed`` with the experiments measured in ``new`` put in (replacing their rows, new
+    ones inserted), in the registry's ``order`` (names outside it kept at the end), the tally
+    counted again and the setting taken from ``new`` with the experiments' wall time summed: what
+    ``make results ONLY=NAME`` commits. Refuses summaries of other schemas, sizes or seeds."""
+    for key in ("schema", "size", "seed"):
+        if committed.get(key) != new.get(key):
+            raise ValueError(f"--merge: the summaries differ in {key} ({committed.get(key)!r} "
+                             f"committed, {new.get(key)!r} measured); measure at the committed "
+                             f"{key}")
+    rows = {r["name"]: r for r in committed["experiments"]}
+    rows.update({r["name"]: r for r in new["experiments"]})
+    ranked = [n for n in order if n in rows] + [n for n in rows if n not in order]
+    merged = {k: v for k, v in new.items() if k not in ("tally", "experiments")}
+    merged["experiments"] = [rows[n] for n in ranked]
+    merged["wall_s_experiments"] = sum(r["wall_s"] or 0.0 for r in merged["experiments"])
+    merged["reused"] = sorted(set(committed.get("reused", [])) | set(new.get("reused", [])))
+    merged["tally"] = tally(merged["experiments"])
+    return {k: merged[k] for k in [*new] if k in merged}
+
+
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 

@@ -381,6 +381,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "committed one is docs/results/quick.json)")
     p.add_argument("--readme", metavar="FILE", default=None,
                    help="with --markdown: replace the generated lab block of this README")
+    p.add_argument("--merge", metavar="SUMMARY", default=None,
+                   help="measure nothing: merge the experiments of this report summary into "
+                   "--results FILE (rewritten; `make results ONLY=NAME`)")
 
 
 def _markdown(args: argparse.Namespace) -> int:
@@ -412,6 +415,33 @@ def _markdown(args: argparse.Namespace) -> int:
         changed = update_readme(args.readme, summary)
         print(f"{args.readme}: lab block {'rewritten' if changed else 'already up to date'} "
               f"from {source}")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """``--merge SUMMARY --results FILE``: SUMMARY's experiments merged into FILE (rewritten
+    atomically); both read and checked before FILE is touched."""
+    from ..._files import read_json, write_json
+    from ..cli import UsageError
+    from ..results import SCHEMA, merge
+
+    if args.results is None or args.markdown or args.rejudge or args.only or args.readme:
+        raise UsageError("--merge SUMMARY needs --results FILE (the committed summary) and "
+                         "takes no --markdown, --rejudge, --only or --readme")
+    try:
+        both = [read_json(p, what=flag) for p, flag in ((args.results, "--results"),
+                                                         (args.merge, "--merge"))]
+        for d, flag in zip(both, ("--results", "--merge")):
+            if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+                raise ValueError(f"{flag}: not a report summary of schema {SCHEMA}")
+        merged = merge(*both, list(registry()))
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"--merge: a summary lacks a field ({exc})") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    write_json(args.results, merged, what="--results")
+    names = ", ".join(r["name"] for r in both[1]["experiments"])
+    print(f"{args.results}: merged {names} from {args.merge}")
     return 0
 
 
@@ -457,6 +487,8 @@ def main(args: argparse.Namespace) -> int:
     from ..framework import RESULT_FILE, load, read_cached
     from ..sweep.executors import executor_from_args
 
+    if args.merge is not None:
+        return _merge(args)
     if args.markdown:
         return _markdown(args)
     if args.results is not None or args.readme is not None:
