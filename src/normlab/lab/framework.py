@@ -76,6 +76,7 @@ class Card(NamedTuple):
     method: str  # what is measured and how (the sizes come from the config, never from here)
     explanation: str = ""  # a short paragraph for the report
     short: str = ""  # the claim in a few words, for the README's table ('' : the claim)
+    notebooks: tuple[str, ...] = ()  # the companion notebooks (notebooks/) that teach it
 
 
 @dataclass

@@ -38,6 +38,7 @@ from ..framework import (
     REPRODUCED,
     VERDICT_RULE,
     Result,
+    load,
     registry,
 )
 from ..sweep.executors import add_executor_arguments
@@ -128,11 +129,8 @@ def _section(result: Result, exp_dir: Path | None) -> str:
 
 
 def notebooks_of(name: str) -> list[str]:
-    """The companion notebooks that teach experiment ``name`` (``experiments/notebooks.json``)."""
-    from importlib.resources import files
-
-    index = json.loads(files("normlab.lab.experiments").joinpath("notebooks.json").read_text("utf-8"))
-    return list(index.get(name, []))
+    """The companion notebooks that teach experiment ``name`` (its card's ``notebooks``)."""
+    return list(load(name).CARD.notebooks)
 
 
 def markdown_html(text: str) -> str:

@@ -54,6 +54,7 @@ CARD = Card(
                 "into Post-LN's heavier dependency during training (omega is trained).",
     short="Admin: output change O(log N) like Pre-LN in Post-LN's form; trains where Post-LN "
           "fails, at Pre-LN's loss",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb",),
 )
 
 PLACEMENTS = ("post", "pre", "admin")

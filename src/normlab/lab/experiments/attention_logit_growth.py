@@ -54,6 +54,7 @@ CARD = Card(
                 "free to grow.",
     short="attention logits grow at high LR without QK-norm; QK-norm lowers the LR "
           "sensitivity (Wortsman et al.'s recipe, LR up to 3)",
+    notebooks=("2.4.5-qk-norm-and-softcapping.ipynb",),
 )
 
 SENS_RATIO = 0.7  # papers.md section 7 C: LRsens(QK-norm) <= 0.7 x LRsens(baseline)

@@ -43,6 +43,11 @@ CARD = Card(
                 "others.",
     short="padding, batch dependence, train/eval mismatch and token-at-a-time decoding "
           "break BatchNorm, not LayerNorm",
+    notebooks=(
+        "2.4.3-layernorm-vs-batchnorm.ipynb",
+        "16.1-batchnorm-layernorm-rmsnorm.ipynb",
+        "16.5-exercises.ipynb",
+    ),
 )
 
 EXACT = 1e-12  # "no effect" in float64

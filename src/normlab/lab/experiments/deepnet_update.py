@@ -47,6 +47,7 @@ CARD = Card(
                 "whatever the depth; warmup or a smaller init mitigate the same thing. Pre-LN's "
                 "identity skip path and Admin's profiled omega also keep the early update small.",
     short="deep Post-LN's first-steps model update explodes, DeepNorm's is bounded and it trains",
+    notebooks=("2.4.4-warmup.ipynb",),
 )
 
 PLACEMENTS = ("post", "deepnorm", "pre", "admin")

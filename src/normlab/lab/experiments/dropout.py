@@ -35,6 +35,7 @@ CARD = Card(
                 "row is an identity of inverted dropout, checked on normlab's implementation by "
                 "Monte Carlo: a failure would be a bug, not a finding.",
     short="E[dropout(x)] = x, identity at inference, variance p/(1-p)",
+    notebooks=("16.2-residuals-and-where-to-normalize.ipynb", "16.5-exercises.ipynb"),
 )
 
 

@@ -35,6 +35,11 @@ CARD = Card(
                 "the large Post-LN gradients near the output at initialization are what "
                 "learning-rate warmup protects against.",
     short="Post-LN's last-layer gradient independent of depth, Pre-LN's ~ 1/sqrt(L)",
+    notebooks=(
+        "2.4.4-pre-ln-vs-post-ln.ipynb",
+        "16.2-residuals-and-where-to-normalize.ipynb",
+        "2.4.6-interview-angle.ipynb",
+    ),
 )
 
 

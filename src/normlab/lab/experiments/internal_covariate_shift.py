@@ -76,6 +76,7 @@ CARD = Card(
                 "predictions hold here.",
     short="contested: BatchNorm helps even with covariate shift injected after it, and smooths "
           "the loss landscape (Santurkar) rather than removing the shift (Ioffe & Szegedy)",
+    notebooks=("2.4.3-layernorm-vs-batchnorm.ipynb", "2.4.6-interview-angle.ipynb"),
 )
 
 ARMS = ("standard", "batchnorm", "noisy")

@@ -44,6 +44,7 @@ CARD = Card(
                 "doubling W halves dL/dW. RMSNorm gives up only the re-centering invariances, and "
                 "its saving comes from skipping the mean and the centering pass.",
     short="the invariance table; RMSNorm 7-64% faster than LayerNorm",
+    notebooks=("2.4.5-rmsnorm.ipynb", "16.1-batchnorm-layernorm-rmsnorm.ipynb"),
 )
 
 # The invariance table of Ba et al. 2016 / Zhang & Sennrich 2019 (True = invariant) [V].

@@ -62,6 +62,11 @@ CARD = Card(
                 "depth, and a large learning rate there needs warmup.",
     short="||J_LN||_2 = sqrt(d)/||x|| up to eps (Lemma 3); Pre-LN's final LayerNorm Jacobian "
           "~ 1/sqrt(L)",
+    notebooks=(
+        "16.4-teach-it.ipynb",
+        "16.2-residuals-and-where-to-normalize.ipynb",
+        "2.4.4-pre-ln-vs-post-ln.ipynb",
+    ),
 )
 
 LEMMA2 = (0.5, 1.5)  # E||x_L||^2 / d in [1 + a L, 1 + b L] (Xiong et al., Lemma 2)

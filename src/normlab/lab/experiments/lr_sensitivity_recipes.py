@@ -66,6 +66,7 @@ CARD = Card(
                 "width mostly averages them.",
     short="long warmup and lr-independent weight decay lower the LR sensitivity; depth raises it "
           "more than width; gradients below AdamW's eps stall, a smaller eps fixes it",
+    notebooks=("2.4.5-qk-norm-and-softcapping.ipynb", "2.4.4-warmup.ipynb"),
 )
 
 ARMS = ("baseline", "long warmup", "independent decay", "depth", "width")

@@ -60,6 +60,7 @@ CARD = Card(
                 "bfloat16 at 3.4e38.",
     short="at a high learning rate Pre-LN's residual stream grows huge activations, Peri-LN's "
           "stays bounded; the large values leave fp8's range",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "16.2-residuals-and-where-to-normalize.ipynb"),
 )
 
 PLACEMENTS = ("pre", "sandwich")

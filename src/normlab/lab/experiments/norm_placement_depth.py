@@ -45,6 +45,7 @@ CARD = Card(
                 "every branch at zero. Without any norm the residual stream of a "
                 "Xavier-initialized stack doubles its variance at every sublayer.",
     short="post, pre, sandwich, DeepNorm, Admin, ReZero, none at depths 2-18 under one recipe",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "2.4.6-interview-angle.ipynb"),
 )
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "admin", "rezero", "none")

@@ -38,6 +38,7 @@ CARD = Card(
                 "and Admin/DeepNorm-style rescaling at depth.",
     short="a small weight change moves Post-LN's output by O(N) sublayers, Pre-LN's by O(log N); "
           "DeepNorm bounds it",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "2.4.6-interview-angle.ipynb"),
 )
 
 PLACEMENTS = ("post", "pre", "deepnorm", "admin")  # admin: shown here, judged in admin

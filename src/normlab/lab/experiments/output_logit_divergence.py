@@ -52,6 +52,7 @@ CARD = Card(
                 "every logit the softmax sees.",
     short="without weight decay the output logits drift very negative late in training; "
           "z-loss 1e-4 holds log Z near 0",
+    notebooks=("2.4.5-qk-norm-and-softcapping.ipynb",),
 )
 
 ARMS = ("no fix", "z-loss", "soft-cap", "weight decay")

@@ -47,6 +47,7 @@ CARD = Card(
                 "depends on the learning rate.",
     short="where Post-LN trains (shallow, with warmup) it ends below Pre-LN under the same "
           "recipe",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "16.2-residuals-and-where-to-normalize.ipynb"),
 )
 
 PLACEMENTS = ("post", "pre")

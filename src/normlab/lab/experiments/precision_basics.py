@@ -44,6 +44,7 @@ CARD = Card(
                 "accumulators keep them.",
     short="fp16 range and loss scaling; lost updates without fp32 master weights; bf16 sums "
           "stall at 256",
+    notebooks=("16.3-mixed-precision.ipynb", "16.5-exercises.ipynb"),
 )
 
 

@@ -55,6 +55,7 @@ CARD = Card(
                 "copy: pure bf16 training stalls as the learning rate decays.",
     short="mixed precision tracks fp32; fp16 needs loss scaling once gradients are small, "
           "bf16 does not; without master weights updates are lost",
+    notebooks=("16.3-mixed-precision.ipynb",),
 )
 
 TOLERANCE = 0.02  # nats: |L - L_fp32| < 0.02 for a recipe that tracks fp32 (papers.md G)

@@ -41,6 +41,7 @@ CARD = Card(
                 "Jacobian on the identity path (see gradients-at-init and output-change).",
     short="the stream x_L = x_0 + sum F_l grows without a norm; Pre-LN lets it grow "
           "linearly, Post-LN holds it",
+    notebooks=("2.4.2-why-normalize.ipynb", "2.4.7-self-check-and-quiz.ipynb"),
 )
 
 PLACEMENTS = ("none", "pre", "post", "sandwich", "deepnorm")

@@ -53,6 +53,7 @@ CARD = Card(
                 "CPU the matrix multiplies dominate.",
     short="RMSNorm and pRMSNorm (RMS from 6.25% of the features) reach LayerNorm's loss at the "
           "same hyperparameters, in less time per step",
+    notebooks=("2.4.5-rmsnorm.ipynb", "16.1-batchnorm-layernorm-rmsnorm.ipynb"),
 )
 
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")

@@ -49,6 +49,7 @@ CARD = Card(
                 "updates (Wang et al. 2022).",
     short="Post-LN without warmup fails where it trains with warmup; Pre-LN and DeepNorm need "
           "none; the gap grows with lr and depth",
+    notebooks=("2.4.4-warmup.ipynb",),
 )
 
 PLACEMENTS = ("post", "pre", "deepnorm")
