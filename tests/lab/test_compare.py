@@ -86,3 +86,27 @@ def test_every_other_tiny_result_is_the_one_before_bit_for_bit(name, tmp_path):
 
 def test_the_fixture_holds_the_cheap_experiments():
     assert set(CHEAP) <= set(MEASURED), MEASURED
+
+
+def test_a_report_still_running_is_compared_on_what_it_finished(tmp_path, capsys):
+    """The committed summary against a folder without summary.json: the rows of the finished
+    experiments (made from their result.json as the report makes them) are compared."""
+    from normlab.lab import results as R
+    from normlab.lab.framework import Result
+
+    names = ["dropout", "output-change"]
+    rows = [R.experiment_row(n, Result.from_json(json.loads(
+        (BEFORE / n / "result.json").read_text())), "") for n in names]
+    summary = tmp_path / "quick.json"
+    summary.write_text(json.dumps({"experiments": rows}))
+    (tmp_path / "rep" / "dropout").mkdir(parents=True)
+    (tmp_path / "rep" / "dropout" / "result.json").write_bytes(
+        (BEFORE / "dropout" / "result.json").read_bytes())
+    out = C.compare(summary, tmp_path / "rep")
+    assert list(out) == [] and out.missing == ["output-change"]
+    rows[0]["verdict"] = "reproduced"
+    summary.write_text(json.dumps({"experiments": rows}))
+    assert C.compare(summary, tmp_path / "rep") == [
+        "summary.dropout.verdict: 'reproduced' != 'identities hold'"]
+    assert C.main([str(summary), str(tmp_path / "rep")]) == 1
+    assert "not finished" in capsys.readouterr().out

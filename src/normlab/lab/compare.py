@@ -92,6 +92,7 @@ class Comparison(list):
     def __init__(self) -> None:
         super().__init__()
         self.timing: list[str] = []
+        self.missing: list[str] = []  # experiments a partial comparison could not compare
 
 
 def experiment_differences(name: str, a: dict, b: dict, path: str) -> tuple[list, list]:
@@ -145,6 +146,8 @@ def compare(a: PathLike, b: PathLike) -> Comparison:
     Raises ValueError naming a file that is missing or not JSON, or when one argument is a
     folder and the other a file."""
     pa, pb = Path(a), Path(b)
+    if not pa.is_dir() and pb.is_dir() and not (pb / SUMMARY_FILE).is_file():
+        return partial(pa, pb)
     if pa.is_dir() != pb.is_dir():
         raise ValueError(f"compare needs two summary files or two report folders; got {pa} "
                          f"and {pb}")
@@ -166,6 +169,28 @@ def compare(a: PathLike, b: PathLike) -> Comparison:
     return out
 
 
+def partial(summary: Path, folder: Path) -> Comparison:
+    """A summary file against a report folder that has no summary yet (a report still running,
+    or interrupted): the summary's row of each experiment the folder has finished, made from its
+    ``result.json`` as ``normlab report`` makes it, compared with the committed row; the
+    experiments not finished yet are named in ``.missing``."""
+    from .framework import Result
+    from .results import experiment_row
+
+    committed = read_json(summary, what="results file")
+    out = Comparison()
+    for row in committed.get("experiments", []):
+        path = folder / row["name"] / RESULT_FILE
+        if not path.is_file():
+            out.missing.append(row["name"])
+            continue
+        mine = experiment_row(row["name"], Result.from_json(read_json(path, what="result")), "")
+        diffs, timed = experiment_differences(row["name"], row, mine, f"summary.{row['name']}")
+        out.extend(diffs)
+        out.timing.extend(timed)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m normlab.lab.compare A B``: 0 when identical, 1 when not, 2 on bad input."""
     args = sys.argv[1:] if argv is None else argv
@@ -182,11 +207,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(diffs.timing)} timing difference(s) (wall-clock measurements, which differ "
               f"between two runs of the same code; not counted):")
         print("\n".join(f"  {t}" for t in diffs.timing))
+    missing = diffs.missing
+    if missing:
+        print(f"not finished in {args[1]} yet, not compared: {', '.join(missing)}")
     if diffs:
         print(f"{len(diffs)} difference(s) between {args[0]} and {args[1]}:")
         print("\n".join(diffs))
         return 1
-    print(f"identical: {args[0]} and {args[1]} (every number, interval, verdict and text but "
+    print(f"identical: {args[0]} and {args[1]} (every number, interval, verdict and text "
+          f"compared{' of the finished experiments' if missing else ''}, but "
           f"the wall-clock timings above; ignored: wall times, timestamp, cache reuse, source "
           f"hashes, figure names)")
     return 0
