@@ -46,8 +46,8 @@ def histogram_svg(stats: dict, formats: list[dict], width: int = 560, height: in
     total = max(counts)
     bar_h = height - 14 * 5 - 16
     bw = width / n
-    parts = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" '
-             f'font-size="9" font-family="sans-serif">']
+    parts = [(f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" '
+             f'font-size="9" font-family="sans-serif">')]
     for i in range(first, last):
         c = counts[i]
         if c:
@@ -87,14 +87,39 @@ def _layer_svg(layers: list[dict], width: int = 560, height: int = 160) -> str:
     n = max(len(layers) - 1, 1)
     X = lambda i: 30 + (width - 40) * i / n
     Y = lambda v: 10 + (height - 30) * (1 - (math.log10(max(v, 1e-30)) - lo) / (hi - lo))
-    out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" font-size="10" '
-           f'font-family="sans-serif">']
+    out = [(f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" font-size="10" '
+           f'font-family="sans-serif">')]
     for key, col in (("residual_rms", "#1f77b4"), ("residual_max", "#d62728")):
         pts = " ".join(f"{X(i):.1f},{Y(L[key]):.1f}" for i, L in enumerate(layers))
         out.append(f'<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="2"/>')
     out.append(f'<text x="30" y="{height - 4}">layer 0 .. {len(layers) - 1}; blue RMS, red max |x| '
                f'(log scale, {10 ** lo:.3g} .. {10 ** hi:.3g})</text></svg>')
     return "".join(out)
+
+
+def _tensors_section(result: dict, formats: list) -> str:
+    """Per tensor and format, the fractions that overflow / flush / land among subnormals."""
+    parts = []
+    parts.append("<h2>Tensors: precision headroom</h2><p>Per tensor, the fraction of its non-zero "
+                 "values that overflow / flush to zero / land among the subnormals (precision "
+                 "lost) in each format and scaling. Rows with overflow are marked.</p>")
+    keys = [f["key"] for f in formats]
+    for kind in ("weight", "activation", "gradient"):
+        names = [n for n, t in result["tensors"].items() if t["kind"] == kind]
+        rows = []
+        for n in names:
+            t = result["tensors"][n]
+            cells = [html.escape(n), "&times;".join(map(str, t["shape"])), _f(t["amax"]), _f(t["rms"])]
+            over = False
+            for k in keys:
+                fr = t["formats"][k]
+                over |= fr["overflow"] > 0
+                cells.append(" / ".join(_pct(fr[x]) for x in _FRACTIONS))
+            rows.append(cells if not over else [f'<span class="warn">{cells[0]}</span>'] + cells[1:])
+        parts.append(f"<details open><summary>{kind}s ({len(names)})</summary>")
+        parts.append(_table(["tensor", "shape", "amax", "RMS"] + keys, rows))
+        parts.append("</details>")
+    return "".join(parts)
 
 
 def render(result: dict, title: str) -> str:
@@ -106,8 +131,8 @@ def render(result: dict, title: str) -> str:
            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
            "th{background:#f3f3f3}td:first-child{text-align:left}.warn{background:#fdd}"
            "details{margin:.3em 0}summary{cursor:pointer}")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{css}</style></head><body><h1>normlab inspect: {html.escape(title)}</h1>"]
+    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{css}</style></head><body><h1>normlab inspect: {html.escape(title)}</h1>")]
     parts.append(f"<p>{result['model']['parameters']:,} parameters; {cfg['n_layers']} layers, "
                  f"d_model {cfg['d_model']}, {cfg['n_heads']} heads ({cfg['n_kv_heads'] or cfg['n_heads']} "
                  f"key/value), placement {cfg['placement']}, norm {cfg['norm']}; "
@@ -131,29 +156,11 @@ def render(result: dict, title: str) -> str:
         ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
         rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
                      gains, heads(L["max_logit"]), heads(L["entropy"])])
-    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS", "norm gains mean±std "
-                         "[min, max]", "max attention logit per head", "attention entropy per head (nats)"],
+    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS", ("norm gains mean±std "
+                         "[min, max]"), "max attention logit per head", "attention entropy per head (nats)"],
                         rows))
 
-    parts.append("<h2>Tensors: precision headroom</h2><p>Per tensor, the fraction of its non-zero "
-                 "values that overflow / flush to zero / land among the subnormals (precision "
-                 "lost) in each format and scaling. Rows with overflow are marked.</p>")
-    keys = [f["key"] for f in formats]
-    for kind in ("weight", "activation", "gradient"):
-        names = [n for n, t in result["tensors"].items() if t["kind"] == kind]
-        rows = []
-        for n in names:
-            t = result["tensors"][n]
-            cells = [html.escape(n), "&times;".join(map(str, t["shape"])), _f(t["amax"]), _f(t["rms"])]
-            over = False
-            for k in keys:
-                fr = t["formats"][k]
-                over |= fr["overflow"] > 0
-                cells.append(" / ".join(_pct(fr[x]) for x in _FRACTIONS))
-            rows.append(cells if not over else [f'<span class="warn">{cells[0]}</span>'] + cells[1:])
-        parts.append(f"<details open><summary>{kind}s ({len(names)})</summary>")
-        parts.append(_table(["tensor", "shape", "amax", "RMS"] + keys, rows))
-        parts.append("</details>")
+    parts.append(_tensors_section(result, formats))
     parts.append("<h2>Histograms of log2 |x| with each format's window</h2>")
     for n, t in result["tensors"].items():
         parts.append(f"<details><summary>{html.escape(n)} ({t['kind']}, amax {_f(t['amax'])})</summary>"

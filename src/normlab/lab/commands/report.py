@@ -196,15 +196,15 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
         "</head>",
         "<body>",
         "<h1>normlab report</h1>",
-        "<p>Normalization, residual design and numeric precision in deep Transformers: the "
+        ("<p>Normalization, residual design and numeric precision in deep Transformers: the "
         "papers' claims measured on this machine with normlab's own layers, next to the "
-        "published numbers.</p>",
+        "published numbers.</p>"),
         f"<p class='meta'>{meta_line}</p>",
-        f"<p><b>{_e(tally)}.</b> Verdict rule: {_e(VERDICT_RULE)} Each rule is fixed in advance "
+        (f"<p><b>{_e(tally)}.</b> Verdict rule: {_e(VERDICT_RULE)} Each rule is fixed in advance "
         "from the reference notes; none is tuned to the measurement. A check on a training or "
-        "random quantity is decided from an interval over seeds (shown beside its number).</p>",
-        "<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
-        "<th>Verdict</th></tr>",
+        "random quantity is decided from an interval over seeds (shown beside its number).</p>"),
+        ("<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
+        "<th>Verdict</th></tr>"),
         *rows,
         "</table>",
         differences_html({n: r for n, r, _, _ in entries if r is not None}),

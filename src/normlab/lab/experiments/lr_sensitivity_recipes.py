@@ -288,10 +288,10 @@ def _recipe_checks(data: dict, config: Config) -> list[Check]:
     s = "Wortsman et al. 2023 [V]"
     rows = []
     for arm, fig, pub in (
-            ("long warmup", "Fig. 5", "longer warm-up lowers LR sensitivity, mostly for large "
-             "models (not stable at LR 0.3 without it)"),
-            ("independent decay", "Fig. 6", "independent decay 1e-4 lowers LR sensitivity "
-             "against coupled decay 0.1")):
+            ("long warmup", "Fig. 5", ("longer warm-up lowers LR sensitivity, mostly for large "
+             "models (not stable at LR 0.3 without it)")),
+            ("independent decay", "Fig. 6", ("independent decay 1e-4 lowers LR sensitivity "
+             "against coupled decay 0.1"))):
         iv = _sens_pair(data, "baseline", arm)
         rows.append(Check.decided(
             f"{arm} lowers the LR sensitivity", f"{pub} ({fig})", iv, MARGIN, "above",

@@ -192,8 +192,8 @@ def judge(data: dict, config: Config) -> list[Check]:
          "papers.md section 9, reproduction 3 (its pass rule) [D]"),
         ("log_growth", "Pre-LN's max |x| grows more over training",
          "fast variance growth over training in Pre-LN (Kim et al. 2025)",
-         f"log10 (max|x| at the end / at step 0), block {L}: {{iv}}; growth "
-         f"{_means(data, lr, 'log_growth', _exp10)}", "Kim et al. 2025 [S]"),
+         (f"log10 (max|x| at the end / at step 0), block {L}: {{iv}}; growth "
+         f"{_means(data, lr, 'log_growth', _exp10)}"), "Kim et al. 2025 [S]"),
         ("fp8_overflow", f"more of Pre-LN's residual stream overflows {FP8} (max 448)",
          "- (follows from max |x| beyond 448)",
          f"fraction overflowing: {{iv}}; {_means(data, lr, 'fp8_overflow')}",

@@ -200,11 +200,11 @@ def headline(data: dict, config: Config) -> str:
 _CLAIMS = [  # (claim, published, rule, source) of the counted rows, in order
     ("Post-LN without warmup ends clearly worse than with warmup",
      "BLEU 8.45 without warmup vs ~34 with 4000 warmup steps (Fig. 2)",
-     "the interval over seeds of gap_post > 0.1 nats at the largest depth and the highest lr "
-     "where Post-LN with warmup trains (papers.md)", "Xiong et al. 2020, Fig. 2 [V]"),
+     ("the interval over seeds of gap_post > 0.1 nats at the largest depth and the highest lr "
+     "where Post-LN with warmup trains (papers.md)"), "Xiong et al. 2020, Fig. 2 [V]"),
     ("Pre-LN shows no such gap", "Pre-LN without warmup BLEU ~34 (Sec. 4)",
-     "gap_post > 3 |gap_pre| at that point (papers.md): the interval of gap_post - 3 |gap_pre| "
-     "over seeds > 0", "Xiong et al. 2020, Sec. 4 [V]"),
+     ("gap_post > 3 |gap_pre| at that point (papers.md): the interval of gap_post - 3 |gap_pre| "
+     "over seeds > 0"), "Xiong et al. 2020, Sec. 4 [V]"),
     ("The gap grows with the learning rate",
      "warmup 500: BLEU 31.16 at lr 5e-4, 2.77 at lr 1e-3 (Fig. 2)",
      "gap_post(highest trained lr) - gap_post(lowest lr) > 0.1 nats, paired over seeds",
@@ -214,8 +214,8 @@ _CLAIMS = [  # (claim, published, rule, source) of the counted rows, in order
      "papers.md section 1, reproduction B [D]"),
     ("DeepNorm trains without warmup where Post-LN does not",
      "Post-LN stability problem solved; model update bounded by O(eta) (Wang et al. 2022)",
-     "without warmup, DeepNorm's final loss < Post-LN's by > 0.1 nats at that point, paired "
-     "over seeds (papers.md section 6)", "Wang et al. 2022 [S]"),
+     ("without warmup, DeepNorm's final loss < Post-LN's by > 0.1 nats at that point, paired "
+     "over seeds (papers.md section 6)"), "Wang et al. 2022 [S]"),
 ]
 
 
