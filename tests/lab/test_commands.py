@@ -152,7 +152,8 @@ def _fake_outcome(name, **kwargs):
     module = framework.load(name)
     config = framework.configure(module, kwargs["size"], kwargs["seed"], kwargs["overrides"])
     result = framework.Result(name, "t", "c", "cit", "p", "s", "m",
-                              [framework.Check("c", "p", "m", "r", True)], config={})
+                              [framework.Check(claim="c", published="p", measured="m", rule="r",
+                                               passed=True)], config={})
     return framework.Outcome(result, False, Path(kwargs["out_dir"]) / name), config
 
 

@@ -110,3 +110,16 @@ def test_a_report_still_running_is_compared_on_what_it_finished(tmp_path, capsys
         "summary.dropout.verdict: 'reproduced' != 'identities hold'"]
     assert C.main([str(summary), str(tmp_path / "rep")]) == 1
     assert "not finished" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_todays_judge_reads_the_fixtures_data_to_the_same_rows(name, tmp_path):
+    """Every experiment of the fixture, judged again from its data with today's code (cards,
+    checks, intervals, verdict, headline), gives the fixture's result bit for bit: the judges'
+    restructuring (keyword checks, one interval and bootstrap) changed no row."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "result.json").write_bytes((BEFORE / name / "result.json").read_bytes())
+    again = json.loads(json.dumps(E.judge_cached(name, tmp_path).to_json()))
+    diffs, _ = C.experiment_differences(
+        name, json.loads((BEFORE / name / "result.json").read_text()), again, name)
+    assert diffs == []

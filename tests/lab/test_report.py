@@ -109,7 +109,8 @@ def test_rejudge_from_the_command_line(with_fake, tmp_path, capsys, monkeypatch)
     assert fake.CALLS["n"] == 1
     assert "reproduced" in (tmp_path / "rep" / "summary.json").read_text()
     monkeypatch.setattr(fake, "judge", lambda data, config: [
-        fake.Check("value above 5", "> 5", str(data["value"]), "> 5", data["value"] > 5)])
+        fake.Check(claim="value above 5", published="> 5", measured=str(data["value"]), rule="> 5",
+                   passed=data["value"] > 5)])
     assert cli(["report", "--rejudge", "--only", "fake", "--out", out]) == 0
     assert fake.CALLS["n"] == 1  # nothing measured again
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())

@@ -19,7 +19,8 @@ def _result(name, checks):
 
 
 def _entries():
-    c = lambda passed, **kw: E.Check("c", "p", "m", "r", passed, **kw)
+    c = lambda passed, **kw: E.Check(claim="c", published="p", measured="m", rule="r",
+                                     passed=passed, **kw)
     return [
         ("one", _result("one", [c(True), c(True), c(None), c(True, identity=True)]), None, ""),
         ("two", _result("two", [c(True), c(False), c(None, inconclusive=True)]), None, ""),
@@ -118,7 +119,8 @@ def test_every_registered_experiment_is_in_the_committed_results():
 
 
 def _summary(names, size="quick", wall=1.0):
-    entries = [(n, _result(n, [E.Check("c", "p", "m", "r", True)]), None, "") for n in names]
+    entries = [(n, _result(n, [E.Check(claim="c", published="p", measured="m", rule="r",
+                                       passed=True)]), None, "") for n in names]
     s = R.summarize(entries, {**META, "size": size})
     for row in s["experiments"]:
         row["wall_s"] = wall

@@ -79,7 +79,7 @@ class Card(NamedTuple):
     notebooks: tuple[str, ...] = ()  # the companion notebooks (notebooks/) that teach it
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Check:
     """One row of the side-by-side table: a claim, the paper's number, ours, and the rule.
 
@@ -104,7 +104,7 @@ class Check:
             raise ValueError("an inconclusive check has passed=None")
 
     @classmethod
-    def decided(cls, claim: str, published: str, interval, threshold: float, side: str, *,
+    def decided(cls, *, claim: str, published: str, interval, threshold: float, side: str,
                 rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
         """A check decided by ``stats.decide(interval, threshold, side)``: pass when the whole
         interval is beyond the threshold, FAIL when it is wholly short, inconclusive otherwise.
@@ -113,21 +113,22 @@ class Check:
 
         passed = decide(interval, threshold, side)
         word = ">" if side == "above" else "<"
-        return cls(claim, published, measured or interval.text(digits),
-                   rule or f"{interval.method} interval {word} {threshold:g}", passed,
+        return cls(claim=claim, published=published, measured=measured or interval.text(digits),
+                   rule=rule or f"{interval.method} interval {word} {threshold:g}", passed=passed,
                    interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
 
     @classmethod
-    def band(cls, claim: str, published: str, interval, lo: float, hi: float, *,
+    def band(cls, *, claim: str, published: str, interval, lo: float, hi: float,
              rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
         """A check decided by ``stats.within(interval, lo, hi)``: pass when the whole interval
         lies in [lo, hi], FAIL when it is wholly outside, inconclusive when it crosses an edge."""
         from .stats import within
 
         passed = within(interval, lo, hi)
-        return cls(claim, published, measured or interval.text(digits),
-                   rule or f"{interval.method} interval inside [{lo:g}, {hi:g}]", passed,
-                   interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
+        return cls(claim=claim, published=published, measured=measured or interval.text(digits),
+                   rule=rule or f"{interval.method} interval inside [{lo:g}, {hi:g}]",
+                   passed=passed, interval=[interval.lo, interval.hi],
+                   inconclusive=passed is None, **kw)
 
     @property
     def counted(self) -> bool:

@@ -137,37 +137,40 @@ def judge(data: dict, config: Config) -> list[Check]:
     prof_ok = S.all_of([S.decide(st["pslope"]["post"], 0.0, S.ABOVE),
                         S.decide(st["pslope_gap"], 0.0, S.ABOVE)])
     return [
-        Check.band("Post-LN: the last layer's gradient does not depend on depth L",
-                   "~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
-                   slope["post"], *POST_SLOPE,
+        Check.band(claim="Post-LN: the last layer's gradient does not depend on depth L",
+                   published="~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
+                   interval=slope["post"], lo=POST_SLOPE[0], hi=POST_SLOPE[1],
                    measured=f"log-log slope {slope['post'].text()}; ||g|| = "
                    f"{', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",
                    rule=f"the slope's interval over seeds inside [{POST_SLOPE[0]}, "
                    f"{POST_SLOPE[1]}] (papers.md section 1)",
                    source="Xiong et al. Thm. 1, Fig. 3(c) [V]"),
-        Check.band("Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
-                   "decreasing with depth (Fig. 3d); theory slope -1/2", slope["pre"], *PRE_SLOPE,
+        Check.band(claim="Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
+                   published="decreasing with depth (Fig. 3d); theory slope -1/2",
+                   interval=slope["pre"], lo=PRE_SLOPE[0], hi=PRE_SLOPE[1],
                    measured=f"log-log slope {slope['pre'].text()}; ||g|| = "
                    + ", ".join(fmt(v) for v in last["pre"]),
                    rule=f"the slope's interval inside [{PRE_SLOPE[0]}, {PRE_SLOPE[1]}]",
                    source="Xiong et al. Thm. 1, Fig. 3(d) [V]"),
-        Check("Post-LN's last-layer gradient is larger than Pre-LN's (why it needs warmup)",
-              "Post-LN bound larger by sqrt(L) (Thm. 1)",
-              "ln(post / pre), paired over seeds: " + ", ".join(
+        Check(claim="Post-LN's last-layer gradient is larger than Pre-LN's (why it needs warmup)",
+              published="Post-LN bound larger by sqrt(L) (Thm. 1)",
+              measured="ln(post / pre), paired over seeds: " + ", ".join(
                   f"L={L} {iv.text()}" for L, iv in zip(cfg.depths, st["log_ratio"])),
-              "the paired interval of ln(post / pre) > 0 at every L", ratio_ok,
-              "Xiong et al. Thm. 1 [V]", inconclusive=ratio_ok is None),
-        Check(f"Post-LN's gradient grows with the layer index; Pre-LN's does not (L = "
-              f"{cfg.profile_depth})", "Fig. 3(a): Post-LN grows toward the output",
-              f"per-layer log-log slope: post {st['pslope']['post'].text()}, pre "
+              rule="the paired interval of ln(post / pre) > 0 at every L", passed=ratio_ok,
+              source="Xiong et al. Thm. 1 [V]", inconclusive=ratio_ok is None),
+        Check(claim=f"Post-LN's gradient grows with the layer index; Pre-LN's does not (L = "
+              f"{cfg.profile_depth})", published="Fig. 3(a): Post-LN grows toward the output",
+              measured=f"per-layer log-log slope: post {st['pslope']['post'].text()}, pre "
               f"{st['pslope']['pre'].text()}; post - pre {st['pslope_gap'].text()}",
-              "slope_post > 0 and slope_post - slope_pre > 0, both intervals over seeds "
-              "(papers.md: the robust check)", prof_ok, "Xiong et al. Fig. 3(a, b) [V]",
+              rule="slope_post > 0 and slope_post - slope_pre > 0, both intervals over seeds "
+              "(papers.md: the robust check)", passed=prof_ok,
+              source="Xiong et al. Fig. 3(a, b) [V]",
               inconclusive=prof_ok is None),
-        Check("Pre-LN's per-layer gradient is 'almost the same' at every layer",
-              "flat (Fig. 3b)", f"top/bottom = {st['ratio']['pre']:.2f} (decreasing with the "
-              "layer)", "shown, not counted: a documented difference", None,
-              "Xiong et al. Fig. 3(b) [V]; papers.md [D]: 0.2-0.3",
+        Check(claim="Pre-LN's per-layer gradient is 'almost the same' at every layer",
+              published="flat (Fig. 3b)",
+              measured=f"top/bottom = {st['ratio']['pre']:.2f} (decreasing with the "
+              "layer)", rule="shown, not counted: a documented difference", passed=None,
+              source="Xiong et al. Fig. 3(b) [V]; papers.md [D]: 0.2-0.3",
               note="NormFormer, DeepNet and Mix-LN also find larger gradients in Pre-LN's bottom "
                    "layers; papers.md's simulation gives top/bottom 0.2-0.3"),
     ]

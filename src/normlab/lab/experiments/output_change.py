@@ -172,16 +172,17 @@ def judge(data: dict, config: Config) -> list[Check]:
              f"ln(post / deepnorm) at N >= 10: {', '.join(iv.text(2) for iv in f['dn_below'])}",
              f"change(N={Nmax}) / change(N={N0}) < {DN_FLAT:g} and below Post-LN at every "
              "N >= 10, intervals over seeds", dn_ok, "Wang et al. 2022 [S]"),
-        Check("Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
-              "Admin ~165 vs Pre-LN ~150 at N=200 (figure)",
-              f"Admin a + b ln N: R^2 {f['admin_r2'].text()}; admin / pre at N = {Nmax}: "
-              f"{f['admin_pre'].text()}", "shown here, decided in the admin experiment (its "
-              "claims are counted once)", None, "Liu et al. 2020 [V]"),
+        Check(claim="Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
+              published="Admin ~165 vs Pre-LN ~150 at N=200 (figure)",
+              measured=f"Admin a + b ln N: R^2 {f['admin_r2'].text()}; admin / pre at N = {Nmax}: "
+              f"{f['admin_pre'].text()}", rule="shown here, decided in the admin experiment (its "
+              "claims are counted once)", passed=None, source="Liu et al. 2020 [V]"),
     ]
 
 
 def _row(claim, published, measured, rule, passed, source, note="") -> Check:
-    return Check(claim, published, measured, rule, passed, source, note=note,
+    return Check(claim=claim, published=published, measured=measured, rule=rule, passed=passed,
+                 source=source, note=note,
                  inconclusive=passed is None)
 
 

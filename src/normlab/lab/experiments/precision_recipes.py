@@ -203,7 +203,8 @@ def _iv(data: dict, name: str):
 
 
 def _tracks(data: dict, name: str, claim: str, published: str, source: str) -> Check:
-    return Check.band(claim, published, _iv(data, name), -TOLERANCE, TOLERANCE,
+    return Check.band(claim=claim, published=published, interval=_iv(data, name), lo=-TOLERANCE,
+                      hi=TOLERANCE,
                       measured=f"{name} - fp32 = {_iv(data, name).text()} nats",
                       rule=f"the paired interval over seeds inside +-{TOLERANCE:g} nats",
                       source=source)
@@ -211,7 +212,8 @@ def _tracks(data: dict, name: str, claim: str, published: str, source: str) -> C
 
 def _behind(data: dict, name: str, claim: str, published: str, source: str, extra: str = "",
             note: str = "") -> Check:
-    return Check.decided(claim, published, _iv(data, name), TOLERANCE, S.ABOVE,
+    return Check.decided(claim=claim, published=published, interval=_iv(data, name),
+                         threshold=TOLERANCE, side=S.ABOVE,
                          measured=f"{name} - fp32 = {_iv(data, name).text()} nats" + extra,
                          rule=f"the paired interval over seeds > {TOLERANCE:g} nats",
                          source=source, note=note)
@@ -270,26 +272,27 @@ def _master_check(data: dict) -> Check:
 
 def _shown_checks(data: dict, config: Config) -> list[Check]:
     return [
-        Check("fp16 without loss scaling, gradients as they come",
-              "ImageNet CNNs needed no loss scaling (Micikevicius 4.1)",
-              f"fp16, no loss scaling - fp32 = {_g(data, 'fp16, no loss scaling')} nats",
-              "shown, not counted (papers.md G: report the no-scaling gap)", None,
-              "Micikevicius et al. 2017 [S]",
+        Check(claim="fp16 without loss scaling, gradients as they come",
+              published="ImageNet CNNs needed no loss scaling (Micikevicius 4.1)",
+              measured=f"fp16, no loss scaling - fp32 = {_g(data, 'fp16, no loss scaling')} nats",
+              rule="shown, not counted (papers.md G: report the no-scaling gap)", passed=None,
+              source="Micikevicius et al. 2017 [S]",
               note="the tiny model's gradients sit mostly inside fp16's range (see "
                    "precision-basics: a few percent flush to 0), like the paper's CNNs"),
-        Check("the dynamic loss scaler skips only the steps that overflow",
-              "back off x0.5 and skip on inf/NaN, x2 after 2000 clean steps: about 1 skip per "
+        Check(claim="the dynamic loss scaler skips only the steps that overflow",
+              published="back off x0.5 and skip on inf/NaN, x2 after 2000 clean steps: about 1 skip per "
               "2000 steps once settled (precision.md section 7)",
-              f"{data['per']['amp_fp16']['skipped']} skipped in "
+              measured=f"{data['per']['amp_fp16']['skipped']} skipped in "
               f"{config.base.steps * config.seeds} steps; final scale "
               f"{fmt(number(data['final_scale']))}",
-              "shown, not counted", None, "torch.amp.GradScaler; precision.md section 7"),
-        Check("fp8 recipes (TransformerEngine's HYBRID with delayed scaling; MXFP8)",
-              "8-bit training matching 16-bit baselines is reported for GPT models (FP8 Formats "
+              rule="shown, not counted", passed=None,
+              source="torch.amp.GradScaler; precision.md section 7"),
+        Check(claim="fp8 recipes (TransformerEngine's HYBRID with delayed scaling; MXFP8)",
+              published="8-bit training matching 16-bit baselines is reported for GPT models (FP8 Formats "
               "for Deep Learning, Micikevicius et al. 2022) [R: not in the reference notes]",
-              f"fp8_hybrid - fp32 = {_g(data, 'fp8_hybrid')}; mxfp8 - fp32 = "
+              measured=f"fp8_hybrid - fp32 = {_g(data, 'fp8_hybrid')}; mxfp8 - fp32 = "
               f"{_g(data, 'mxfp8')} nats",
-              "shown, not counted (no verified published number)", None, "[R]"),
+              rule="shown, not counted (no verified published number)", passed=None, source="[R]"),
     ]
 
 

@@ -151,7 +151,8 @@ def judge(data: dict, config: Config) -> list[Check]:
     Lmin, Lmax = depths[0], depths[-1]
     if lr_star is None:
         none = f"Post-LN with warmup trains at no learning rate of {lrs} at L={Lmax}"
-        checks = [Check(c, p, none, r, False, s) for c, p, r, s in _CLAIMS]
+        checks = [Check(claim=c, published=p, measured=none, rule=r, passed=False,
+                        source=s) for c, p, r, s in _CLAIMS]
     else:
         g_post = _gaps(data, "post", Lmax, lr_star)
         g_pre = _gaps(data, "pre", Lmax, lr_star)
@@ -171,17 +172,20 @@ def judge(data: dict, config: Config) -> list[Check]:
                  f"gap_post(lr={lr_star:g}) - gap_post(lr={lrs[0]:g}) {{}}",
                  f"gap_post(L={Lmax}) - gap_post(L={Lmin}) {{}}",
                  f"no warmup at {at}: Post-LN - DeepNorm {{}}"]
-        checks = [Check(c, p, "not measured (one lr or one depth)", r, False, s) if row is None
-                  else Check.decided(c, p, row[0], row[1], S.ABOVE, measured=t.format(
+        checks = [Check(claim=c, published=p, measured="not measured (one lr or one depth)",
+                        rule=r, passed=False, source=s) if row is None
+                  else Check.decided(claim=c, published=p, interval=row[0], threshold=row[1],
+                                     side=S.ABOVE, measured=t.format(
                       row[0].text()), rule=r, source=s)
                   for (c, p, r, s), row, t in zip(_CLAIMS, rows, texts)]
     checks.append(Check(
-        "Pre-LN without warmup ends about where Post-LN with warmup does",
-        "Pre-LN without warmup: BLEU ~34 on IWSLT14, as Post-LN with warmup (Sec. 4)",
-        "-" if lr_star is None else
+        claim="Pre-LN without warmup ends about where Post-LN with warmup does",
+        published="Pre-LN without warmup: BLEU ~34 on IWSLT14, as Post-LN with warmup (Sec. 4)",
+        measured="-" if lr_star is None else
         f"Pre-LN no warmup {fmt(_loss(data, 'pre', Lmax, False, lr_star))}, Post-LN warmup "
         f"{fmt(_loss(data, 'post', Lmax, True, lr_star))} at L={Lmax}, lr={lr_star:g}",
-        "shown (no tolerance in the paper)", None, "Xiong et al. 2020, Sec. 4 [V]"))
+        rule="shown (no tolerance in the paper)", passed=None,
+        source="Xiong et al. 2020, Sec. 4 [V]"))
     return checks
 
 
