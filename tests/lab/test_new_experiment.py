@@ -56,8 +56,8 @@ def measure(config: Config, ctx) -> dict:
 
 def judge(data: dict, config: Config) -> list[Check]:
     interval = stats.mean_interval(data["means"])
-    return [Check.band("the mean is within 0.5 of 0", "0", interval, -0.5, 0.5,
-                       source="Gauss 1809")]
+    return [Check.band(claim="the mean is within 0.5 of 0", published="0", interval=interval,
+                       lo=-0.5, hi=0.5, source="Gauss 1809")]
 
 
 def headline(data: dict, config: Config) -> str:
