@@ -250,7 +250,8 @@ def _growth_check(data: dict, d: int) -> Check:
     return Check.decided(
         claim=f"without QK-norm the attention logits grow by orders of magnitude at the top LR "
         f"({data['top_lr']:g}, d={d})",
-        published="max logits grow at high LR even in small models; divergence above ~1e4 (Wortsman "
+        published=
+            "max logits grow at high LR even in small models; divergence above ~1e4 (Wortsman "
         "Fig. 1, 3.3); papers.md C: >= 10 x the QK-norm arm",
         interval=iv, threshold=math.log10(LOGIT_RATIO), side=stats.ABOVE,
         source="Wortsman et al. 2023 [V]; Dehghani et al. 2023 [S]; papers.md 7 C",

@@ -241,13 +241,15 @@ def _padding_checks(pr: list[dict]) -> list[Check]:
     return [
         Check(claim="padding contaminates BatchNorm's statistics (real tokens' outputs change)",
               published="qualitative: 'padding contaminates those statistics'",
-              measured=f"max |dy| on real tokens = {fmt(worst['bn'])} at {worst['pad_fraction']:.0%} "
+              measured=
+                  f"max |dy| on real tokens = {fmt(worst['bn'])} at {worst['pad_fraction']:.0%} "
               f"padding ({fmt(pr[0]['bn'])} at {pr[0]['pad_fraction']:.0%})",
               rule=f"max |dy| > {VISIBLE:g} at the most padding", passed=worst["bn"] > VISIBLE,
               source="chapter 2.4 section 3", identity=True),
         Check(claim="masking the padding out of the statistics fixes it",
               published="- (normlab's mask= argument)",
-              measured=f"max |dy| = {fmt(max(r['bn_masked'] for r in pr))} over every padding amount",
+              measured=
+                  f"max |dy| = {fmt(max(r['bn_masked'] for r in pr))} over every padding amount",
               rule=f"< {EXACT:g} (float64)", passed=max(r["bn_masked"] for r in pr) < EXACT,
               source="Ioffe & Szegedy 2015, statistics over the real positions only",
               identity=True),
@@ -268,7 +270,8 @@ def _companions_check(cr: list[dict], config: Config) -> Check:
         + ", ".join(f"{fmt(r['bn_spread'])} (B={r['batch']})" for r in cr)
         + f"; LN {fmt(max(r['ln_spread'] for r in cr))}",
         rule=f"BN spread > {VISIBLE:g} at every B and LN spread < {EXACT:g}",
-        passed=all(r["bn_spread"] > VISIBLE for r in cr) and max(r["ln_spread"] for r in cr) < EXACT,
+        passed=
+            all(r["bn_spread"] > VISIBLE for r in cr) and max(r["ln_spread"] for r in cr) < EXACT,
         source="chapter 16.1 'In practice'", identity=True)
 
 
@@ -286,7 +289,8 @@ def _train_eval_checks(te: dict) -> list[Check]:
                        S.decide(small, VISIBLE, S.ABOVE), te["ln_gap"] < EXACT])
     return [
         Check(claim="train/eval mismatch of BatchNorm, worst for small batches; none for LayerNorm",
-              published="qualitative; Ioffe & Szegedy Alg. 2 uses population statistics at inference",
+              published=
+                  "qualitative; Ioffe & Szegedy Alg. 2 uses population statistics at inference",
               measured="mean |y_train - y_eval|: " + ", ".join(
                   f"{fmt(r['mismatch'])} +- {fmt(2 * r['mismatch_se'])} (m={r['batch']})"
                   for r in tr) + f"; LN {fmt(te['ln_gap'])}",
@@ -319,7 +323,8 @@ def _decoding_checks(dec: dict) -> list[Check]:
               passed=bool(dec["single_token_error"]) and dec["bn_step_vs_train"] > VISIBLE
               and dec["ln_step_vs_full"] < EXACT, source="chapter 2.4 section 3", identity=True),
         Check(claim="in training, BatchNorm over (B, T) lets a future token change earlier outputs",
-              published="qualitative ('statistics that would need to differ depending on how far into "
+              published=
+                  "qualitative ('statistics that would need to differ depending on how far into "
               "generation the model is')",
               measured=f"changing the last token moves position 0 by {fmt(dec['leak_bn'])} (BN), "
               f"{fmt(dec['leak_ln'])} (LN)", rule=f"BN > {EXACT:g}, LN < {EXACT:g}",

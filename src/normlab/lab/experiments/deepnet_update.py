@@ -158,7 +158,8 @@ def judge(data: dict, config: Config) -> list[Check]:
         Check(claim="Pre-LN's and Admin's early updates beside DeepNorm's",
               published="- (Pre-LN trains; Admin "
               "degrades at depth in Table 1)",
-              measured="; ".join(f"ln(max {p} / max deepnorm) = {iv.text()}" for p, iv in others.items())
+              measured=
+                  "; ".join(f"ln(max {p} / max deepnorm) = {iv.text()}" for p, iv in others.items())
               + f"; final loss pre {fmt(np.mean(loss['pre']))}, admin "
               f"{fmt(np.mean(loss['admin']))} (floor {fmt(data['floor'])})", rule="shown",
               passed=None,

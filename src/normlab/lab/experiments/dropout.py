@@ -163,12 +163,14 @@ def judge(data: dict, config: Config) -> list[Check]:
               rule=f"within {Z:g} standard errors at every p", passed=all(kept_ok),
               source="definition of p_drop", identity=True),
         Check(claim="inference is the identity (eval mode)", published="y = x exactly",
-              measured=f"max |y_eval - x| = {fmt(eval_diff)}; in train max |y - x| = {fmt(train_diff)}",
+              measured=
+                  f"max |y_eval - x| = {fmt(eval_diff)}; in train max |y - x| = {fmt(train_diff)}",
               rule="max |y_eval - x| == 0 and the train output differs", passed=eval_diff == 0.0
               and train_diff > 0, source="chapter 16.2", identity=True),
         Check(claim="through a linear map h = dropout(x) W the variance adds up: "
               "Var[h_j] = p/(1-p) sum_i W_ij^2 x_i^2", published="exact formula",
-              measured=f"measured / predicted (summed over {config.fan_out} outputs) = {lin_ratio:.4f} "
+              measured=
+                  f"measured / predicted (summed over {config.fan_out} outputs) = {lin_ratio:.4f} "
               f"at p = {p_mid:g}; mean error {fmt(data['lin_mean_err'])}",
               rule="|ratio - 1| < 0.05", passed=abs(lin_ratio - 1) < 0.05,
               source="follows from independence", identity=True),

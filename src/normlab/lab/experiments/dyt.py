@@ -233,11 +233,13 @@ def _s_curve_check(data: dict) -> Check:
                        S.decide(first, S_CURVE_GAIN, S.BELOW)])
     again, sweep = data["s_curve_loss"]
     return Check(
-        claim="A trained LayerNorm maps input to output in an S-shape, tanh-like in deep layers and "
+        claim=
+            "A trained LayerNorm maps input to output in an S-shape, tanh-like in deep layers and "
         "linear in the first",
         published="S-shaped curves in deeper LN layers, linear in early ones; ~99% "
         "of points in the near-linear range (ViT, wav2vec 2.0, DiT)",
-        measured=f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, {first.text()} in "
+        measured=
+            f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, {first.text()} in "
         f"the first; {100 * np.mean([f[-1]['linear_fraction'] for f in per]):.1f}% of the "
         "deepest LN's points in |bx| < 1",
         rule=f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN and < {S_CURVE_GAIN} in the "
@@ -265,7 +267,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                      "it slightly"),
         _s_curve_check(data),
         Check(claim="Sensitivity to alpha0 (too large an alpha0 hurts, more so in larger models)",
-              published="LLaMA 7B: alpha0 0.8 / 0.2 / 0.2 (attention / FFN / final); 70B: 0.2 / 0.05",
+              published=
+                  "LLaMA 7B: alpha0 0.8 / 0.2 / 0.2 (attention / FFN / final); 70B: 0.2 / 0.05",
               measured=", ".join(f"{a:g}: {S.mean_interval(alpha_loss[a]).text()}"
                         for a in data["alphas"]),
               rule="shown (papers.md: a qualitative match)", passed=None,

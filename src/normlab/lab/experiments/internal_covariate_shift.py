@@ -331,7 +331,8 @@ def _training_checks(data: dict) -> list[Check]:
                  f"paired {loss}: standard - noisy > 0", ss,
                  note="the internal-covariate-shift explanation predicts the opposite"),
         Check(claim="noisy BatchNorm against plain BatchNorm", published="about equal (Fig. 2)",
-              measured=_text(_paired(data, "train_loss", "noisy", "batchnorm")) + " (noisy - BatchNorm, "
+              measured=
+                  _text(_paired(data, "train_loss", "noisy", "batchnorm")) + " (noisy - BatchNorm, "
               "training loss); clean held-out loss " + _text(
                   _paired(data, "clean_loss", "noisy", "batchnorm")),
               rule="shown, not counted (no published tolerance)", passed=None, source=ss,
@@ -389,7 +390,8 @@ def _verdict_row(data: dict) -> Check:
     helps = None if noisy is None else stats.decide(noisy, MARGIN)
     flat = [None if iv is None else stats.decide(iv, MARGIN) for iv in smooth]
     return Check(claim="which explanation the numbers support",
-                 published="ICS: noise after BatchNorm removes its advantage; smoothness: it does not, "
+                 published=
+                     "ICS: noise after BatchNorm removes its advantage; smoothness: it does not, "
                  "and BatchNorm's landscape is smoother",
                  measured=f"noisy BatchNorm beats standard: {word[helps]}; smoother loss: "
                  f"{word[flat[0]]}; more predictive gradient: {word[flat[1]]}",

@@ -257,7 +257,8 @@ def _identity_checks(data: dict) -> list[Check]:
     src = "derived from the Jacobian; checks normlab's backward"
     return [
         Check(claim="Without a gain, LayerNorm's and RMSNorm's Jacobians are symmetric",
-              published="J_0 = (I - 1 1^T/d - xhat xhat^T/d) / sigma (LN), (I - x x^T/(d rms^2)) / rms",
+              published=
+                  "J_0 = (I - 1 1^T/d - xhat xhat^T/d) / sigma (LN), (I - x x^T/(d rms^2)) / rms",
               measured=f"max |J - J^T| / max |J| = {fmt(asym)} over {grid}",
               rule=f"< {IDENTITY_TOL:g} (so power iteration may use J v = J^T v)",
               passed=asym < IDENTITY_TOL, source=src, identity=True),
@@ -276,7 +277,8 @@ def _identity_checks(data: dict) -> list[Check]:
         Check(claim="With a gain gamma, power iteration on J^T J finds the Jacobian's largest singular "
               "value, at most max|gamma| times the gain-free norm",
               published="- (the lemma has gamma = 1)",
-              measured=f"vs the SVD of the Jacobian built from d VJPs: max relative error {fmt(g_err)} "
+              measured=
+                  f"vs the SVD of the Jacobian built from d VJPs: max relative error {fmt(g_err)} "
               f"({len(gain)} inputs); bound holds: {g_bound}", rule="< 1e-6 and the bound holds",
               passed=g_err < 1e-6 and g_bound, source=src, identity=True),
         Check(claim="Lemma 3 is an equality up to eps: ||J|| <= sqrt(d)/||x - mean|| (LN), "
@@ -313,7 +315,8 @@ def _stream_checks(data: dict) -> list[Check]:
                               measured=f"log-log slope of ||J|| vs L: {iv.text()}",
                               rule=f"{iv.method} interval inside [{a}, {b}] (papers.md section 1)",
                               source="Xiong et al. 2020, Lemmas 2-3, Thm. 1 [V]"))
-    out.append(Check(claim="The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
+    out.append(Check(claim=
+                         "The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
                      "(Post-LN)",
                      published="(1 + L/2) d <= E||x_L||^2 <= (1 + 3L/2) d; Post-LN 1.5 d",
                      measured=f"E||x||^2 / d at L = {Ls}: pre " + ", ".join(f"{v:.2f}" for v in sq["pre"])

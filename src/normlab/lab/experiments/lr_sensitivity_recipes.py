@@ -328,7 +328,8 @@ def _scaling_checks(data: dict, config: Config) -> list[Check]:
         Check(claim="the divergence side: the largest learning rate that still trains, and the "
               "sensitivity over the learning rates at and above the best",
               published="the divergence LR falls with scale, faster in depth (Figs. 1, 7)",
-              measured="; ".join(f"{a}: max trained lr {', '.join(f'{x:g}' for x in top[a])}, high-side "
+              measured=
+                  "; ".join(f"{a}: max trained lr {', '.join(f'{x:g}' for x in top[a])}, high-side "
                         f"sensitivity {fmt(high[a])}" for a in top),
               rule=f"shown, not counted ('trains' = recovers >= {TRAINS_FRACTION:g} of the seed's "
               "best improvement)", passed=None, source=s,
@@ -358,7 +359,8 @@ def _eps_checks(data: dict, config: Config) -> list[Check]:
     if 1e-8 in by:
         iv = stats.mean_interval(e["ratio"][by[1e-8]])
         rows.append(Check.decided(
-            claim=f"gradients x{config.loss_multiplier:g} (RMS below eps): eps 1e-8 stalls training",
+            claim=
+                f"gradients x{config.loss_multiplier:g} (RMS below eps): eps 1e-8 stalls training",
             published="eps 1e-8 shrinks the update once the gradient RMS is near it (section 3.4)",
             interval=iv,
             threshold=F_SLOW, side="below",
@@ -368,7 +370,8 @@ def _eps_checks(data: dict, config: Config) -> list[Check]:
     iv = stats.mean_interval(e["ratio"][by[tiny]])
     ok = _within(iv, F_MATCH)
     rows.append(Check(claim=f"eps {tiny:g} below the gradient RMS removes the shrinkage",
-                      published="eps 1e-15 improves the loss and prevents the collapse (4.8B, LR 0.3)",
+                      published=
+                          "eps 1e-15 improves the loss and prevents the collapse (4.8B, LR 0.3)",
                       measured=iv.text(4) + " (loss reduction / the unscaled run's)",
                       rule=f"interval within 1 +- {F_MATCH:g} (papers.md F)", passed=ok, source=s,
                       interval=[iv.lo, iv.hi], inconclusive=ok is None))

@@ -233,12 +233,14 @@ def _shown(data: dict) -> list[Check]:
               source="normlab.precision formats"),
         Check(claim="the effect grows with the learning rate",
               published="Pre-LN RMS grows with lr (Wortsman et al. Fig. C.1; papers.md section 9)",
-              measured="; ".join(f"lr {x:g}: max|x| of block {L} {_means(data, x, 'log_max', _exp10)}"
+              measured=
+                  "; ".join(f"lr {x:g}: max|x| of block {L} {_means(data, x, 'log_max', _exp10)}"
                         for x in data["lrs"]), rule="shown", passed=None,
                         source="papers.md section 9"),
         Check(claim="Peri-LN's stream grows at most linearly in depth: each block adds branch "
               "outputs of a fixed RMS (their gains)",
-              published="RMS ~ sqrt(l) for uncorrelated branches (papers.md section 9 [D]); l if aligned",
+              published=
+                  "RMS ~ sqrt(l) for uncorrelated branches (papers.md section 9 [D]); l if aligned",
               measured=f"RMS(block {L}) / RMS(block 1) = {sandwich:.2f} at lr {lr:g} (sqrt({L}) = "
               f"{math.sqrt(L):.2f}, {L} if aligned); at lr {low:g}: "
               f"{np.mean(values(data, 'sandwich', low, 'depth_ratio')):.2f}", rule="shown",

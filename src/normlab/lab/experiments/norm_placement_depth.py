@@ -159,7 +159,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                            "the blocks", "120-layer Transformers train without LayerNorm or "
                            "warmup", "Bachlechner et al. 2020 [S]"),
         Check.decided(claim="A plain residual stack without norm does worse than ReZero at depth",
-                      published="ReZero trains where the plain residual network without norm does not",
+                      published=
+                          "ReZero trains where the plain residual network without norm does not",
                       interval=none_rz, threshold=TOL, side=S.ABOVE,
                       measured=f"none - rezero = {none_rz.text()} nats at L={Lmax} (none "
                       f"{fmt(at['none'][Lmax])}, {data['diverged']['none'][-1]} of "

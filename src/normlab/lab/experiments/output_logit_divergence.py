@@ -169,7 +169,8 @@ def _near_zero_check(data: dict) -> Check:
     z = [abs(v) for v in _vals(data, "z-loss", "log_z")]
     return Check.decided(
         claim="with z-loss 1e-4, log Z stays near 0",
-        published="log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
+        published=
+            "log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
         interval=stats.mean_interval(z), threshold=LOG_Z_NEAR_0, side=stats.BELOW,
         source="Wortsman et al. 2023 [V]; papers.md section 7 D",
         measured=f"LR {data['lr']:g}: final |log Z| with z-loss {stats.mean_interval(z).text()} "
@@ -184,7 +185,8 @@ def _drift_check(data: dict) -> Check:
     iv = stats.mean_interval(logs)
     return Check.decided(
         claim="without weight decay or z-loss, log Z drifts far from 0",
-        published="the output logits drift very negative late in training without weight decay (2.4M "
+        published=
+            "the output logits drift very negative late in training without weight decay (2.4M "
         "model, LR 0.1); papers.md D: |log Z| > 10 x the z-loss arm's",
         interval=iv, threshold=math.log10(DRIFT_RATIO), side=stats.ABOVE,
         source="Wortsman et al. 2023, 3.1.2 [V]",
@@ -199,7 +201,8 @@ def _mean_logit_check(data: dict) -> Check:
     iv = stats.paired_interval(none, z)
     return Check.decided(
         claim="without a fix the mean output logit drifts below the z-loss arm's",
-        published="the logits diverge and become very negative; z-loss prevents it (Wortsman Fig. 4)",
+        published=
+            "the logits diverge and become very negative; z-loss prevents it (Wortsman Fig. 4)",
         interval=iv, threshold=0.0, side=stats.BELOW,
         source="Wortsman et al. 2023, 3.1.2 and Fig. 4 [V]",
         measured=f"final mean logit (over the vocabulary and the batch) without a fix "
@@ -213,7 +216,8 @@ def _late_rise_row(data: dict) -> Check:
     none, z = _vals(data, "no fix", "rise"), _vals(data, "z-loss", "rise")
     return Check(
         claim="without a fix the loss rises late in training, with z-loss it does not",
-        published="the loss diverges late in training without weight decay or z-loss (Wortsman Fig. 4)",
+        published=
+            "the loss diverges late in training without weight decay or z-loss (Wortsman Fig. 4)",
         measured=f"final minus lowest validation loss on the way: without a fix "
         f"{stats.mean_interval(none).text()}, with z-loss {stats.mean_interval(z).text()}; "
         f"difference {stats.paired_interval(none, z).text()}",
@@ -246,7 +250,8 @@ def _text(data: dict, arm: str, key: str, digits: int = 3) -> str:
 def _rare_row(data: dict) -> Check:
     return Check(
         claim="the logits of never-seen tokens and the head's norm",
-        published="Adam moves rarely-seen tokens' logits down at about the LR per step (the mechanism "
+        published=
+            "Adam moves rarely-seen tokens' logits down at about the LR per step (the mechanism "
         "Wortsman et al. describe)",
         measured="final mean logit of the tokens not yet a training target: no fix "
         f"{_text(data, 'no fix', 'unseen')}, z-loss {_text(data, 'z-loss', 'unseen')}; head "

@@ -126,7 +126,8 @@ def judge(data: dict, config: Config) -> list[Check]:
         post, pre = (float(np.mean(data["loss"][p][str(lr)])) for p in ("post", "pre"))
         checks.append(Check.decided(
             claim=f"Post-LN ends lower than Pre-LN at L={L}, same recipe (lr {lr:g})",
-            published=f"BLEU Post-LN 27.80 vs Pre-LN 27.27 (+{PUBLISHED_GAP:.2f} for Post-LN), 6L-6L",
+            published=
+                f"BLEU Post-LN 27.80 vs Pre-LN 27.27 (+{PUBLISHED_GAP:.2f} for Post-LN), 6L-6L",
             interval=iv, threshold=GAP_THRESHOLD, side=ABOVE,
             measured=f"gap (Pre - Post) = {iv.text(3)} nats: {_word(iv)} (Post-LN {fmt(post)}, "
                      f"Pre-LN {fmt(pre)})",
@@ -137,7 +138,8 @@ def judge(data: dict, config: Config) -> list[Check]:
            f"{_pct(_interval(data, lr).hi, data, lr)}]" for lr in data["lrs"]]
     checks.append(Check(
         claim="the size of gap this scale can resolve (the paired interval, relative to Pre-LN's loss)",
-        published=f"+{PUBLISHED_GAP:.2f} BLEU = {100 * PUBLISHED_GAP / 27.27:.1f}% of Pre-LN's BLEU",
+        published=
+            f"+{PUBLISHED_GAP:.2f} BLEU = {100 * PUBLISHED_GAP / 27.27:.1f}% of Pre-LN's BLEU",
         measured="; ".join(rel), rule="shown (a loss gap and a BLEU gap are not the same unit)",
         passed=None,
         source="Liu et al. 2020 [S]",

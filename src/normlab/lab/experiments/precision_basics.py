@@ -246,7 +246,8 @@ def _gradient_checks(data: dict, cfg: Config) -> list[Check]:
     S16 = 65536.0 if 65536.0 in cfg.scales else max(cfg.scales)
     return [
         Check(claim="real gradients fall below float16's normal range; some flush to zero",
-              published="SSD: 66.8% of activation gradients were 0 in fp32, fp16 zeroes a further 31%; "
+              published=
+                  "SSD: 66.8% of activation gradients were 0 in fp32, fp16 zeroes a further 31%; "
               "most of fp16's range unused",
               measured=f"over {n} models: flushed to 0 {_pct(st['init']['flushed'])} at init, "
               f"{_pct(st['trained']['flushed'])} after {trained['steps']} steps; below 2^-14: "
@@ -281,7 +282,8 @@ def _update_checks(data: dict, cfg: Config) -> list[Check]:
               and stag_bf["master"] == float(quantize(np.float64(stag_bf["exact"]), "bfloat16")),
               source="chapter 16.3; normlab.precision.master", identity=True),
         Check(claim="float16: an update of 2^-12 to a weight of 1 is lost; an fp32 master keeps it",
-              published=f"1 + {n_up} x 2^-12 = {1 + n_up * 2.0**-12:.9g} with a master copy, 1 without "
+              published=
+                  f"1 + {n_up} x 2^-12 = {1 + n_up * 2.0**-12:.9g} with a master copy, 1 without "
               "(papers.md section 11, reproduction G)",
               measured=f"direct {stag_fp['direct']:.9g}, master {stag_fp['master']:.9g}",
               rule="exact equality", passed=stag_fp["direct"] == 1.0

@@ -280,7 +280,8 @@ def _shown_checks(data: dict, config: Config) -> list[Check]:
               note="the tiny model's gradients sit mostly inside fp16's range (see "
                    "precision-basics: a few percent flush to 0), like the paper's CNNs"),
         Check(claim="the dynamic loss scaler skips only the steps that overflow",
-              published="back off x0.5 and skip on inf/NaN, x2 after 2000 clean steps: about 1 skip per "
+              published=
+                  "back off x0.5 and skip on inf/NaN, x2 after 2000 clean steps: about 1 skip per "
               "2000 steps once settled (precision.md section 7)",
               measured=f"{data['per']['amp_fp16']['skipped']} skipped in "
               f"{config.base.steps * config.seeds} steps; final scale "
