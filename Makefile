@@ -9,6 +9,8 @@
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
 #   make results     the quick report from scratch; its summary committed as docs/results/quick.json
 #                    and the lab table of docs/lab.md generated from it
+#   make results ONLY=NAME   one experiment measured and merged into docs/results/quick.json and
+#                    docs/lab.md's table (a new experiment, or one whose rules changed)
 #   make conformance the golden vectors, the other tools' results on them (in a venv of their own,
 #                    .venv-conformance) and the conformance table of docs/numerics.md
 PYTHON ?= python3
@@ -56,9 +58,14 @@ bench: $(VENV)/.installed
 	$(BIN)/normlab bench
 
 results: $(VENV)/.installed-lab
+ifdef ONLY
+	$(BIN)/normlab report --out normlab-results-$(ONLY) --no-cache --only $(ONLY)
+	$(BIN)/normlab report --merge normlab-results-$(ONLY)/summary.json --results docs/results/quick.json
+else
 	$(BIN)/normlab report --out normlab-results --no-cache
 	mkdir -p docs/results
 	cp normlab-results/summary.json docs/results/quick.json
+endif
 	$(BIN)/normlab report --markdown --results docs/results/quick.json --readme docs/lab.md
 
 $(ORACLES)/.installed: pyproject.toml

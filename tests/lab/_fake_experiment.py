@@ -28,7 +28,8 @@ def measure(config, ctx):
 
 
 def judge(data, config):
-    return [Check("value is positive", "> 0", f"{data['value']}", "> 0", data["value"] > 0)]
+    return [Check(claim="value is positive", published="> 0", measured=f"{data['value']}",
+                  rule="> 0", passed=data["value"] > 0)]
 
 
 def headline(data, config):

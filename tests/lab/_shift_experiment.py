@@ -67,16 +67,19 @@ def judge(data: dict, config: Config) -> list[Check]:
         return ", ".join(fmt(x) for x in v)
 
     return [
-        Check("LayerNorm ignores a shift of the token", "invariant (Ba et al. 2016)",
-              f"max |dy| = {show(ln['shift'])} at c = {config.shifts}", f"< {EXACT:g}",
-              max(ln["shift"]) < EXACT, "Ba et al. 2016 [V]"),
-        Check("RMSNorm does not", "not invariant (Zhang & Sennrich, Table 1)",
-              f"max |dy| = {show(rms['shift'])}", f"> {VISIBLE:g} at every c",
-              min(rms["shift"]) > VISIBLE, "Zhang & Sennrich 2019 [V]"),
-        Check("both ignore a scale of the token", "invariant (both papers)",
-              f"LayerNorm {show(ln['scale'])}; RMSNorm {show(rms['scale'])}",
-              f"< {EPS_BLUR:g} (eps's own share)", max(ln["scale"] + rms["scale"]) < EPS_BLUR,
-              "Zhang & Sennrich 2019 [V]"),
+        Check(claim="LayerNorm ignores a shift of the token",
+              published="invariant (Ba et al. 2016)",
+              measured=f"max |dy| = {show(ln['shift'])} at c = {config.shifts}",
+              rule=f"< {EXACT:g}",
+              passed=max(ln["shift"]) < EXACT, source="Ba et al. 2016 [V]"),
+        Check(claim="RMSNorm does not", published="not invariant (Zhang & Sennrich, Table 1)",
+              measured=f"max |dy| = {show(rms['shift'])}", rule=f"> {VISIBLE:g} at every c",
+              passed=min(rms["shift"]) > VISIBLE, source="Zhang & Sennrich 2019 [V]"),
+        Check(claim="both ignore a scale of the token", published="invariant (both papers)",
+              measured=f"LayerNorm {show(ln['scale'])}; RMSNorm {show(rms['scale'])}",
+              rule=f"< {EPS_BLUR:g} (eps's own share)",
+              passed=max(ln["scale"] + rms["scale"]) < EPS_BLUR,
+              source="Zhang & Sennrich 2019 [V]"),
     ]
 
 

@@ -1,8 +1,8 @@
 import subprocess
 import sys
 
-from normlab.lab.commands import check
 from normlab.lab.cli import main
+from normlab.lab.commands import check
 
 
 def test_every_op_passes_and_the_table_names_them(capsys):

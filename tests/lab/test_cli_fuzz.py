@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from normlab.lab.cli import main
 from normlab.lab.sweep.spec import FIELDS
 from normlab.models import GPTConfig
-from normlab.train import TrainConfig, Trainer
-from normlab.train import budget
+from normlab.train import TrainConfig, Trainer, budget
 
 TINY = ["--depth", "1", "--width", "16", "--heads", "2", "--seq", "8", "--batch", "2",
         "--steps", "2", "--warmup", "1", "--eval-interval", "2", "--eval-batches", "1", "--quiet"]

@@ -3,7 +3,6 @@ any work starts or any output is touched; never a traceback, never a hang, never
 file. A test per class of fault, then a hypothesis test over the flags of run, report, bench,
 list, formats and check (the measuring work mocked: only the argument handling runs)."""
 
-import argparse
 import hashlib
 from pathlib import Path
 
@@ -153,7 +152,8 @@ def _fake_outcome(name, **kwargs):
     module = framework.load(name)
     config = framework.configure(module, kwargs["size"], kwargs["seed"], kwargs["overrides"])
     result = framework.Result(name, "t", "c", "cit", "p", "s", "m",
-                              [framework.Check("c", "p", "m", "r", True)], config={})
+                              [framework.Check(claim="c", published="p", measured="m", rule="r",
+                                               passed=True)], config={})
     return framework.Outcome(result, False, Path(kwargs["out_dir"]) / name), config
 
 

@@ -8,16 +8,16 @@ import inspect
 import json
 import math
 
+import _fake_experiment as fake
 import numpy as np
 import pytest
 
-import _fake_experiment as fake
 from normlab._files import dumps_json, number
 from normlab.lab import framework as E
 
 
 def _check(passed):
-    return E.Check("c", "p", "m", "r", passed)
+    return E.Check(claim="c", published="p", measured="m", rule="r", passed=passed)
 
 
 @pytest.mark.parametrize("passes, verdict", [
@@ -33,11 +33,11 @@ def test_verdict_rule(passes, verdict):
 
 
 def _inconclusive():
-    return E.Check("c", "p", "m", "r", None, inconclusive=True)
+    return E.Check(claim="c", published="p", measured="m", rule="r", passed=None, inconclusive=True)
 
 
 def _identity(holds):
-    return E.Check("c", "p", "m", "r", holds, identity=True)
+    return E.Check(claim="c", published="p", measured="m", rule="r", passed=holds, identity=True)
 
 
 @pytest.mark.parametrize("checks, verdict", [
@@ -57,17 +57,18 @@ def test_identity_and_inconclusive_status():
     assert _identity(True).status == "holds" and _identity(False).status == "FAIL"
     assert not _identity(True).counted and _inconclusive().counted
     with pytest.raises(ValueError, match="inconclusive"):
-        E.Check("c", "p", "m", "r", True, inconclusive=True)
+        E.Check(claim="c", published="p", measured="m", rule="r", passed=True, inconclusive=True)
 
 
 def test_decided_check_reads_the_interval():
     from normlab.lab.stats import Interval
     iv = Interval(1.0, 0.5, 1.5, 4, "mean +- 2 se")
-    above = E.Check.decided("c", "p", iv, 0.2, "above")
-    straddle = E.Check.decided("c", "p", iv, 1.0, "above")
-    below = E.Check.decided("c", "p", iv, 2.0, "below")
+    above = E.Check.decided(claim="c", published="p", interval=iv, threshold=0.2, side="above")
+    straddle = E.Check.decided(claim="c", published="p", interval=iv, threshold=1.0, side="above")
+    below = E.Check.decided(claim="c", published="p", interval=iv, threshold=2.0, side="below")
     assert above.passed is True and straddle.inconclusive and below.passed is True
-    assert E.Check.decided("c", "p", iv, 0.2, "below").passed is False
+    assert E.Check.decided(claim="c", published="p", interval=iv, threshold=0.2,
+                           side="below").passed is False
     assert above.interval == [0.5, 1.5] and "[0.5, 1.5]" in above.measured and "> 0.2" in above.rule
     back = E.Result.from_json(E.Result("n", "t", "c", "ci", "p", "s", "m", [straddle]).to_json())
     assert back.checks[0].inconclusive and back.verdict == E.INCONCLUSIVE
@@ -168,7 +169,8 @@ def test_rejudge_reads_the_cached_measurement_and_measures_nothing(with_fake, tm
     assert fake.CALLS["n"] == 1
 
     def stricter(data, config):
-        return [E.Check("value is above 5", "> 5", f"{data['value']}", "> 5", data["value"] > 5)]
+        return [E.Check(claim="value is above 5", published="> 5", measured=f"{data['value']}",
+                        rule="> 5", passed=data["value"] > 5)]
 
     monkeypatch.setattr(fake, "judge", stricter)
     o = E.rejudge("fake", tmp_path)

@@ -5,9 +5,9 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import _fake_experiment as fake
 import pytest
 
-import _fake_experiment as fake
 from normlab.lab import experiments
 from normlab.lab.cli import main as cli
 from normlab.lab.commands.report import markdown_html, write_report
@@ -25,7 +25,7 @@ def test_report_is_well_formed_and_self_contained(tmp_path):
     path, entries, _ = write_report(tmp_path, size="tiny", names=REAL, show_progress=False)
     page = path.read_text(encoding="utf-8")
     root = _parse(page)
-    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.I)  # no external URL
+    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.IGNORECASE)  # no external URL
     imgs = root.findall(".//img")
     n_figures = sum(len(r.figures) for _, r, _, _ in entries)
     assert n_figures >= len(REAL) and len(imgs) == n_figures
@@ -109,7 +109,8 @@ def test_rejudge_from_the_command_line(with_fake, tmp_path, capsys, monkeypatch)
     assert fake.CALLS["n"] == 1
     assert "reproduced" in (tmp_path / "rep" / "summary.json").read_text()
     monkeypatch.setattr(fake, "judge", lambda data, config: [
-        fake.Check("value above 5", "> 5", str(data["value"]), "> 5", data["value"] > 5)])
+        fake.Check(claim="value above 5", published="> 5", measured=str(data["value"]), rule="> 5",
+                   passed=data["value"] > 5)])
     assert cli(["report", "--rejudge", "--only", "fake", "--out", out]) == 0
     assert fake.CALLS["n"] == 1  # nothing measured again
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())

@@ -12,9 +12,22 @@ import pytest
 from _sweep_helpers import crash, env_probe, snapshot, temp_files, write_spec
 
 from normlab.lab.cli import main
-from normlab.lab.sweep import (DIVERGED, DONE, FAILED, PENDING, ProcessPool, RunRecord, RunStore,
-                               SerialExecutor, load_spec, lr_sensitivity, make_points, read_sweep,
-                               run_sweep, summarize)
+from normlab.lab.sweep import (
+    DIVERGED,
+    DONE,
+    FAILED,
+    PENDING,
+    ProcessPool,
+    RunRecord,
+    RunStore,
+    SerialExecutor,
+    load_spec,
+    lr_sensitivity,
+    make_points,
+    read_sweep,
+    run_sweep,
+    summarize,
+)
 from normlab.lab.sweep.task import THREAD_ENV
 from normlab.models import GPTConfig
 from normlab.train import TrainConfig, train

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from _sweep_helpers import snapshot, temp_files, write_spec
 
-from normlab.lab.sweep import DONE, ProcessPool, RayExecutor, RunStore, load_spec, run_sweep
+from normlab.lab.sweep import (
+    DONE,
+    ProcessPool,
+    RayExecutor,
+    RunStore,
+    load_spec,
+    run_sweep,
+)
 
 if os.environ.get("CI"):  # CI installs normlab[ray]: a missing Ray there is a failure, not a skip
     import ray

@@ -10,8 +10,19 @@ import pytest
 from _sweep_helpers import write_spec
 
 from normlab.lab.cli import main
-from normlab.lab.sweep import (DONE, FAILED, PENDING, RunStore, SerialExecutor, SpecError, load_spec,
-                               make_points, read_sweep, run_sweep, summarize)
+from normlab.lab.sweep import (
+    DONE,
+    FAILED,
+    PENDING,
+    RunStore,
+    SerialExecutor,
+    SpecError,
+    load_spec,
+    make_points,
+    read_sweep,
+    run_sweep,
+    summarize,
+)
 from normlab.lab.sweep.store import StoreError
 from normlab.models import GPTConfig
 from normlab.train import TrainConfig

@@ -67,7 +67,7 @@ def test_keep_freed_memory_stops_page_faults_on_reused_temporaries():
 
     import numpy as np
 
-    from normlab.lab.commands.train import keep_freed_memory
+    from normlab.lab.allocator import keep_freed_memory
 
     if not sys.platform.startswith("linux") or not keep_freed_memory():
         pytest.skip("glibc's mallopt is not available")

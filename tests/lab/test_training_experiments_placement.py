@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from normlab.lab import framework as E
-from normlab.lab.experiments import dyt, norm_placement_depth, warmup
 from normlab.lab.cli import UsageError
+from normlab.lab.experiments import dyt, norm_placement_depth, warmup
 from normlab.lab.sweep.executors import check_executor, executor_from_args
 
 NAMES = ("warmup", "dyt", "norm-placement-depth")
@@ -124,7 +124,7 @@ def test_executor_names_refused(spec, error):
 
 
 def test_executor_flags():
-    ns = lambda **kw: argparse.Namespace(**{"workers": None, "ray": None, **kw})  # noqa: E731
+    ns = lambda **kw: argparse.Namespace(**{"workers": None, "ray": None, **kw})
     assert executor_from_args(ns()) == "pool"
     assert executor_from_args(ns(workers="3")) == "pool:3"
     assert executor_from_args(ns(ray="auto")) == "ray:auto"

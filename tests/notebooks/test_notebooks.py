@@ -8,7 +8,6 @@ sees ``src/`` the way this process does, through PYTHONPATH.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -118,16 +117,14 @@ def test_build_parses_percent_cells():
 
 
 def test_index_maps_every_experiment_to_notebooks():
-    from normlab.lab.experiments import EXPERIMENTS
+    from normlab.lab import framework
 
-    index_file = ROOT / "src/normlab/lab/experiments/notebooks.json"
-    index = json.loads(index_file.read_text(encoding="utf-8"))
-    assert sorted(index) == sorted(EXPERIMENTS)
+    index = {n: framework.load(n).CARD.notebooks for n in framework.registry()}  # on each card
     # DyT (Zhu et al. 2025) is in neither chapter: no notebook teaches it
     assert [e for e, nbs in index.items() if not nbs] == ["dyt"]
     for experiment, notebooks in index.items():
         for nb in notebooks:
-            assert nb in NAMES, f"notebooks.json: {experiment} -> {nb}, which does not exist"
+            assert nb in NAMES, f"{experiment}'s card: {nb}, which does not exist"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .cli import UsageError
 

@@ -76,9 +76,10 @@ class Card(NamedTuple):
     method: str  # what is measured and how (the sizes come from the config, never from here)
     explanation: str = ""  # a short paragraph for the report
     short: str = ""  # the claim in a few words, for the README's table ('' : the claim)
+    notebooks: tuple[str, ...] = ()  # the companion notebooks (notebooks/) that teach it
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Check:
     """One row of the side-by-side table: a claim, the paper's number, ours, and the rule.
 
@@ -103,8 +104,8 @@ class Check:
             raise ValueError("an inconclusive check has passed=None")
 
     @classmethod
-    def decided(cls, claim: str, published: str, interval, threshold: float, side: str, *,
-                rule: str = "", measured: str = "", digits: int = 3, **kw) -> "Check":
+    def decided(cls, *, claim: str, published: str, interval, threshold: float, side: str,
+                rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
         """A check decided by ``stats.decide(interval, threshold, side)``: pass when the whole
         interval is beyond the threshold, FAIL when it is wholly short, inconclusive otherwise.
         ``measured`` defaults to the interval's text, ``rule`` to the comparison."""
@@ -112,21 +113,22 @@ class Check:
 
         passed = decide(interval, threshold, side)
         word = ">" if side == "above" else "<"
-        return cls(claim, published, measured or interval.text(digits),
-                   rule or f"{interval.method} interval {word} {threshold:g}", passed,
+        return cls(claim=claim, published=published, measured=measured or interval.text(digits),
+                   rule=rule or f"{interval.method} interval {word} {threshold:g}", passed=passed,
                    interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
 
     @classmethod
-    def band(cls, claim: str, published: str, interval, lo: float, hi: float, *,
-             rule: str = "", measured: str = "", digits: int = 3, **kw) -> "Check":
+    def band(cls, *, claim: str, published: str, interval, lo: float, hi: float,
+             rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
         """A check decided by ``stats.within(interval, lo, hi)``: pass when the whole interval
         lies in [lo, hi], FAIL when it is wholly outside, inconclusive when it crosses an edge."""
         from .stats import within
 
         passed = within(interval, lo, hi)
-        return cls(claim, published, measured or interval.text(digits),
-                   rule or f"{interval.method} interval inside [{lo:g}, {hi:g}]", passed,
-                   interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
+        return cls(claim=claim, published=published, measured=measured or interval.text(digits),
+                   rule=rule or f"{interval.method} interval inside [{lo:g}, {hi:g}]",
+                   passed=passed, interval=[interval.lo, interval.hi],
+                   inconclusive=passed is None, **kw)
 
     @property
     def counted(self) -> bool:
@@ -196,7 +198,7 @@ class Result:
         return jsonable(d)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Result":
+    def from_json(cls, d: dict[str, Any]) -> Result:
         d = dict(d)
         d.pop("verdict", None)
         d["checks"] = [Check(**c) for c in d.get("checks", [])]
@@ -270,7 +272,52 @@ def configure(module, size: str = "quick", seed: int | None = None,
     values.update(overrides or {})
     config = with_overrides(module.Config(), values)
     check_fields(config, module.Config())
+    check_config(module, config)
     return config
+
+
+def check_config(module, config, *, budget: bool = True) -> None:
+    """The one validation hook, run by the framework before ``measure`` (and before a cached
+    result is judged again): the experiment's cross-field rules (its optional
+    ``validate(config)``, raising a ValueError or TypeError that names the field), then, with
+    ``budget`` (not for a result judged again: that measures nothing), the memory budget
+    (:func:`check_budget`). A refusal reaches the command line like any field's."""
+    validate = getattr(module, "validate", None)
+    if validate is not None:
+        validate(config)
+    if budget:
+        check_budget(module, config)
+
+
+def check_budget(module, config, *, available: int | None = None) -> None:
+    """Refuse, before anything is allocated, a configuration that cannot fit the machine's memory
+    (``normlab.train.budget.available_memory``; ``available`` bytes when given): the experiment's
+    optional ``memory(config) -> {field: bytes}`` (an upper estimate of what each size field
+    allocates at the peak) and every training recipe it holds (a ``TrainConfig`` field, by
+    ``budget.check_memory``). The MemoryBudgetError names the field to lower."""
+    from ..train import TrainConfig
+    from ..train.budget import (
+        MemoryBudgetError,
+        available_memory,
+        check_memory,
+        format_bytes,
+    )
+
+    limit = available_memory() if available is None else available
+    memory = getattr(module, "memory", None)
+    if memory is not None and limit is not None:
+        parts = {k: float(v) for k, v in memory(config).items()}
+        total = sum(parts.values())
+        if total > limit:
+            field = max(parts, key=parts.__getitem__)
+            raise MemoryBudgetError(
+                f"{field} {getattr(config, field)}: the measurement needs about "
+                f"{format_bytes(total)} of memory, more than the {format_bytes(limit)} "
+                f"available; lower {field}", field=field)
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, TrainConfig):
+            check_memory(value, available=limit, flag=lambda name, at=f.name: f"{at}.{name}")
 
 
 def check_fields(config, defaults) -> None:
@@ -484,17 +531,47 @@ def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
     return Outcome(result, False, exp_dir)
 
 
+class DamagedResult(ValueError):
+    """A cached result that cannot be judged again: not a result, a config its experiment's own
+    checks refuse, or data its ``judge`` cannot read. The message names the file."""
+
+
+def judge_cached(name: str, out_dir) -> Result:
+    """The cached measurement in ``out_dir/<name>/`` judged again in memory (nothing written),
+    after validating it: its config through the experiment's own checks (:func:`check_fields`,
+    :func:`check_config` without the budget), its data by the experiment's ``judge`` and
+    ``headline`` reading it. FileNotFoundError when there is no ``result.json``; DamagedResult,
+    naming the file, when one cannot be judged."""
+    module = load(name)
+    path = Path(out_dir) / module.CARD.name / RESULT_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no cached result to judge again in {path.parent}")
+    try:
+        cached = Result.from_json(read_json(path, what="cached result"))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DamagedResult(f"{path}: not a readable result ({exc})") from None
+    try:
+        config = config_from_json(module.Config, cached.config)
+        check_fields(config, module.Config())
+        check_config(module, config, budget=False)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DamagedResult(f"{path}: its config is refused by {name}'s checks "
+                            f"({type(exc).__name__}: {exc})") from None
+    try:
+        result = result_of(module, config, cached.data, cached.size)
+    except Exception as exc:  # any failure to read the data: the schema is not the judge's
+        raise DamagedResult(f"{path}: its data does not have {name}'s schema "
+                            f"({type(exc).__name__}: {exc})") from None
+    result.wall_s, result.figures = cached.wall_s, cached.figures
+    return result
+
+
 def rejudge(name: str, out_dir) -> Outcome:
     """Judge the measurement cached in ``out_dir/<name>/`` again with the experiment's current
     ``judge`` and card, without measuring anything; rewrites ``result.json`` (figures kept).
-    Raises FileNotFoundError when there is no readable cached result."""
-    module = load(name)
-    exp_dir = Path(out_dir) / module.CARD.name
-    cached = read_cached(exp_dir, None)
-    if cached is None:
-        raise FileNotFoundError(f"no cached result to judge again in {exp_dir}")
-    config = config_from_json(module.Config, cached.config)
-    result = result_of(module, config, cached.data, cached.size)
-    result.wall_s, result.figures = cached.wall_s, cached.figures
+    Raises FileNotFoundError when there is no cached result, DamagedResult (nothing written)
+    when it cannot be judged (:func:`judge_cached`)."""
+    result = judge_cached(name, out_dir)
+    exp_dir = Path(out_dir) / load(name).CARD.name
     write_json(exp_dir / RESULT_FILE, result.to_json(), what="result")
     return Outcome(result, True, exp_dir)

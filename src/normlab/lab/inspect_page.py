@@ -46,15 +46,15 @@ def histogram_svg(stats: dict, formats: list[dict], width: int = 560, height: in
     total = max(counts)
     bar_h = height - 14 * 5 - 16
     bw = width / n
-    parts = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" '
-             f'font-size="9" font-family="sans-serif">']
+    parts = [(f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" '
+             f'font-size="9" font-family="sans-serif">')]
     for i in range(first, last):
         c = counts[i]
         if c:
             h = max(1.0, bar_h * math.sqrt(c / total))  # square root: the tails stay visible
             parts.append(f'<rect x="{(i - first) * bw:.1f}" y="{bar_h - h:.1f}" width="{bw * 0.9:.1f}" '
                          f'height="{h:.1f}" fill="#555"><title>2^{i + lo}: {c}</title></rect>')
-    x_of = lambda e: (e - lo - first) * bw  # noqa: E731
+    x_of = lambda e: (e - lo - first) * bw
     seen = set()
     y = bar_h + 4
     for f in formats:
@@ -85,10 +85,10 @@ def _layer_svg(layers: list[dict], width: int = 560, height: int = 160) -> str:
     lo, hi = math.log10(min(vals)), math.log10(max(vals))
     hi = hi if hi > lo else lo + 1
     n = max(len(layers) - 1, 1)
-    X = lambda i: 30 + (width - 40) * i / n  # noqa: E731
-    Y = lambda v: 10 + (height - 30) * (1 - (math.log10(max(v, 1e-30)) - lo) / (hi - lo))  # noqa: E731
-    out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" font-size="10" '
-           f'font-family="sans-serif">']
+    X = lambda i: 30 + (width - 40) * i / n
+    Y = lambda v: 10 + (height - 30) * (1 - (math.log10(max(v, 1e-30)) - lo) / (hi - lo))
+    out = [(f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" font-size="10" '
+           f'font-family="sans-serif">')]
     for key, col in (("residual_rms", "#1f77b4"), ("residual_max", "#d62728")):
         pts = " ".join(f"{X(i):.1f},{Y(L[key]):.1f}" for i, L in enumerate(layers))
         out.append(f'<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="2"/>')
@@ -97,44 +97,9 @@ def _layer_svg(layers: list[dict], width: int = 560, height: int = 160) -> str:
     return "".join(out)
 
 
-def render(result: dict, title: str) -> str:
-    """The whole page."""
-    cfg = result["model"]["config"]
-    formats = result["formats"]
-    css = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
-           "table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
-           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-           "th{background:#f3f3f3}td:first-child{text-align:left}.warn{background:#fdd}"
-           "details{margin:.3em 0}summary{cursor:pointer}")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{css}</style></head><body><h1>normlab inspect: {html.escape(title)}</h1>"]
-    parts.append(f"<p>{result['model']['parameters']:,} parameters; {cfg['n_layers']} layers, "
-                 f"d_model {cfg['d_model']}, {cfg['n_heads']} heads ({cfg['n_kv_heads'] or cfg['n_heads']} "
-                 f"key/value), placement {cfg['placement']}, norm {cfg['norm']}; "
-                 f"{result['tokens']['measured']} tokens measured, delayed scaling's amax from "
-                 f"{html.escape(result['tokens']['delayed_from'])}.</p>")
-    parts.append(f"<p>loss {result['loss']:.4f} (nll {result['nll']:.4f} nats/token); output mean "
-                 f"log Z {result['output']['log_z']:.3f}, mean logit "
-                 f"{result['output']['mean_logit']:.3f}</p>")
-
-    parts.append("<h2>Loss under each precision policy (emulated)</h2>")
-    rows = [[html.escape(k), f"{v['loss']:.5f}", f"{v['delta']:+.2e}"]
-            for k, v in result["policies"].items()]
-    parts.append(_table(["policy", "loss", "minus fp32"], rows))
-
-    parts.append("<h2>Layers</h2>" + _layer_svg(result["layers"]))
-    rows = []
-    for L in result["layers"]:
-        gains = "; ".join(f"{k} {g['mean']:.3g}±{g['std']:.2g} [{g['min']:.3g}, {g['max']:.3g}]"
-                          for k, g in L["norms"].items()) or "-"
-        heads = lambda v: " ".join(f"{x:.3g}" for x in v)  # noqa: E731
-        ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
-        rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
-                     gains, heads(L["max_logit"]), heads(L["entropy"])])
-    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS", "norm gains mean±std "
-                         "[min, max]", "max attention logit per head", "attention entropy per head (nats)"],
-                        rows))
-
+def _tensors_section(result: dict, formats: list) -> str:
+    """Per tensor and format, the fractions that overflow / flush / land among subnormals."""
+    parts = []
     parts.append("<h2>Tensors: precision headroom</h2><p>Per tensor, the fraction of its non-zero "
                  "values that overflow / flush to zero / land among the subnormals (precision "
                  "lost) in each format and scaling. Rows with overflow are marked.</p>")
@@ -154,6 +119,48 @@ def render(result: dict, title: str) -> str:
         parts.append(f"<details open><summary>{kind}s ({len(names)})</summary>")
         parts.append(_table(["tensor", "shape", "amax", "RMS"] + keys, rows))
         parts.append("</details>")
+    return "".join(parts)
+
+
+def render(result: dict, title: str) -> str:
+    """The whole page."""
+    cfg = result["model"]["config"]
+    formats = result["formats"]
+    css = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+           "table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
+           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+           "th{background:#f3f3f3}td:first-child{text-align:left}.warn{background:#fdd}"
+           "details{margin:.3em 0}summary{cursor:pointer}")
+    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{css}</style></head><body><h1>normlab inspect: {html.escape(title)}</h1>")]
+    parts.append(f"<p>{result['model']['parameters']:,} parameters; {cfg['n_layers']} layers, "
+                 f"d_model {cfg['d_model']}, {cfg['n_heads']} heads ({cfg['n_kv_heads'] or cfg['n_heads']} "
+                 f"key/value), placement {cfg['placement']}, norm {cfg['norm']}; "
+                 f"{result['tokens']['measured']} tokens measured, delayed scaling's amax from "
+                 f"{html.escape(result['tokens']['delayed_from'])}.</p>")
+    parts.append(f"<p>loss {result['loss']:.4f} (nll {result['nll']:.4f} nats/token); output mean "
+                 f"log Z {result['output']['log_z']:.3f}, mean logit "
+                 f"{result['output']['mean_logit']:.3f}</p>")
+
+    parts.append("<h2>Loss under each precision policy (emulated)</h2>")
+    rows = [[html.escape(k), f"{v['loss']:.5f}", f"{v['delta']:+.2e}"]
+            for k, v in result["policies"].items()]
+    parts.append(_table(["policy", "loss", "minus fp32"], rows))
+
+    parts.append("<h2>Layers</h2>" + _layer_svg(result["layers"]))
+    rows = []
+    for L in result["layers"]:
+        gains = "; ".join(f"{k} {g['mean']:.3g}±{g['std']:.2g} [{g['min']:.3g}, {g['max']:.3g}]"
+                          for k, g in L["norms"].items()) or "-"
+        heads = lambda v: " ".join(f"{x:.3g}" for x in v)
+        ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
+        rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
+                     gains, heads(L["max_logit"]), heads(L["entropy"])])
+    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS", ("norm gains mean±std "
+                         "[min, max]"), "max attention logit per head", "attention entropy per head (nats)"],
+                        rows))
+
+    parts.append(_tensors_section(result, formats))
     parts.append("<h2>Histograms of log2 |x| with each format's window</h2>")
     for n, t in result["tensors"].items():
         parts.append(f"<details><summary>{html.escape(n)} ({t['kind']}, amax {_f(t['amax'])})</summary>"

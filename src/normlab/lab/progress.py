@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class _Plain:
@@ -50,8 +50,13 @@ class _Rich:
 def reporter(total: int, title: str = "experiments") -> Iterator:
     """``with reporter(n) as r: cb = r.start(name); ...; r.finish(name, text)``."""
     try:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
     except ImportError:  # pragma: no cover - rich is part of normlab[lab]
         yield _Plain()
         return

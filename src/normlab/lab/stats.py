@@ -20,7 +20,8 @@ silently false.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,6 +65,14 @@ def mean_interval(values: Sequence[float]) -> Interval:
     return Interval(m, m - 2 * se, m + 2 * se, int(v.size), "mean +- 2 se")
 
 
+def standard_error(values, axis: int = 0):
+    """The standard error of the mean along ``axis``: the sample standard deviation (ddof=1)
+    over sqrt(n) (NaN from a single value: callers that plot one seed draw no bar). The one
+    formula behind every mean +- 2 se of the lab's data and error bars."""
+    v = np.asarray(values)
+    return v.std(axis=axis, ddof=1) / np.sqrt(v.shape[axis])
+
+
 def se_interval(mean: float, se: float, n: int) -> Interval:
     """mean +- 2 se from a known standard error (of ``n`` draws)."""
     return Interval(float(mean), float(mean - 2 * se), float(mean + 2 * se), int(n),
@@ -88,11 +97,8 @@ def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray]
     """A percentile bootstrap 95% interval of ``statistic`` over the seeds (fixed resampling seed,
     so a result is judged alike every time)."""
     v = _values(values, "values")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, v.size, size=(resamples, v.size))
-    stats = np.array([statistic(v[i]) for i in idx], dtype=np.float64)
-    lo, hi = np.percentile(stats, [2.5, 97.5])
-    return Interval(float(statistic(v)), float(lo), float(hi), int(v.size), "bootstrap 95%")
+    lo, hi = _percentile_bootstrap(v, statistic, resamples, seed)
+    return Interval(float(statistic(v)), lo, hi, int(v.size), "bootstrap 95%")
 
 
 def bootstrap_rows(rows, statistic: Callable[[np.ndarray], float], *, resamples: int = 2000,
@@ -105,12 +111,20 @@ def bootstrap_rows(rows, statistic: Callable[[np.ndarray], float], *, resamples:
         raise ValueError(f"rows: an interval needs at least 2 seeds, got shape {R.shape}")
     if not np.isfinite(R).all():
         raise ValueError("rows: values must be finite (read a diverged run with outcome() first)")
+    lo, hi = _percentile_bootstrap(R, statistic, resamples, seed)
+    return Interval(float(statistic(R)), lo, hi, int(R.shape[0]), "bootstrap 95% over seeds")
+
+
+def _percentile_bootstrap(R: np.ndarray, statistic: Callable[[np.ndarray], float],
+                          resamples: int, seed: int) -> tuple[float, float]:
+    """The one bootstrap: ``resamples`` draws of R's rows (seeds) with replacement from a fixed
+    seed, ``statistic`` of each, and the (2.5, 97.5) percentiles of those."""
+    n = R.shape[0]
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, R.shape[0], size=(resamples, R.shape[0]))
+    idx = rng.integers(0, n, size=(resamples, n))
     stats = np.array([statistic(R[i]) for i in idx], dtype=np.float64)
     lo, hi = np.percentile(stats, [2.5, 97.5])
-    return Interval(float(statistic(R)), float(lo), float(hi), int(R.shape[0]),
-                    "bootstrap 95% over seeds")
+    return float(lo), float(hi)
 
 
 def decide(interval: Interval, threshold: float, side: str = ABOVE) -> bool | None:

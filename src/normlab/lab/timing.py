@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

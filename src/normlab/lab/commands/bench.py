@@ -121,6 +121,34 @@ def _torch_candidates(op, x, r, dy, g, b):
     return {("torch", "fwd"): fwd, ("torch", "fwd+bwd"): both}
 
 
+def _op_rows(op: str, d: int, t: dict, p) -> dict:
+    """One op's rows at width ``d`` from the medians ``t`` (printed with ``p``): kernel, reference
+    and torch times, and their ratios to each other and to the copy of the same form."""
+    copy = t["copy/copy"]
+    rows = {}
+    for ps in ("fwd", "fwd out=", "fwd+bwd"):
+        if f"{op}/kernel/{ps}" not in t:
+            continue
+        kern = t[f"{op}/kernel/{ps}"]
+        # the bandwidth floor of the same form: a fresh array where the op makes one
+        floor = t["copy/fresh"] if ps == "fwd" else copy
+        ref = t.get(f"{op}/reference/{ps}")
+        tor = t.get(f"{op}/torch/{ps}")
+        row = {"kernel_ms": kern * 1e3,
+               "reference_ms": None if ref is None else ref * 1e3,
+               "torch_ms": None if tor is None else tor * 1e3,
+               "torch_over_kernel": None if tor is None else tor / kern,
+               "reference_over_kernel": None if ref is None else ref / kern,
+               "kernel_over_copy": kern / copy, "kernel_over_fresh_copy":
+               kern / t["copy/fresh"], "kernel_over_same_form_copy": kern / floor}
+        rows[ps] = row
+        fmt = lambda v, spec: "-" if v is None else format(v, spec)
+        p(f"{op:<15}{d:>6} {ps:<9}{kern * 1e3:10.2f}{fmt(row['reference_ms'], '9.2f')}"
+          f"{fmt(row['torch_ms'], '9.2f')}{fmt(row['torch_over_kernel'], '11.2f')}"
+          f"{fmt(row['reference_over_kernel'], '9.1f')}{kern / floor:10.2f}")
+    return rows
+
+
 def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bool = True,
         stream=sys.stdout) -> dict:
     import numpy as np
@@ -132,7 +160,7 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
     env = environment()
     results: dict = {"rows": rows, "dtype": "float32", "repeats": repeats, "environment": env,
                      "warm_up_s": compile_s, "widths": {}}
-    p = lambda *a: print(*a, file=stream)  # noqa: E731
+    p = lambda *a: print(*a, file=stream)
     p(f"normlab bench: {rows} rows x d, float32, median of {repeats} repeats, round-robin")
     p(", ".join(f"{k} {v}" for k, v in env.items()))
     p(f"kernel warm-up (compile or load from cache) {compile_s:.2f} s\n")
@@ -143,10 +171,11 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
     for d in widths:
         x = np.random.default_rng(0).normal(size=(rows, d)).astype(np.float32)
         y = np.empty_like(x)
-        def fresh_copy():  # what any op returning a new array pays: the OS zeroes its pages
+
+        def fresh_copy(x=x):  # what any op returning a new array pays: the OS zeroes its pages
             np.copyto(np.empty_like(x), x)
 
-        cands = {("copy", "copy"): lambda: np.copyto(y, x), ("copy", "fresh"): fresh_copy}
+        cands = {("copy", "copy"): lambda x=x, y=y: np.copyto(y, x), ("copy", "fresh"): fresh_copy}
         for op in ops:
             for key, fn in _candidates(op, rows, d, with_ref).items():
                 cands[(op,) + key] = fn
@@ -155,27 +184,7 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
         copy = t["copy/copy"]
         per_d = {"copy_ms": copy * 1e3, "fresh_copy_ms": t["copy/fresh"] * 1e3, "ops": {}}
         for op in ops:
-            per_d["ops"][op] = {}
-            for ps in ("fwd", "fwd out=", "fwd+bwd"):
-                if f"{op}/kernel/{ps}" not in t:
-                    continue
-                kern = t[f"{op}/kernel/{ps}"]
-                # the bandwidth floor of the same form: a fresh array where the op makes one
-                floor = t["copy/fresh"] if ps == "fwd" else copy
-                ref = t.get(f"{op}/reference/{ps}")
-                tor = t.get(f"{op}/torch/{ps}")
-                row = {"kernel_ms": kern * 1e3,
-                       "reference_ms": None if ref is None else ref * 1e3,
-                       "torch_ms": None if tor is None else tor * 1e3,
-                       "torch_over_kernel": None if tor is None else tor / kern,
-                       "reference_over_kernel": None if ref is None else ref / kern,
-                       "kernel_over_copy": kern / copy, "kernel_over_fresh_copy":
-                       kern / t["copy/fresh"], "kernel_over_same_form_copy": kern / floor}
-                per_d["ops"][op][ps] = row
-                fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-                p(f"{op:<15}{d:>6} {ps:<9}{kern * 1e3:10.2f}{fmt(row['reference_ms'], '9.2f')}"
-                  f"{fmt(row['torch_ms'], '9.2f')}{fmt(row['torch_over_kernel'], '11.2f')}"
-                  f"{fmt(row['reference_over_kernel'], '9.1f')}{kern / floor:10.2f}")
+            per_d["ops"][op] = _op_rows(op, d, t, p)
         p(f"{'copy':<15}{d:>6} {'x -> y':<9}{copy * 1e3:10.2f}   (into a new array: "
           f"{t['copy/fresh'] * 1e3:.2f} ms = {t['copy/fresh'] / copy:.2f} copies)")
         if "layer_norm" in ops and "rms_norm" in ops:

@@ -11,9 +11,10 @@ pattern of flash-attention's tests), so neither library is taken as exact.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -140,7 +141,7 @@ def op_checks() -> list[OpCheck]:
     bn_train, bn_train_b = _bn(True)
     bn_mask, bn_mask_b = _bn(True, _MASK)
     bn_eval, bn_eval_b = _bn(False)
-    masked = lambda d: np.broadcast_to(_MASK[..., None], d["x"].shape)  # noqa: E731
+    masked = lambda d: np.broadcast_to(_MASK[..., None], d["x"].shape)
     return [
         OpCheck("layer_norm", _norm_inputs, Fn.layer_norm_forward, Fn.layer_norm_backward),
         OpCheck("rms_norm", partial(_norm_inputs, params=("weight",)),

@@ -29,8 +29,18 @@ import traceback
 from pathlib import Path
 
 from ..arguments import add_output_arguments, add_size_arguments
-from ..framework import (BROKEN, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, PARTLY, REPRODUCED,
-                         VERDICT_RULE, Result, registry)
+from ..framework import (
+    BROKEN,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    VERDICT_RULE,
+    Result,
+    load,
+    registry,
+)
 from ..sweep.executors import add_executor_arguments
 
 DEFAULT_OUT = "normlab-report"
@@ -119,11 +129,8 @@ def _section(result: Result, exp_dir: Path | None) -> str:
 
 
 def notebooks_of(name: str) -> list[str]:
-    """The companion notebooks that teach experiment ``name`` (``experiments/notebooks.json``)."""
-    from importlib.resources import files
-
-    index = json.loads(files("normlab.lab.experiments").joinpath("notebooks.json").read_text("utf-8"))
-    return list(index.get(name, []))
+    """The companion notebooks that teach experiment ``name`` (its card's ``notebooks``)."""
+    return list(load(name).CARD.notebooks)
 
 
 def markdown_html(text: str) -> str:
@@ -189,15 +196,15 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
         "</head>",
         "<body>",
         "<h1>normlab report</h1>",
-        "<p>Normalization, residual design and numeric precision in deep Transformers: the "
+        ("<p>Normalization, residual design and numeric precision in deep Transformers: the "
         "papers' claims measured on this machine with normlab's own layers, next to the "
-        "published numbers.</p>",
+        "published numbers.</p>"),
         f"<p class='meta'>{meta_line}</p>",
-        f"<p><b>{_e(tally)}.</b> Verdict rule: {_e(VERDICT_RULE)} Each rule is fixed in advance "
+        (f"<p><b>{_e(tally)}.</b> Verdict rule: {_e(VERDICT_RULE)} Each rule is fixed in advance "
         "from the reference notes; none is tuned to the measurement. A check on a training or "
-        "random quantity is decided from an interval over seeds (shown beside its number).</p>",
-        "<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
-        "<th>Verdict</th></tr>",
+        "random quantity is decided from an interval over seeds (shown beside its number).</p>"),
+        ("<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
+        "<th>Verdict</th></tr>"),
         *rows,
         "</table>",
         differences_html({n: r for n, r, _, _ in entries if r is not None}),
@@ -372,6 +379,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "committed one is docs/results/quick.json)")
     p.add_argument("--readme", metavar="FILE", default=None,
                    help="with --markdown: replace the generated lab block of this README")
+    p.add_argument("--merge", metavar="SUMMARY", default=None,
+                   help="measure nothing: merge the experiments of this report summary into "
+                   "--results FILE (rewritten; `make results ONLY=NAME`)")
 
 
 def _markdown(args: argparse.Namespace) -> int:
@@ -406,6 +416,33 @@ def _markdown(args: argparse.Namespace) -> int:
     return 0
 
 
+def _merge(args: argparse.Namespace) -> int:
+    """``--merge SUMMARY --results FILE``: SUMMARY's experiments merged into FILE (rewritten
+    atomically); both read and checked before FILE is touched."""
+    from ..._files import read_json, write_json
+    from ..cli import UsageError
+    from ..results import SCHEMA, merge
+
+    if args.results is None or args.markdown or args.rejudge or args.only or args.readme:
+        raise UsageError("--merge SUMMARY needs --results FILE (the committed summary) and "
+                         "takes no --markdown, --rejudge, --only or --readme")
+    try:
+        both = [read_json(p, what=flag) for p, flag in ((args.results, "--results"),
+                                                         (args.merge, "--merge"))]
+        for d, flag in zip(both, ("--results", "--merge")):
+            if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+                raise ValueError(f"{flag}: not a report summary of schema {SCHEMA}")
+        merged = merge(*both, list(registry()))
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"--merge: a summary lacks a field ({exc})") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    write_json(args.results, merged, what="--results")
+    names = ", ".join(r["name"] for r in both[1]["experiments"])
+    print(f"{args.results}: merged {names} from {args.merge}")
+    return 0
+
+
 def check_names(names: list[str] | None) -> list[str] | None:
     """``--only``'s names, each a known experiment (hyphens or underscores); refused otherwise
     with the closest name and the list."""
@@ -421,12 +458,35 @@ def check_names(names: list[str] | None) -> list[str] | None:
     return spelled
 
 
+def check_rejudgeable(out: str, names: list[str]) -> None:
+    """``--rejudge`` validates every cached result before writing anything (its config through
+    the experiment's own checks, its data by the experiment's judge): one that is damaged is a
+    UsageError naming it, and the page and the cache are left as they were."""
+    from ..cli import UsageError
+    from ..framework import DamagedResult, judge_cached
+
+    damaged = []
+    for name in names:
+        try:
+            judge_cached(name, out)
+        except FileNotFoundError:
+            continue  # not measured yet: the page reports it, as before
+        except DamagedResult as exc:
+            damaged.append(str(exc))
+    if damaged:
+        raise UsageError(f"--rejudge: {len(damaged)} cached result(s) cannot be judged again, so "
+                         f"the page and the cache are left as they were: {'; '.join(damaged)} "
+                         f"(measure again with normlab report --out {out})")
+
+
 def main(args: argparse.Namespace) -> int:
     from ..arguments import check_output_arguments, check_output_files, make_output_dir
     from ..cli import UsageError
     from ..framework import RESULT_FILE, load, read_cached
     from ..sweep.executors import executor_from_args
 
+    if args.merge is not None:
+        return _merge(args)
     if args.markdown:
         return _markdown(args)
     if args.results is not None or args.readme is not None:
@@ -439,6 +499,8 @@ def main(args: argparse.Namespace) -> int:
     selected = list(registry()) if names is None else names
     dirs = [load(n).CARD.name for n in selected]
     check_output_files(args.out, [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
+    if args.rejudge:
+        check_rejudgeable(args.out, selected)
     if args.rejudge and not any(read_cached(Path(args.out) / d, None) for d in dirs):
         raise UsageError(f"--rejudge: {args.out} holds no cached result of "
                          f"{', '.join(selected) if names else 'any experiment'} to judge again; "

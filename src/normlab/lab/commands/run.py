@@ -36,8 +36,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def parse(args: argparse.Namespace):
     """The experiment module, the checked arguments (the flags after NAME parsed against the
     experiment's config) and its Config. Raises UsageError before anything runs."""
-    from ..arguments import (add_config_arguments, check_output_arguments, check_output_files,
-                             config_overrides)
+    from ..arguments import (
+        add_config_arguments,
+        check_output_arguments,
+        check_output_files,
+        config_overrides,
+    )
     from ..cli import ArgumentParser, UsageError
     from ..framework import RESULT_FILE, load
 

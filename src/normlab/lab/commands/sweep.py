@@ -56,103 +56,137 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
+class _Refused(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+def _refuse(message: str) -> int:
+    print(f"normlab sweep: {message}", file=sys.stderr)
+    return 2
+
+
 def main(args: argparse.Namespace) -> int:
-    import signal
-    import threading
+    """Parse, check, dispatch: a dry run, the summary, or the sweep itself."""
+    from ..sweep import read_sweep
+    from ..sweep.executors import executor_from_args
 
-    from ...train.budget import MemoryBudgetError
-    from ..sweep import (SpecError, SweepSpec, load_spec, plot_summary, print_summary,
-                         read_sweep, run_sweep, summarize)
-    from ..sweep.executors import RayUnavailable, executor_from_args, import_ray, make_executor
-    from ..sweep.runner import check_points_fit, note
-    from ..sweep.spec import MAX_POINTS
-    from ..sweep.store import FAILED, StoreError
-
-    def refuse(message: str) -> int:
-        print(f"normlab sweep: {message}", file=sys.stderr)
-        return 2
-
-    if args.max_points is not None and args.max_points < 1:
-        return refuse(f"--max-points must be an integer >= 1; got {args.max_points}")
-    where = executor_from_args(args)
-    cap = args.max_points or MAX_POINTS
     try:
-        spec: SweepSpec = load_spec(args.spec, max_points=None if args.dry_run else cap)
-        if args.dry_run and spec.size > cap:
+        if args.max_points is not None and args.max_points < 1:
+            raise _Refused(f"--max-points must be an integer >= 1; got {args.max_points}")
+        where = executor_from_args(args)
+        spec, points = _load_points(args)
+        if points is None:
             print(f"{spec.size:,} points (grid x random.samples x seeds), more than the cap of "
-                  f"{cap:,}: listing and running them needs --max-points {spec.size}")
+                  f"{args.max_points or _max_points():,}: listing and running them needs "
+                  f"--max-points {spec.size}")
             return 0
+        out = Path(args.out) if args.out else Path(DEFAULT_ROOT) / Path(args.spec).stem
+        if out.exists() and not out.is_dir():
+            raise _Refused(f"--out {out}: exists and is not a directory")
+        if args.dry_run:
+            return _dry_run(points, read_sweep(points, out), out)
+        if args.summary:
+            return _summary(args, points, out)
+        return _sweep(args, where, points, out)
+    except _Refused as exc:
+        return _refuse(str(exc))
+
+
+def _max_points() -> int:
+    from ..sweep.spec import MAX_POINTS
+
+    return MAX_POINTS
+
+
+def _load_points(args: argparse.Namespace):
+    """The spec and its points (None: a dry run over the cap); refuses a bad spec or cap."""
+    from ..sweep import SpecError, load_spec
+
+    cap = args.max_points or _max_points()
+    try:
+        spec = load_spec(args.spec, max_points=None if args.dry_run else cap)
+        if args.dry_run and spec.size > cap:
+            return spec, None
         listing = _listing_bytes(spec.size)
         if listing is not None:
-            return refuse(f"--max-points {cap}: listing {spec.size:,} points needs about "
-                          f"{listing}; sweep fewer points")
-        points = spec.points()
+            raise _Refused(f"--max-points {cap}: listing {spec.size:,} points needs about "
+                           f"{listing}; sweep fewer points")
+        return spec, spec.points()
     except SpecError as exc:
-        return refuse(str(exc))
-    out = Path(args.out) if args.out else Path(DEFAULT_ROOT) / Path(args.spec).stem
-    if out.exists() and not out.is_dir():
-        return refuse(f"--out {out}: exists and is not a directory")
+        raise _Refused(str(exc)) from None
 
-    if args.dry_run:
-        return _dry_run(points, read_sweep(points, out), out)
-    if args.summary:
-        records = read_sweep(points, out)
-        for r in records:
-            if r.damaged:
-                print(f"normlab sweep: run {r.id}: {r.damaged}; not used (counted as pending; the "
-                      f"next sweep runs it again)", file=sys.stderr)
-        try:
-            summary = summarize(records, lr_range=tuple(args.lr_range) if args.lr_range else None)
-        except ValueError as exc:
-            return refuse(str(exc))
-        print_summary(summary)
-        if not any(r.finished for r in records):
-            print(f"no finished runs in {out} yet; nothing to plot")
-            return 0
-        from ..._files import write_json
 
-        try:
-            files = plot_summary(summary, out / SUMMARY_DIR)
-            write_json(out / SUMMARY_DIR / "summary.json", summary.to_dict(), what="sweep summary",
-                       indent=1)
-        except OSError as exc:
-            return refuse(f"--out {out}: cannot write the summary: {exc.strerror or exc}")
-        except ValueError as exc:
-            return refuse(f"--out {out}: {exc}")
-        print(f"wrote {', '.join(str(out / SUMMARY_DIR / f) for f in files)} and summary.json")
+def _summary(args: argparse.Namespace, points, out: Path) -> int:
+    """``--summary``: the table printed, the plots and summary.json written."""
+    from ..._files import write_json
+    from ..sweep import plot_summary, print_summary, read_sweep, summarize
+
+    records = read_sweep(points, out)
+    for r in records:
+        if r.damaged:
+            print(f"normlab sweep: run {r.id}: {r.damaged}; not used (counted as pending; the "
+                  f"next sweep runs it again)", file=sys.stderr)
+    try:
+        summary = summarize(records, lr_range=tuple(args.lr_range) if args.lr_range else None)
+    except ValueError as exc:
+        raise _Refused(str(exc)) from None
+    print_summary(summary)
+    if not any(r.finished for r in records):
+        print(f"no finished runs in {out} yet; nothing to plot")
         return 0
+    try:
+        files = plot_summary(summary, out / SUMMARY_DIR)
+        write_json(out / SUMMARY_DIR / "summary.json", summary.to_dict(), what="sweep summary",
+                   indent=1)
+    except OSError as exc:
+        raise _Refused(f"--out {out}: cannot write the summary: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise _Refused(f"--out {out}: {exc}") from None
+    print(f"wrote {', '.join(str(out / SUMMARY_DIR / f) for f in files)} and summary.json")
+    return 0
+
+
+def _executor(args: argparse.Namespace, where, points, out: Path):
+    """The executor for the unfinished points, after the memory, store and Ray checks."""
+    from ...train.budget import MemoryBudgetError
+    from ..sweep import read_sweep
+    from ..sweep.executors import RayUnavailable, import_ray, make_executor
+    from ..sweep.runner import check_points_fit
+    from ..sweep.store import RunStore, StoreError
 
     todo = [p for p, r in zip(points, read_sweep(points, out)) if not r.finished]
     try:
         check_points_fit(todo)
         if todo:
-            from ..sweep.store import RunStore
-
             RunStore(out).check_writable()
     except (MemoryBudgetError, StoreError) as exc:
-        return refuse(str(exc))
+        raise _Refused(str(exc)) from None
     if args.ray is not None:
         try:
             import_ray()
         except RayUnavailable as exc:
-            return refuse(f"--ray {args.ray}: {exc}")
-    executor = make_executor(where, max(len(todo), 1))
+            raise _Refused(f"--ray {args.ray}: {exc}") from None
+    return make_executor(where, max(len(todo), 1))
+
+
+def _sweep(args: argparse.Namespace, where, points, out: Path) -> int:
+    """Run the unfinished points; Ctrl-C and SIGTERM stop it with the finished runs kept."""
+    import signal
+    import threading
+
+    from ..sweep import read_sweep
+    from ..sweep.executors import RayUnavailable
+    from ..sweep.store import StoreError
+
+    executor = _executor(args, where, points, out)
     print(f"normlab sweep: {len(points)} points from {args.spec} on {executor.describe()}; "
           f"store {out}", file=sys.stderr)
-
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
-        if args.quiet:
-            records = run_sweep(points, out, executor=executor)
-        else:
-            from ..progress import reporter
-
-            with reporter(1, "sweep") as rep:
-                records = run_sweep(points, out, executor=executor, progress=rep.start("points"))
-                rep.finish("points", f"{len(records)} points")
+        records = _run_points(args, points, out, executor)
     except RayUnavailable as exc:  # nothing ran: Ray is reached before the first point starts
-        return refuse(f"--ray {args.ray}: {exc}")
+        raise _Refused(f"--ray {args.ray}: {exc}") from None
     except StoreError as exc:  # the store became unwritable as a whole: finished runs are kept
         print(f"normlab sweep: {exc}; stopped (finished runs are kept)", file=sys.stderr)
         return 1
@@ -164,8 +198,28 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+    return _report(args, records, out)
 
+
+def _run_points(args: argparse.Namespace, points, out: Path, executor):
+    from ..sweep import run_sweep
+
+    if args.quiet:
+        return run_sweep(points, out, executor=executor)
+    from ..progress import reporter
+
+    with reporter(1, "sweep") as rep:
+        records = run_sweep(points, out, executor=executor, progress=rep.start("points"))
+        rep.finish("points", f"{len(records)} points")
+    return records
+
+
+def _report(args: argparse.Namespace, records, out: Path) -> int:
+    """The closing lines: the counts, each failed run, the summary command."""
     from collections import Counter
+
+    from ..sweep.runner import note
+    from ..sweep.store import FAILED
 
     counts = Counter(r.status for r in records)
     counts["reused"] = sum(r.reused for r in records)

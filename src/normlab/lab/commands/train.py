@@ -30,6 +30,8 @@ import dataclasses
 import re
 import sys
 
+from ..allocator import keep_freed_memory
+
 ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
            "batch_size": ["--batch"], "seq_len": ["--seq"]}
 NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
@@ -65,24 +67,6 @@ def config_from_args(args: argparse.Namespace, base=None):
 
     base = TrainConfig() if base is None else base
     return base.with_overrides(config_overrides(args))
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc's malloc to keep freed memory for reuse instead of returning it to the kernel.
-
-    A NumPy training step allocates and frees the same few-MB temporaries again and again; by
-    default glibc hands large blocks back to the kernel and every new one page-faults (about
-    13,000 faults and a sixth of the step time for the benchmark's model). Returns False where
-    this is not glibc (nothing changes)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 256 << 20)) and bool(
-            libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):
-        return False
 
 
 def flag(field: str) -> str:
@@ -180,10 +164,8 @@ def _build(args: argparse.Namespace):
     UsageError naming the flag for anything that cannot run. Returns (trainer, None) or (None,
     message) when a resume has nothing to do."""
     from ..._files import check_input_file
-    from ...train import CheckpointError, Trainer
-    from ...train import checkpoint as ckpt
+    from ...train import CheckpointError
     from ...train.budget import MemoryBudgetError, check_memory
-    from ...train.config import TrainConfig
     from ...train.data import MAX_TEXT_BYTES
     from ...train.trainer import same_run
     from ..cli import UsageError
@@ -191,17 +173,7 @@ def _build(args: argparse.Namespace):
     if args.checkpoint_every is not None and (args.checkpoint is None or args.checkpoint_every < 1):
         raise UsageError("--checkpoint-every needs --checkpoint PATH and N >= 1")
     _check_data_flags(args)
-    saved, step = None, 0
-    if args.resume is not None:
-        try:
-            _, meta = ckpt.load(args.resume)
-            step = ckpt.check_run(meta, args.resume)
-            saved = TrainConfig.from_dict(meta["config"])
-        except CheckpointError as exc:
-            raise UsageError(f"--resume: {exc}") from None
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"--resume: checkpoint {args.resume!r}: its config is not valid "
-                             f"({exc})") from None
+    saved, step = _saved_run(args)
     try:
         cfg = config_from_args(args, saved)
     except (TypeError, ValueError) as exc:
@@ -228,10 +200,38 @@ def _build(args: argparse.Namespace):
         check_memory(cfg, flag=flag)
     except MemoryBudgetError as exc:
         raise UsageError(str(exc)) from None
+    return _trainer(args, cfg), None
+
+
+def _saved_run(args: argparse.Namespace):
+    """The config and step of the run in ``--resume`` ((None, 0) without one)."""
+    from ...train import CheckpointError
+    from ...train import checkpoint as ckpt
+    from ...train.config import TrainConfig
+    from ..cli import UsageError
+
+    if args.resume is None:
+        return None, 0
+    try:
+        _, meta = ckpt.load(args.resume)
+        step = ckpt.check_run(meta, args.resume)
+        return TrainConfig.from_dict(meta["config"]), step
+    except CheckpointError as exc:
+        raise UsageError(f"--resume: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--resume: checkpoint {args.resume!r}: its config is not valid "
+                         f"({exc})") from None
+
+
+def _trainer(args: argparse.Namespace, cfg):
+    """A fresh trainer, or the one saved in ``--resume``; a UsageError naming the flag."""
+    from ...train import CheckpointError, Trainer
+    from ..cli import UsageError
+
     try:
         if args.resume is not None:
-            return Trainer.resume(args.resume, cfg), None
-        return Trainer(cfg), None
+            return Trainer.resume(args.resume, cfg)
+        return Trainer(cfg)
     except CheckpointError as exc:
         raise UsageError(f"--resume: {exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a corpus shorter than --seq-len
@@ -260,7 +260,7 @@ def main(args: argparse.Namespace) -> int:
           f"{m.placement}-{m.norm}, {trainer.model.num_parameters():,} parameters; data {cfg.data} "
           f"(V = {m.vocab_size}), {cfg.steps} steps of {cfg.batch_size} x {m.seq_len} tokens, "
           f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}", file=sys.stderr)
-    run = dict(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+    run = {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
     try:
         if args.quiet:
             result = trainer.run(**run)

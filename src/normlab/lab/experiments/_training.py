@@ -24,9 +24,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ...train import TrainConfig
 from ..framework import RunContext

@@ -54,6 +54,7 @@ CARD = Card(
                 "into Post-LN's heavier dependency during training (omega is trained).",
     short="Admin: output change O(log N) like Pre-LN in Post-LN's form; trains where Post-LN "
           "fails, at Pre-LN's loss",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb",),
 )
 
 PLACEMENTS = ("post", "pre", "admin")
@@ -109,9 +110,6 @@ def _change(placement: str, N: int, cfg: Config, i: int) -> tuple[float, float, 
 
 
 def _output_change(cfg: Config, ctx, work: int) -> dict:
-    if any(N % 2 or N < 2 for N in cfg.sublayers):
-        raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got "
-                         f"{cfg.sublayers}")
     raw, omega, norm_err, done = {}, [], 0.0, 0
     for p in PLACEMENTS:
         rows = []
@@ -132,6 +130,13 @@ def _output_change(cfg: Config, ctx, work: int) -> dict:
             "omega_last": [float(np.mean(omega[k * n:(k + 1) * n]))
                            for k in range(len(cfg.sublayers))],
             "admin_norm_err": norm_err}
+
+
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
+    if any(N % 2 or N < 2 for N in cfg.sublayers):
+        raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got "
+                         f"{cfg.sublayers}")
 
 
 def measure(config: Config, ctx) -> dict:
@@ -193,34 +198,39 @@ def _change_checks(data: dict) -> list[Check]:
     log_ok = stats.all_of([stats.decide(f["r2"], LOG_R2, stats.ABOVE),
                            stats.decide(f["b"], 0.0, stats.ABOVE)])
     return [
-        Check("Admin's output change grows logarithmically in N, like Pre-LN's",
-              "O(log N): Admin ~165 and Pre-LN ~150 at N=200 (figure)",
-              f"fit a + b ln N: R^2 {f['r2'].text()}, b {f['b'].text()} (Pre-LN's R^2 "
-              f"{f['pre_r2']:.3f})", f"R^2 > {LOG_R2} and b > 0, bootstrap intervals over seeds "
-              "(papers.md section 5)", log_ok, "Liu et al. 2020, output-change figure [V]",
+        Check(claim="Admin's output change grows logarithmically in N, like Pre-LN's",
+              published="O(log N): Admin ~165 and Pre-LN ~150 at N=200 (figure)",
+              measured=f"fit a + b ln N: R^2 {f['r2'].text()}, b {f['b'].text()} (Pre-LN's R^2 "
+              f"{f['pre_r2']:.3f})",
+              rule=f"R^2 > {LOG_R2} and b > 0, bootstrap intervals over seeds "
+              "(papers.md section 5)", passed=log_ok,
+              source="Liu et al. 2020, output-change figure [V]",
               interval=[f["r2"].lo, f["r2"].hi], inconclusive=log_ok is None),
-        Check.decided("Post-LN amplifies a perturbation far more than Admin at depth",
-                      "~2100 vs ~165 at N=200 (ratio ~13)", f["amp"], AMPLIFICATION, "above",
+        Check.decided(claim="Post-LN amplifies a perturbation far more than Admin at depth",
+                      published="~2100 vs ~165 at N=200 (ratio ~13)", interval=f["amp"],
+                      threshold=AMPLIFICATION, side="above",
                       measured=f"post / admin at N={Nmax}: {f['amp'].text()} (post "
                                f"{fmt(mean['post'])}, admin {fmt(mean['admin'])})",
                       rule=f"bootstrap interval of post / admin at N={Nmax} > {AMPLIFICATION:g} "
                            f"(papers.md section 5)", source="Liu et al. 2020 [V]"),
-        Check("Admin's output change is Pre-LN's size", "Admin ~165 vs Pre-LN ~150 at N=200",
-              f"admin / pre at N={Nmax}: {f['like_pre'].text()}",
-              "shown (the paper gives no tolerance)", None, "Liu et al. 2020 [V]",
+        Check(claim="Admin's output change is Pre-LN's size",
+              published="Admin ~165 vs Pre-LN ~150 at N=200",
+              measured=f"admin / pre at N={Nmax}: {f['like_pre'].text()}",
+              rule="shown (the paper gives no tolerance)", passed=None,
+              source="Liu et al. 2020 [V]",
               interval=[f["like_pre"].lo, f["like_pre"].hi]),
-        Check("Admin keeps Post-LN's form: every sublayer ends with a LayerNorm",
-              "x_i = LN(x_{i-1} omega_i + F_i(x_{i-1}))",
-              f"max |row mean|, |row variance - 1| of Admin's output: "
+        Check(claim="Admin keeps Post-LN's form: every sublayer ends with a LayerNorm",
+              published="x_i = LN(x_{i-1} omega_i + F_i(x_{i-1}))",
+              measured=f"max |row mean|, |row variance - 1| of Admin's output: "
               f"{fmt(data['admin_norm_err'])}",
-              "< 1e-3 (true by construction)", data["admin_norm_err"] < 1e-3,
-              "Liu et al. 2020, Admin [V]", identity=True),
-        Check("The profiled omega of the last sublayer grows like sqrt(N)",
-              "omega_i^2 = Var[x_0] + sum_{j<i} Var[F_j] (official adaptive-profiling)",
-              "omega_N / sqrt(N) = " + ", ".join(f"{v / np.sqrt(n):.2f}"
-                                                 for v, n in zip(w, N)) + f" at N = "
-              + ", ".join(str(int(n)) for n in N), "shown", None,
-              "Transformer-Clinic, transformer_layer.py [V]"),
+              rule="< 1e-3 (true by construction)", passed=data["admin_norm_err"] < 1e-3,
+              source="Liu et al. 2020, Admin [V]", identity=True),
+        Check(claim="The profiled omega of the last sublayer grows like sqrt(N)",
+              published="omega_i^2 = Var[x_0] + sum_{j<i} Var[F_j] (official adaptive-profiling)",
+              measured="omega_N / sqrt(N) = " + ", ".join(f"{v / np.sqrt(n):.2f}"
+                                                 for v, n in zip(w, N)) + " at N = "
+              + ", ".join(str(int(n)) for n in N), rule="shown", passed=None,
+              source="Transformer-Clinic, transformer_layer.py [V]"),
     ]
 
 
@@ -235,24 +245,28 @@ def _train_checks(t: dict) -> list[Check]:
     bleu = ("BLEU 6L: Post 27.80 / Pre 27.27 / Admin 27.90; 18L: Post failed / Pre 28.38 / "
             "Admin 29.03")
     return [
-        Check.decided(f"Post-LN fails at this depth without warmup ({at})",
-                      "Post-LN 'failed' at 12L and 18L (Table)", post_fails, HALF, "below",
+        Check.decided(claim=f"Post-LN fails at this depth without warmup ({at})",
+                      published="Post-LN 'failed' at 12L and 18L (Table)", interval=post_fails,
+                      threshold=HALF, side="below",
                       measured=f"share of the way from ln V to the floor closed: "
                                f"{post_fails.text()} ({t['diverged']['post']} diverged)",
                       rule=f"interval < {HALF} (closes less than half the distance from ln V to "
                            f"the floor)",
                       source="Liu et al. 2020, Table [S]"),
-        Check.decided(f"Admin trains there ({at})", bleu, admin_trains, HALF, "above",
+        Check.decided(claim=f"Admin trains there ({at})", published=bleu, interval=admin_trains,
+                      threshold=HALF, side="above",
                       measured=f"share closed: {admin_trains.text()} ({t['diverged']['admin']} "
                                f"diverged)", rule=f"interval > {HALF}",
                       source="Liu et al. 2020, Table [S]"),
-        Check.decided("Admin ends clearly below Post-LN", bleu, gap, GAP, "above",
+        Check.decided(claim="Admin ends clearly below Post-LN", published=bleu, interval=gap,
+                      threshold=GAP, side="above",
                       measured=f"post - admin = {gap.text()} nats (post "
                                f"{fmt(np.mean(loss['post']))}, admin "
                                f"{fmt(np.mean(loss['admin']))})",
                       rule=f"paired interval > {GAP} nats (papers.md sections 1, 6)",
                       source="Liu et al. 2020, Table [S]"),
-        Check.decided("Admin ends at or below Pre-LN", bleu, vs_pre, PARITY, "below",
+        Check.decided(claim="Admin ends at or below Pre-LN", published=bleu, interval=vs_pre,
+                      threshold=PARITY, side="below",
                       measured=f"admin - pre = {vs_pre.text()} nats (pre "
                                f"{fmt(np.mean(loss['pre']))}; floor {fmt(floor)})",
                       rule=f"paired interval < +{PARITY} nats (papers.md section 10's parity "
@@ -277,7 +291,7 @@ def plot(result, out_dir) -> list[str]:
     fig, (a, b, c) = figure(3)
     for p in PLACEMENTS:
         raw = np.asarray(d["per_seed"][p])  # (seeds, len(N))
-        a.errorbar(N, raw.mean(axis=0), yerr=2 * raw.std(axis=0, ddof=1) / np.sqrt(len(raw)),
+        a.errorbar(N, raw.mean(axis=0), yerr=2 * stats.standard_error(raw),
                    fmt="o-", ms=4, capsize=3, color=COLORS[p], label=p)
     a.set_xscale("log")
     a.set_yscale("log")

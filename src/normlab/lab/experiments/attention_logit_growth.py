@@ -54,6 +54,7 @@ CARD = Card(
                 "free to grow.",
     short="attention logits grow at high LR without QK-norm; QK-norm lowers the LR "
           "sensitivity (Wortsman et al.'s recipe, LR up to 3)",
+    notebooks=("2.4.5-qk-norm-and-softcapping.ipynb",),
 )
 
 SENS_RATIO = 0.7  # papers.md section 7 C: LRsens(QK-norm) <= 0.7 x LRsens(baseline)
@@ -126,14 +127,18 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
     return out
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if cfg.seeds < 2:
         raise ValueError(f"seeds must be >= 2 (the checks are intervals over seeds); got "
                          f"{cfg.seeds}")
     if not 0 < cfg.softcap_seeds <= cfg.seeds:
         raise ValueError(f"softcap_seeds must be in [1, seeds = {cfg.seeds}]; got "
                          f"{cfg.softcap_seeds}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="lr-sweep")
     T.require_finished(runs)
     per = {f"{arm} d={d}": _arm(runs, arm, d, cfg.softcap_lrs if arm == "soft-cap" else cfg.lrs)
@@ -204,10 +209,11 @@ def _sens_check(data: dict, d: int) -> Check:
     iv = stats.paired_interval(qk, [SENS_RATIO * b for b in base])
     ratio = np.mean(qk) / np.mean(base) if np.mean(base) > 0 else math.inf
     return Check.decided(
-        f"QK-norm lowers the LR sensitivity (d={d})",
-        "qk-layernorm lowers LR sensitivity markedly at every scale (Wortsman Fig. 1); "
+        claim=f"QK-norm lowers the LR sensitivity (d={d})",
+        published="qk-layernorm lowers LR sensitivity markedly at every scale (Wortsman Fig. 1); "
         "papers.md reproduction C: <= 0.7 x baseline",
-        iv, 0.0, stats.BELOW, source="Wortsman et al. 2023, section 3.1.1 [V]; papers.md 7 C",
+        interval=iv, threshold=0.0, side=stats.BELOW,
+        source="Wortsman et al. 2023, section 3.1.1 [V]; papers.md 7 C",
         measured=f"LR sensitivity over {_lrs_text(data['lrs'])}: baseline "
                  f"{stats.mean_interval(base).text()}, QK-norm {stats.mean_interval(qk).text()} "
                  f"(ratio of means {fmt(ratio)}); LRsens(QK) - 0.7 LRsens(base) per seed: "
@@ -242,11 +248,12 @@ def _growth_check(data: dict, d: int) -> Check:
     logs = [_log_ratio(b[j], q[j]) for b, q in zip(base, qk)]
     iv = stats.mean_interval(logs)
     return Check.decided(
-        f"without QK-norm the attention logits grow by orders of magnitude at the top LR "
+        claim=f"without QK-norm the attention logits grow by orders of magnitude at the top LR "
         f"({data['top_lr']:g}, d={d})",
-        "max logits grow at high LR even in small models; divergence above ~1e4 (Wortsman "
+        published=
+            "max logits grow at high LR even in small models; divergence above ~1e4 (Wortsman "
         "Fig. 1, 3.3); papers.md C: >= 10 x the QK-norm arm",
-        iv, math.log10(LOGIT_RATIO), stats.ABOVE,
+        interval=iv, threshold=math.log10(LOGIT_RATIO), side=stats.ABOVE,
         source="Wortsman et al. 2023 [V]; Dehghani et al. 2023 [S]; papers.md 7 C",
         measured=f"peak max logit (any block, any step) per seed: baseline "
                  f"{', '.join(fmt(b[j] or math.nan) for b in base)}; QK-norm "
@@ -268,10 +275,10 @@ def _paper_range_check(data: dict) -> Check:
                 f"QK-norm {stats.mean_interval(qk).text()} (ratio of means "
                 f"{fmt(np.mean(qk) / np.mean(base))}); LRsens(QK) - 0.7 LRsens(base) {iv.text()}")
     return Check(
-        f"the same up to the paper's top LR ({PAPER_TOP_LR:g}), d={d}",
-        "Wortsman et al.'s grid ends at 0.3", text,
-        "shown, not counted: the counted row reads the whole grid", None,
-        "Wortsman et al. 2023, section 2.2 [V]",
+        claim=f"the same up to the paper's top LR ({PAPER_TOP_LR:g}), d={d}",
+        published="Wortsman et al.'s grid ends at 0.3", measured=text,
+        rule="shown, not counted: the counted row reads the whole grid", passed=None,
+        source="Wortsman et al. 2023, section 2.2 [V]",
         note="where the two rows disagree, the LRs above 0.3 decide: there QK-norm fails too")
 
 
@@ -288,12 +295,13 @@ def _trains_check(data: dict) -> Check:
             row.append(f"{arm} {stats.mean_interval(fr).text(2) if len(fr) > 1 else fmt(fr[0])}")
         parts.append(f"LR {lr:g}: " + ", ".join(row))
     return Check(
-        f"with QK-norm the model still trains at LR {PAPER_TOP_LR:g}",
-        "a 1.2B model with qk-layernorm trains at LR 0.3 (Wortsman section 3.1.1)",
-        f"d={d}, share of the best improvement over the loss at init recovered: "
+        claim=f"with QK-norm the model still trains at LR {PAPER_TOP_LR:g}",
+        published="a 1.2B model with qk-layernorm trains at LR 0.3 (Wortsman section 3.1.1)",
+        measured=f"d={d}, share of the best improvement over the loss at init recovered: "
         + "; ".join(parts),
-        f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} of its best improvement",
-        None, "Wortsman et al. 2023 [V]", note="papers.md lists this as an expectation")
+        rule=f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} of its best improvement",
+        passed=None, source="Wortsman et al. 2023 [V]",
+        note="papers.md lists this as an expectation")
 
 
 def _recovered(p: dict, i: int, j: int) -> float:
@@ -310,12 +318,12 @@ def _cap_check(data: dict) -> Check:
     raw = [r["peaks"]["max_logit"] for r in runs if r["peaks"].get("max_logit") is not None]
     capped = max((cap * math.tanh(v / cap) for v in raw), default=math.nan)
     return Check(
-        f"soft-capping bounds every attention logit by {cap:g}",
-        "cap tanh(s / cap) < cap by construction (Gemma 2: cap 50)",
-        f"soft-cap runs at LR {_lrs_of(runs)}: largest capped logit {capped:.6g}, raw "
+        claim=f"soft-capping bounds every attention logit by {cap:g}",
+        published="cap tanh(s / cap) < cap by construction (Gemma 2: cap 50)",
+        measured=f"soft-cap runs at LR {_lrs_of(runs)}: largest capped logit {capped:.6g}, raw "
         f"q.k / sqrt(D) up to {fmt(max(raw, default=math.nan))}",
-        "holds by construction (tanh < 1; in floating point it rounds to 1 past s = 19 cap)",
-        bool(capped <= cap), "Gemma Team 2024 [V]", identity=True,
+        rule="holds by construction (tanh < 1; in floating point it rounds to 1 past s = 19 cap)",
+        passed=bool(capped <= cap), source="Gemma Team 2024 [V]", identity=True,
         note="the cap bounds what the softmax sees, not the raw q.k, which keeps growing: the "
              "cap hides the growth rather than removing its cause")
 
@@ -324,13 +332,13 @@ def _divergence_check(data: dict) -> Check:
     big = [r for r in data["runs"] if (r["peaks"].get("max_logit") or 0) > DIVERGED_LOGIT]
     stopped = sum(r["status"] != "done" for r in big)
     return Check(
-        f"runs whose max logit passed {DIVERGED_LOGIT:g} diverged",
-        "every run with max attention logit > 1e4 diverged (Wortsman section 3.3)",
-        f"{len(big)} run(s) passed {DIVERGED_LOGIT:g}; {stopped} of them diverged, "
+        claim=f"runs whose max logit passed {DIVERGED_LOGIT:g} diverged",
+        published="every run with max attention logit > 1e4 diverged (Wortsman section 3.3)",
+        measured=f"{len(big)} run(s) passed {DIVERGED_LOGIT:g}; {stopped} of them diverged, "
         f"{len(big) - stopped} trained on (LRs "
         f"{_lrs_of([r for r in big if r['status'] == 'done']) or '-'})",
-        "shown, not counted (a 1e4 threshold of 1e5-step runs at scale)", None,
-        "Wortsman et al. 2023 [V]")
+        rule="shown, not counted (a 1e4 threshold of 1e5-step runs at scale)", passed=None,
+        source="Wortsman et al. 2023 [V]")
 
 
 def _lrs_of(runs: list) -> str:

@@ -43,6 +43,11 @@ CARD = Card(
                 "others.",
     short="padding, batch dependence, train/eval mismatch and token-at-a-time decoding "
           "break BatchNorm, not LayerNorm",
+    notebooks=(
+        "2.4.3-layernorm-vs-batchnorm.ipynb",
+        "16.1-batchnorm-layernorm-rmsnorm.ipynb",
+        "16.5-exercises.ipynb",
+    ),
 )
 
 EXACT = 1e-12  # "no effect" in float64
@@ -171,7 +176,7 @@ def _train_eval(cfg: Config, src: _Source, progress, step0: int, steps: int) -> 
         # in the unbiased units; averaged over mc_batches * C independent batches.
         se = float(np.sqrt(2.0 / (m - 1) / (cfg.mc_batches * C)))
         rows.append({"batch": m, "mismatch": float(np.mean(gaps)),
-                     "mismatch_se": float(np.std(gaps, ddof=1) / np.sqrt(len(gaps))),
+                     "mismatch_se": float(S.standard_error(gaps)),
                      "biased_ratio": float(ratio_b.mean()), "unbiased_ratio": float(ratio_u.mean()),
                      "expected_biased": (m - 1) / m, "se": se})
         progress(step0 + i + 1, steps, f"train/eval m={m}")
@@ -234,35 +239,40 @@ def judge(data: dict, config: Config) -> list[Check]:
 def _padding_checks(pr: list[dict]) -> list[Check]:
     worst = max(pr, key=lambda r: r["pad_fraction"])
     return [
-        Check("padding contaminates BatchNorm's statistics (real tokens' outputs change)",
-              "qualitative: 'padding contaminates those statistics'",
-              f"max |dy| on real tokens = {fmt(worst['bn'])} at {worst['pad_fraction']:.0%} "
+        Check(claim="padding contaminates BatchNorm's statistics (real tokens' outputs change)",
+              published="qualitative: 'padding contaminates those statistics'",
+              measured=
+                  f"max |dy| on real tokens = {fmt(worst['bn'])} at {worst['pad_fraction']:.0%} "
               f"padding ({fmt(pr[0]['bn'])} at {pr[0]['pad_fraction']:.0%})",
-              f"max |dy| > {VISIBLE:g} at the most padding", worst["bn"] > VISIBLE,
-              "chapter 2.4 section 3", identity=True),
-        Check("masking the padding out of the statistics fixes it",
-              "- (normlab's mask= argument)",
-              f"max |dy| = {fmt(max(r['bn_masked'] for r in pr))} over every padding amount",
-              f"< {EXACT:g} (float64)", max(r["bn_masked"] for r in pr) < EXACT,
-              "Ioffe & Szegedy 2015, statistics over the real positions only", identity=True),
-        Check("LayerNorm's output for a real token does not depend on padding",
-              "per-token statistics (Ba et al. 2016)",
-              f"max |dy| = {fmt(max(r['ln'] for r in pr))}", f"< {EXACT:g}",
-              max(r["ln"] for r in pr) < EXACT, "Ba et al. 2016; chapter 2.4", identity=True),
+              rule=f"max |dy| > {VISIBLE:g} at the most padding", passed=worst["bn"] > VISIBLE,
+              source="chapter 2.4 section 3", identity=True),
+        Check(claim="masking the padding out of the statistics fixes it",
+              published="- (normlab's mask= argument)",
+              measured=
+                  f"max |dy| = {fmt(max(r['bn_masked'] for r in pr))} over every padding amount",
+              rule=f"< {EXACT:g} (float64)", passed=max(r["bn_masked"] for r in pr) < EXACT,
+              source="Ioffe & Szegedy 2015, statistics over the real positions only",
+              identity=True),
+        Check(claim="LayerNorm's output for a real token does not depend on padding",
+              published="per-token statistics (Ba et al. 2016)",
+              measured=f"max |dy| = {fmt(max(r['ln'] for r in pr))}", rule=f"< {EXACT:g}",
+              passed=max(r["ln"] for r in pr) < EXACT, source="Ba et al. 2016; chapter 2.4",
+              identity=True),
     ]
 
 
 def _companions_check(cr: list[dict], config: Config) -> Check:
     return Check(
-        "with BatchNorm a token's output depends on the other examples in its batch; "
+        claim="with BatchNorm a token's output depends on the other examples in its batch; "
         "with LayerNorm it does not",
-        "qualitative (chapter 16.1: 'generation should not depend on other examples')",
-        "spread of example 0's output over " + str(config.companions) + " batches: BN "
+        published="qualitative (chapter 16.1: 'generation should not depend on other examples')",
+        measured="spread of example 0's output over " + str(config.companions) + " batches: BN "
         + ", ".join(f"{fmt(r['bn_spread'])} (B={r['batch']})" for r in cr)
         + f"; LN {fmt(max(r['ln_spread'] for r in cr))}",
-        f"BN spread > {VISIBLE:g} at every B and LN spread < {EXACT:g}",
-        all(r["bn_spread"] > VISIBLE for r in cr) and max(r["ln_spread"] for r in cr) < EXACT,
-        "chapter 16.1 'In practice'", identity=True)
+        rule=f"BN spread > {VISIBLE:g} at every B and LN spread < {EXACT:g}",
+        passed=
+            all(r["bn_spread"] > VISIBLE for r in cr) and max(r["ln_spread"] for r in cr) < EXACT,
+        source="chapter 16.1 'In practice'", identity=True)
 
 
 def _train_eval_checks(te: dict) -> list[Check]:
@@ -278,42 +288,48 @@ def _train_eval_checks(te: dict) -> list[Check]:
     passed = S.all_of([*(S.decide(iv, 0.0, S.ABOVE) for iv in steps),
                        S.decide(small, VISIBLE, S.ABOVE), te["ln_gap"] < EXACT])
     return [
-        Check("train/eval mismatch of BatchNorm, worst for small batches; none for LayerNorm",
-              "qualitative; Ioffe & Szegedy Alg. 2 uses population statistics at inference",
-              "mean |y_train - y_eval|: " + ", ".join(
+        Check(claim="train/eval mismatch of BatchNorm, worst for small batches; none for LayerNorm",
+              published=
+                  "qualitative; Ioffe & Szegedy Alg. 2 uses population statistics at inference",
+              measured="mean |y_train - y_eval|: " + ", ".join(
                   f"{fmt(r['mismatch'])} +- {fmt(2 * r['mismatch_se'])} (m={r['batch']})"
                   for r in tr) + f"; LN {fmt(te['ln_gap'])}",
-              f"BN mismatch decreasing from each m to the next (interval of the difference, "
+              rule=f"BN mismatch decreasing from each m to the next (interval of the difference, "
               f"2 se over the fresh batches, > 0), above {VISIBLE:g} at the smallest m; "
-              f"LN < {EXACT:g}", passed, "papers.md section 3, CPU reproduction 2",
+              f"LN < {EXACT:g}", passed=passed, source="papers.md section 3, CPU reproduction 2",
               inconclusive=passed is None),
-        Check("E[biased batch variance] = (m-1)/m sigma^2; the m/(m-1) running variance "
-              "restores sigma^2", "(m-1)/m = " + ", ".join(f"{(m - 1) / m:.3g}" for m in ms)
-              + "; corrected 1", "biased: " + ", ".join(f"{r['biased_ratio']:.4f}" for r in tr)
+        Check(claim="E[biased batch variance] = (m-1)/m sigma^2; the m/(m-1) running variance "
+              "restores sigma^2",
+              published="(m-1)/m = " + ", ".join(f"{(m - 1) / m:.3g}" for m in ms)
+              + "; corrected 1",
+              measured="biased: " + ", ".join(f"{r['biased_ratio']:.4f}" for r in tr)
               + "; corrected: " + ", ".join(f"{r['unbiased_ratio']:.4f}" for r in tr),
-              "each within max(1%, 4 standard errors) (papers.md: 1%)", bias_ok and unb_ok,
-              "Ioffe & Szegedy 2015, Alg. 2 [V]", identity=True,
+              rule="each within max(1%, 4 standard errors) (papers.md: 1%)",
+              passed=bias_ok and unb_ok,
+              source="Ioffe & Szegedy 2015, Alg. 2 [V]", identity=True,
               note="a property of the sample variance, checked by Monte Carlo"),
     ]
 
 
 def _decoding_checks(dec: dict) -> list[Check]:
     return [
-        Check("decoding one token at a time: no batch statistics exist; eval-mode BN differs "
+        Check(claim="decoding one token at a time: no batch statistics exist; eval-mode BN differs "
               "from what training computed, LayerNorm is identical",
-              "qualitative ('there may be no meaningful batch at all')",
-              f"BN train mode, 1 token: {'ValueError' if dec['single_token_error'] else 'ran'}; "
+              published="qualitative ('there may be no meaningful batch at all')",
+              measured=f"BN train mode, 1 token: {'ValueError' if dec['single_token_error'] else 'ran'}; "
               f"BN eval step-by-step vs train: max |dy| = {fmt(dec['bn_step_vs_train'])}; "
               f"LN step-by-step vs full: {fmt(dec['ln_step_vs_full'])}",
-              f"BN refuses (ValueError), BN gap > {VISIBLE:g}, LN gap < {EXACT:g}",
-              bool(dec["single_token_error"]) and dec["bn_step_vs_train"] > VISIBLE
-              and dec["ln_step_vs_full"] < EXACT, "chapter 2.4 section 3", identity=True),
-        Check("in training, BatchNorm over (B, T) lets a future token change earlier outputs",
-              "qualitative ('statistics that would need to differ depending on how far into "
+              rule=f"BN refuses (ValueError), BN gap > {VISIBLE:g}, LN gap < {EXACT:g}",
+              passed=bool(dec["single_token_error"]) and dec["bn_step_vs_train"] > VISIBLE
+              and dec["ln_step_vs_full"] < EXACT, source="chapter 2.4 section 3", identity=True),
+        Check(claim="in training, BatchNorm over (B, T) lets a future token change earlier outputs",
+              published=
+                  "qualitative ('statistics that would need to differ depending on how far into "
               "generation the model is')",
-              f"changing the last token moves position 0 by {fmt(dec['leak_bn'])} (BN), "
-              f"{fmt(dec['leak_ln'])} (LN)", f"BN > {EXACT:g}, LN < {EXACT:g}",
-              dec["leak_bn"] > EXACT and dec["leak_ln"] < EXACT, "chapter 2.4 section 3",
+              measured=f"changing the last token moves position 0 by {fmt(dec['leak_bn'])} (BN), "
+              f"{fmt(dec['leak_ln'])} (LN)", rule=f"BN > {EXACT:g}, LN < {EXACT:g}",
+              passed=dec["leak_bn"] > EXACT and dec["leak_ln"] < EXACT,
+              source="chapter 2.4 section 3",
               identity=True),
     ]
 

@@ -47,6 +47,7 @@ CARD = Card(
                 "whatever the depth; warmup or a smaller init mitigate the same thing. Pre-LN's "
                 "identity skip path and Admin's profiled omega also keep the early update small.",
     short="deep Post-LN's first-steps model update explodes, DeepNorm's is bounded and it trains",
+    notebooks=("2.4.4-warmup.ipynb",),
 )
 
 PLACEMENTS = ("post", "deepnorm", "pre", "admin")
@@ -134,42 +135,50 @@ def judge(data: dict, config: Config) -> list[Check]:
     first = {p: _ratio_interval(data, p, "deepnorm", which="first")
              for p in ("post", "pre", "admin")}
     return [
-        Check.decided(f"Post-LN's model update in the first {n} steps far exceeds DeepNorm's "
-                      f"({at})", "Post-LN's update explodes at the start, DeepNet's stays small "
-                      "(Fig. 3)", spike, float(np.log(SPIKE)), "above",
+        Check.decided(claim=f"Post-LN's model update in the first {n} steps far exceeds DeepNorm's "
+                      f"({at})",
+                      published="Post-LN's update explodes at the start, DeepNet's stays small "
+                      "(Fig. 3)", interval=spike, threshold=float(np.log(SPIKE)), side="above",
                       measured=f"ln(max_t post / max_t deepnorm) = {spike.text()} (ratio "
                                f"{np.exp(spike.mean):.2f}; geometric-mean peaks: post "
                                f"{fmt(peak['post'])}, deepnorm {fmt(peak['deepnorm'])})",
                       rule=f"paired interval > ln {SPIKE:g} (papers.md section 6: max over t <= "
                            f"20 of Post-LN's update > 3x DeepNorm's)",
                       source="Wang et al. 2022, Sec. 3 [S]"),
-        Check.decided(f"DeepNorm ends clearly below Post-LN ({at}, {data['steps']} steps)",
-                      "Post-LN diverges at depth; DeepNet 28.8-29.0 BLEU (Table 1)", gap, GAP,
-                      "above",
+        Check.decided(claim=f"DeepNorm ends clearly below Post-LN ({at}, {data['steps']} steps)",
+                      published="Post-LN diverges at depth; DeepNet 28.8-29.0 BLEU (Table 1)",
+                      interval=gap, threshold=GAP,
+                      side="above",
                       measured=f"post - deepnorm = {gap.text()} nats (post "
                                f"{fmt(np.mean(loss['post']))}, deepnorm "
                                f"{fmt(np.mean(loss['deepnorm']))}; {data['diverged']['post']} "
                                f"Post-LN run(s) diverged)",
                       rule=f"paired interval > {GAP} nats (papers.md section 6, at step 500)",
                       source="Wang et al. 2022, Table 1 [S]"),
-        Check("Pre-LN's and Admin's early updates beside DeepNorm's", "- (Pre-LN trains; Admin "
+        Check(claim="Pre-LN's and Admin's early updates beside DeepNorm's",
+              published="- (Pre-LN trains; Admin "
               "degrades at depth in Table 1)",
-              "; ".join(f"ln(max {p} / max deepnorm) = {iv.text()}" for p, iv in others.items())
+              measured=
+                  "; ".join(f"ln(max {p} / max deepnorm) = {iv.text()}" for p, iv in others.items())
               + f"; final loss pre {fmt(np.mean(loss['pre']))}, admin "
-              f"{fmt(np.mean(loss['admin']))} (floor {fmt(data['floor'])})", "shown", None,
-              "Wang et al. 2022 [S]"),
-        Check("After one step: the update of the first optimizer step against DeepNorm's",
-              "Post-LN's update explodes at the start of training (Fig. 3)",
-              "; ".join(f"{p} / deepnorm = {np.exp(iv.mean):.2f} (ln {iv.text()})"
+              f"{fmt(np.mean(loss['admin']))} (floor {fmt(data['floor'])})", rule="shown",
+              passed=None,
+              source="Wang et al. 2022 [S]"),
+        Check(claim="After one step: the update of the first optimizer step against DeepNorm's",
+              published="Post-LN's update explodes at the start of training (Fig. 3)",
+              measured="; ".join(f"{p} / deepnorm = {np.exp(iv.mean):.2f} (ln {iv.text()})"
                         for p, iv in first.items()),
-              "shown (papers.md's rule reads the largest update over the first 20 steps)", None,
-              "Wang et al. 2022, Sec. 3 [S]",
+              rule="shown (papers.md's rule reads the largest update over the first 20 steps)",
+              passed=None,
+              source="Wang et al. 2022, Sec. 3 [S]",
               note="the stack's output has norm sqrt(d) per token, so its change saturates near "
                    "sqrt(2d) once the output decorrelates from its start; see the notes"),
-        Check("The same ratio on the logits (the head's own learning included)", "-",
-              f"ln(max post / max deepnorm) of the logits' change = {logits.text()}",
-              "shown: F is the stack's output, as in DeepNet's bound and output-change", None,
-              "normlab [D]", note="the logits also move as the head learns the unigram "
+        Check(claim="The same ratio on the logits (the head's own learning included)",
+              published="-",
+              measured=f"ln(max post / max deepnorm) of the logits' change = {logits.text()}",
+              rule="shown: F is the stack's output, as in DeepNet's bound and output-change",
+              passed=None,
+              source="normlab [D]", note="the logits also move as the head learns the unigram "
                                   "distribution, in every arm alike"),
     ]
 

@@ -35,6 +35,7 @@ CARD = Card(
                 "row is an identity of inverted dropout, checked on normlab's implementation by "
                 "Monte Carlo: a failure would be a bug, not a finding.",
     short="E[dropout(x)] = x, identity at inference, variance p/(1-p)",
+    notebooks=("16.2-residuals-and-where-to-normalize.ipynb", "16.5-exercises.ipynb"),
 )
 
 
@@ -80,6 +81,16 @@ def _moments(x: np.ndarray, p: float, draws: int, rng: np.random.Generator) -> d
         "kept_se": float(np.sqrt(p * q / n)),
         "n": n,
     }
+
+
+def memory(config: Config) -> dict[str, float]:
+    """Bytes at the peak, by the size field that drives them (the framework refuses a config that
+    cannot fit before measuring): per p, the (draws, width) float64 output, ratios and squared
+    deviations with their temporaries and the mask (40 bytes a value, an upper estimate); the
+    linear map's (draws / 4, fan_out) outputs."""
+    n_lin = max(config.draws // 4, 200)
+    return {"draws": 40.0 * config.draws * config.width,
+            "fan_out": 24.0 * n_lin * config.fan_out}
 
 
 def measure(config: Config, ctx) -> dict:
@@ -136,33 +147,38 @@ def judge(data: dict, config: Config) -> list[Check]:
     eval_diff, train_diff = data["eval_diff"], data["train_diff"]
     lin_ratio, relu_train, relu_eval = data["lin_ratio"], data["relu_train"], data["relu_eval"]
     return [
-        Check("E[dropout(x)] = x (inverted dropout keeps the expectation)",
-              "exactly x", "E[y]/x = " + ", ".join(f"{r['mean_ratio']:.4f}" for r in rows)
+        Check(claim="E[dropout(x)] = x (inverted dropout keeps the expectation)",
+              published="exactly x",
+              measured="E[y]/x = " + ", ".join(f"{r['mean_ratio']:.4f}" for r in rows)
               + f" at p = {ps}",
-              f"|E[y]/x - 1| <= {Z:g} standard errors at every p", all(mean_ok),
-              "chapter 16.2; Srivastava et al. 2014", identity=True),
-        Check("Var[dropout(x)] = x^2 p / (1 - p)", "p/(1-p) = "
+              rule=f"|E[y]/x - 1| <= {Z:g} standard errors at every p", passed=all(mean_ok),
+              source="chapter 16.2; Srivastava et al. 2014", identity=True),
+        Check(claim="Var[dropout(x)] = x^2 p / (1 - p)", published="p/(1-p) = "
               + ", ".join(f"{r['var_exact']:.4g}" for r in rows),
-              "Var[y]/x^2 = " + ", ".join(f"{r['var_ratio']:.4g}" for r in rows),
-              f"|measured - p/(1-p)| <= {Z:g} standard errors at every p", all(var_ok),
-              "follows from the Bernoulli mask", identity=True),
-        Check("a value is kept with probability 1 - p", "1 - p",
-              "kept = " + ", ".join(f"{r['kept']:.4f}" for r in rows),
-              f"within {Z:g} standard errors at every p", all(kept_ok), "definition of p_drop", identity=True),
-        Check("inference is the identity (eval mode)", "y = x exactly",
-              f"max |y_eval - x| = {fmt(eval_diff)}; in train max |y - x| = {fmt(train_diff)}",
-              "max |y_eval - x| == 0 and the train output differs", eval_diff == 0.0
-              and train_diff > 0, "chapter 16.2", identity=True),
-        Check("through a linear map h = dropout(x) W the variance adds up: "
-              "Var[h_j] = p/(1-p) sum_i W_ij^2 x_i^2", "exact formula",
-              f"measured / predicted (summed over {config.fan_out} outputs) = {lin_ratio:.4f} "
+              measured="Var[y]/x^2 = " + ", ".join(f"{r['var_ratio']:.4g}" for r in rows),
+              rule=f"|measured - p/(1-p)| <= {Z:g} standard errors at every p", passed=all(var_ok),
+              source="follows from the Bernoulli mask", identity=True),
+        Check(claim="a value is kept with probability 1 - p", published="1 - p",
+              measured="kept = " + ", ".join(f"{r['kept']:.4f}" for r in rows),
+              rule=f"within {Z:g} standard errors at every p", passed=all(kept_ok),
+              source="definition of p_drop", identity=True),
+        Check(claim="inference is the identity (eval mode)", published="y = x exactly",
+              measured=
+                  f"max |y_eval - x| = {fmt(eval_diff)}; in train max |y - x| = {fmt(train_diff)}",
+              rule="max |y_eval - x| == 0 and the train output differs", passed=eval_diff == 0.0
+              and train_diff > 0, source="chapter 16.2", identity=True),
+        Check(claim="through a linear map h = dropout(x) W the variance adds up: "
+              "Var[h_j] = p/(1-p) sum_i W_ij^2 x_i^2", published="exact formula",
+              measured=
+                  f"measured / predicted (summed over {config.fan_out} outputs) = {lin_ratio:.4f} "
               f"at p = {p_mid:g}; mean error {fmt(data['lin_mean_err'])}",
-              "|ratio - 1| < 0.05", abs(lin_ratio - 1) < 0.05, "follows from independence", identity=True),
-        Check("after a nonlinearity the train-mode mean is not the eval-mode value",
-              "- (the chapter's identity-at-inference is exact for linear maps only)",
-              f"mean ReLU(h): train {relu_train:.4f} vs eval {relu_eval:.4f} "
-              f"(ratio {relu_train / relu_eval:.3f})", "shown, not counted", None,
-              "Jensen's inequality; the 'variance shift' of Li et al. 2019",
+              rule="|ratio - 1| < 0.05", passed=abs(lin_ratio - 1) < 0.05,
+              source="follows from independence", identity=True),
+        Check(claim="after a nonlinearity the train-mode mean is not the eval-mode value",
+              published="- (the chapter's identity-at-inference is exact for linear maps only)",
+              measured=f"mean ReLU(h): train {relu_train:.4f} vs eval {relu_eval:.4f} "
+              f"(ratio {relu_train / relu_eval:.3f})", rule="shown, not counted", passed=None,
+              source="Jensen's inequality; the 'variance shift' of Li et al. 2019",
               note="the noise dropout adds is not averaged away by a ReLU"),
     ]
 

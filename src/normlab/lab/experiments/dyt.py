@@ -219,7 +219,7 @@ def _final(r) -> float:
 def _parity(data: dict, a: list[float], name: str, claim: str, published: str, source: str,
             note: str = "") -> Check:
     iv = S.paired_interval(a, data["losses"]["layernorm" if name == "LN" else "rmsnorm"])
-    return Check.band(claim, published, iv, -PARITY_TOL, PARITY_TOL,
+    return Check.band(claim=claim, published=published, interval=iv, lo=-PARITY_TOL, hi=PARITY_TOL,
                       measured=f"DyT - {name}, paired over seeds: {iv.text()} nats",
                       rule=f"the paired interval inside +-{PARITY_TOL} nats (papers.md section "
                       "10; an equivalence test)", source=source, note=note)
@@ -233,14 +233,17 @@ def _s_curve_check(data: dict) -> Check:
                        S.decide(first, S_CURVE_GAIN, S.BELOW)])
     again, sweep = data["s_curve_loss"]
     return Check(
-        "A trained LayerNorm maps input to output in an S-shape, tanh-like in deep layers and "
-        "linear in the first", "S-shaped curves in deeper LN layers, linear in early ones; ~99% "
+        claim=
+            "A trained LayerNorm maps input to output in an S-shape, tanh-like in deep layers and "
+        "linear in the first",
+        published="S-shaped curves in deeper LN layers, linear in early ones; ~99% "
         "of points in the near-linear range (ViT, wav2vec 2.0, DiT)",
-        f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, {first.text()} in "
+        measured=
+            f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, {first.text()} in "
         f"the first; {100 * np.mean([f[-1]['linear_fraction'] for f in per]):.1f}% of the "
         "deepest LN's points in |bx| < 1",
-        f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN and < {S_CURVE_GAIN} in the "
-        "first (papers.md section 10)", passed, "Zhu et al. 2025, Fig. 2-4 [S]",
+        rule=f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN and < {S_CURVE_GAIN} in the "
+        "first (papers.md section 10)", passed=passed, source="Zhu et al. 2025, Fig. 2-4 [S]",
         inconclusive=passed is None,
         note="the LayerNorm models retrained in-process end at " + ", ".join(
             f"{v:.6f}" for v in again) + "; the sweep's runs at " + ", ".join(
@@ -263,11 +266,13 @@ def judge(data: dict, config: Config) -> list[Check]:
                 note="the best alpha0 is chosen on the same seeds (by its mean), which favours "
                      "it slightly"),
         _s_curve_check(data),
-        Check("Sensitivity to alpha0 (too large an alpha0 hurts, more so in larger models)",
-              "LLaMA 7B: alpha0 0.8 / 0.2 / 0.2 (attention / FFN / final); 70B: 0.2 / 0.05",
-              ", ".join(f"{a:g}: {S.mean_interval(alpha_loss[a]).text()}"
+        Check(claim="Sensitivity to alpha0 (too large an alpha0 hurts, more so in larger models)",
+              published=
+                  "LLaMA 7B: alpha0 0.8 / 0.2 / 0.2 (attention / FFN / final); 70B: 0.2 / 0.05",
+              measured=", ".join(f"{a:g}: {S.mean_interval(alpha_loss[a]).text()}"
                         for a in data["alphas"]),
-              "shown (papers.md: a qualitative match)", None, "Zhu et al. 2025 [V]"),
+              rule="shown (papers.md: a qualitative match)", passed=None,
+              source="Zhu et al. 2025 [V]"),
     ]
 
 
@@ -294,7 +299,7 @@ def plot(result, out_dir) -> list[str]:
           "validation NLL (nats/char)")
     al = [np.asarray(v) for v in d["alpha_loss"]]
     b.errorbar(d["alphas"], [v.mean() for v in al], marker="o", color=COLORS["dyt"], capsize=2,
-               yerr=[2 * v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0 for v in al],
+               yerr=[2 * S.standard_error(v) if v.size > 1 else 0 for v in al],
                label="DyT (bars: 2 s.e. over seeds)")
     b.axhline(d["mean"]["layernorm"], color=COLORS["layernorm"], ls="--", lw=0.9,
               label="LayerNorm (mean)")

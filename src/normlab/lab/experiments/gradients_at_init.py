@@ -35,6 +35,11 @@ CARD = Card(
                 "the large Post-LN gradients near the output at initialization are what "
                 "learning-rate warmup protects against.",
     short="Post-LN's last-layer gradient independent of depth, Pre-LN's ~ 1/sqrt(L)",
+    notebooks=(
+        "2.4.4-pre-ln-vs-post-ln.ipynb",
+        "16.2-residuals-and-where-to-normalize.ipynb",
+        "2.4.6-interview-angle.ipynb",
+    ),
 )
 
 
@@ -78,10 +83,14 @@ def _grad_norms(placement: str, L: int, cfg: Config, i: int) -> np.ndarray:
                      for blk in model.blocks])
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if cfg.profile_depth not in cfg.depths:
         raise ValueError(f"profile_depth ({cfg.profile_depth}) must be one of depths {cfg.depths}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     work = 2 * cfg.seeds * sum(cfg.depths)
     done = 0
     norms = {}  # (placement, L) -> (seeds, L)
@@ -128,37 +137,40 @@ def judge(data: dict, config: Config) -> list[Check]:
     prof_ok = S.all_of([S.decide(st["pslope"]["post"], 0.0, S.ABOVE),
                         S.decide(st["pslope_gap"], 0.0, S.ABOVE)])
     return [
-        Check.band("Post-LN: the last layer's gradient does not depend on depth L",
-                   "~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
-                   slope["post"], *POST_SLOPE,
+        Check.band(claim="Post-LN: the last layer's gradient does not depend on depth L",
+                   published="~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
+                   interval=slope["post"], lo=POST_SLOPE[0], hi=POST_SLOPE[1],
                    measured=f"log-log slope {slope['post'].text()}; ||g|| = "
                    f"{', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",
                    rule=f"the slope's interval over seeds inside [{POST_SLOPE[0]}, "
                    f"{POST_SLOPE[1]}] (papers.md section 1)",
                    source="Xiong et al. Thm. 1, Fig. 3(c) [V]"),
-        Check.band("Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
-                   "decreasing with depth (Fig. 3d); theory slope -1/2", slope["pre"], *PRE_SLOPE,
+        Check.band(claim="Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
+                   published="decreasing with depth (Fig. 3d); theory slope -1/2",
+                   interval=slope["pre"], lo=PRE_SLOPE[0], hi=PRE_SLOPE[1],
                    measured=f"log-log slope {slope['pre'].text()}; ||g|| = "
                    + ", ".join(fmt(v) for v in last["pre"]),
                    rule=f"the slope's interval inside [{PRE_SLOPE[0]}, {PRE_SLOPE[1]}]",
                    source="Xiong et al. Thm. 1, Fig. 3(d) [V]"),
-        Check("Post-LN's last-layer gradient is larger than Pre-LN's (why it needs warmup)",
-              "Post-LN bound larger by sqrt(L) (Thm. 1)",
-              "ln(post / pre), paired over seeds: " + ", ".join(
+        Check(claim="Post-LN's last-layer gradient is larger than Pre-LN's (why it needs warmup)",
+              published="Post-LN bound larger by sqrt(L) (Thm. 1)",
+              measured="ln(post / pre), paired over seeds: " + ", ".join(
                   f"L={L} {iv.text()}" for L, iv in zip(cfg.depths, st["log_ratio"])),
-              "the paired interval of ln(post / pre) > 0 at every L", ratio_ok,
-              "Xiong et al. Thm. 1 [V]", inconclusive=ratio_ok is None),
-        Check(f"Post-LN's gradient grows with the layer index; Pre-LN's does not (L = "
-              f"{cfg.profile_depth})", "Fig. 3(a): Post-LN grows toward the output",
-              f"per-layer log-log slope: post {st['pslope']['post'].text()}, pre "
+              rule="the paired interval of ln(post / pre) > 0 at every L", passed=ratio_ok,
+              source="Xiong et al. Thm. 1 [V]", inconclusive=ratio_ok is None),
+        Check(claim=f"Post-LN's gradient grows with the layer index; Pre-LN's does not (L = "
+              f"{cfg.profile_depth})", published="Fig. 3(a): Post-LN grows toward the output",
+              measured=f"per-layer log-log slope: post {st['pslope']['post'].text()}, pre "
               f"{st['pslope']['pre'].text()}; post - pre {st['pslope_gap'].text()}",
-              "slope_post > 0 and slope_post - slope_pre > 0, both intervals over seeds "
-              "(papers.md: the robust check)", prof_ok, "Xiong et al. Fig. 3(a, b) [V]",
+              rule="slope_post > 0 and slope_post - slope_pre > 0, both intervals over seeds "
+              "(papers.md: the robust check)", passed=prof_ok,
+              source="Xiong et al. Fig. 3(a, b) [V]",
               inconclusive=prof_ok is None),
-        Check("Pre-LN's per-layer gradient is 'almost the same' at every layer",
-              "flat (Fig. 3b)", f"top/bottom = {st['ratio']['pre']:.2f} (decreasing with the "
-              "layer)", "shown, not counted: a documented difference", None,
-              "Xiong et al. Fig. 3(b) [V]; papers.md [D]: 0.2-0.3",
+        Check(claim="Pre-LN's per-layer gradient is 'almost the same' at every layer",
+              published="flat (Fig. 3b)",
+              measured=f"top/bottom = {st['ratio']['pre']:.2f} (decreasing with the "
+              "layer)", rule="shown, not counted: a documented difference", passed=None,
+              source="Xiong et al. Fig. 3(b) [V]; papers.md [D]: 0.2-0.3",
               note="NormFormer, DeepNet and Mix-LN also find larger gradients in Pre-LN's bottom "
                    "layers; papers.md's simulation gives top/bottom 0.2-0.3"),
     ]
@@ -181,7 +193,7 @@ def plot(result, out_dir) -> list[str]:
     for p in ("post", "pre"):
         prof = np.asarray(d["profile_per_seed"][p])  # (seeds, L)
         layers = np.arange(1, prof.shape[1] + 1)
-        m, se = prof.mean(axis=0), prof.std(axis=0, ddof=1) / np.sqrt(prof.shape[0])
+        m, se = prof.mean(axis=0), S.standard_error(prof)
         a.plot(layers, m, "o-", color=COLORS[p], label=f"{p}-LN")
         a.fill_between(layers, m - 2 * se, m + 2 * se, color=COLORS[p], alpha=0.2)
     style(a, f"per-layer ||E g|| of W2 (L = {d['profile_depth']}; band: 2 s.e. over seeds)",
@@ -191,7 +203,7 @@ def plot(result, out_dir) -> list[str]:
     for p, theory in (("post", 0.0), ("pre", -0.5)):
         ys = np.asarray(d["last_per_seed"][p])  # (seeds, depths)
         y = ys.mean(axis=0)
-        b.errorbar(L, y, yerr=2 * ys.std(axis=0, ddof=1) / np.sqrt(ys.shape[0]), fmt="o-",
+        b.errorbar(L, y, yerr=2 * S.standard_error(ys), fmt="o-",
                    color=COLORS[p], capsize=3, label=f"{p}-LN: slope {st['slope'][p].text(2)}")
         b.plot(L, y[0] * (L / L[0]) ** theory, ":", color=COLORS[p], lw=1.2,
                label=f"theory slope {theory:g}")

@@ -28,8 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...functional import (cross_entropy_backward, cross_entropy_forward, relu_backward,
-                           relu_forward)
+from ...functional import (
+    cross_entropy_backward,
+    cross_entropy_forward,
+    relu_backward,
+    relu_forward,
+)
 from ...nn import BatchNorm, Linear, ShiftNoise
 from ...train import SGD
 from ...train.data import TextSource
@@ -72,6 +76,7 @@ CARD = Card(
                 "predictions hold here.",
     short="contested: BatchNorm helps even with covariate shift injected after it, and smooths "
           "the loss landscape (Santurkar) rather than removing the shift (Ioffe & Szegedy)",
+    notebooks=("2.4.3-layernorm-vs-batchnorm.ipynb", "2.4.6-interview-angle.ipynb"),
 )
 
 ARMS = ("standard", "batchnorm", "noisy")
@@ -295,9 +300,11 @@ def _paired(data: dict, key: str, a: str, b: str):
 
 def _decided(claim, published, iv, rule, source, note="") -> Check:
     if iv is None:
-        return Check(claim, published, "a run overflowed: no value", rule, None, source,
+        return Check(claim=claim, published=published, measured="a run overflowed: no value",
+                     rule=rule, passed=None, source=source,
                      note=note, inconclusive=True)
-    return Check.decided(claim, published, iv, MARGIN, "above", rule=rule, source=source,
+    return Check.decided(claim=claim, published=published, interval=iv, threshold=MARGIN,
+                         side="above", rule=rule, source=source,
                          note=note)
 
 
@@ -323,11 +330,12 @@ def _training_checks(data: dict) -> list[Check]:
                  "standard (Fig. 2)", _paired(data, "train_loss", "standard", "noisy"),
                  f"paired {loss}: standard - noisy > 0", ss,
                  note="the internal-covariate-shift explanation predicts the opposite"),
-        Check("noisy BatchNorm against plain BatchNorm", "about equal (Fig. 2)",
-              _text(_paired(data, "train_loss", "noisy", "batchnorm")) + " (noisy - BatchNorm, "
+        Check(claim="noisy BatchNorm against plain BatchNorm", published="about equal (Fig. 2)",
+              measured=
+                  _text(_paired(data, "train_loss", "noisy", "batchnorm")) + " (noisy - BatchNorm, "
               "training loss); clean held-out loss " + _text(
                   _paired(data, "clean_loss", "noisy", "batchnorm")),
-              "shown, not counted (no published tolerance)", None, ss,
+              rule="shown, not counted (no published tolerance)", passed=None, source=ss,
               note="the noise also perturbs the predictions themselves at every step"),
     ]
 
@@ -344,9 +352,10 @@ def _landscape_checks(data: dict) -> list[Check]:
                  "max ||g(w) - g(w - eta' g)|| is much smaller with BatchNorm (Fig. 4b)",
                  _paired(data, "log_grad_change", "standard", "batchnorm"),
                  "paired log10 gradient change (mean over probes): standard - BatchNorm > 0", s),
-        Check("'effective' beta-smoothness, max ||g(w) - g(w - eta' g)|| / ||eta' g||",
-              "smaller with BatchNorm (Fig. 4c)", _text(beta) + " (log10 standard / BatchNorm)",
-              "shown, not counted", None, s,
+        Check(claim="'effective' beta-smoothness, max ||g(w) - g(w - eta' g)|| / ||eta' g||",
+              published="smaller with BatchNorm (Fig. 4c)",
+              measured=_text(beta) + " (log10 standard / BatchNorm)",
+              rule="shown, not counted", passed=None, source=s,
               note="divides by the gradient's own norm, which BatchNorm changes"),
         _after_init_row(data),
     ]
@@ -364,10 +373,11 @@ def _after_init_row(data: dict) -> Check:
     parts = [f"{a}: loss variation {fmt(mean(a, 'loss_range'))} (descent "
              f"{fmt(mean(a, 'descent'))}), gradient change {fmt(mean(a, 'grad_change'))}, "
              f"||g|| {fmt(mean(a, 'grad_norm'))}" for a in ARMS]
-    return Check("the landscape after the first probe, and the descent part of the variation",
-                 "- (Fig. 4 plots the whole run)", "; ".join(parts) + " (means over the "
-                 "probes after step 0 and the seeds)", "shown, not counted", None,
-                 "Santurkar et al. 2018, Fig. 4 [R]",
+    return Check(claim="the landscape after the first probe, and the descent part of the variation",
+                 published="- (Fig. 4 plots the whole run)",
+                 measured="; ".join(parts) + " (means over the "
+                 "probes after step 0 and the seeds)", rule="shown, not counted", passed=None,
+                 source="Santurkar et al. 2018, Fig. 4 [R]",
                  note="the loss variation max - min L(w - eta' g) includes how far the loss "
                       "falls along -g: a larger range can be a steeper useful descent")
 
@@ -379,13 +389,14 @@ def _verdict_row(data: dict) -> Check:
     word = {True: "holds", False: "fails", None: "undecided"}
     helps = None if noisy is None else stats.decide(noisy, MARGIN)
     flat = [None if iv is None else stats.decide(iv, MARGIN) for iv in smooth]
-    return Check("which explanation the numbers support",
-                 "ICS: noise after BatchNorm removes its advantage; smoothness: it does not, "
+    return Check(claim="which explanation the numbers support",
+                 published=
+                     "ICS: noise after BatchNorm removes its advantage; smoothness: it does not, "
                  "and BatchNorm's landscape is smoother",
-                 f"noisy BatchNorm beats standard: {word[helps]}; smoother loss: "
+                 measured=f"noisy BatchNorm beats standard: {word[helps]}; smoother loss: "
                  f"{word[flat[0]]}; more predictive gradient: {word[flat[1]]}",
-                 "shown, not counted (a reading of the rows above)", None,
-                 "Ioffe & Szegedy 2015; Santurkar et al. 2018; the chapter, 2.4 section 2")
+                 rule="shown, not counted (a reading of the rows above)", passed=None,
+                 source="Ioffe & Szegedy 2015; Santurkar et al. 2018; the chapter, 2.4 section 2")
 
 
 def _text(iv) -> str:

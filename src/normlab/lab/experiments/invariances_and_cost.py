@@ -44,6 +44,7 @@ CARD = Card(
                 "doubling W halves dL/dW. RMSNorm gives up only the re-centering invariances, and "
                 "its saving comes from skipping the mean and the centering pass.",
     short="the invariance table; RMSNorm 7-64% faster than LayerNorm",
+    notebooks=("2.4.5-rmsnorm.ipynb", "16.1-batchnorm-layernorm-rmsnorm.ipynb"),
 )
 
 # The invariance table of Ba et al. 2016 / Zhang & Sennrich 2019 (True = invariant) [V].
@@ -250,23 +251,26 @@ def judge(data: dict, config: Config) -> list[Check]:
     mismatches, lr, est = _mismatches(data["grid"]), data["implicit_lr"], data["estimation"]
     n_cells = sum(len(v) for v in TABLE.values())
     return [
-        Check(f"the invariance table: {n_cells} cells (BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
-              f"6 transformations)", "Table 1 of Ba et al. 2016 and Zhang & Sennrich 2019",
-              f"{n_cells - len(mismatches)} of {n_cells} cells match"
+        Check(claim=f"the invariance table: {n_cells} cells (BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
+              f"6 transformations)",
+              published="Table 1 of Ba et al. 2016 and Zhang & Sennrich 2019",
+              measured=f"{n_cells - len(mismatches)} of {n_cells} cells match"
               + ("" if not mismatches else "; differ: " + "; ".join(mismatches)),
-              f"max|dh| < {INVARIANT:g} where the table says invariant, > {VARIANT:g} where "
-              "it says not (papers.md section 2)", not mismatches,
-              "Ba et al. 2016 Table 1 [V]; Zhang & Sennrich 2019 Table 1 [V]", identity=True),
-        Check("implicit learning-rate adaptation: scaling W by a scales dL/dW by 1/a",
-              "exact (Ioffe & Szegedy 3.3; Ba et al. 5.2)",
-              "max relative error: " + ", ".join(f"{k} {fmt(v)}" for k, v in lr.items())
+              rule=f"max|dh| < {INVARIANT:g} where the table says invariant, > {VARIANT:g} where "
+              "it says not (papers.md section 2)", passed=not mismatches,
+              source="Ba et al. 2016 Table 1 [V]; Zhang & Sennrich 2019 Table 1 [V]",
+              identity=True),
+        Check(claim="implicit learning-rate adaptation: scaling W by a scales dL/dW by 1/a",
+              published="exact (Ioffe & Szegedy 3.3; Ba et al. 5.2)",
+              measured="max relative error: " + ", ".join(f"{k} {fmt(v)}" for k, v in lr.items())
               + f" (a in {', '.join(f'{a:g}' for a in config.lr_scales)})",
-              "relative error < 1e-8 for each norm", all(v < 1e-8 for v in lr.values()),
-              "Ioffe & Szegedy 2015 section 3.3 [V]", identity=True),
+              rule="relative error < 1e-8 for each norm", passed=all(v < 1e-8 for v in lr.values()),
+              source="Ioffe & Szegedy 2015 section 3.3 [V]", identity=True),
         _estimation_check(est, config),
-        Check("RMSNorm equals LayerNorm on zero-mean input", "exact",
-              f"max |RMSNorm - LayerNorm| = {fmt(est['rms_eq_ln_zero_mean'])}", "< 1e-12",
-              est["rms_eq_ln_zero_mean"] < 1e-12, "definition", identity=True),
+        Check(claim="RMSNorm equals LayerNorm on zero-mean input", published="exact",
+              measured=f"max |RMSNorm - LayerNorm| = {fmt(est['rms_eq_ln_zero_mean'])}",
+              rule="< 1e-12",
+              passed=est["rms_eq_ln_zero_mean"] < 1e-12, source="definition", identity=True),
         *_speed_checks(data["speed"]["rows"], data["machine"]),
     ]
 
@@ -278,12 +282,12 @@ def _estimation_check(est: dict, config: Config) -> Check:
                          config.est_draws) for r in est["rows"]]
     passed = S.all_of(S.within(iv, 1 - EST_TOL, 1 + EST_TOL) for iv in ivs)
     return Check(
-        "pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
-        "p = 6.25% in the paper; 1/sqrt(2k) [D]",
-        ", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f}; ratio {iv.text()})"
+        claim="pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
+        published="p = 6.25% in the paper; 1/sqrt(2k) [D]",
+        measured=", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f}; ratio {iv.text()})"
                   for r, iv in zip(est["rows"], ivs)),
-        f"the ratio's interval (2 se over the draws) inside 1 +- {EST_TOL:g} at every p "
-        "(papers.md section 2)", passed, "Zhang & Sennrich 2019 [S]; papers.md [D]",
+        rule=f"the ratio's interval (2 se over the draws) inside 1 +- {EST_TOL:g} at every p "
+        "(papers.md section 2)", passed=passed, source="Zhang & Sennrich 2019 [S]; papers.md [D]",
         inconclusive=passed is None,
         note="1/sqrt(2k) is the delta-method approximation for normal data, not an identity")
 
@@ -303,21 +307,22 @@ def _speed_checks(sr: list[dict], machine: str) -> list[Check]:
     shapes = [f"{r['shape'][0]}x{r['shape'][1]}" for r in sr]
     passed = S.all_of(S.decide(iv, MIN_SAVING, S.ABOVE) for iv in ivs)
     return [
-        Check("RMSNorm is faster than LayerNorm (forward + backward)",
-              "7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
-              "time saved, per interleaved repeat: " + ", ".join(
+        Check(claim="RMSNorm is faster than LayerNorm (forward + backward)",
+              published="7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
+              measured="time saved, per interleaved repeat: " + ", ".join(
                   f"{_pct(iv)} ({sh})" for iv, sh in zip(ivs, shapes)),
-              f"the median saving's bootstrap interval over repeats > {MIN_SAVING:.0%} at every "
-              "shape (papers.md section 2)", passed, "Zhang & Sennrich 2019 abstract [V]",
+              rule=f"the median saving's bootstrap interval over repeats > {MIN_SAVING:.0%} at every "
+              "shape (papers.md section 2)", passed=passed,
+              source="Zhang & Sennrich 2019 abstract [V]",
               inconclusive=passed is None,
               note="NumPy reference ops on this CPU, float32, interleaved repeats: not the "
                    f"paper's frameworks or hardware ({machine}); a loaded machine widens the "
                    "interval"),
-        Check("pRMSNorm is not always faster than RMSNorm in practice",
-              "the paper notes slicing overhead [S]",
-              "pRMSNorm time saved vs LayerNorm (medians): "
+        Check(claim="pRMSNorm is not always faster than RMSNorm in practice",
+              published="the paper notes slicing overhead [S]",
+              measured="pRMSNorm time saved vs LayerNorm (medians): "
               + ", ".join(f"{100 * r['prms_saving']:.0f}% ({sh})" for r, sh in zip(sr, shapes)),
-              "shown, not counted", None, "Zhang & Sennrich 2019 [S]"),
+              rule="shown, not counted", passed=None, source="Zhang & Sennrich 2019 [S]"),
     ]
 
 

@@ -62,6 +62,11 @@ CARD = Card(
                 "depth, and a large learning rate there needs warmup.",
     short="||J_LN||_2 = sqrt(d)/||x|| up to eps (Lemma 3); Pre-LN's final LayerNorm Jacobian "
           "~ 1/sqrt(L)",
+    notebooks=(
+        "16.4-teach-it.ipynb",
+        "16.2-residuals-and-where-to-normalize.ipynb",
+        "2.4.4-pre-ln-vs-post-ln.ipynb",
+    ),
 )
 
 LEMMA2 = (0.5, 1.5)  # E||x_L||^2 / d in [1 + a L, 1 + b L] (Xiong et al., Lemma 2)
@@ -251,39 +256,44 @@ def _identity_checks(data: dict) -> list[Check]:
     grid = f"{len(rows['layernorm'])} inputs per norm (widths x scales)"
     src = "derived from the Jacobian; checks normlab's backward"
     return [
-        Check("Without a gain, LayerNorm's and RMSNorm's Jacobians are symmetric",
-              "J_0 = (I - 1 1^T/d - xhat xhat^T/d) / sigma (LN), (I - x x^T/(d rms^2)) / rms",
-              f"max |J - J^T| / max |J| = {fmt(asym)} over {grid}",
-              f"< {IDENTITY_TOL:g} (so power iteration may use J v = J^T v)",
-              asym < IDENTITY_TOL, src, identity=True),
-        Check("||J_LN||_2 = 1 / sqrt(Var[x] + eps) = sqrt(d) / sqrt(||x - mean||^2 + d eps)",
-              "O(sqrt(d) / ||x||_2) (Lemma 3)",
-              f"power iteration on normlab's VJPs vs the closed form: max relative error "
-              f"{fmt(err['layernorm'])} over {grid}", f"< {IDENTITY_TOL:g}",
-              err["layernorm"] < IDENTITY_TOL, "Xiong et al. 2020, Lemma 3 [V]; " + src,
+        Check(claim="Without a gain, LayerNorm's and RMSNorm's Jacobians are symmetric",
+              published=
+                  "J_0 = (I - 1 1^T/d - xhat xhat^T/d) / sigma (LN), (I - x x^T/(d rms^2)) / rms",
+              measured=f"max |J - J^T| / max |J| = {fmt(asym)} over {grid}",
+              rule=f"< {IDENTITY_TOL:g} (so power iteration may use J v = J^T v)",
+              passed=asym < IDENTITY_TOL, source=src, identity=True),
+        Check(claim="||J_LN||_2 = 1 / sqrt(Var[x] + eps) = sqrt(d) / sqrt(||x - mean||^2 + d eps)",
+              published="O(sqrt(d) / ||x||_2) (Lemma 3)",
+              measured=f"power iteration on normlab's VJPs vs the closed form: max relative error "
+              f"{fmt(err['layernorm'])} over {grid}", rule=f"< {IDENTITY_TOL:g}",
+              passed=err["layernorm"] < IDENTITY_TOL,
+              source="Xiong et al. 2020, Lemma 3 [V]; " + src,
               identity=True),
-        Check("||J_RMS||_2 = 1 / sqrt(mean(x^2) + eps) = sqrt(d) / sqrt(||x||^2 + d eps)",
-              "- (RMSNorm: the same lemma without the mean)",
-              f"max relative error {fmt(err['rmsnorm'])} over {grid}", f"< {IDENTITY_TOL:g}",
-              err["rmsnorm"] < IDENTITY_TOL, src, identity=True),
-        Check("With a gain gamma, power iteration on J^T J finds the Jacobian's largest singular "
+        Check(claim="||J_RMS||_2 = 1 / sqrt(mean(x^2) + eps) = sqrt(d) / sqrt(||x||^2 + d eps)",
+              published="- (RMSNorm: the same lemma without the mean)",
+              measured=f"max relative error {fmt(err['rmsnorm'])} over {grid}",
+              rule=f"< {IDENTITY_TOL:g}",
+              passed=err["rmsnorm"] < IDENTITY_TOL, source=src, identity=True),
+        Check(claim="With a gain gamma, power iteration on J^T J finds the Jacobian's largest singular "
               "value, at most max|gamma| times the gain-free norm",
-              "- (the lemma has gamma = 1)",
-              f"vs the SVD of the Jacobian built from d VJPs: max relative error {fmt(g_err)} "
-              f"({len(gain)} inputs); bound holds: {g_bound}", "< 1e-6 and the bound holds",
-              g_err < 1e-6 and g_bound, src, identity=True),
-        Check("Lemma 3 is an equality up to eps: ||J|| <= sqrt(d)/||x - mean|| (LN), "
-              "sqrt(d)/||x|| (RMSNorm)", "O(sqrt(d) / ||x||_2) (Lemma 3)",
-              f"||J|| ||x - mean|| / sqrt(d): max {lemma['layernorm']:.6f} (LN), "
+              published="- (the lemma has gamma = 1)",
+              measured=
+                  f"vs the SVD of the Jacobian built from d VJPs: max relative error {fmt(g_err)} "
+              f"({len(gain)} inputs); bound holds: {g_bound}", rule="< 1e-6 and the bound holds",
+              passed=g_err < 1e-6 and g_bound, source=src, identity=True),
+        Check(claim="Lemma 3 is an equality up to eps: ||J|| <= sqrt(d)/||x - mean|| (LN), "
+              "sqrt(d)/||x|| (RMSNorm)", published="O(sqrt(d) / ||x||_2) (Lemma 3)",
+              measured=f"||J|| ||x - mean|| / sqrt(d): max {lemma['layernorm']:.6f} (LN), "
               f"{lemma['rmsnorm']:.6f} (RMS); min at scale >= 1: {tight['layernorm']:.6f}, "
               f"{tight['rmsnorm']:.6f}; at scale {small:g} eps dominates: {sat:.3g}",
-              "max <= 1 and min at scale >= 1 > 0.999", max(lemma.values()) <= 1 + 1e-12
-              and min(tight.values()) > 0.999, "Xiong et al. 2020, Lemma 3 [V]", identity=True),
-        Check("For an uncentered input LayerNorm's norm follows ||x - mean||, not ||x||",
-              "the lemma's ||x|| (its inputs are centered at initialization)",
-              "||J|| ||x|| / sqrt(d) at mean offset " + ", ".join(
+              rule="max <= 1 and min at scale >= 1 > 0.999", passed=max(lemma.values()) <= 1 + 1e-12
+              and min(tight.values()) > 0.999, source="Xiong et al. 2020, Lemma 3 [V]",
+              identity=True),
+        Check(claim="For an uncentered input LayerNorm's norm follows ||x - mean||, not ||x||",
+              published="the lemma's ||x|| (its inputs are centered at initialization)",
+              measured="||J|| ||x|| / sqrt(d) at mean offset " + ", ".join(
                   f"{r['offset']:g}: LN {r['layernorm']:.3g}, RMS {r['rmsnorm']:.3g}" for r in off),
-              "shown", None, "follows from the closed form",
+              rule="shown", passed=None, source="follows from the closed form",
               note="RMSNorm does not subtract the mean, so its bound reads ||x|| itself"),
     ]
 
@@ -301,16 +311,19 @@ def _stream_checks(data: dict) -> list[Check]:
              pre, PRE_SLOPE, "Pre-LN gradient O(d sqrt(ln d / L)) (Theorem 1): slope -1/2"),
             ("Post-LN: the last LayerNorm's Jacobian does not depend on L",
              post, POST_SLOPE, "Post-LN gradient independent of L (Theorem 1): slope 0")):
-        out.append(Check.band(name, pub, iv, a, b,
+        out.append(Check.band(claim=name, published=pub, interval=iv, lo=a, hi=b,
                               measured=f"log-log slope of ||J|| vs L: {iv.text()}",
                               rule=f"{iv.method} interval inside [{a}, {b}] (papers.md section 1)",
                               source="Xiong et al. 2020, Lemmas 2-3, Thm. 1 [V]"))
-    out.append(Check("The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
-                     "(Post-LN)", "(1 + L/2) d <= E||x_L||^2 <= (1 + 3L/2) d; Post-LN 1.5 d",
-                     f"E||x||^2 / d at L = {Ls}: pre " + ", ".join(f"{v:.2f}" for v in sq["pre"])
+    out.append(Check(claim=
+                         "The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
+                     "(Post-LN)",
+                     published="(1 + L/2) d <= E||x_L||^2 <= (1 + 3L/2) d; Post-LN 1.5 d",
+                     measured=f"E||x||^2 / d at L = {Ls}: pre " + ", ".join(f"{v:.2f}" for v in sq["pre"])
                      + f" (inside the bounds: {in_bounds}); post "
                      + ", ".join(f"{v:.2f}" for v in sq["post"]),
-                     "shown (gradients-at-init checks it)", None, "Xiong et al. 2020, Lemma 2 [V]"))
+                     rule="shown (gradients-at-init checks it)", passed=None,
+                     source="Xiong et al. 2020, Lemma 2 [V]"))
     return out
 
 
@@ -345,7 +358,7 @@ def plot(result, out_dir) -> list[str]:
     L = np.asarray(d["depths"], dtype=float)
     for p in ("pre", "post"):
         jac = np.asarray(d["stream"][p]["jac"])
-        b.errorbar(L, jac.mean(axis=0), yerr=jac.std(axis=0, ddof=1) / np.sqrt(len(jac)),
+        b.errorbar(L, jac.mean(axis=0), yerr=stats.standard_error(jac),
                    fmt="o-", capsize=3, color=COLORS[p], label=f"{p}-LN: final LayerNorm")
     pre0 = np.asarray(d["stream"]["pre"]["jac"]).mean(axis=0)[0]
     b.plot(L, pre0 * np.sqrt((1 + L[0]) / (1 + L)), ":", color=COLORS["pre"],

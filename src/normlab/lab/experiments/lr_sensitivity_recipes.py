@@ -66,6 +66,7 @@ CARD = Card(
                 "width mostly averages them.",
     short="long warmup and lr-independent weight decay lower the LR sensitivity; depth raises it "
           "more than width; gradients below AdamW's eps stall, a smaller eps fixes it",
+    notebooks=("2.4.5-qk-norm-and-softcapping.ipynb", "2.4.4-warmup.ipynb"),
 )
 
 ARMS = ("baseline", "long warmup", "independent decay", "depth", "width")
@@ -118,9 +119,6 @@ def _arm_overrides(cfg: Config) -> dict[str, callable]:
     """Arm -> overrides of ``base`` for a peak learning rate."""
     b = cfg.base
     w_long = max(int(round(cfg.long_warmup_frac * b.steps)), 1)
-    if cfg.width % cfg.head_dim or b.model.d_model % cfg.head_dim:
-        raise ValueError(f"width {cfg.width} and base.model.d_model {b.model.d_model} must be "
-                         f"multiples of head_dim {cfg.head_dim}")
     return {
         "baseline": lambda lr: {},
         "long warmup": lambda lr: {"warmup": w_long},
@@ -151,6 +149,13 @@ def _series(cfg: Config) -> dict:
         out[f"g{i}"] = lambda rec, i=i: rec["layer_grad_rms"][i]
         out[f"u{i}"] = lambda rec, i=i: rec["layer_update_rms"][i] / rec["lr"]
     return out
+
+
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
+    if cfg.width % cfg.head_dim or cfg.base.model.d_model % cfg.head_dim:
+        raise ValueError(f"width {cfg.width} and base.model.d_model {cfg.base.model.d_model} "
+                         f"must be multiples of head_dim {cfg.head_dim}")
 
 
 def measure(config: Config, ctx) -> dict:
@@ -283,13 +288,14 @@ def _recipe_checks(data: dict, config: Config) -> list[Check]:
     s = "Wortsman et al. 2023 [V]"
     rows = []
     for arm, fig, pub in (
-            ("long warmup", "Fig. 5", "longer warm-up lowers LR sensitivity, mostly for large "
-             "models (not stable at LR 0.3 without it)"),
-            ("independent decay", "Fig. 6", "independent decay 1e-4 lowers LR sensitivity "
-             "against coupled decay 0.1")):
+            ("long warmup", "Fig. 5", ("longer warm-up lowers LR sensitivity, mostly for large "
+             "models (not stable at LR 0.3 without it)")),
+            ("independent decay", "Fig. 6", ("independent decay 1e-4 lowers LR sensitivity "
+             "against coupled decay 0.1"))):
         iv = _sens_pair(data, "baseline", arm)
         rows.append(Check.decided(
-            f"{arm} lowers the LR sensitivity", f"{pub} ({fig})", iv, MARGIN, "above",
+            claim=f"{arm} lowers the LR sensitivity", published=f"{pub} ({fig})", interval=iv,
+            threshold=MARGIN, side="above",
             measured=f"{iv.text()} (baseline - {arm}; mean LR sensitivity "
                      f"{_sens_text(data, 'baseline', arm)} nats)",
             rule="paired (by seed) LR sensitivity: baseline - arm > 0", source=f"{s}, {fig}",
@@ -310,21 +316,23 @@ def _scaling_checks(data: dict, config: Config) -> list[Check]:
             for a in ("baseline", "depth", "width")}
     return [
         Check.decided(
-            "scaling depth raises the LR sensitivity more than scaling width",
-            "depth scaling raises LR sensitivity faster than width scaling (Fig. 7)", iv,
-            MARGIN, "above",
+            claim="scaling depth raises the LR sensitivity more than scaling width",
+            published="depth scaling raises LR sensitivity faster than width scaling (Fig. 7)",
+            interval=iv,
+            threshold=MARGIN, side="above",
             measured=f"{iv.text()} (depth x{config.depth_scale}, {n['depth']} params, - width "
                      f"{config.width}, {n['width']} params); " + _sens_text(data, "baseline",
                                                                           "depth", "width"),
             rule="paired LR sensitivity: depth-scaled - width-scaled > 0 (the width arm has as "
                  "many or more parameters)", source=s),
-        Check("the divergence side: the largest learning rate that still trains, and the "
+        Check(claim="the divergence side: the largest learning rate that still trains, and the "
               "sensitivity over the learning rates at and above the best",
-              "the divergence LR falls with scale, faster in depth (Figs. 1, 7)",
-              "; ".join(f"{a}: max trained lr {', '.join(f'{x:g}' for x in top[a])}, high-side "
+              published="the divergence LR falls with scale, faster in depth (Figs. 1, 7)",
+              measured=
+                  "; ".join(f"{a}: max trained lr {', '.join(f'{x:g}' for x in top[a])}, high-side "
                         f"sensitivity {fmt(high[a])}" for a in top),
-              f"shown, not counted ('trains' = recovers >= {TRAINS_FRACTION:g} of the seed's "
-              "best improvement)", None, s,
+              rule=f"shown, not counted ('trains' = recovers >= {TRAINS_FRACTION:g} of the seed's "
+              "best improvement)", passed=None, source=s,
               note="separates the divergence side from the low learning rates, where a short run "
                    "is simply undertrained"),
     ]
@@ -340,26 +348,32 @@ def _within(iv, tol: float):
 def _eps_checks(data: dict, config: Config) -> list[Check]:
     e, s = data["eps"], "Wortsman et al. 2023, section 3.4 [V]; papers.md F"
     by = {v: _eps_name(v) for v in config.eps_values}
-    rows = [Check("with a constant gradient AdamW's update RMS / lr is g / (|g| + eps)",
-                  "analytic (papers.md F)", f"max relative error {fmt(data['analytic']['max_rel_err'])}"
+    rows = [Check(claim="with a constant gradient AdamW's update RMS / lr is g / (|g| + eps)",
+                  published="analytic (papers.md F)",
+                  measured=f"max relative error {fmt(data['analytic']['max_rel_err'])}"
                   f" over |g| in [1e-12, 1e-2], eps {', '.join(f'{v:g}' for v in config.eps_values)}",
-                  f"within {F_ANALYTIC:.0%} everywhere", data["analytic"]["max_rel_err"] <
-                  F_ANALYTIC, s, identity=True,
+                  rule=f"within {F_ANALYTIC:.0%} everywhere",
+                  passed=data["analytic"]["max_rel_err"] <
+                  F_ANALYTIC, source=s, identity=True,
                   note="bias correction makes m_hat = g and v_hat = g^2 exactly")]
     if 1e-8 in by:
         iv = stats.mean_interval(e["ratio"][by[1e-8]])
         rows.append(Check.decided(
-            f"gradients x{config.loss_multiplier:g} (RMS below eps): eps 1e-8 stalls training",
-            "eps 1e-8 shrinks the update once the gradient RMS is near it (section 3.4)", iv,
-            F_SLOW, "below", rule=f"loss reduction / the unscaled run's < {F_SLOW:g}",
+            claim=
+                f"gradients x{config.loss_multiplier:g} (RMS below eps): eps 1e-8 stalls training",
+            published="eps 1e-8 shrinks the update once the gradient RMS is near it (section 3.4)",
+            interval=iv,
+            threshold=F_SLOW, side="below",
+            rule=f"loss reduction / the unscaled run's < {F_SLOW:g}",
             source=s))
     tiny = min(config.eps_values)
     iv = stats.mean_interval(e["ratio"][by[tiny]])
     ok = _within(iv, F_MATCH)
-    rows.append(Check(f"eps {tiny:g} below the gradient RMS removes the shrinkage",
-                      "eps 1e-15 improves the loss and prevents the collapse (4.8B, LR 0.3)",
-                      iv.text(4) + " (loss reduction / the unscaled run's)",
-                      f"interval within 1 +- {F_MATCH:g} (papers.md F)", ok, s,
+    rows.append(Check(claim=f"eps {tiny:g} below the gradient RMS removes the shrinkage",
+                      published=
+                          "eps 1e-15 improves the loss and prevents the collapse (4.8B, LR 0.3)",
+                      measured=iv.text(4) + " (loss reduction / the unscaled run's)",
+                      rule=f"interval within 1 +- {F_MATCH:g} (papers.md F)", passed=ok, source=s,
                       interval=[iv.lo, iv.hi], inconclusive=ok is None))
     rows.append(_shrink_row(data, config))
     rows.append(_grad_rms_row(data))
@@ -375,11 +389,12 @@ def _shrink_row(data: dict, config: Config) -> Check:
         pred = [float(np.mean(x)) for x in e["predicted"][name]]
         parts.append(f"eps {v:g}: " + ", ".join(f"block {i} {fmt(m)} (g/(g+eps) {fmt(p)})"
                                                 for i, (m, p) in enumerate(zip(meas, pred))))
-    return Check("per block, the update RMS shrinks as g / (g + eps) of the block's gradient RMS",
-                 "update RMS falls with the gradient RMS near eps (Figs. 12, 13)",
-                 "update RMS over the eps-free scaled run's (median over steps): "
-                 + "; ".join(parts), "shown, not counted (the formula is exact only for constant "
-                 "gradients)", None, "Wortsman et al. 2023, section 3.4 [V]",
+    return Check(claim="per block, the update RMS shrinks as g / (g + eps) of the block's gradient RMS",
+                 published="update RMS falls with the gradient RMS near eps (Figs. 12, 13)",
+                 measured="update RMS over the eps-free scaled run's (median over steps): "
+                 + "; ".join(parts),
+                 rule="shown, not counted (the formula is exact only for constant "
+                 "gradients)", passed=None, source="Wortsman et al. 2023, section 3.4 [V]",
                  note="the loss reduction of eps 1e-6: " + ", ".join(
                      f"{fmt(x)}" for x in e["ratio"].get(_eps_name(1e-6), [])) + " of the "
                  "reference's (the paper: diverges at 4.8B)")
@@ -390,11 +405,12 @@ def _grad_rms_row(data: dict) -> Check:
     lrs = data["lrs"]
     g = [float(np.mean([p["grad_rms"][j] for p in b if p["grad_rms"][j]] or [math.nan]))
          for j in range(len(lrs))]
-    return Check("at this scale the gradient RMS stays far above eps = 1e-8",
-                 "gradient RMS falls with scale and LR, to about 1e-8 at 4.8B (Fig. 11)",
-                 "baseline, mean block gradient RMS at the end: " + ", ".join(
+    return Check(claim="at this scale the gradient RMS stays far above eps = 1e-8",
+                 published="gradient RMS falls with scale and LR, to about 1e-8 at 4.8B (Fig. 11)",
+                 measured="baseline, mean block gradient RMS at the end: " + ", ".join(
                      f"lr {lr:g}: {fmt(x)}" for lr, x in zip(lrs, g)),
-                 "shown, not counted", None, "Wortsman et al. 2023, section 3.4 [V]",
+                 rule="shown, not counted", passed=None,
+                 source="Wortsman et al. 2023, section 3.4 [V]",
                  note="why the eps runs multiply the loss by a tiny factor: an unscaled tiny "
                       "model never reaches the regime where eps matters")
 

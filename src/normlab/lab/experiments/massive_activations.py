@@ -60,6 +60,7 @@ CARD = Card(
                 "bfloat16 at 3.4e38.",
     short="at a high learning rate Pre-LN's residual stream grows huge activations, Peri-LN's "
           "stays bounded; the large values leave fp8's range",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "16.2-residuals-and-where-to-normalize.ipynb"),
 )
 
 PLACEMENTS = ("pre", "sandwich")
@@ -191,8 +192,8 @@ def judge(data: dict, config: Config) -> list[Check]:
          "papers.md section 9, reproduction 3 (its pass rule) [D]"),
         ("log_growth", "Pre-LN's max |x| grows more over training",
          "fast variance growth over training in Pre-LN (Kim et al. 2025)",
-         f"log10 (max|x| at the end / at step 0), block {L}: {{iv}}; growth "
-         f"{_means(data, lr, 'log_growth', _exp10)}", "Kim et al. 2025 [S]"),
+         (f"log10 (max|x| at the end / at step 0), block {L}: {{iv}}; growth "
+         f"{_means(data, lr, 'log_growth', _exp10)}"), "Kim et al. 2025 [S]"),
         ("fp8_overflow", f"more of Pre-LN's residual stream overflows {FP8} (max 448)",
          "- (follows from max |x| beyond 448)",
          f"fraction overflowing: {{iv}}; {_means(data, lr, 'fp8_overflow')}",
@@ -202,7 +203,8 @@ def judge(data: dict, config: Config) -> list[Check]:
     for what, claim, published, measured, source in rows:
         iv = _paired(data, lr, what)
         checks.append(Check.decided(
-            f"{claim} ({at})", published, iv, THRESHOLD, ABOVE,
+            claim=f"{claim} ({at})", published=published, interval=iv, threshold=THRESHOLD,
+            side=ABOVE,
             measured=measured.format(iv="Pre-LN - Peri-LN = " + iv.text(3)),
             rule="paired (Pre-LN - Peri-LN) over seeds, mean +- 2 se: wholly > 0 pass, wholly "
                  "<= 0 FAIL, straddling 0 inconclusive", source=source))
@@ -224,26 +226,31 @@ def _shown(data: dict) -> list[Check]:
     low = data["lrs"][0]
     sandwich = np.mean(values(data, "sandwich", lr, "depth_ratio"))
     return [
-        Check("the fraction of the residual stream outside each format's range (overflow + "
+        Check(claim="the fraction of the residual stream outside each format's range (overflow + "
               "flush to zero, no scaling) and the headroom log2(max finite / max|x|)",
-              "- (the formats' ranges: bf16 3.4e38, fp16 65504, e5m2 57344, e4m3 448)",
-              f"lr {lr:g}: " + " | ".join(parts), "shown", None, "normlab.precision formats"),
-        Check("the effect grows with the learning rate",
-              "Pre-LN RMS grows with lr (Wortsman et al. Fig. C.1; papers.md section 9)",
-              "; ".join(f"lr {x:g}: max|x| of block {L} {_means(data, x, 'log_max', _exp10)}"
-                        for x in data["lrs"]), "shown", None, "papers.md section 9"),
-        Check("Peri-LN's stream grows at most linearly in depth: each block adds branch "
+              published="- (the formats' ranges: bf16 3.4e38, fp16 65504, e5m2 57344, e4m3 448)",
+              measured=f"lr {lr:g}: " + " | ".join(parts), rule="shown", passed=None,
+              source="normlab.precision formats"),
+        Check(claim="the effect grows with the learning rate",
+              published="Pre-LN RMS grows with lr (Wortsman et al. Fig. C.1; papers.md section 9)",
+              measured=
+                  "; ".join(f"lr {x:g}: max|x| of block {L} {_means(data, x, 'log_max', _exp10)}"
+                        for x in data["lrs"]), rule="shown", passed=None,
+                        source="papers.md section 9"),
+        Check(claim="Peri-LN's stream grows at most linearly in depth: each block adds branch "
               "outputs of a fixed RMS (their gains)",
-              "RMS ~ sqrt(l) for uncorrelated branches (papers.md section 9 [D]); l if aligned",
-              f"RMS(block {L}) / RMS(block 1) = {sandwich:.2f} at lr {lr:g} (sqrt({L}) = "
+              published=
+                  "RMS ~ sqrt(l) for uncorrelated branches (papers.md section 9 [D]); l if aligned",
+              measured=f"RMS(block {L}) / RMS(block 1) = {sandwich:.2f} at lr {lr:g} (sqrt({L}) = "
               f"{math.sqrt(L):.2f}, {L} if aligned); at lr {low:g}: "
-              f"{np.mean(values(data, 'sandwich', low, 'depth_ratio')):.2f}", "shown", None,
-              "papers.md section 9 [D]"),
-        Check("final loss of each arm", "-",
-              "; ".join(f"{k} {fmt(np.mean(v['loss']))}"
+              f"{np.mean(values(data, 'sandwich', low, 'depth_ratio')):.2f}", rule="shown",
+              passed=None,
+              source="papers.md section 9 [D]"),
+        Check(claim="final loss of each arm", published="-",
+              measured="; ".join(f"{k} {fmt(np.mean(v['loss']))}"
                         + (f" ({sum(r['diverged'] for r in v['runs'])} diverged)"
                            if any(r["diverged"] for r in v["runs"]) else "")
-                        for k, v in data["arms"].items()), "shown", None, "-"),
+                        for k, v in data["arms"].items()), rule="shown", passed=None, source="-"),
     ]
 
 

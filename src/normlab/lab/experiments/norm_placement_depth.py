@@ -45,6 +45,7 @@ CARD = Card(
                 "every branch at zero. Without any norm the residual stream of a "
                 "Xavier-initialized stack doubles its variance at every sublayer.",
     short="post, pre, sandwich, DeepNorm, Admin, ReZero, none at depths 2-18 under one recipe",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "2.4.6-interview-angle.ipynb"),
 )
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "admin", "rezero", "none")
@@ -119,7 +120,7 @@ def _trains_everywhere(data: dict, p: str, claim: str, published: str, source: s
     """Placement p's worst loss over the depths minus Pre-LN's best, per seed, below TOL."""
     gap = _seeds(data, p).max(axis=1) - _seeds(data, "pre").min(axis=1)
     iv = S.mean_interval(gap)
-    return Check.decided(claim, published, iv, TOL, S.BELOW,
+    return Check.decided(claim=claim, published=published, interval=iv, threshold=TOL, side=S.BELOW,
                          measured=f"{p}'s worst loss over L - Pre-LN's best, per seed: "
                          f"{iv.text()}", rule=f"the interval over seeds < {TOL} nats",
                          source=source)
@@ -138,12 +139,13 @@ def judge(data: dict, config: Config) -> list[Check]:
         _trains_everywhere(data, "pre", "Pre-LN trains at every depth (depth never hurts it)",
                            "Pre-LN BLEU 27.27 / 28.26 / 28.38 at 6 / 12 / 18 layers (En-De)",
                            "Liu et al. 2020, Table 1 [S]"),
-        Check("Post-LN matches Pre-LN when shallow but fails or ends clearly worse when deep",
-              "Post-LN 27.80 at 6L-6L (Pre-LN 27.27), 'failed' at 12L-12L and 18L-18L",
-              f"post - pre, paired over seeds: {shallow.text()} at L={depths[0]}, "
+        Check(claim="Post-LN matches Pre-LN when shallow but fails or ends clearly worse when deep",
+              published="Post-LN 27.80 at 6L-6L (Pre-LN 27.27), 'failed' at 12L-12L and 18L-18L",
+              measured=f"post - pre, paired over seeds: {shallow.text()} at L={depths[0]}, "
               f"{deep.text()} at L={Lmax}",
-              f"the interval < {TOL} at L={depths[0]} and > {TOL} nats at L={Lmax}", post_ok,
-              "Liu et al. 2020, Table 1 [S]", inconclusive=post_ok is None),
+              rule=f"the interval < {TOL} at L={depths[0]} and > {TOL} nats at L={Lmax}",
+              passed=post_ok,
+              source="Liu et al. 2020, Table 1 [S]", inconclusive=post_ok is None),
         _trains_everywhere(data, "deepnorm", "DeepNorm trains at every depth",
                            "DeepNet 28.8 / 29.0 / 28.9 BLEU at 18 / 50 / 100 layers; Post-LN "
                            "diverges at depth (Table 1)", "Wang et al. 2022, Table 1 [S]"),
@@ -156,18 +158,20 @@ def judge(data: dict, config: Config) -> list[Check]:
         _trains_everywhere(data, "rezero", "ReZero trains at every depth without any norm in "
                            "the blocks", "120-layer Transformers train without LayerNorm or "
                            "warmup", "Bachlechner et al. 2020 [S]"),
-        Check.decided("A plain residual stack without norm does worse than ReZero at depth",
-                      "ReZero trains where the plain residual network without norm does not",
-                      none_rz, TOL, S.ABOVE,
+        Check.decided(claim="A plain residual stack without norm does worse than ReZero at depth",
+                      published=
+                          "ReZero trains where the plain residual network without norm does not",
+                      interval=none_rz, threshold=TOL, side=S.ABOVE,
                       measured=f"none - rezero = {none_rz.text()} nats at L={Lmax} (none "
                       f"{fmt(at['none'][Lmax])}, {data['diverged']['none'][-1]} of "
                       f"{config.seeds} diverged)",
                       rule=f"the paired interval of none's loss - ReZero's > {TOL} nats at "
                       f"L={Lmax}", source="Bachlechner et al. 2020 [S]"),
-        Check("Gap to the entropy floor at the largest depth",
-              "- (the Markov source's exact floor)",
-              ", ".join(f"{p} {at[p][Lmax] - floor:+.3f}" for p in PLACEMENTS)
-              + f" (floor {fmt(floor)} nats)", "shown", None, "normlab Markov source [D]"),
+        Check(claim="Gap to the entropy floor at the largest depth",
+              published="- (the Markov source's exact floor)",
+              measured=", ".join(f"{p} {at[p][Lmax] - floor:+.3f}" for p in PLACEMENTS)
+              + f" (floor {fmt(floor)} nats)", rule="shown", passed=None,
+              source="normlab Markov source [D]"),
     ]
 
 
@@ -187,7 +191,7 @@ def plot(result, out_dir) -> list[str]:
     fig, (a, b) = figure(2)
     for p in PLACEMENTS:
         per = np.asarray(d["seed_loss"][p])  # (depths, seeds)
-        err = 2 * per.std(axis=1, ddof=1) / np.sqrt(per.shape[1]) if per.shape[1] > 1 else None
+        err = 2 * S.standard_error(per, axis=1) if per.shape[1] > 1 else None
         a.errorbar(depths, d["loss"][p], yerr=err, marker="o", ms=4, capsize=2, color=COLORS[p],
                    label=p)
         bad = [(L, v) for L, v, n in zip(depths, d["loss"][p], d["diverged"][p]) if n]

@@ -38,6 +38,7 @@ CARD = Card(
                 "and Admin/DeepNorm-style rescaling at depth.",
     short="a small weight change moves Post-LN's output by O(N) sublayers, Pre-LN's by O(log N); "
           "DeepNorm bounds it",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "2.4.6-interview-angle.ipynb"),
 )
 
 PLACEMENTS = ("post", "pre", "deepnorm", "admin")  # admin: shown here, judged in admin
@@ -75,10 +76,14 @@ def _r2(x, y) -> tuple[float, float]:
     return float(b), float(1 - resid.var() / y.var())
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if any(N % 2 or N < 2 for N in cfg.sublayers):
         raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got {cfg.sublayers}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     work = len(PLACEMENTS) * cfg.seeds * sum(cfg.sublayers)
     done = 0
     raw = {}
@@ -94,7 +99,7 @@ def measure(config: Config, ctx) -> dict:
         raw[p] = np.array(rows).T  # (seeds, len(N)): seed i shares its draws across placements
     return {"sublayers": list(cfg.sublayers), "per_seed": raw,
             "mean": {p: v.mean(axis=0) for p, v in raw.items()},
-            "sem": {p: v.std(axis=0, ddof=1) / np.sqrt(cfg.seeds) for p, v in raw.items()}}
+            "sem": {p: S.standard_error(v) for p, v in raw.items()}}
 
 
 PRE_R2, POST_R2 = 0.9, 0.8  # papers.md section 5: Pre-LN ~ a + b ln N, Post-LN ~ a + b N (N <= 50)
@@ -167,16 +172,17 @@ def judge(data: dict, config: Config) -> list[Check]:
              f"ln(post / deepnorm) at N >= 10: {', '.join(iv.text(2) for iv in f['dn_below'])}",
              f"change(N={Nmax}) / change(N={N0}) < {DN_FLAT:g} and below Post-LN at every "
              "N >= 10, intervals over seeds", dn_ok, "Wang et al. 2022 [S]"),
-        Check("Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
-              "Admin ~165 vs Pre-LN ~150 at N=200 (figure)",
-              f"Admin a + b ln N: R^2 {f['admin_r2'].text()}; admin / pre at N = {Nmax}: "
-              f"{f['admin_pre'].text()}", "shown here, decided in the admin experiment (its "
-              "claims are counted once)", None, "Liu et al. 2020 [V]"),
+        Check(claim="Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
+              published="Admin ~165 vs Pre-LN ~150 at N=200 (figure)",
+              measured=f"Admin a + b ln N: R^2 {f['admin_r2'].text()}; admin / pre at N = {Nmax}: "
+              f"{f['admin_pre'].text()}", rule="shown here, decided in the admin experiment (its "
+              "claims are counted once)", passed=None, source="Liu et al. 2020 [V]"),
     ]
 
 
 def _row(claim, published, measured, rule, passed, source, note="") -> Check:
-    return Check(claim, published, measured, rule, passed, source, note=note,
+    return Check(claim=claim, published=published, measured=measured, rule=rule, passed=passed,
+                 source=source, note=note,
                  inconclusive=passed is None)
 
 

@@ -52,6 +52,7 @@ CARD = Card(
                 "every logit the softmax sees.",
     short="without weight decay the output logits drift very negative late in training; "
           "z-loss 1e-4 holds log Z near 0",
+    notebooks=("2.4.5-qk-norm-and-softcapping.ipynb",),
 )
 
 ARMS = ("no fix", "z-loss", "soft-cap", "weight decay")
@@ -102,13 +103,17 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
     return out
 
 
-def measure(config: Config, ctx) -> dict:
-    cfg = config
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
     if cfg.seeds < 2:
         raise ValueError(f"seeds must be >= 2 (the checks are intervals over seeds); got "
                          f"{cfg.seeds}")
     if cfg.other_seeds > cfg.seeds:
         raise ValueError(f"other_seeds must be at most seeds = {cfg.seeds}; got {cfg.other_seeds}")
+
+
+def measure(config: Config, ctx) -> dict:
+    cfg = config
     runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="arms")
     T.require_finished(runs)
     per = {arm: _arm([r for r in runs if r.variant == arm]) for arm in ARMS}
@@ -163,9 +168,10 @@ def _vals(data: dict, arm: str, key: str, missing: float = math.nan) -> list[flo
 def _near_zero_check(data: dict) -> Check:
     z = [abs(v) for v in _vals(data, "z-loss", "log_z")]
     return Check.decided(
-        "with z-loss 1e-4, log Z stays near 0",
-        "log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
-        stats.mean_interval(z), LOG_Z_NEAR_0, stats.BELOW,
+        claim="with z-loss 1e-4, log Z stays near 0",
+        published=
+            "log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
+        interval=stats.mean_interval(z), threshold=LOG_Z_NEAR_0, side=stats.BELOW,
         source="Wortsman et al. 2023 [V]; papers.md section 7 D",
         measured=f"LR {data['lr']:g}: final |log Z| with z-loss {stats.mean_interval(z).text()} "
                  f"(at init {fmt(data['log_z0'])}, about ln V = {fmt(math.log(data['vocab']))})",
@@ -178,10 +184,12 @@ def _drift_check(data: dict) -> Check:
     logs = [math.log10(max(abs(a), 1e-12) / max(abs(b), 1e-12)) for a, b in zip(none, z)]
     iv = stats.mean_interval(logs)
     return Check.decided(
-        "without weight decay or z-loss, log Z drifts far from 0",
-        "the output logits drift very negative late in training without weight decay (2.4M "
+        claim="without weight decay or z-loss, log Z drifts far from 0",
+        published=
+            "the output logits drift very negative late in training without weight decay (2.4M "
         "model, LR 0.1); papers.md D: |log Z| > 10 x the z-loss arm's",
-        iv, math.log10(DRIFT_RATIO), stats.ABOVE, source="Wortsman et al. 2023, 3.1.2 [V]",
+        interval=iv, threshold=math.log10(DRIFT_RATIO), side=stats.ABOVE,
+        source="Wortsman et al. 2023, 3.1.2 [V]",
         measured=f"final log Z without a fix {stats.mean_interval(none).text()}, with z-loss "
                  f"{stats.mean_interval(z).text()}; log10 of the |log Z| ratio {iv.text()}",
         rule=f"paired mean +- 2 se of log10(|log Z| no fix / |log Z| z-loss) > 1 "
@@ -192,9 +200,11 @@ def _mean_logit_check(data: dict) -> Check:
     none, z = _vals(data, "no fix", "mean_logit"), _vals(data, "z-loss", "mean_logit")
     iv = stats.paired_interval(none, z)
     return Check.decided(
-        "without a fix the mean output logit drifts below the z-loss arm's",
-        "the logits diverge and become very negative; z-loss prevents it (Wortsman Fig. 4)",
-        iv, 0.0, stats.BELOW, source="Wortsman et al. 2023, 3.1.2 and Fig. 4 [V]",
+        claim="without a fix the mean output logit drifts below the z-loss arm's",
+        published=
+            "the logits diverge and become very negative; z-loss prevents it (Wortsman Fig. 4)",
+        interval=iv, threshold=0.0, side=stats.BELOW,
+        source="Wortsman et al. 2023, 3.1.2 and Fig. 4 [V]",
         measured=f"final mean logit (over the vocabulary and the batch) without a fix "
                  f"{stats.mean_interval(none).text()}, with z-loss {stats.mean_interval(z).text()};"
                  f" difference {iv.text()}",
@@ -205,13 +215,14 @@ def _mean_logit_check(data: dict) -> Check:
 def _late_rise_row(data: dict) -> Check:
     none, z = _vals(data, "no fix", "rise"), _vals(data, "z-loss", "rise")
     return Check(
-        "without a fix the loss rises late in training, with z-loss it does not",
-        "the loss diverges late in training without weight decay or z-loss (Wortsman Fig. 4)",
-        f"final minus lowest validation loss on the way: without a fix "
+        claim="without a fix the loss rises late in training, with z-loss it does not",
+        published=
+            "the loss diverges late in training without weight decay or z-loss (Wortsman Fig. 4)",
+        measured=f"final minus lowest validation loss on the way: without a fix "
         f"{stats.mean_interval(none).text()}, with z-loss {stats.mean_interval(z).text()}; "
         f"difference {stats.paired_interval(none, z).text()}",
-        "shown, not counted: the counted loss row (papers.md D) reads the final loss itself",
-        None, "Wortsman et al. 2023, 3.1.2 [V]",
+        rule="shown, not counted: the counted loss row (papers.md D) reads the final loss itself",
+        passed=None, source="Wortsman et al. 2023, 3.1.2 [V]",
         note="validation every base.eval_interval steps; a diverged run counts as its loss at "
              "init; the rise is >= 0 by its definition, so read it against the z-loss arm's")
 
@@ -220,8 +231,9 @@ def _loss_check(data: dict) -> Check:
     none, z = _vals(data, "no fix", "loss"), _vals(data, "z-loss", "loss")
     iv = stats.paired_interval(none, z)
     return Check.decided(
-        "z-loss does not cost loss (and saves it when the logits diverge)",
-        "papers.md D: final loss with z-loss <= without", iv, 0.0, stats.ABOVE,
+        claim="z-loss does not cost loss (and saves it when the logits diverge)",
+        published="papers.md D: final loss with z-loss <= without", interval=iv, threshold=0.0,
+        side=stats.ABOVE,
         source="Wortsman et al. 2023 [V]; papers.md section 7 D",
         measured=f"final validation loss without a fix {stats.mean_interval(none).text(4)}, with "
                  f"z-loss {stats.mean_interval(z).text(4)}; no fix - z-loss {iv.text()}",
@@ -237,16 +249,18 @@ def _text(data: dict, arm: str, key: str, digits: int = 3) -> str:
 
 def _rare_row(data: dict) -> Check:
     return Check(
-        "the logits of never-seen tokens and the head's norm",
-        "Adam moves rarely-seen tokens' logits down at about the LR per step (the mechanism "
+        claim="the logits of never-seen tokens and the head's norm",
+        published=
+            "Adam moves rarely-seen tokens' logits down at about the LR per step (the mechanism "
         "Wortsman et al. describe)",
-        "final mean logit of the tokens not yet a training target: no fix "
+        measured="final mean logit of the tokens not yet a training target: no fix "
         f"{_text(data, 'no fix', 'unseen')}, z-loss {_text(data, 'z-loss', 'unseen')}; head "
         f"weight norm: no fix {_text(data, 'no fix', 'head_norm')}, z-loss "
         f"{_text(data, 'z-loss', 'head_norm')}, weight decay "
         f"{_text(data, 'weight decay', 'head_norm')} (at init about sqrt(V) = "
         f"{fmt(math.sqrt(data['vocab']))})",
-        "shown, not counted (no published number)", None, "Wortsman et al. 2023 [V]",
+        rule="shown, not counted (no published number)", passed=None,
+        source="Wortsman et al. 2023 [V]",
         note="'not yet a target': tokens that no training batch before the step had as a target")
 
 
@@ -255,35 +269,38 @@ def _cap_identity(data: dict) -> Check:
     top = max((v for v in data["per"]["soft-cap"]["log_z_max"] if v is not None),
               default=math.nan)
     return Check(
-        f"a final soft-cap of {cap:g} bounds log Z by {cap:g} + ln V",
-        "Gemma 2 caps the output logits at 30", f"largest per-step log Z in the soft-cap arm "
+        claim=f"a final soft-cap of {cap:g} bounds log Z by {cap:g} + ln V",
+        published="Gemma 2 caps the output logits at 30",
+        measured=f"largest per-step log Z in the soft-cap arm "
         f"{fmt(top)} (bound {fmt(cap + math.log(V))})",
-        "holds by construction (every capped logit < cap)", bool(top <= cap + math.log(V)),
-        "Gemma Team 2024 [V]", identity=True)
+        rule="holds by construction (every capped logit < cap)",
+        passed=bool(top <= cap + math.log(V)),
+        source="Gemma Team 2024 [V]", identity=True)
 
 
 def _cap_row(data: dict) -> Check:
     return Check(
-        f"with the soft-cap the logits do not drift either",
-        "Gemma 2 caps the output logits at 30 (a design choice; no ablation published)",
-        f"soft-cap arm: final loss {_text(data, 'soft-cap', 'loss', 4)} (no fix "
+        claim="with the soft-cap the logits do not drift either",
+        published="Gemma 2 caps the output logits at 30 (a design choice; no ablation published)",
+        measured=f"soft-cap arm: final loss {_text(data, 'soft-cap', 'loss', 4)} (no fix "
         f"{_text(data, 'no fix', 'loss', 4)}), mean raw logit "
         f"{_text(data, 'soft-cap', 'mean_logit')}, log Z {_text(data, 'soft-cap', 'log_z')}",
-        "shown, not counted (no published ablation)", None, "Gemma Team 2024 [V]",
+        rule="shown, not counted (no published ablation)", passed=None,
+        source="Gemma Team 2024 [V]",
         note="the mean logit is the head's output before the cap: the cap bounds what the "
              "softmax sees, not the head")
 
 
 def _decay_row(data: dict) -> Check:
     return Check(
-        "weight decay also prevents the drift",
-        "weight decay also fixes it for the larger models (Wortsman section 3.1.2)",
-        f"weight-decay arm (AdamW weight_decay {data['weight_decay']:g}, total decay "
+        claim="weight decay also prevents the drift",
+        published="weight decay also fixes it for the larger models (Wortsman section 3.1.2)",
+        measured=f"weight-decay arm (AdamW weight_decay {data['weight_decay']:g}, total decay "
         f"lr x wd x steps = {data['lr'] * data['weight_decay'] * data['steps']:.3g}): final log Z "
         f"{_text(data, 'weight decay', 'log_z')}, mean logit "
         f"{_text(data, 'weight decay', 'mean_logit')}, loss "
         f"{_text(data, 'weight decay', 'loss', 4)}",
-        "shown, not counted (a reference arm)", None, "Wortsman et al. 2023 [V]")
+        rule="shown, not counted (a reference arm)", passed=None, source="Wortsman et al. 2023 [V]")
 
 
 def headline(data: dict, config: Config) -> str:

@@ -47,6 +47,7 @@ CARD = Card(
                 "depends on the learning rate.",
     short="where Post-LN trains (shallow, with warmup) it ends below Pre-LN under the same "
           "recipe",
+    notebooks=("2.4.4-pre-ln-vs-post-ln.ipynb", "16.2-residuals-and-where-to-normalize.ipynb"),
 )
 
 PLACEMENTS = ("post", "pre")
@@ -124,9 +125,10 @@ def judge(data: dict, config: Config) -> list[Check]:
         iv = _interval(data, lr)
         post, pre = (float(np.mean(data["loss"][p][str(lr)])) for p in ("post", "pre"))
         checks.append(Check.decided(
-            f"Post-LN ends lower than Pre-LN at L={L}, same recipe (lr {lr:g})",
-            f"BLEU Post-LN 27.80 vs Pre-LN 27.27 (+{PUBLISHED_GAP:.2f} for Post-LN), 6L-6L",
-            iv, GAP_THRESHOLD, ABOVE,
+            claim=f"Post-LN ends lower than Pre-LN at L={L}, same recipe (lr {lr:g})",
+            published=
+                f"BLEU Post-LN 27.80 vs Pre-LN 27.27 (+{PUBLISHED_GAP:.2f} for Post-LN), 6L-6L",
+            interval=iv, threshold=GAP_THRESHOLD, side=ABOVE,
             measured=f"gap (Pre - Post) = {iv.text(3)} nats: {_word(iv)} (Post-LN {fmt(post)}, "
                      f"Pre-LN {fmt(pre)})",
             rule="paired (Pre-LN - Post-LN) final loss, mean +- 2 se: wholly > 0 pass, wholly "
@@ -135,10 +137,12 @@ def judge(data: dict, config: Config) -> list[Check]:
     rel = [f"lr {lr:g}: [{_pct(_interval(data, lr).lo, data, lr)}, "
            f"{_pct(_interval(data, lr).hi, data, lr)}]" for lr in data["lrs"]]
     checks.append(Check(
-        "the size of gap this scale can resolve (the paired interval, relative to Pre-LN's loss)",
-        f"+{PUBLISHED_GAP:.2f} BLEU = {100 * PUBLISHED_GAP / 27.27:.1f}% of Pre-LN's BLEU",
-        "; ".join(rel), "shown (a loss gap and a BLEU gap are not the same unit)", None,
-        "Liu et al. 2020 [S]",
+        claim="the size of gap this scale can resolve (the paired interval, relative to Pre-LN's loss)",
+        published=
+            f"+{PUBLISHED_GAP:.2f} BLEU = {100 * PUBLISHED_GAP / 27.27:.1f}% of Pre-LN's BLEU",
+        measured="; ".join(rel), rule="shown (a loss gap and a BLEU gap are not the same unit)",
+        passed=None,
+        source="Liu et al. 2020 [S]",
         note="an interval that contains 0 excludes gaps beyond its ends, not a gap of 0"))
     checks.append(_trains_row(data))
     return checks
@@ -160,8 +164,9 @@ def _trains_row(data: dict) -> Check:
     lr, init = data["lrs"][-1], data["loss_at_init"]
     iv = mean_interval(trained_fraction(data, lr))
     return Check.decided(
-        f"Post-LN trains at L={data['n_layers']} with warmup (lr {lr:g}, the highest)",
-        "6L-6L: Post-LN 27.80 BLEU (trains); 12L-12L: Post-LN failed", iv, TRAINS, ABOVE,
+        claim=f"Post-LN trains at L={data['n_layers']} with warmup (lr {lr:g}, the highest)",
+        published="6L-6L: Post-LN 27.80 BLEU (trains); 12L-12L: Post-LN failed", interval=iv,
+        threshold=TRAINS, side=ABOVE,
         measured=f"share of Pre-LN's improvement over init: {iv.text(3)} (loss at init: "
                  f"Post-LN {fmt(init['post'])}, Pre-LN {fmt(init['pre'])}; diverged runs: "
                  f"Post-LN {data['diverged']['post']}, Pre-LN {data['diverged']['pre']})",

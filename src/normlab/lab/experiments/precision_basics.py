@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...nn import FULL_PRECISION, Numerics
-from ...precision import WeightUpdater, get_format, quantize
-from ...precision import demos
 from ..._files import number
+from ...nn import FULL_PRECISION, Numerics
+from ...precision import WeightUpdater, demos, get_format, quantize
 from .. import stats
 from ..framework import Card, Check
 
@@ -45,6 +44,7 @@ CARD = Card(
                 "accumulators keep them.",
     short="fp16 range and loss scaling; lost updates without fp32 master weights; bf16 sums "
           "stall at 256",
+    notebooks=("16.3-mixed-precision.ipynb", "16.5-exercises.ipynb"),
 )
 
 
@@ -193,22 +193,22 @@ def _format_checks(data: dict) -> list[Check]:
     range_ok = bool(np.all(np.isinf(fp16)) and np.all(np.isfinite(bf16))
                     and np.all(np.abs(bf16 / np.array([1e5, 1e30]) - 1) <= 2.0**-8))
     return [
-        Check("float16's range: max 65504, smallest normal 2^-14, smallest subnormal 2^-24",
-              "65504; 6.1e-5; 6.0e-8 (Micikevicius et al.; the chapter)",
-              f"{FP16.max_finite:g}; {FP16.min_normal:.3g}; {FP16.min_subnormal:.3g} "
-              f"(bfloat16 max {BF16.max_finite:.3g})", "exact", fmt_ok,
-              "Micikevicius et al. 2017 [S]; chapter 16.3", identity=True),
-        Check("[1e5, 1e30] overflow in float16 but stay finite in bfloat16 (Listing 16.4)",
-              "float16: inf, inf; bfloat16 keeps float32's range",
-              f"float16 {fp16.tolist()}; bfloat16 {bf16.tolist()}",
-              "float16 both inf; bfloat16 both finite within 2^-8 relative", range_ok,
-              "chapter Listing 16.4", identity=True),
-        Check("a gradient of 1e-8 underflows in float16 and survives a loss scale of 2^16",
-              "0 without scaling; recovered with scaling (Listing 16.4)",
-              f"{g_plain:g} unscaled; {g_scaled:.6g} with S = 2^16",
-              "0 exactly, then within float16's half-ulp (2^-11) of 1e-8",
-              g_plain == 0.0 and abs(g_scaled / 1e-8 - 1) <= 2.0**-11,
-              "chapter Listing 16.4", identity=True),
+        Check(claim="float16's range: max 65504, smallest normal 2^-14, smallest subnormal 2^-24",
+              published="65504; 6.1e-5; 6.0e-8 (Micikevicius et al.; the chapter)",
+              measured=f"{FP16.max_finite:g}; {FP16.min_normal:.3g}; {FP16.min_subnormal:.3g} "
+              f"(bfloat16 max {BF16.max_finite:.3g})", rule="exact", passed=fmt_ok,
+              source="Micikevicius et al. 2017 [S]; chapter 16.3", identity=True),
+        Check(claim="[1e5, 1e30] overflow in float16 but stay finite in bfloat16 (Listing 16.4)",
+              published="float16: inf, inf; bfloat16 keeps float32's range",
+              measured=f"float16 {fp16.tolist()}; bfloat16 {bf16.tolist()}",
+              rule="float16 both inf; bfloat16 both finite within 2^-8 relative", passed=range_ok,
+              source="chapter Listing 16.4", identity=True),
+        Check(claim="a gradient of 1e-8 underflows in float16 and survives a loss scale of 2^16",
+              published="0 without scaling; recovered with scaling (Listing 16.4)",
+              measured=f"{g_plain:g} unscaled; {g_scaled:.6g} with S = 2^16",
+              rule="0 exactly, then within float16's half-ulp (2^-11) of 1e-8",
+              passed=g_plain == 0.0 and abs(g_scaled / 1e-8 - 1) <= 2.0**-11,
+              source="chapter Listing 16.4", identity=True),
     ]
 
 
@@ -245,24 +245,25 @@ def _gradient_checks(data: dict, cfg: Config) -> list[Check]:
                        + [st["no_overflow"]])
     S16 = 65536.0 if 65536.0 in cfg.scales else max(cfg.scales)
     return [
-        Check("real gradients fall below float16's normal range; some flush to zero",
-              "SSD: 66.8% of activation gradients were 0 in fp32, fp16 zeroes a further 31%; "
+        Check(claim="real gradients fall below float16's normal range; some flush to zero",
+              published=
+                  "SSD: 66.8% of activation gradients were 0 in fp32, fp16 zeroes a further 31%; "
               "most of fp16's range unused",
-              f"over {n} models: flushed to 0 {_pct(st['init']['flushed'])} at init, "
+              measured=f"over {n} models: flushed to 0 {_pct(st['init']['flushed'])} at init, "
               f"{_pct(st['trained']['flushed'])} after {trained['steps']} steps; below 2^-14: "
               f"{_pct(st['init']['below'])} / {_pct(st['trained']['below'])}",
-              "intervals over models: flushed > 0 and below the normal range > 10%, at init "
-              "and after training", some, "Micikevicius et al. 2017, Fig. 3 [S]",
+              rule="intervals over models: flushed > 0 and below the normal range > 10%, at init "
+              "and after training", passed=some, source="Micikevicius et al. 2017, Fig. 3 [S]",
               inconclusive=some is None,
               note="a different model and data than the paper's SSD: compare the mechanism, not "
                    "the percentage"),
-        Check("loss scaling moves them into range without overflow",
-              "scales 8 to 32K used; 8 sufficed for SSD, bigLSTM needed 128",
-              "flushed at S >= 1024 / flushed unscaled: "
+        Check(claim="loss scaling moves them into range without overflow",
+              published="scales 8 to 32K used; 8 sufficed for SSD, bigLSTM needed 128",
+              measured="flushed at S >= 1024 / flushed unscaled: "
               f"{st['init']['scaled'].text()} at init, {st['trained']['scaled'].text()} trained;"
               f" overflow: {'none' if st['no_overflow'] else 'some'} up to S = {S16:g}",
-              "the ratio's interval over models < 1/10; nothing overflows at any S or model",
-              scaled, "Micikevicius et al. 2017 [S]", inconclusive=scaled is None),
+              rule="the ratio's interval over models < 1/10; nothing overflows at any S or model",
+              passed=scaled, source="Micikevicius et al. 2017 [S]", inconclusive=scaled is None),
     ]
 
 
@@ -272,31 +273,34 @@ def _update_checks(data: dict, cfg: Config) -> list[Check]:
     tr, n_up = data["traj"], cfg.update_steps
     sum_bf, sum_32, exact = tr["sum_bf16"][-1], tr["sum_fp32"][-1], tr["sum_exact"]
     return [
-        Check("without fp32 master weights a bfloat16 weight stops moving",
-              "updates below half an ulp are lost (chapter 16.3; Micikevicius et al.)",
-              f"1.0 + {n_up // 2} x (-1e-3): direct {stag_bf['direct']:g}, master "
+        Check(claim="without fp32 master weights a bfloat16 weight stops moving",
+              published="updates below half an ulp are lost (chapter 16.3; Micikevicius et al.)",
+              measured=f"1.0 + {n_up // 2} x (-1e-3): direct {stag_bf['direct']:g}, master "
               f"{stag_bf['master']:g}, exact {stag_bf['exact']:g}",
-              "direct == 1.0 exactly; master == the exact result rounded once to bfloat16",
-              stag_bf["direct"] == 1.0
+              rule="direct == 1.0 exactly; master == the exact result rounded once to bfloat16",
+              passed=stag_bf["direct"] == 1.0
               and stag_bf["master"] == float(quantize(np.float64(stag_bf["exact"]), "bfloat16")),
-              "chapter 16.3; normlab.precision.master", identity=True),
-        Check("float16: an update of 2^-12 to a weight of 1 is lost; an fp32 master keeps it",
-              f"1 + {n_up} x 2^-12 = {1 + n_up * 2.0**-12:.9g} with a master copy, 1 without "
+              source="chapter 16.3; normlab.precision.master", identity=True),
+        Check(claim="float16: an update of 2^-12 to a weight of 1 is lost; an fp32 master keeps it",
+              published=
+                  f"1 + {n_up} x 2^-12 = {1 + n_up * 2.0**-12:.9g} with a master copy, 1 without "
               "(papers.md section 11, reproduction G)",
-              f"direct {stag_fp['direct']:.9g}, master {stag_fp['master']:.9g}",
-              "exact equality", stag_fp["direct"] == 1.0
-              and stag_fp["master"] == 1 + n_up * 2.0**-12, "Micikevicius et al. 2017 [D]",
+              measured=f"direct {stag_fp['direct']:.9g}, master {stag_fp['master']:.9g}",
+              rule="exact equality", passed=stag_fp["direct"] == 1.0
+              and stag_fp["master"] == 1 + n_up * 2.0**-12, source="Micikevicius et al. 2017 [D]",
               identity=True),
-        Check("a bfloat16 running sum of values in [0, 1) stalls at 256",
-              "256 (the spacing there is 2; every term is below half of it)",
-              f"bfloat16 sum {sum_bf:g}; float32 {sum_32:.6g}; exact {exact:.6g}",
-              "bfloat16 == 256 exactly; float32 within 1e-4 relative of exact",
-              sum_bf == 256.0 and abs(sum_32 / exact - 1) < 1e-4, "ml_dtypes README; chapter 16.3",
+        Check(claim="a bfloat16 running sum of values in [0, 1) stalls at 256",
+              published="256 (the spacing there is 2; every term is below half of it)",
+              measured=f"bfloat16 sum {sum_bf:g}; float32 {sum_32:.6g}; exact {exact:.6g}",
+              rule="bfloat16 == 256 exactly; float32 within 1e-4 relative of exact",
+              passed=sum_bf == 256.0 and abs(sum_32 / exact - 1) < 1e-4,
+              source="ml_dtypes README; chapter 16.3",
               identity=True),
-        Check("the harmonic series stagnates under round-to-nearest",
-              "float16 at n = 513 (7.0859375), bfloat16 at n = 65 (5.0625) (Higham)",
-              f"float16 at n = {harm16[0]} ({harm16[1]:g}); bfloat16 at n = {harm_bf[0]} "
-              f"({harm_bf[1]:g})", "shown, not counted", None, "Higham's demo_harmonic"),
+        Check(claim="the harmonic series stagnates under round-to-nearest",
+              published="float16 at n = 513 (7.0859375), bfloat16 at n = 65 (5.0625) (Higham)",
+              measured=f"float16 at n = {harm16[0]} ({harm16[1]:g}); bfloat16 at n = {harm_bf[0]} "
+              f"({harm_bf[1]:g})", rule="shown, not counted", passed=None,
+              source="Higham's demo_harmonic"),
     ]
 
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._files import number
 from ...models import GPTConfig
 from ...precision import get_policy
 from ...precision.policy import LossScaling
 from ...train import TrainConfig
 from .. import stats as S
 from ..framework import Card, Check, fmt
-from ..._files import number
 from . import _training as T
 
 CARD = Card(
@@ -55,6 +55,7 @@ CARD = Card(
                 "copy: pure bf16 training stalls as the learning rate decays.",
     short="mixed precision tracks fp32; fp16 needs loss scaling once gradients are small, "
           "bf16 does not; without master weights updates are lost",
+    notebooks=("16.3-mixed-precision.ipynb",),
 )
 
 TOLERANCE = 0.02  # nats: |L - L_fp32| < 0.02 for a recipe that tracks fp32 (papers.md G)
@@ -145,14 +146,22 @@ def _swing(runs: list[T.Run], *variants: str) -> float | None:
     return max(diffs) if diffs else None
 
 
+def _seeds_per_recipe(cfg: Config, recipes: dict) -> dict[str, int]:
+    return {k: cfg.master_seeds if k in MASTER else cfg.shown_seeds if k in SHOWN else cfg.seeds
+            for k in recipes}
+
+
+def validate(cfg: Config) -> None:
+    """The cross-field rules (the framework calls this before ``measure``)."""
+    if max(_seeds_per_recipe(cfg, _recipes(cfg)).values()) > cfg.master_seeds:
+        raise ValueError(f"master_seeds ({cfg.master_seeds}) must be at least seeds "
+                         f"({cfg.seeds}) and shown_seeds ({cfg.shown_seeds}): fp32 pairs them all")
+
+
 def measure(config: Config, ctx) -> dict:
     cfg = config
     recipes = _recipes(cfg)
-    n = {k: cfg.master_seeds if k in MASTER else cfg.shown_seeds if k in SHOWN else cfg.seeds
-         for k in recipes}
-    if max(n.values()) > cfg.master_seeds:
-        raise ValueError(f"master_seeds ({cfg.master_seeds}) must be at least seeds "
-                         f"({cfg.seeds}) and shown_seeds ({cfg.shown_seeds}): fp32 pairs them all")
+    n = _seeds_per_recipe(cfg, recipes)
     points = [(k, {"precision": v, "seed": cfg.seed + i}) for k, v in recipes.items()
               for i in range(n[k])]
     runs = T.run_points(cfg.base, points, ctx, series=SERIES, name="recipes")
@@ -194,7 +203,8 @@ def _iv(data: dict, name: str):
 
 
 def _tracks(data: dict, name: str, claim: str, published: str, source: str) -> Check:
-    return Check.band(claim, published, _iv(data, name), -TOLERANCE, TOLERANCE,
+    return Check.band(claim=claim, published=published, interval=_iv(data, name), lo=-TOLERANCE,
+                      hi=TOLERANCE,
                       measured=f"{name} - fp32 = {_iv(data, name).text()} nats",
                       rule=f"the paired interval over seeds inside +-{TOLERANCE:g} nats",
                       source=source)
@@ -202,7 +212,8 @@ def _tracks(data: dict, name: str, claim: str, published: str, source: str) -> C
 
 def _behind(data: dict, name: str, claim: str, published: str, source: str, extra: str = "",
             note: str = "") -> Check:
-    return Check.decided(claim, published, _iv(data, name), TOLERANCE, S.ABOVE,
+    return Check.decided(claim=claim, published=published, interval=_iv(data, name),
+                         threshold=TOLERANCE, side=S.ABOVE,
                          measured=f"{name} - fp32 = {_iv(data, name).text()} nats" + extra,
                          rule=f"the paired interval over seeds > {TOLERANCE:g} nats",
                          source=source, note=note)
@@ -261,26 +272,28 @@ def _master_check(data: dict) -> Check:
 
 def _shown_checks(data: dict, config: Config) -> list[Check]:
     return [
-        Check("fp16 without loss scaling, gradients as they come",
-              "ImageNet CNNs needed no loss scaling (Micikevicius 4.1)",
-              f"fp16, no loss scaling - fp32 = {_g(data, 'fp16, no loss scaling')} nats",
-              "shown, not counted (papers.md G: report the no-scaling gap)", None,
-              "Micikevicius et al. 2017 [S]",
+        Check(claim="fp16 without loss scaling, gradients as they come",
+              published="ImageNet CNNs needed no loss scaling (Micikevicius 4.1)",
+              measured=f"fp16, no loss scaling - fp32 = {_g(data, 'fp16, no loss scaling')} nats",
+              rule="shown, not counted (papers.md G: report the no-scaling gap)", passed=None,
+              source="Micikevicius et al. 2017 [S]",
               note="the tiny model's gradients sit mostly inside fp16's range (see "
                    "precision-basics: a few percent flush to 0), like the paper's CNNs"),
-        Check("the dynamic loss scaler skips only the steps that overflow",
-              "back off x0.5 and skip on inf/NaN, x2 after 2000 clean steps: about 1 skip per "
+        Check(claim="the dynamic loss scaler skips only the steps that overflow",
+              published=
+                  "back off x0.5 and skip on inf/NaN, x2 after 2000 clean steps: about 1 skip per "
               "2000 steps once settled (precision.md section 7)",
-              f"{data['per']['amp_fp16']['skipped']} skipped in "
+              measured=f"{data['per']['amp_fp16']['skipped']} skipped in "
               f"{config.base.steps * config.seeds} steps; final scale "
               f"{fmt(number(data['final_scale']))}",
-              "shown, not counted", None, "torch.amp.GradScaler; precision.md section 7"),
-        Check("fp8 recipes (TransformerEngine's HYBRID with delayed scaling; MXFP8)",
-              "8-bit training matching 16-bit baselines is reported for GPT models (FP8 Formats "
+              rule="shown, not counted", passed=None,
+              source="torch.amp.GradScaler; precision.md section 7"),
+        Check(claim="fp8 recipes (TransformerEngine's HYBRID with delayed scaling; MXFP8)",
+              published="8-bit training matching 16-bit baselines is reported for GPT models (FP8 Formats "
               "for Deep Learning, Micikevicius et al. 2022) [R: not in the reference notes]",
-              f"fp8_hybrid - fp32 = {_g(data, 'fp8_hybrid')}; mxfp8 - fp32 = "
+              measured=f"fp8_hybrid - fp32 = {_g(data, 'fp8_hybrid')}; mxfp8 - fp32 = "
               f"{_g(data, 'mxfp8')} nats",
-              "shown, not counted (no verified published number)", None, "[R]"),
+              rule="shown, not counted (no verified published number)", passed=None, source="[R]"),
     ]
 
 
@@ -337,7 +350,7 @@ def plot(result, out_dir) -> list[str]:
     names = d["recipes"][1:]
     gaps = [d["per"][n]["gap"] for n in names]
     shown = [g if isinstance(g, (int, float)) and math.isfinite(g) else np.nan for g in gaps]
-    err = [2 * np.std(d["per"][n]["gaps"], ddof=1) / np.sqrt(len(d["per"][n]["gaps"]))
+    err = [2 * S.standard_error(d["per"][n]["gaps"])
            if len(d["per"][n]["gaps"]) > 1 and np.isfinite(g) else 0 for n, g in zip(names, shown)]
     e.barh(names, shown, xerr=err, color=[colors[n] for n in names], capsize=2)
     for i, (n, g) in enumerate(zip(names, gaps)):

@@ -42,6 +42,7 @@ CARD = Card(
                 "Jacobian on the identity path (see gradients-at-init and output-change).",
     short="the stream x_L = x_0 + sum F_l grows without a norm; Pre-LN lets it grow "
           "linearly, Post-LN holds it",
+    notebooks=("2.4.2-why-normalize.ipynb", "2.4.7-self-check-and-quiz.ipynb"),
 )
 
 PLACEMENTS = ("none", "pre", "post", "sandwich", "deepnorm")
@@ -157,7 +158,8 @@ def _summary(data: dict, cfg: Config) -> dict:
 
 
 def _decided(claim, published, measured, rule, passed, source) -> Check:
-    return Check(claim, published, measured, rule, passed, source, inconclusive=passed is None)
+    return Check(claim=claim, published=published, measured=measured, rule=rule, passed=passed,
+                 source=source, inconclusive=passed is None)
 
 
 def judge(data: dict, config: Config) -> list[Check]:
@@ -180,27 +182,34 @@ def judge(data: dict, config: Config) -> list[Check]:
                  f"over l = 1..{L}; farthest from 1.5: {w5.text()}",
                  f"the interval over seeds inside [{POST5[0]:g}, {POST5[1]:g}] at every l "
                  "(papers.md section 12)", s["post5_ok"], "Xiong et al. Lemma 2 [V]"),
-        Check("Sandwich (Peri-LN) and DeepNorm", "Peri-LN: bounded growth, about sqrt(l) "
+        Check(claim="Sandwich (Peri-LN) and DeepNorm",
+              published="Peri-LN: bounded growth, about sqrt(l) "
               "(papers.md section 9)",
-              f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
+              measured=f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
               f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
-              "shown, not counted", None, "Kim et al. 2025 [S]; Wang et al. 2022"),
-        Check(f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
-              f"{cfg.chapter_add:g} give {expected:g}", f"{expected:g} (chapter 2.4 quiz)",
-              f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}", "|measured - 20| < 1e-12",
-              abs(s["aligned"] - expected) < 1e-12, "chapter 2.4, section 2 and quiz",
+              rule="shown, not counted", passed=None,
+              source="Kim et al. 2025 [S]; Wang et al. 2022"),
+        Check(claim=f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
+              f"{cfg.chapter_add:g} give {expected:g}",
+              published=f"{expected:g} (chapter 2.4 quiz)",
+              measured=f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}",
+              rule="|measured - 20| < 1e-12",
+              passed=abs(s["aligned"] - expected) < 1e-12, source="chapter 2.4, section 2 and quiz",
               identity=True),
-        Check("the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
-              f"2 sqrt(10) = {orth:.4f} (arithmetic)", f"||x_L|| = {s['orth']:.4f}",
-              "|measured - 2 sqrt(10)| < 1e-12", abs(s["orth"] - orth) < 1e-12, "arithmetic",
+        Check(claim="the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
+              published=f"2 sqrt(10) = {orth:.4f} (arithmetic)",
+              measured=f"||x_L|| = {s['orth']:.4f}",
+              rule="|measured - 2 sqrt(10)| < 1e-12", passed=abs(s["orth"] - orth) < 1e-12,
+              source="arithmetic",
               note="random branches at initialization are close to orthogonal: the stream's "
                    "norm grows as sqrt(L) when the branches do not scale with the stream",
               identity=True),
-        Check("without normalization the stream grows with depth",
-              "'the scale of the running sum can grow roughly with the number of blocks'",
-              f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
-              "strictly increasing in l and the last > 2 x the first",
-              bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0]), "chapter 2.4, section 2",
+        Check(claim="without normalization the stream grows with depth",
+              published="'the scale of the running sum can grow roughly with the number of blocks'",
+              measured=f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
+              rule="strictly increasing in l and the last > 2 x the first",
+              passed=bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0]),
+              source="chapter 2.4, section 2",
               note="each branch scales with its input here (no norm in front of it), so the "
                    "growth is geometric, not linear; a sum of branches that read the stream "
                    "grows by construction", identity=True),

@@ -53,6 +53,7 @@ CARD = Card(
                 "CPU the matrix multiplies dominate.",
     short="RMSNorm and pRMSNorm (RMS from 6.25% of the features) reach LayerNorm's loss at the "
           "same hyperparameters, in less time per step",
+    notebooks=("2.4.5-rmsnorm.ipynb", "16.1-batchnorm-layernorm-rmsnorm.ipynb"),
 )
 
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")
@@ -160,8 +161,8 @@ def judge(data: dict, config: Config) -> list[Check]:
         iv = mean_interval(excess(data, n))._replace(method="paired mean +- 2 se")
         d = paired_interval(data["loss"][n], data["loss"]["layernorm"])
         checks.append(Check.decided(
-            f"{label[n]} reaches LayerNorm's final loss at the same hyperparameters",
-            published[n], iv, REACH_TOL, BELOW,
+            claim=f"{label[n]} reaches LayerNorm's final loss at the same hyperparameters",
+            published=published[n], interval=iv, threshold=REACH_TOL, side=BELOW,
             measured=f"relative excess {_pct_text(iv)}; in nats {d.text(3)} (LN "
                      f"{fmt(np.mean(data['loss']['layernorm']))}, {n} "
                      f"{fmt(np.mean(data['loss'][n]))})",
@@ -171,20 +172,21 @@ def judge(data: dict, config: Config) -> list[Check]:
                    "deficit called comparable (pRMSNorm, RNNSearch Test17, -2.1%)"))
     ratios = {n: time_ratio(data, n) for n in ("rmsnorm", "prmsnorm")}
     checks.append(Check(
-        "the time per training step, beside the loss",
-        "RMSNorm -6.9%, pRMSNorm -9.3% per step (Transformer-base, TensorFlow on a GPU); "
+        claim="the time per training step, beside the loss",
+        published="RMSNorm -6.9%, pRMSNorm -9.3% per step (Transformer-base, TensorFlow on a GPU); "
         "7%-64% over the paper's models",
-        "; ".join(f"{n} / LayerNorm = {r:.3f} ({100 * (r - 1):+.1f}%)" for n, r in ratios.items())
+        measured="; ".join(f"{n} / LayerNorm = {r:.3f} ({100 * (r - 1):+.1f}%)" for n, r in ratios.items())
         + f"; LayerNorm {1e3 * float(np.median(data['step_s']['layernorm'])):.1f} ms per step",
-        "shown: median of the interleaved rounds' ratios; wall time on a shared machine, not "
-        "a verdict", None, "Zhang & Sennrich 2019, timing tables [S]",
+        rule="shown: median of the interleaved rounds' ratios; wall time on a shared machine, not "
+        "a verdict", passed=None, source="Zhang & Sennrich 2019, timing tables [S]",
         note="a whole training step, where the norms are a small share of the work"))
     checks.append(Check(
-        "pRMSNorm's RMS estimate at this width", "k = 32 of 512 features (p = 6.25%)",
-        f"k = {data['k']} of {data['C']}: relative std of the RMS estimate about "
+        claim="pRMSNorm's RMS estimate at this width",
+        published="k = 32 of 512 features (p = 6.25%)",
+        measured=f"k = {data['k']} of {data['C']}: relative std of the RMS estimate about "
         f"{100 / math.sqrt(2 * data['k']):.0f}% for Gaussian rows (paper: "
-        f"{100 / math.sqrt(64):.1f}%)", "shown (the width is a departure)", None,
-        "papers.md section 2, reproduction 3 [D]"))
+        f"{100 / math.sqrt(64):.1f}%)", rule="shown (the width is a departure)", passed=None,
+        source="papers.md section 2, reproduction 3 [D]"))
     return checks
 
 

@@ -49,6 +49,7 @@ CARD = Card(
                 "updates (Wang et al. 2022).",
     short="Post-LN without warmup fails where it trains with warmup; Pre-LN and DeepNorm need "
           "none; the gap grows with lr and depth",
+    notebooks=("2.4.4-warmup.ipynb",),
 )
 
 PLACEMENTS = ("post", "pre", "deepnorm")
@@ -150,7 +151,8 @@ def judge(data: dict, config: Config) -> list[Check]:
     Lmin, Lmax = depths[0], depths[-1]
     if lr_star is None:
         none = f"Post-LN with warmup trains at no learning rate of {lrs} at L={Lmax}"
-        checks = [Check(c, p, none, r, False, s) for c, p, r, s in _CLAIMS]
+        checks = [Check(claim=c, published=p, measured=none, rule=r, passed=False,
+                        source=s) for c, p, r, s in _CLAIMS]
     else:
         g_post = _gaps(data, "post", Lmax, lr_star)
         g_pre = _gaps(data, "pre", Lmax, lr_star)
@@ -170,17 +172,20 @@ def judge(data: dict, config: Config) -> list[Check]:
                  f"gap_post(lr={lr_star:g}) - gap_post(lr={lrs[0]:g}) {{}}",
                  f"gap_post(L={Lmax}) - gap_post(L={Lmin}) {{}}",
                  f"no warmup at {at}: Post-LN - DeepNorm {{}}"]
-        checks = [Check(c, p, "not measured (one lr or one depth)", r, False, s) if row is None
-                  else Check.decided(c, p, row[0], row[1], S.ABOVE, measured=t.format(
+        checks = [Check(claim=c, published=p, measured="not measured (one lr or one depth)",
+                        rule=r, passed=False, source=s) if row is None
+                  else Check.decided(claim=c, published=p, interval=row[0], threshold=row[1],
+                                     side=S.ABOVE, measured=t.format(
                       row[0].text()), rule=r, source=s)
                   for (c, p, r, s), row, t in zip(_CLAIMS, rows, texts)]
     checks.append(Check(
-        "Pre-LN without warmup ends about where Post-LN with warmup does",
-        "Pre-LN without warmup: BLEU ~34 on IWSLT14, as Post-LN with warmup (Sec. 4)",
-        "-" if lr_star is None else
+        claim="Pre-LN without warmup ends about where Post-LN with warmup does",
+        published="Pre-LN without warmup: BLEU ~34 on IWSLT14, as Post-LN with warmup (Sec. 4)",
+        measured="-" if lr_star is None else
         f"Pre-LN no warmup {fmt(_loss(data, 'pre', Lmax, False, lr_star))}, Post-LN warmup "
         f"{fmt(_loss(data, 'post', Lmax, True, lr_star))} at L={Lmax}, lr={lr_star:g}",
-        "shown (no tolerance in the paper)", None, "Xiong et al. 2020, Sec. 4 [V]"))
+        rule="shown (no tolerance in the paper)", passed=None,
+        source="Xiong et al. 2020, Sec. 4 [V]"))
     return checks
 
 
@@ -199,11 +204,11 @@ def headline(data: dict, config: Config) -> str:
 _CLAIMS = [  # (claim, published, rule, source) of the counted rows, in order
     ("Post-LN without warmup ends clearly worse than with warmup",
      "BLEU 8.45 without warmup vs ~34 with 4000 warmup steps (Fig. 2)",
-     "the interval over seeds of gap_post > 0.1 nats at the largest depth and the highest lr "
-     "where Post-LN with warmup trains (papers.md)", "Xiong et al. 2020, Fig. 2 [V]"),
+     ("the interval over seeds of gap_post > 0.1 nats at the largest depth and the highest lr "
+     "where Post-LN with warmup trains (papers.md)"), "Xiong et al. 2020, Fig. 2 [V]"),
     ("Pre-LN shows no such gap", "Pre-LN without warmup BLEU ~34 (Sec. 4)",
-     "gap_post > 3 |gap_pre| at that point (papers.md): the interval of gap_post - 3 |gap_pre| "
-     "over seeds > 0", "Xiong et al. 2020, Sec. 4 [V]"),
+     ("gap_post > 3 |gap_pre| at that point (papers.md): the interval of gap_post - 3 |gap_pre| "
+     "over seeds > 0"), "Xiong et al. 2020, Sec. 4 [V]"),
     ("The gap grows with the learning rate",
      "warmup 500: BLEU 31.16 at lr 5e-4, 2.77 at lr 1e-3 (Fig. 2)",
      "gap_post(highest trained lr) - gap_post(lowest lr) > 0.1 nats, paired over seeds",
@@ -213,14 +218,14 @@ _CLAIMS = [  # (claim, published, rule, source) of the counted rows, in order
      "papers.md section 1, reproduction B [D]"),
     ("DeepNorm trains without warmup where Post-LN does not",
      "Post-LN stability problem solved; model update bounded by O(eta) (Wang et al. 2022)",
-     "without warmup, DeepNorm's final loss < Post-LN's by > 0.1 nats at that point, paired "
-     "over seeds (papers.md section 6)", "Wang et al. 2022 [S]"),
+     ("without warmup, DeepNorm's final loss < Post-LN's by > 0.1 nats at that point, paired "
+     "over seeds (papers.md section 6)"), "Wang et al. 2022 [S]"),
 ]
 
 
 def _two_se(per_lr: list[list[float]]) -> list[float]:
     """2 standard errors over seeds at each learning rate (0 with one seed)."""
-    return [2 * np.std(v, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0 for v in per_lr]
+    return [2 * S.standard_error(v) if len(v) > 1 else 0.0 for v in per_lr]
 
 
 def plot(result, out_dir) -> list[str]:

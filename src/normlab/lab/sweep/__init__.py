@@ -20,11 +20,31 @@ writes), ``task`` (what a worker runs), ``executors`` (serial, process pool, Ray
 ``normlab.lab.commands.sweep``.
 """
 
-from .executors import ProcessPool, RayExecutor, RayUnavailable, SerialExecutor, default_workers
+from .executors import (
+    ProcessPool,
+    RayExecutor,
+    RayUnavailable,
+    SerialExecutor,
+    default_workers,
+)
 from .runner import as_points, read_sweep, run_sweep
-from .spec import Point, SpecError, SweepSpec, load_spec, make_points, parse_spec, run_id
+from .spec import (
+    Point,
+    SpecError,
+    SweepSpec,
+    load_spec,
+    make_points,
+    parse_spec,
+    run_id,
+)
 from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord, RunStore
-from .summary import SweepSummary, lr_sensitivity, plot_summary, print_summary, summarize
+from .summary import (
+    SweepSummary,
+    lr_sensitivity,
+    plot_summary,
+    print_summary,
+    summarize,
+)
 
 __all__ = [
     "DIVERGED",

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from .task import THREAD_ENV, failure, worker_init
 

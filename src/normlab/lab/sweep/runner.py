@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from ...train.config import TrainConfig
 from .executors import ProcessPool, default_workers
@@ -66,17 +66,25 @@ def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Poi
     for r in records.values():
         if r.finished:
             counts[r.status] += 1
-    total = len(pts)
+    if todo:
+        if executor is None:
+            executor = ProcessPool(min(default_workers(), len(todo)))
+        _execute(todo, store, records, counts, len(pts), progress, executor)
+    elif progress is not None:
+        progress(counts[DONE] + counts[DIVERGED] + counts[FAILED], len(pts), note(counts))
+    return [records[p.id] for p in pts]
+
+
+def _execute(todo: list[Point], store: RunStore, records: dict[str, RunRecord], counts: Counter,
+             total: int, progress: Progress | None, executor) -> None:
+    """Run ``todo`` on the executor, writing each outcome to the store as it arrives (``records``
+    and ``counts`` updated in place; an unwritable run recorded as failed)."""
 
     def report() -> None:
         if progress is not None:
             progress(counts[DONE] + counts[DIVERGED] + counts[FAILED], total, note(counts))
 
     report()
-    if not todo:
-        return [records[p.id] for p in pts]
-    if executor is None:
-        executor = ProcessPool(min(default_workers(), len(todo)))
     attempts: dict[str, int] = {}
 
     def unwritable(p: Point, exc: StoreError) -> None:
@@ -103,7 +111,6 @@ def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Poi
                 continue
             counts[payload["status"]] += 1
             report()
-    return [records[p.id] for p in pts]
 
 
 def check_points_fit(points: Iterable[Point]) -> None:

@@ -55,9 +55,10 @@ import itertools
 import json
 import math
 import typing
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ...models import GPTConfig
 from ...train.config import TrainConfig
@@ -107,7 +108,7 @@ _KIND_TEXT = {bool: "true or false", int: "an integer", float: "a number", str: 
 
 def short_name(name: str) -> str:
     """A field's name for labels: ``model.placement`` -> ``placement``."""
-    return name[len("model."):] if name.startswith("model.") else name
+    return name.removeprefix("model.")
 
 
 def _unknown(name: str, where: str) -> SpecError:
@@ -383,6 +384,33 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", *,
     if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, int)
                                    or max_points < 1):
         raise ValueError(f"max_points must be an integer >= 1 or None; got {max_points!r}")
+    _check_keys(data, source)
+    # base: every value typed, then the whole base config constructed
+    base = {n: _coerce(n, v, f"{source}: base.{n}")
+            for n, v in _flatten(data.get("base", {}), f"{source}: base").items()}
+    _checked(base, f"{source}: base", None)
+    seeds = _parse_seeds(data["seeds"], base, source) if "seeds" in data else None
+    grid = _parse_grid(data["grid"], base, source) if "grid" in data else {}
+    if "seed" in grid and seeds is not None:
+        raise SpecError(f"{source}: the seed is swept twice (seeds and grid.seed); keep one",
+                        field="seed")
+    random = _parse_random(data["random"], base, grid, source) if "random" in data else None
+    if not grid and random is None and seeds is None:
+        raise SpecError(f"{source}: nothing to sweep; give a [grid], a [random] search or seeds",
+                        field="grid")
+    spec = SweepSpec(base, grid, random, seeds, source)
+    if max_points is not None and spec.size > max_points:
+        raise SpecError(f"{source}: the spec has {spec.size:,} points (grid x random.samples x "
+                        f"seeds), more than the cap of {max_points:,}; lift the cap to run them "
+                        f"(normlab sweep --max-points {spec.size})", field="random.samples"
+                        if random is not None and random.samples > max_points else "grid")
+    _check_unread(base, grid, random, source)
+    _check_data_paths(base, grid, random, source)
+    return spec
+
+
+def _check_keys(data: Any, source: str) -> None:
+    """The spec is a table of known keys, and its sections are tables."""
     if not isinstance(data, Mapping):
         raise SpecError(f"{source}: a spec is a TOML table; got {type(data).__name__}")
     for key in data:
@@ -399,87 +427,68 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", *,
         if key in data and not isinstance(data[key], Mapping):
             raise SpecError(f"{source}: {key} must be a table ([{key}]); got {data[key]!r}", field=key)
 
-    # base: every value typed, then the whole base config constructed
-    base = {n: _coerce(n, v, f"{source}: base.{n}")
-            for n, v in _flatten(data.get("base", {}), f"{source}: base").items()}
-    _checked(base, f"{source}: base", None)
 
-    # seeds
-    seeds = None
-    if "seeds" in data:
-        raw = data["seeds"]
-        if not isinstance(raw, list) or not raw:
-            raise SpecError(f"{source}: seeds must be a non-empty list of integers; got {raw!r}",
-                            field="seeds")
-        seeds = tuple(_coerce("seed", v, f"{source}: seeds[{i}]") for i, v in enumerate(raw))
-        for i, s in enumerate(seeds):
-            _checked({**base, "seed": s}, f"{source}: seeds[{i}]", "seed")
-        if len(set(seeds)) != len(seeds):
-            raise SpecError(f"{source}: seeds lists a seed twice: {list(raw)}", field="seeds")
+def _parse_seeds(raw: Any, base: dict, source: str) -> tuple:
+    """``seeds``: a non-empty list of distinct integers, each checked on the base."""
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"{source}: seeds must be a non-empty list of integers; got {raw!r}",
+                        field="seeds")
+    seeds = tuple(_coerce("seed", v, f"{source}: seeds[{i}]") for i, v in enumerate(raw))
+    for i, s in enumerate(seeds):
+        _checked({**base, "seed": s}, f"{source}: seeds[{i}]", "seed")
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"{source}: seeds lists a seed twice: {list(raw)}", field="seeds")
+    return seeds
 
-    # grid: a non-empty list of distinct values per field, each checked on the base
+
+def _parse_grid(section: Any, base: dict, source: str) -> dict[str, tuple]:
+    """``[grid]``: a non-empty list of distinct values per field, each checked on the base."""
     grid: dict[str, tuple] = {}
-    if "grid" in data:
-        table = _flatten(data["grid"], f"{source}: grid")
-        if not table:
-            raise SpecError(f"{source}: [grid] is empty; give at least one field = [values]",
-                            field="grid")
-        for name, values in table.items():
-            where = f"{source}: grid.{name}"
-            if not isinstance(values, list):
-                raise SpecError(f"{where}: must be a list of values; got {values!r} (a fixed value "
-                                f"goes in [base])", field=name)
-            if not values:
-                raise SpecError(f"{where}: the list is empty; give at least one value", field=name)
-            typed = tuple(_coerce(name, v, f"{where}[{i}]") for i, v in enumerate(values))
-            for i, v in enumerate(typed):
-                _checked({**base, name: v}, f"{where}[{i}]", name)
-            if len({json.dumps(v) for v in typed}) != len(typed):
-                raise SpecError(f"{where}: lists a value twice: {values!r}", field=name)
-            grid[name] = typed
-        if "seed" in grid and seeds is not None:
-            raise SpecError(f"{source}: the seed is swept twice (seeds and grid.seed); keep one",
-                            field="seed")
-
-    # random search
-    random = None
-    if "random" in data:
-        table = dict(data["random"])
-        samples, rseed = table.pop("samples", None), table.pop("seed", 0)
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            got = "it is missing" if samples is None else f"got {samples!r}"
-            raise SpecError(f"{source}: random.samples (how many draws) must be an integer >= 1; "
-                            f"{got}", field="random.samples")
-        if isinstance(rseed, bool) or not isinstance(rseed, int) or rseed < 0:
-            raise SpecError(f"{source}: random.seed (the sampler's seed) must be an integer >= 0; "
-                            f"got {rseed!r}", field="random.seed")
-        table = _flatten(table, f"{source}: random")
-        if not table:
-            raise SpecError(f"{source}: [random] draws no field; give at least one field = "
-                            f"[values] or {{ log_uniform = [lo, hi] }}", field="random")
-        dists = {}
-        for name, spec in table.items():
-            where = f"{source}: random.{name}"
-            if name in grid:
-                raise SpecError(f"{where}: {name} is also in [grid]; keep one", field=name)
-            d = _distribution(name, spec, where)
-            for v in d.values:  # the choices, or both bounds, on the base config
-                _checked({**base, name: _coerce(name, v, where)}, where, name)
-            dists[name] = d
-        random = RandomSearch(samples, rseed, dists)
-
-    if not grid and random is None and seeds is None:
-        raise SpecError(f"{source}: nothing to sweep; give a [grid], a [random] search or seeds",
+    table = _flatten(section, f"{source}: grid")
+    if not table:
+        raise SpecError(f"{source}: [grid] is empty; give at least one field = [values]",
                         field="grid")
-    spec = SweepSpec(base, grid, random, seeds, source)
-    if max_points is not None and spec.size > max_points:
-        raise SpecError(f"{source}: the spec has {spec.size:,} points (grid x random.samples x "
-                        f"seeds), more than the cap of {max_points:,}; lift the cap to run them "
-                        f"(normlab sweep --max-points {spec.size})", field="random.samples"
-                        if random is not None and random.samples > max_points else "grid")
-    _check_unread(base, grid, random, source)
-    _check_data_paths(base, grid, random, source)
-    return spec
+    for name, values in table.items():
+        where = f"{source}: grid.{name}"
+        if not isinstance(values, list):
+            raise SpecError(f"{where}: must be a list of values; got {values!r} (a fixed value "
+                            f"goes in [base])", field=name)
+        if not values:
+            raise SpecError(f"{where}: the list is empty; give at least one value", field=name)
+        typed = tuple(_coerce(name, v, f"{where}[{i}]") for i, v in enumerate(values))
+        for i, v in enumerate(typed):
+            _checked({**base, name: v}, f"{where}[{i}]", name)
+        if len({json.dumps(v) for v in typed}) != len(typed):
+            raise SpecError(f"{where}: lists a value twice: {values!r}", field=name)
+        grid[name] = typed
+    return grid
+
+
+def _parse_random(section: Any, base: dict, grid: dict, source: str) -> RandomSearch:
+    """``[random]``: ``samples``, the sampler's ``seed`` and a distribution per field."""
+    table = dict(section)
+    samples, rseed = table.pop("samples", None), table.pop("seed", 0)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        got = "it is missing" if samples is None else f"got {samples!r}"
+        raise SpecError(f"{source}: random.samples (how many draws) must be an integer >= 1; "
+                        f"{got}", field="random.samples")
+    if isinstance(rseed, bool) or not isinstance(rseed, int) or rseed < 0:
+        raise SpecError(f"{source}: random.seed (the sampler's seed) must be an integer >= 0; "
+                        f"got {rseed!r}", field="random.seed")
+    table = _flatten(table, f"{source}: random")
+    if not table:
+        raise SpecError(f"{source}: [random] draws no field; give at least one field = "
+                        f"[values] or {{ log_uniform = [lo, hi] }}", field="random")
+    dists = {}
+    for name, spec in table.items():
+        where = f"{source}: random.{name}"
+        if name in grid:
+            raise SpecError(f"{where}: {name} is also in [grid]; keep one", field=name)
+        d = _distribution(name, spec, where)
+        for v in d.values:  # the choices, or both bounds, on the base config
+            _checked({**base, name: _coerce(name, v, where)}, where, name)
+        dists[name] = d
+    return RandomSearch(samples, rseed, dists)
 
 
 def load_spec(path: str | Path, *, max_points: int | None = MAX_POINTS) -> SweepSpec:

@@ -19,9 +19,10 @@ depend on the loss's scale, and means nothing across interventions that change w
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .spec import FIELDS, short_name
 from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord, check_result
@@ -139,42 +140,50 @@ def summarize(records: Iterable[RunRecord], *, x: str = "lr",
 
     cells, sens = [], []
     for variant, by_x in groups.items():
-        finished = [r for rs in by_x.values() for r in rs if r.finished]
-        inits = [v for r in finished if (v := _num((r.result or {}).get("loss_at_init"))) is not None]
-        vocab = {r.value("model.vocab_size") for r in finished}
-        if inits:
-            loss0 = sum(inits) / len(inits)
-        else:
-            loss0 = math.log(max(vocab or {records[0].value("model.vocab_size")}))
-        xs, losses = [], []
-        for xv in sorted(by_x):
-            rs = by_x[xv]
-            fin = [r for r in rs if r.finished]
-            vals = []
-            for r in fin:
-                v = _num((r.result or {}).get("final_val_loss"))
-                vals.append(loss0 if v is None else min(v, loss0))
-            mean = sum(vals) / len(vals) if vals else None
-            sd = (math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
-                  if len(vals) > 1 else None)
-            floors = [f for r in fin if (f := _num((r.result or {}).get("entropy_floor"))) is not None]
-            ci = [v for r in fin if (v := _num((r.result or {}).get("loss_at_init"))) is not None]
-            status = [r.status for r in rs]
-            cells.append(Cell(variant, float(xv), len(rs), status.count(DONE), status.count(DIVERGED),
-                              status.count(FAILED), status.count(PENDING), mean, sd,
-                              sum(ci) / len(ci) if ci else None, floors[0] if floors else None))
-            if mean is not None:
-                xs.append(float(xv))
-                losses.append(mean)
-        if xs:
-            in_range = [v for v in xs if lr_range is None or lr_range[0] <= v <= lr_range[1]]
-            value = lr_sensitivity(xs, losses, loss0, lr_range) if in_range else math.nan
-            best = min(losses)
-            sens.append(Sensitivity(variant, value, loss0, best, xs[losses.index(best)], in_range))
-        else:
-            sens.append(Sensitivity(variant, math.nan, loss0, None, None, []))
+        cells_v, sens_v = _variant(variant, by_x, records, lr_range)
+        cells += cells_v
+        sens.append(sens_v)
     counts = {s: sum(1 for r in records if r.status == s) for s in (DONE, DIVERGED, FAILED, PENDING)}
     return SweepSummary(x, names, cells, sens, counts)
+
+
+def _variant(variant: str, by_x: dict, records: list[RunRecord],
+             lr_range: tuple[float, float] | None) -> tuple[list[Cell], Sensitivity]:
+    """One variant's cells (one per ``x``, averaged over seeds) and its LR sensitivity."""
+    cells = []
+    finished = [r for rs in by_x.values() for r in rs if r.finished]
+    inits = [v for r in finished if (v := _num((r.result or {}).get("loss_at_init"))) is not None]
+    vocab = {r.value("model.vocab_size") for r in finished}
+    if inits:
+        loss0 = sum(inits) / len(inits)
+    else:
+        loss0 = math.log(max(vocab or {records[0].value("model.vocab_size")}))
+    xs, losses = [], []
+    for xv in sorted(by_x):
+        rs = by_x[xv]
+        fin = [r for r in rs if r.finished]
+        vals = []
+        for r in fin:
+            v = _num((r.result or {}).get("final_val_loss"))
+            vals.append(loss0 if v is None else min(v, loss0))
+        mean = sum(vals) / len(vals) if vals else None
+        sd = (math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
+              if len(vals) > 1 else None)
+        floors = [f for r in fin if (f := _num((r.result or {}).get("entropy_floor"))) is not None]
+        ci = [v for r in fin if (v := _num((r.result or {}).get("loss_at_init"))) is not None]
+        status = [r.status for r in rs]
+        cells.append(Cell(variant, float(xv), len(rs), status.count(DONE), status.count(DIVERGED),
+                          status.count(FAILED), status.count(PENDING), mean, sd,
+                          sum(ci) / len(ci) if ci else None, floors[0] if floors else None))
+        if mean is not None:
+            xs.append(float(xv))
+            losses.append(mean)
+    if xs:
+        in_range = [v for v in xs if lr_range is None or lr_range[0] <= v <= lr_range[1]]
+        value = lr_sensitivity(xs, losses, loss0, lr_range) if in_range else math.nan
+        best = min(losses)
+        return cells, Sensitivity(variant, value, loss0, best, xs[losses.index(best)], in_range)
+    return cells, Sensitivity(variant, math.nan, loss0, None, None, [])
 
 
 # ---- text ------------------------------------------------------------------------------------
@@ -195,8 +204,8 @@ def tables(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str]]]
             for t in sorted(s.sensitivity, key=lambda t: (math.isnan(t.value), t.value))]
     x = short_name(s.x)
     return [
-        (f"final validation loss by variant and {x} (nats/token; a diverged run counts as the loss "
-         f"at init)", ["variant", x, "runs", "done", "diverged", "failed", "pending", "final loss",
+        ((f"final validation loss by variant and {x} (nats/token; a diverged run counts as the "
+          f"loss at init)"), ["variant", x, "runs", "done", "diverged", "failed", "pending", "final loss",
                        "loss at init"], runs),
         ("LR sensitivity (Wortsman et al. 2023): mean of min(loss, loss at init) - best loss",
          ["variant", f"{x} averaged", "loss at init", "best loss", f"best {x}", "LR sensitivity"],

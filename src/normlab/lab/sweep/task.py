@@ -33,7 +33,7 @@ def run_point(config: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
     try:
         from ...train import TrainConfig, train
-        from ..commands.train import keep_freed_memory
+        from ..allocator import keep_freed_memory
 
         keep_freed_memory()  # as ``normlab train``: freed temporaries reused, not page-faulted
 
