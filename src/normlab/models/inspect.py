@@ -18,7 +18,8 @@ then the norms, the residual stream, attention and the precision headroom of eve
   beside float32's.
 
 Each tensor's statistics are ``normlab.precision.headroom.tensor_stats``. Scalings (s multiplies
-x before the cast): ``none`` s = 1; ``tensor`` s = fmax / amax(x), the tensor's own amax (TransformerEngine's current scaling); ``delayed`` s = fmax / amax of the same
+x before the cast): ``none`` s = 1; ``tensor`` s = fmax / amax(x), the tensor's own amax
+(TransformerEngine's current scaling); ``delayed`` s = fmax / amax of the same
 tensor at the previous step (the preceding window of tokens when there is one; the tensor's own
 amax otherwise: see ``delayed_from``); ``mx`` blocks of 32 along the last axis share
 X = 2^(floor(log2 amax_block) - emax) (OCP MX v1.0), MXFP8 with float8_e4m3fn elements and MXFP4
@@ -27,15 +28,22 @@ with float4_e2m1fn.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..functional.attention import causal_mask
 from ..nn.numerics import FULL_PRECISION, Numerics, PolicyNumerics, numerics_scope
 from ..precision import PRESETS, DelayedScaling
-from ..precision.headroom import (FORMAT_SCALINGS, HEADROOM_FORMATS, HIST_HI, HIST_LO,
-                                  format_window, tensor_stats)
+from ..precision.headroom import (
+    FORMAT_SCALINGS,
+    HEADROOM_FORMATS,
+    HIST_HI,
+    HIST_LO,
+    format_window,
+    tensor_stats,
+)
 from .gpt import GPT
 
 __all__ = ["FORMAT_SCALINGS", "HEADROOM_FORMATS", "HIST_HI", "HIST_LO", "inspect_model",
@@ -51,7 +59,7 @@ class _Probe(Numerics):
     def __init__(self, record: Callable[[str, str, np.ndarray], None], site: str = ""):
         self.record, self.site = record, site
 
-    def bind(self, site: str) -> "Numerics":
+    def bind(self, site: str) -> Numerics:
         return _Probe(self.record, site)
 
     def input(self, x, key="input"):

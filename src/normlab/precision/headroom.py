@@ -22,7 +22,8 @@ default where numba imports) or in NumPy here (``impl="reference"``); both give 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -23,7 +23,8 @@ inspect has them): per-head attention statistics and the loss under each preset.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

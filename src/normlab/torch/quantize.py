@@ -17,7 +17,7 @@ or any int64 (float64 input, read as unsigned).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -55,7 +55,7 @@ def _bits_of(value: float, wide: bool) -> int:
     return int(np.array(value, ft).view(ut))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _consts(fmt: FloatFormat, wide: bool) -> _Consts | None:
     """None when float32 input must go through float64 (E8M0's 2^-127)."""
     P, bias, W = (52, 1023, 64) if wide else (23, 127, 32)
