@@ -90,8 +90,9 @@ def _attention_stats(model: GPT) -> list[dict]:
         G = H // c.k.shape[1]
         s = (c.q.reshape(B, H // G, G, T, D) @ c.k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)
         s = s * s.dtype.type(c.scale)
-        if block.attn.branch.causal:
-            s = s + causal_mask(T, s.dtype, block.attn.branch.window)
+        # branch is typed as a Module; in a GPT block's attention it is the attention
+        if block.attn.branch.causal:  # type: ignore[attr-defined]
+            s = s + causal_mask(T, s.dtype, block.attn.branch.window)  # type: ignore[attr-defined]
         p = c.softmax.p  # (B, H, T, T)
         with np.errstate(divide="ignore", invalid="ignore"):
             ent = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)  # (B, H, T)
@@ -191,7 +192,8 @@ def _checked(model: GPT, tokens: Any, seq_len: int | None,
     return T, tokens[-(T + 1):], previous, policies
 
 
-def _measure(model: GPT, idx, targets, previous, progress) -> tuple[dict, dict, list]:
+def _measure(model: GPT, idx: np.ndarray, targets: np.ndarray, previous: np.ndarray | None,
+             progress: Any) -> tuple[dict, dict, list]:
     """The full-precision pass with every tensor's statistics: (pass results, tensors, the mean
     logit)."""
     delayed: dict[str, float] = {}
@@ -223,7 +225,7 @@ def _measure(model: GPT, idx, targets, previous, progress) -> tuple[dict, dict, 
     return out, tensors, logits_mean
 
 
-def _policy_loss(model: GPT, idx, targets, name: str) -> float:
+def _policy_loss(model: GPT, idx: np.ndarray, targets: np.ndarray, name: str) -> float:
     """The loss of one forward under the precision preset ``name`` (emulated); a policy with
     delayed scaling runs a first forward to fill its amax histories, as a step before would."""
     numerics = PolicyNumerics(name, rng=np.random.default_rng(0))
@@ -244,11 +246,12 @@ def _amax(x: np.ndarray) -> float:
     return float(np.max(np.where(np.isfinite(a), a, 0.0), initial=0.0))
 
 
-def _pass(model: GPT, idx, targets, record, *, attention: bool = False) -> dict:
+def _pass(model: GPT, idx: np.ndarray, targets: np.ndarray,
+          record: Callable[[str, str, np.ndarray], None], *, attention: bool = False) -> dict:
     """One forward and backward at full precision with every hook's tensor recorded."""
     with numerics_scope(model, _Probe(record)):
         parts = model.forward(idx, targets)
-        res = {"loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z}
+        res: dict[str, Any] = {"loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z}
         if attention:
             res["attention"] = _attention_stats(model)
         model.zero_grad()

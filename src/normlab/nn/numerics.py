@@ -89,7 +89,8 @@ class PolicyNumerics(Numerics):
     lower accumulators op by op), and ``communication`` does not apply to one process.
     """
 
-    def __init__(self, policy, *, rng: np.random.Generator | None = None, impl: str = "kernel"):
+    def __init__(self, policy: Any, *, rng: np.random.Generator | None = None,
+                 impl: str = "kernel"):
         from .. import kernels
         from ..precision import PrecisionPolicy, get_policy
 

@@ -211,7 +211,7 @@ def field_infos(cls: type) -> list[FieldInfo]:
         source = inspect.getsource(cls)
     except (OSError, TypeError):  # pragma: no cover - source not available
         source = ""
-    # A trailing ``# noqa: ...`` is lint markup, not part of the comment.
+    # A trailing noqa directive is lint markup, not part of the comment.
     pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+?)(?:\s*#\s*noqa\b.*)?$")
     comments = {m.group(1): m.group(2).strip()
                 for m in map(pattern.match, source.splitlines()) if m}
