@@ -15,8 +15,9 @@ from normlab.lab.commands import inspect as command
 from normlab.models import GPT, GPTConfig, save_hf
 from normlab.models.inspect import FORMAT_SCALINGS, HIST_LO, inspect_model, tensor_stats
 from normlab.nn.numerics import FULL_PRECISION, PolicyNumerics
-from normlab.precision import get_format, mx_quantize, mx_dequantize, quantize
+from normlab.precision import get_format, mx_dequantize, mx_quantize, quantize
 from normlab.train.probes import observe
+
 
 @pytest.fixture(autouse=True)
 def _numba_threads_as_started(monkeypatch):
@@ -47,9 +48,11 @@ def test_fractions_match_rounding_the_values(key, fmt, scaling):
     delayed = 3.0 * float(np.abs(x).max())  # an earlier step with a larger amax
     stats = tensor_stats(x, delayed_amax=delayed)
     f = get_format(fmt)
-    s = {"none": 1.0, "tensor": f.max_finite / np.abs(x).max(), "delayed": f.max_finite / delayed}[scaling]
+    s = {"none": 1.0, "tensor": f.max_finite / np.abs(x).max(),
+         "delayed": f.max_finite / delayed}[scaling]
     xs = x.astype(np.float64) * s
-    q = quantize(xs.astype(np.float32), fmt, overflow="inf" if f.has_inf else "nan").astype(np.float64)
+    q = quantize(xs.astype(np.float32), fmt,
+                 overflow="inf" if f.has_inf else "nan").astype(np.float64)
     nz = x != 0
     expect = {"overflow": np.mean(~np.isfinite(q[nz]) | (np.abs(q[nz]) > f.max_finite)),
               "flush": np.mean(q[nz] == 0),
@@ -87,7 +90,7 @@ def test_histogram_counts_every_nonzero_value_in_its_binade():
 def _model(seed: int = 0, **kw) -> GPT:
     model = GPT(dataclasses.replace(CFG, **kw), rng=np.random.default_rng(seed))
     rng = np.random.default_rng(seed + 1)
-    for name, p in model.parameters().items():
+    for p in model.parameters().values():
         p[...] = rng.normal(1.0 if p.ndim == 1 else 0.0, 0.3 if p.ndim == 1 else 0.4, p.shape)
     return model
 
@@ -188,8 +191,9 @@ def test_command_errors_name_the_problem(tmp_path, capsys):
     assert rc == 2 and "has no tokenizer.json" in err
 
 
-@pytest.mark.parametrize("case", ["out-file", "out-fifo", "json-fifo", "html-dir", "json-links-tokens",
-                                  "tokens-fifo", "tokens-dir", "seq", "policy"])
+@pytest.mark.parametrize("case", ["out-file", "out-fifo", "json-fifo", "html-dir",
+                                  "json-links-tokens", "tokens-fifo", "tokens-dir", "seq",
+                                  "policy"])
 def test_every_argument_is_checked_before_work_and_no_output_replaces_an_input(tmp_path, capsys,
                                                                                 monkeypatch, case):
     ckpt = save_hf(_model(qk_norm="rmsnorm"), tmp_path / "ckpt")
@@ -233,7 +237,8 @@ def test_outputs_are_written_atomically(tmp_path, capsys):
     out.mkdir()
     (out / "inspect.json").write_text("old")
     os.chmod(out / "inspect.json", 0o640)
-    rc, _ = _cli(capsys, ckpt, "--tokens", ids, "--out", out, "--seq", "8", "--policies", "amp_bf16")
+    rc, _ = _cli(capsys, ckpt, "--tokens", ids, "--out", out, "--seq", "8",
+                 "--policies", "amp_bf16")
     assert rc == 0 and json.loads((out / "inspect.json").read_text())["loss"] > 0
     assert (out / "inspect.json").stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in out.iterdir()) == ["inspect.html", "inspect.json"]

@@ -6,8 +6,12 @@ import pytest
 from normlab.models import GPT, GPTConfig
 from normlab.nn.numerics import FULL_PRECISION, Numerics, PolicyNumerics, numerics_scope
 from normlab.precision import quantize
-from normlab.precision.headroom import (FORMAT_SCALINGS, HEADROOM_FORMATS, format_window,
-                                        tensor_stats)
+from normlab.precision.headroom import (
+    FORMAT_SCALINGS,
+    HEADROOM_FORMATS,
+    format_window,
+    tensor_stats,
+)
 
 
 def _sample(rng, shape=(3, 70)):

@@ -5,13 +5,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from twin import TwinGPT
 
 from normlab.models import GPT, GPTConfig
 from normlab.nn.numerics import PolicyNumerics, numerics_scope
 from normlab.precision import Precision, TensorScaling, get_policy
 from normlab.torch import emulate
-
-from twin import TwinGPT
 
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layers=2, d_model=64, n_heads=4)
 CUSTOM = replace(get_policy("amp_bf16"), name="custom", compute="float8_e5m2",
@@ -103,7 +102,7 @@ def test_twin_agrees(name):
 
 def test_bad_arguments():
     m = torch.nn.Linear(2, 2)
-    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
         emulate(object(), "amp_bf16")
     with pytest.raises(TypeError, match="policy must be"):
         emulate(m, 3)

@@ -5,12 +5,11 @@ import json
 import numpy as np
 import pytest
 import torch
+from twin import TwinGPT
 
 from normlab.models import GPT, GPTConfig
 from normlab.models.inspect import inspect_model
 from normlab.torch import Monitor, inspect
-
-from twin import TwinGPT
 
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layers=2, d_model=64, n_heads=4)
 
@@ -77,7 +76,7 @@ def test_monitor_and_a_transformers_model(tmp_path):
 
 
 def test_bad_input():
-    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
         inspect(object(), {})
     with pytest.raises(TypeError, match="batch must be a dict"):
         inspect(torch.nn.Linear(2, 2), [1])

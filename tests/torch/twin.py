@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-import torch_gpt  # noqa: E402
+import torch_gpt
 
 
 def _attention(cfg, x, p, prefix, layer):
-    B, T, C = x.shape
+    B, T, _C = x.shape
     H, D = cfg.n_heads, cfg.head_dim
     q, k, v = torch_gpt._linear(x, p, prefix + "qkv.").split([H * D, H * D, H * D], dim=-1)
     q, k, v = (a.view(B, T, H, D).transpose(1, 2) for a in (q, k, v))

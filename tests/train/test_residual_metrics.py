@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from normlab.models import GPT, GPTConfig
-from normlab.precision.headroom import HEADROOM_FORMATS as FORMATS, tensor_stats
+from normlab.precision.headroom import HEADROOM_FORMATS as FORMATS
+from normlab.precision.headroom import tensor_stats
 from normlab.train import TrainConfig, Trainer, train
 from normlab.train.probes import observe
 from normlab.train.trainer import residual_headroom

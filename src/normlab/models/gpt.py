@@ -25,6 +25,8 @@ import numpy as np
 
 from .. import _checks as ck
 from ..functional import (
+    CrossEntropyCache,
+    LinearCache,
     linear_backward,
     linear_forward,
     rope_frequencies,
@@ -100,16 +102,17 @@ class GPT(Module):
                 high_freq_factor=cfg.rope_high_freq_factor,
                 original_max=cfg.rope_original_max)  # (D/2,)
             rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype, inv_freq=inv_freq)
-        self.blocks = [Block(cfg, rng=rng, dropout_rng=self.dropout_rng, rope=rope,
-                             window=cfg.window(layer))
+        # rng is None for GPT.empty: Block then draws nothing (its hint says Generator)
+        self.blocks = [Block(cfg, rng=rng,  # type: ignore[arg-type]
+                             dropout_rng=self.dropout_rng, rope=rope, window=cfg.window(layer))
                        for layer in range(cfg.n_layers)]
         self.norm_f = (make_norm(cfg.norm, C, dtype=dtype, **cfg.norm_fields())
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=std["head"], dtype=dtype)
         self.numerics_root: Numerics = FULL_PRECISION  # what set_numerics installed
-        self._head_cache = None
-        self._loss_cache = None
+        self._head_cache: LinearCache | None = None
+        self._loss_cache: CrossEntropyCache | None = None
         if flatten:  # parameters and gradients in two flat buffers: one fused optimizer pass
             self.flatten()
 
@@ -154,12 +157,13 @@ class GPT(Module):
         ``backward``. Targets equal to ``normlab.functional.IGNORE_INDEX`` carry no loss."""
         cfg = self.config
         logits = self._trunk(idx)
-        loss, self._loss_cache = self.op("cross_entropy_forward")(
+        loss, cache = self.op("cross_entropy_forward")(
             logits, targets, softcap=cfg.final_softcap, z_loss=cfg.z_loss,
             label_smoothing=cfg.label_smoothing,
         )
-        log_z = float(np.mean(self._loss_cache.log_z, dtype=np.float64))
-        return LossParts(float(loss), self._loss_cache.nll, log_z)
+        self._loss_cache = cache
+        log_z = float(np.mean(cache.log_z, dtype=np.float64))
+        return LossParts(float(loss), cache.nll, log_z)
 
     def residual_stream(self, idx: np.ndarray) -> list[np.ndarray]:
         """The residual stream after every block on ``idx`` (B, T): L arrays (B, T, C), the
@@ -185,7 +189,8 @@ class GPT(Module):
         return z if cap is None else cap * np.tanh(z / z.dtype.type(cap))
 
     # ---- backward --------------------------------------------------------------------------
-    def backward(self, dloss: float = 1.0) -> None:
+    # The model's backward starts from its scalar loss, not from an output gradient as a Module's.
+    def backward(self, dloss: float = 1.0) -> None:  # type: ignore[override]
         """Add the gradient of ``dloss * loss`` (``dloss`` is the loss scale under loss scaling)
         into every parameter's buffer; the same lines as ``_trunk`` and ``forward``, upwards."""
         if self._loss_cache is None:
@@ -194,6 +199,7 @@ class GPT(Module):
         n = self.numerics
         dlogits, _ = self.op("cross_entropy_backward")(dloss, self._loss_cache)  # (B, T, V)
         if cfg.tie_embeddings:
+            assert self._head_cache is not None  # set with _loss_cache by forward's _trunk
             dx, dW, _ = linear_backward(n.grad(dlogits, "dhead"), self._head_cache)
             self.wte.accumulate("weight", n.output(dW, "dhead_weight"))
             dx = n.output(dx, "dhead_x")

@@ -18,7 +18,8 @@ then the norms, the residual stream, attention and the precision headroom of eve
   beside float32's.
 
 Each tensor's statistics are ``normlab.precision.headroom.tensor_stats``. Scalings (s multiplies
-x before the cast): ``none`` s = 1; ``tensor`` s = fmax / amax(x), the tensor's own amax (TransformerEngine's current scaling); ``delayed`` s = fmax / amax of the same
+x before the cast): ``none`` s = 1; ``tensor`` s = fmax / amax(x), the tensor's own amax
+(TransformerEngine's current scaling); ``delayed`` s = fmax / amax of the same
 tensor at the previous step (the preceding window of tokens when there is one; the tensor's own
 amax otherwise: see ``delayed_from``); ``mx`` blocks of 32 along the last axis share
 X = 2^(floor(log2 amax_block) - emax) (OCP MX v1.0), MXFP8 with float8_e4m3fn elements and MXFP4
@@ -27,15 +28,22 @@ with float4_e2m1fn.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..functional.attention import causal_mask
 from ..nn.numerics import FULL_PRECISION, Numerics, PolicyNumerics, numerics_scope
 from ..precision import PRESETS, DelayedScaling
-from ..precision.headroom import (FORMAT_SCALINGS, HEADROOM_FORMATS, HIST_HI, HIST_LO,
-                                  format_window, tensor_stats)
+from ..precision.headroom import (
+    FORMAT_SCALINGS,
+    HEADROOM_FORMATS,
+    HIST_HI,
+    HIST_LO,
+    format_window,
+    tensor_stats,
+)
 from .gpt import GPT
 
 __all__ = ["FORMAT_SCALINGS", "HEADROOM_FORMATS", "HIST_HI", "HIST_LO", "inspect_model",
@@ -51,7 +59,7 @@ class _Probe(Numerics):
     def __init__(self, record: Callable[[str, str, np.ndarray], None], site: str = ""):
         self.record, self.site = record, site
 
-    def bind(self, site: str) -> "Numerics":
+    def bind(self, site: str) -> Numerics:
         return _Probe(self.record, site)
 
     def input(self, x, key="input"):
@@ -82,8 +90,9 @@ def _attention_stats(model: GPT) -> list[dict]:
         G = H // c.k.shape[1]
         s = (c.q.reshape(B, H // G, G, T, D) @ c.k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)
         s = s * s.dtype.type(c.scale)
-        if block.attn.branch.causal:
-            s = s + causal_mask(T, s.dtype, block.attn.branch.window)
+        # branch is typed as a Module; in a GPT block's attention it is the attention
+        if block.attn.branch.causal:  # type: ignore[attr-defined]
+            s = s + causal_mask(T, s.dtype, block.attn.branch.window)  # type: ignore[attr-defined]
         p = c.softmax.p  # (B, H, T, T)
         with np.errstate(divide="ignore", invalid="ignore"):
             ent = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)  # (B, H, T)
@@ -183,7 +192,8 @@ def _checked(model: GPT, tokens: Any, seq_len: int | None,
     return T, tokens[-(T + 1):], previous, policies
 
 
-def _measure(model: GPT, idx, targets, previous, progress) -> tuple[dict, dict, list]:
+def _measure(model: GPT, idx: np.ndarray, targets: np.ndarray, previous: np.ndarray | None,
+             progress: Any) -> tuple[dict, dict, list]:
     """The full-precision pass with every tensor's statistics: (pass results, tensors, the mean
     logit)."""
     delayed: dict[str, float] = {}
@@ -215,7 +225,7 @@ def _measure(model: GPT, idx, targets, previous, progress) -> tuple[dict, dict, 
     return out, tensors, logits_mean
 
 
-def _policy_loss(model: GPT, idx, targets, name: str) -> float:
+def _policy_loss(model: GPT, idx: np.ndarray, targets: np.ndarray, name: str) -> float:
     """The loss of one forward under the precision preset ``name`` (emulated); a policy with
     delayed scaling runs a first forward to fill its amax histories, as a step before would."""
     numerics = PolicyNumerics(name, rng=np.random.default_rng(0))
@@ -236,11 +246,12 @@ def _amax(x: np.ndarray) -> float:
     return float(np.max(np.where(np.isfinite(a), a, 0.0), initial=0.0))
 
 
-def _pass(model: GPT, idx, targets, record, *, attention: bool = False) -> dict:
+def _pass(model: GPT, idx: np.ndarray, targets: np.ndarray,
+          record: Callable[[str, str, np.ndarray], None], *, attention: bool = False) -> dict:
     """One forward and backward at full precision with every hook's tensor recorded."""
     with numerics_scope(model, _Probe(record)):
         parts = model.forward(idx, targets)
-        res = {"loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z}
+        res: dict[str, Any] = {"loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z}
         if attention:
             res["attention"] = _attention_stats(model)
         model.zero_grad()

@@ -34,8 +34,9 @@ histories included), whether the block returns or raises.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ import numpy as np
 class Numerics:
     """Full precision: every hook returns its argument unchanged (no copy)."""
 
-    def bind(self, site: str) -> "Numerics":
+    def bind(self, site: str) -> Numerics:
         """The hooks as seen by the module at ``site`` (a dotted name)."""
         return self
 
@@ -88,7 +89,8 @@ class PolicyNumerics(Numerics):
     lower accumulators op by op), and ``communication`` does not apply to one process.
     """
 
-    def __init__(self, policy, *, rng: np.random.Generator | None = None, impl: str = "kernel"):
+    def __init__(self, policy: Any, *, rng: np.random.Generator | None = None,
+                 impl: str = "kernel"):
         from .. import kernels
         from ..precision import PrecisionPolicy, get_policy
 
@@ -112,7 +114,7 @@ class PolicyNumerics(Numerics):
         self.rng = rng
         self.states: dict[str, Any] = {}  # "site/key/role" -> DelayedScalingState
 
-    def bind(self, site: str) -> "Numerics":
+    def bind(self, site: str) -> Numerics:
         return _Site(self, site)
 
     def apply(self, role: str, x: np.ndarray, site: str, key: str) -> np.ndarray:

@@ -22,7 +22,8 @@ default where numba imports) or in NumPy here (``impl="reference"``); both give 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,8 @@ class _Magnitudes:
         _passes(impl)[0](bits, shift, self.counts)
         self.above = np.concatenate([np.cumsum(self.counts[::-1])[::-1], [0]])  # >= bucket k
         self.exact = exact  # positions -> the exact (float64) values, for boundary buckets
-        self.sub_keys = self.sub_vals = None
+        self.sub_keys: np.ndarray | None = None  # set by prepare
+        self.sub_vals: np.ndarray | None = None
 
     def prepare(self, thresholds: list[float]) -> None:
         """Gather, once, the values in the buckets around every threshold."""
@@ -116,6 +118,7 @@ class _Magnitudes:
         k = _key(t)
         if k - 1 >= _BUCKETS:
             return 0
+        assert self.sub_keys is not None and self.sub_vals is not None  # prepare() first
         near = (self.sub_keys >= k - 1) & (self.sub_keys <= k + 1)
         v = self.sub_vals[near]
         near_count = np.count_nonzero(v > t if strict else v >= t)
@@ -129,7 +132,7 @@ def _key(t: float) -> int:
     return int(np.array(f).view(np.uint32) >> _SHIFT) + past
 
 
-def _thresholds(fmt) -> tuple[float, float, float, bool]:
+def _thresholds(fmt: Any) -> tuple[float, float, float, bool]:
     """(beyond, half_tiny, top_sub, tie_stays): round to nearest (ties to even) leaves the format
     from max + ulp(max)/2 on (at the tie itself only when max is odd), sends |v| <= half the
     smallest subnormal to 0 and |v| >= min_normal - ulp/2 up to the normal range (the boundaries
@@ -141,7 +144,7 @@ def _thresholds(fmt) -> tuple[float, float, float, bool]:
     return beyond, half_tiny, top_sub, f.inf_nan == "fn" and f.mantissa_bits > 0
 
 
-def _fractions(m: _Magnitudes, nonzero: int, fmt, scale: float) -> dict:
+def _fractions(m: _Magnitudes, nonzero: int, fmt: Any, scale: float) -> dict:
     """Fractions of the ``nonzero`` values of ``m`` that, times ``scale`` and rounded to
     ``fmt``, overflow (past the largest finite value), flush (to zero) or stay subnormal."""
     beyond, half_tiny, top_sub, tie_stays = _thresholds(fmt)

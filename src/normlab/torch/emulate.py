@@ -36,7 +36,8 @@ each sublayer); ``embed`` defaults to ``model.get_input_embeddings()`` where the
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -128,11 +129,11 @@ def _is_weight(t: Any) -> bool:
 class _Mode(TorchFunctionMode):
     """Sends the rounded operations of the module docstring through the policy."""
 
-    def __init__(self, owner: "emulate"):
+    def __init__(self, owner: emulate):
         super().__init__()
         self.owner = owner
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         o = self.owner
         if func is F.linear:
@@ -217,7 +218,7 @@ class emulate:
         """Advance the delayed-scaling amax histories (once per optimizer step)."""
         self.rounder.end_step()
 
-    def __enter__(self) -> "emulate":
+    def __enter__(self) -> emulate:
         self._handles = _install_hooks(self)
         self._mode = _Mode(self)
         self._mode.__enter__()

@@ -23,7 +23,8 @@ inspect has them): per-head attention statistics and the loss under each preset.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -114,10 +115,14 @@ def _hooks(model: torch.nn.Module, stream: tuple, record: Callable) -> list:
     handles = []
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.Linear):
-            handles.append(m.register_forward_pre_hook(
-                lambda mod, args, n=name: record("activation", f"{n}.input", args[0])))
-            handles.append(m.register_full_backward_hook(
-                lambda mod, gin, gout, n=name: record("gradient", f"{n}.dout", gout[0])))
+            def pre(mod: Any, args: Any, n: str = name) -> Any:
+                return record("activation", f"{n}.input", args[0])
+
+            def back(mod: Any, gin: Any, gout: Any, n: str = name) -> Any:
+                return record("gradient", f"{n}.dout", gout[0])
+
+            handles.append(m.register_forward_pre_hook(pre))
+            handles.append(m.register_full_backward_hook(back))
         if name in stream:
             def post(mod: Any, args: Any, out: Any, n: str = name) -> None:
                 t = _first(out)

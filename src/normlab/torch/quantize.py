@@ -17,7 +17,7 @@ or any int64 (float64 input, read as unsigned).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -55,7 +55,7 @@ def _bits_of(value: float, wide: bool) -> int:
     return int(np.array(value, ft).view(ut))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _consts(fmt: FloatFormat, wide: bool) -> _Consts | None:
     """None when float32 input must go through float64 (E8M0's 2^-127)."""
     P, bias, W = (52, 1023, 64) if wide else (23, 127, 32)
@@ -150,6 +150,7 @@ def quantize(t: torch.Tensor, fmt: Any, *, rounding: str = "nearest_even",
         r = None
         if rounding == "stochastic":
             if random_bits is None:
+                assert rng is not None  # _check: stochastic rounding needs rng or random_bits
                 r = torch.from_numpy(_rand(rng, x.numel(), wide)).to(x.device)
             else:
                 r = random_bits.to(device=x.device, dtype=torch.int64).reshape(-1)
@@ -197,6 +198,7 @@ def _round(x: torch.Tensor, c: _Consts, fmt: FloatFormat, rounding: str,
         away = ~neg if rounding == "up" else neg
         inc = torch.where(away, mask, torch.zeros_like(mask))
     elif rounding == "stochastic":
+        assert r is not None  # quantize draws the random words for stochastic rounding
         inc = r & mask
     else:
         inc = torch.zeros_like(mask)
@@ -232,6 +234,7 @@ def _tiny_up(a: torch.Tensor, neg: torch.Tensor, c: _Consts, rounding: str,
     if rounding in ("up", "down"):
         return (a != 0) & (~neg if rounding == "up" else neg)
     # stochastic: up with probability x / q, in units of 2^-W: r < ceil(x / q * 2^W)
+    assert r is not None  # quantize draws the random words for stochastic rounding
     ft = torch.float32 if c.W == 32 else torch.float64
     mag = (a.to(torch.int32) if c.W == 32 else a).view(ft).to(torch.float64)
     limit = torch.ceil(torch.ldexp(mag * c.q_scale, torch.tensor(float(c.W), dtype=torch.float64,

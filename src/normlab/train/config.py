@@ -54,7 +54,7 @@ class TrainConfig:
     grad_clip: float | None = 1.0  # clip the global gradient norm to this; None: no clipping
     loss_multiplier: float = 1.0  # backward of (loss x this), never undone: a small-gradient probe
     # ---- numerics
-    precision: str = "fp32"  # policy: fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8, a .json file, or a JSON object
+    precision: str = "fp32"  # policy: fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8, a .json file, or a JSON object  # noqa: E501
     # ---- evaluation and stopping
     eval_interval: int = 100  # evaluate on the validation batches every this many steps
     eval_batches: int = 8  # fixed validation batches (of batch_size sequences)
@@ -76,7 +76,8 @@ class TrainConfig:
         if self.data == "file" and not self.data_path:
             raise ValueError("config: data='file' needs data_path (a UTF-8 text file)")
         if self.data != "file" and self.data_path is not None:
-            raise ValueError(f"config: data_path is read only with data='file'; got data={self.data!r}")
+            raise ValueError(
+                f"config: data_path is read only with data='file'; got data={self.data!r}")
         ck.choice(self.optimizer, "config: optimizer", OPTIMIZERS)
         for name in ("markov_order", "batch_size", "eval_interval", "eval_batches"):
             ck.integer(getattr(self, name), f"config: {name}", lo=1)
@@ -210,8 +211,10 @@ def field_infos(cls: type) -> list[FieldInfo]:
         source = inspect.getsource(cls)
     except (OSError, TypeError):  # pragma: no cover - source not available
         source = ""
-    pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")
-    comments = {m.group(1): m.group(2).strip() for m in map(pattern.match, source.splitlines()) if m}
+    # A trailing noqa directive is lint markup, not part of the comment.
+    pattern = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+?)(?:\s*#\s*noqa\b.*)?$")
+    comments = {m.group(1): m.group(2).strip()
+                for m in map(pattern.match, source.splitlines()) if m}
     hints = typing.get_type_hints(cls)
     defaults = cls()
     out = []

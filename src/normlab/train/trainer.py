@@ -76,7 +76,8 @@ def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
     non-zero finite values that, cast to ``f`` without scaling, round past the largest finite
     value, to zero, or into the subnormals, for every format of ``models.inspect.FORMATS``
     (``tensor_stats``, exact)."""
-    from ..precision.headroom import HEADROOM_FORMATS as FORMATS, tensor_stats
+    from ..precision.headroom import HEADROOM_FORMATS as FORMATS
+    from ..precision.headroom import tensor_stats
 
     out = []
     for x in model.residual_stream(idx):  # (B, T, C) each
@@ -127,7 +128,8 @@ class TrainResult:
         d["gap_to_floor"] = self.gap_to_floor
         head = ("final_val_loss", "entropy_floor", "gap_to_floor", "final_train_loss", "stopped",
                 "steps_done", "skipped_steps", "wall_time_s", "tokens_per_s", "n_params")
-        return _json_safe({**{k: d[k] for k in head}, **{k: v for k, v in d.items() if k not in head}})
+        return _json_safe({**{k: d[k] for k in head},
+                           **{k: v for k, v in d.items() if k not in head}})
 
     def summary(self) -> str:
         """One line: the validation loss against the entropy floor."""
