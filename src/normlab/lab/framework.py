@@ -418,12 +418,25 @@ def notes_of(module) -> str:
     return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
+def config_dict(config: Any) -> dict[str, Any]:
+    """An experiment's configuration as JSON-able data: each field that is itself a dataclass
+    through its own ``to_dict`` where it has one (a ``TrainConfig`` base writes what it writes
+    everywhere else), else field by field."""
+    out = {}
+    for f in dataclasses.fields(config):
+        v = getattr(config, f.name)
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            v = v.to_dict() if hasattr(v, "to_dict") else config_dict(v)
+        out[f.name] = v
+    return jsonable(dataclasses.asdict(config) | out)
+
+
 def cache_key(module, config) -> str:
     """A hash of the configuration, the experiment's source and notes, and the source of the
     whole normlab package (:func:`package_hash`): a change anywhere in the code an experiment
     runs (the core included) measures it again."""
     h = hashlib.sha256()
-    h.update(json.dumps(jsonable(dataclasses.asdict(config)), sort_keys=True).encode())
+    h.update(json.dumps(config_dict(config), sort_keys=True).encode())
     h.update(inspect.getsource(module).encode())
     h.update(notes_of(module).encode())
     h.update(package_hash().encode())
@@ -453,7 +466,7 @@ def result_of(module, config, data: dict[str, Any], size: str) -> Result:
         published=card.published, setting=setting_of(module, config, size),
         measured=module.headline(data, config), checks=list(module.judge(data, config)),
         explanation=card.explanation, notes=notes_of(module), data=data,
-        config=jsonable(dataclasses.asdict(config)), size=size,
+        config=config_dict(config), size=size,
         cache_key=cache_key(module, config), short=card.short)
 
 

@@ -135,7 +135,12 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["model"] = self.model.to_dict()
-        d["probes"] = list(self.probes)  # as JSON reads it back
+        # The default probes are what every run recorded before probes were named: left out, so a
+        # default run's config (and every cache key and results file made from it) is as it was.
+        if self.probes == DEFAULT_PROBES:
+            del d["probes"]
+        else:
+            d["probes"] = list(self.probes)  # as JSON reads it back
         return d
 
     @classmethod

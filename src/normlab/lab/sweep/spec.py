@@ -283,6 +283,7 @@ def make_points(configs: Iterable[TrainConfig | Point]) -> list[Point]:
 
 def _flat(config: TrainConfig) -> dict[str, Any]:
     d = config.to_dict()
+    d.setdefault("probes", list(config.probes))  # to_dict leaves out the default probes
     model = d.pop("model")
     return {**d, **{"model." + k: v for k, v in model.items()}}
 
