@@ -17,8 +17,13 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import (batch_norm_forward, layer_norm_backward, layer_norm_forward,
-                                rms_norm_backward, rms_norm_forward)
+from normlab.functional import (
+    batch_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_backward,
+    rms_norm_forward,
+)
 from normlab.nn import BatchNorm
 from normlab.testing import gradcheck
 

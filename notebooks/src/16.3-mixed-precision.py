@@ -13,13 +13,17 @@
 # ml_dtypes' casts; `normlab.precision.demos` holds this section's demonstrations as functions.
 
 # %%
-import ml_dtypes
 import matplotlib.pyplot as plt
+import ml_dtypes
 import numpy as np
 
 from normlab.precision import DynamicLossScaler, get_format, quantize, round_to_bfloat16
-from normlab.precision.demos import (bfloat16_running_sum, fp16_overflows_but_bfloat16_keeps_range,
-                                     loss_scaled_gradient, update_stagnation)
+from normlab.precision.demos import (
+    bfloat16_running_sum,
+    fp16_overflows_but_bfloat16_keeps_range,
+    loss_scaled_gradient,
+    update_stagnation,
+)
 
 # %% [markdown]
 # ## The formats

@@ -12,8 +12,11 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import (dropout_forward, layer_norm_backward, layer_norm_forward,
-                                rms_norm_forward)
+from normlab.functional import (
+    dropout_forward,
+    layer_norm_forward,
+    rms_norm_forward,
+)
 from normlab.models import Residual
 from normlab.nn import BatchNorm, Identity, Linear
 from normlab.precision import quantize

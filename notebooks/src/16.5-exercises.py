@@ -7,9 +7,16 @@
 # %%
 import numpy as np
 
-from normlab.functional import (batch_norm_forward, dropout_backward, dropout_forward,
-                                layer_norm_backward, layer_norm_forward, linear_backward,
-                                linear_forward, rms_norm_forward)
+from normlab.functional import (
+    batch_norm_forward,
+    dropout_backward,
+    dropout_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    linear_backward,
+    linear_forward,
+    rms_norm_forward,
+)
 from normlab.models import Residual
 from normlab.nn import MLP
 from normlab.precision import StaticLossScaler, quantize, round_to_bfloat16

@@ -14,9 +14,14 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import batch_norm_backward, batch_norm_forward, layer_norm_backward, layer_norm_forward
-from normlab.lab.framework import configure, evaluate
+from normlab.functional import (
+    batch_norm_backward,
+    batch_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+)
 from normlab.lab.experiments import batchnorm_vs_layernorm
+from normlab.lab.framework import configure, evaluate
 from normlab.models import GPT, GPTConfig
 
 EXACT = 1e-12  # "no effect" in float64

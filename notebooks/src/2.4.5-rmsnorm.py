@@ -20,7 +20,12 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import layer_norm_backward, layer_norm_forward, rms_norm_backward, rms_norm_forward
+from normlab.functional import (
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_backward,
+    rms_norm_forward,
+)
 
 rng = np.random.default_rng(0)
 EPS64 = np.finfo(np.float64).eps
@@ -99,7 +104,7 @@ savings = []
 for shape in shapes:
     t = median_times(shape)
     savings.append(1 - t["rmsnorm"] / t["layernorm"])
-    print(f"{str(shape):13s} LayerNorm {t['layernorm'] * 1e3:7.2f} ms   RMSNorm {t['rmsnorm'] * 1e3:7.2f} ms"
+    print(f"{shape!s:13s} LayerNorm {t['layernorm'] * 1e3:7.2f} ms   RMSNorm {t['rmsnorm'] * 1e3:7.2f} ms"
           f"   saving {savings[-1]:+.0%}")
 
 plt.figure(figsize=(5, 3))

@@ -8,10 +8,14 @@
 # %%
 import numpy as np
 
-from normlab.functional import (batch_norm_forward, layer_norm_backward, layer_norm_forward,
-                                rms_norm_forward)
-from normlab.lab.framework import configure, evaluate
+from normlab.functional import (
+    batch_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_forward,
+)
 from normlab.lab.experiments import gradients_at_init
+from normlab.lab.framework import configure, evaluate
 from normlab.models import Residual
 from normlab.nn import MLP
 

@@ -7,7 +7,6 @@ from _parity import GEMM, check_against_torch
 from normlab.functional import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward
 from normlab.testing import gradcheck, oracles
 
-
 OPTIONS = [
     {},
     {"softcap": 3.0},

@@ -54,7 +54,7 @@ def randomize(model: GPT, rng) -> None:
     rest normal with a scale that keeps activations O(1)."""
     for name, p in model.parameters().items():
         last = name.rsplit(".", 1)[-1]
-        if last == "weight" and p.ndim == 1 or last in ("q_norm", "k_norm"):
+        if (last == "weight" and p.ndim == 1) or last in ("q_norm", "k_norm"):
             p[...] = rng.normal(1.0, 0.3, size=p.shape)
         elif p.ndim == 2:
             p[...] = rng.normal(0.0, 1.0 / np.sqrt(p.shape[1]), size=p.shape)

@@ -11,8 +11,14 @@ import pytest
 
 from normlab.models import GPT, GPTConfig
 from normlab.train import TrainConfig, Trainer
-from normlab.train.budget import (MemoryBudgetError, available_memory, check_memory,
-                                  count_parameters, estimate, format_bytes)
+from normlab.train.budget import (
+    MemoryBudgetError,
+    available_memory,
+    check_memory,
+    count_parameters,
+    estimate,
+    format_bytes,
+)
 from normlab.train.data import MarkovSource
 
 MODEL = GPTConfig(vocab_size=16, seq_len=16, n_layers=2, d_model=32, n_heads=4)

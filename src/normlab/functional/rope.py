@@ -24,7 +24,6 @@ import numpy as np
 from .. import _checks as ck
 from .._checks import Array
 
-
 ROPE_SCALINGS = ("none", "linear", "llama3")
 
 

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 IMPLS = ("kernel", "reference")
 
@@ -116,7 +117,7 @@ def resolve(impl: str, name: str) -> Callable:
         raise
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolve(impl: str, name: str) -> Callable:
     check_impl(impl)
     known = sorted(n for n, op in OPS.items() if impl == "kernel" or op.reference is not None)

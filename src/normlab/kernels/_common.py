@@ -25,7 +25,7 @@ import os
 # do not depend on it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import numba  # noqa: E402
+import numba
 import numpy as np
 from numba import njit
 

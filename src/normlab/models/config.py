@@ -204,7 +204,7 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GPTConfig":
+    def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
         """The config from ``to_dict``'s output; unknown keys are refused by name."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)

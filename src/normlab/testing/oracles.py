@@ -8,7 +8,7 @@ NumPy arrays in the tensor's dtype (bfloat16 as ml_dtypes.bfloat16).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np

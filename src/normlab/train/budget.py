@@ -30,7 +30,8 @@ import dataclasses
 import math
 import os
 import resource
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ..models import GPTConfig
 from .config import TrainConfig

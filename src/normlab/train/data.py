@@ -227,7 +227,7 @@ class TextSource:
         self.n_chars = len(text)
 
     @classmethod
-    def pydoc(cls) -> "TextSource":
+    def pydoc(cls) -> TextSource:
         """Python's ``pydoc_data.topics``: English technical prose (about 465K characters),
         joined in sorted topic order. Its content follows the Python version: ``describe()``
         records the hash."""
@@ -236,7 +236,7 @@ class TextSource:
         return cls("\n\n".join(topics[k] for k in sorted(topics)), name="pydoc")
 
     @classmethod
-    def from_file(cls, path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> "TextSource":
+    def from_file(cls, path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> TextSource:
         """The UTF-8 text file at ``path``: an existing regular file of at most ``max_bytes``
         (a directory, FIFO or device, whose reading might never end, is refused unread)."""
         source = check_input_file(path, what="data_path", max_bytes=max_bytes)

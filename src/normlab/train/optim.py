@@ -29,7 +29,7 @@ parameters and the gradients are views into one buffer each, in order (a model a
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 

@@ -14,9 +14,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -91,14 +92,14 @@ class TrainingPrecision:
     rng: np.random.Generator | None = None  # for stochastic rounding
 
     @classmethod
-    def from_name(cls, name: str, rng: np.random.Generator | None = None) -> "TrainingPrecision":
+    def from_name(cls, name: str, rng: np.random.Generator | None = None) -> TrainingPrecision:
         """The preset (or .json policy file) ``name``; ``rng`` draws stochastic rounding where a
         role asks for it."""
         return cls.from_policy(load_policy(name), rng)
 
     @classmethod
     def from_policy(cls, policy: PrecisionPolicy,
-                    rng: np.random.Generator | None = None) -> "TrainingPrecision":
+                    rng: np.random.Generator | None = None) -> TrainingPrecision:
         if is_full_precision(policy):
             return cls(policy.name, FULL_PRECISION, None, None, None, rng)
         numerics = PolicyNumerics(policy, rng=rng)

@@ -33,7 +33,7 @@ INDEX_FILE = "model.safetensors.index.json"
 def _read_json(path: Path, what: str) -> dict:
     doc = read_json(path, what=what)
     if not isinstance(doc, dict):  # a damaged file: a ValueError, as every refusal of one
-        raise ValueError(  # noqa: TRY004
+        raise ValueError(
             f"{what}: {str(path)!r} must hold a JSON object; got "
                          f"{type(doc).__name__}")
     return doc
