@@ -134,7 +134,8 @@ def run(a, environment, measure) -> None:
     src = np.ones(n_params, np.float32)
     t = measure({"normlab load_hf": lambda: load_hf(path),
                  "transformers from_pretrained": lambda: hf_load(path),
-                 "memory copy of the weights": lambda: np.copyto(buf, src)},
+                 # buf and src bound now: the del below drops the names, not the arrays
+                 "memory copy of the weights": lambda buf=buf, src=src: np.copyto(buf, src)},
                 repeats=a.repeats, warmup=1)
     del buf, src
     env = environment()

@@ -43,7 +43,7 @@ def test_a_non_regular_target_is_refused_and_kept(tmp_path, kind):
         path.mkdir()
     else:
         os.mkfifo(path)
-    with pytest.raises(ValueError, match="--json.*(directory|FIFO)"):
+    with pytest.raises(ValueError, match=r"--json.*(directory|FIFO)"):
         _files.atomic_write(path, "x", what="--json")
     assert path.is_dir() if kind == "dir" else stat.S_ISFIFO(path.stat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
@@ -64,7 +64,7 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def test_missing_folder_is_named(tmp_path):
-    with pytest.raises(ValueError, match="--out.*does not exist"):
+    with pytest.raises(ValueError, match=r"--out.*does not exist"):
         _files.check_output_path(tmp_path / "nope" / "x.json", what="--out")
 
 

@@ -241,7 +241,7 @@ for name, report in reports.items():
 
 # %%
 def buggy_backward(dout, cache):
-    normalized, inv_std, gamma = cache
+    _normalized, inv_std, gamma = cache
     grad_norm = dout * gamma
     dx = inv_std * (grad_norm - grad_norm.mean(axis=-1, keepdims=True))  # no x̂ mean(g x̂) term
     return dx, *listing_layer_norm_backward(dout, cache)[1:]
@@ -280,7 +280,7 @@ true_mean, true_std = np.linspace(-2, 2, 4), np.linspace(0.5, 3, 4)
 layer = BatchNorm(4, momentum=0.1, dtype=np.float64)
 data = np.random.default_rng(1)
 trace, chapter_mean, chapter_var = [], np.zeros(4), np.ones(4)
-for step in range(200):
+for _step in range(200):
     batch = data.normal(true_mean, true_std, size=(32, 4))  # (N, C)
     layer(batch)
     chapter_mean = 0.9 * chapter_mean + 0.1 * batch.mean(axis=0)  # Listing 16.3, momentum 0.9

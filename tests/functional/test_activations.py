@@ -46,7 +46,7 @@ def test_relu_gradcheck_and_torch():
 
 
 def test_relu_gradient_at_zero_is_zero():
-    y, cache = relu_forward(np.array([-1.0, 0.0, 2.0]))
+    _y, cache = relu_forward(np.array([-1.0, 0.0, 2.0]))
     np.testing.assert_array_equal(relu_backward(np.ones(3), cache), [0.0, 0.0, 1.0])
 
 

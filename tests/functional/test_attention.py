@@ -82,7 +82,7 @@ def test_dropout_on_probabilities_is_seeded_and_checked():
     b, _ = attention_forward(**d, p_drop=0.5, training=True, rng=np.random.default_rng(0))
     np.testing.assert_array_equal(a, b)
     assert ca.dropout is not None and not np.array_equal(a, attention_forward(**d)[0])
-    ev, ce = attention_forward(**d, p_drop=0.5, training=False)
+    _ev, ce = attention_forward(**d, p_drop=0.5, training=False)
     assert ce.dropout is None
     fwd = lambda q, k, v: attention_forward(q, k, v, p_drop=0.3, training=True,  # noqa: E731
                                             rng=np.random.default_rng(7))

@@ -132,13 +132,13 @@ def test_bad_base_values_are_refused(tmp_path):
     with pytest.raises(SpecError, match=r"base.lr: lr must be a number; got '3e-3'"):
         load_spec(path)
     path.write_text('seeds = [0]\n[base]\noptimiser = "sgd"\n')
-    with pytest.raises(SpecError, match="unknown field 'optimiser' .did you mean 'optimizer'"):
+    with pytest.raises(SpecError, match=r"unknown field 'optimiser' .did you mean 'optimizer'"):
         load_spec(path)
     path.write_text('seeds = [0]\nlr = 0.1\n')
     with pytest.raises(SpecError, match=r"unknown key 'lr' \(fields go in \[base\], \[grid\] or \[random\]"):
         load_spec(path)
     path.write_text('seeds = [0]\n[base]\nmodel = "big"\n')
-    with pytest.raises(SpecError, match="base.model: give model fields as model.<name>"):
+    with pytest.raises(SpecError, match=r"base.model: give model fields as model.<name>"):
         load_spec(path)
 
 

@@ -57,7 +57,7 @@ def test_a_window_at_least_t_is_no_window_and_the_mask_keeps_w_keys():
     np.testing.assert_array_equal(attention_forward(q, k, v, window=T)[0], attention_forward(q, k, v)[0])
     kept = np.isfinite(causal_mask(T, np.float64, 3))
     assert kept.sum(axis=1).tolist() == [1, 2, 3, 3, 3, 3]
-    with pytest.raises(ValueError, match="window .* needs causal=True"):
+    with pytest.raises(ValueError, match=r"window .* needs causal=True"):
         attention_forward(q, k, v, window=2, causal=False)
     with pytest.raises(ValueError, match="window must be an integer >= 1"):
         attention_forward(q, k, v, window=0)

@@ -153,7 +153,7 @@ def _compare(model: GPT, idx, targets, dtype, *, rtol64=1e-10, ulps=64.0):
             rel = errors(ours[k], ref[k])[1]
             assert rel <= rtol64, f"{k}: relative error {rel:.3g} vs torch float64"
         return
-    t_loss, t_logits, t_grads = torch_gpt.loss_and_grads(cfg, params, idx, targets)
+    _t_loss, t_logits, t_grads = torch_gpt.loss_and_grads(cfg, params, idx, targets)
     theirs = {"logits": t_logits, **t_grads}
     eps = format_eps(dtype)
     assert abs(out.loss - ref_loss) <= ulps * eps * abs(ref_loss)

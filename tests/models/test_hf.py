@@ -280,7 +280,7 @@ def test_unknown_tensors_and_non_checkpoints_are_refused(tmp_path):
     with pytest.raises(ValueError, match="is not a checkpoint directory"):
         load_hf(tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="has no config.json"):
+    with pytest.raises(ValueError, match=r"has no config.json"):
         load_hf(tmp_path / "empty")
     with pytest.raises(TypeError, match="path must be a str"):
         load_hf(3)
@@ -317,12 +317,12 @@ def test_save_hf_writes_atomically_and_refuses_what_is_not_a_regular_file(tmp_pa
     assert stat.S_IMODE((out / "model.safetensors").stat().st_mode) == 0o604
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ValueError, match="save_hf path: .* is a file; expected a folder"):
+    with pytest.raises(ValueError, match=r"save_hf path: .* is a file; expected a folder"):
         save_hf(model, tmp_path / "file")
     fifo = tmp_path / "f"
     fifo.mkdir()
     os.mkfifo(fifo / "config.json")
-    with pytest.raises(ValueError, match="save_hf: config.json: .* is a FIFO"):
+    with pytest.raises(ValueError, match=r"save_hf: config.json: .* is a FIFO"):
         save_hf(model, fifo)  # refused before any file is written: never blocks on the FIFO
     assert sorted(p.name for p in fifo.iterdir()) == ["config.json"]
 

@@ -30,7 +30,7 @@ def test_every_rmsnorm_is_partial(placement):
 
 def test_partial_changes_the_output_and_p_one_does_not():
     base = dataclasses.replace(TINY, norm="rmsnorm")
-    model, idx, targets = make({"norm": "rmsnorm"})
+    model, idx, _targets = make({"norm": "rmsnorm"})
     params = model.parameters()
     out = {}
     for p in (None, 1.0, 0.25):

@@ -60,7 +60,7 @@ def _rope(x, T: int, inv_freq):
 
 
 def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
-    B, T, C = x.shape
+    B, T, _C = x.shape
     H, K, D = cfg.n_heads, cfg.kv_heads, cfg.head_dim
     q, k, v = _linear(x, p, prefix + "qkv.").split([H * D, K * D, K * D], dim=-1)
     if cfg.qk_norm != "none" and cfg.qk_norm_scope == "all":

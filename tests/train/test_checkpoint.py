@@ -99,7 +99,7 @@ def test_a_saved_step_beyond_steps_is_refused(tmp_path, saved):
 
 def test_non_archives_are_refused_with_the_reason(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(3))
-    with pytest.raises(CheckpointError, match="single .npy array, not an .npz archive"):
+    with pytest.raises(CheckpointError, match=r"single .npy array, not an .npz archive"):
         ckpt.load(tmp_path / "x.npy")
     with pytest.raises(CheckpointError, match="is a directory; expected a regular file"):
         ckpt.load(tmp_path)
@@ -138,7 +138,7 @@ def test_the_writer_keeps_a_replaced_files_mode_and_refuses_a_fifo(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "f")
-        with pytest.raises(ValueError, match="checkpoint: .* is a FIFO"):
+        with pytest.raises(ValueError, match=r"checkpoint: .* is a FIFO"):
             ckpt.save(tmp_path / "f", {"a": np.arange(3)}, {})
         assert stat.S_ISFIFO((tmp_path / "f").stat().st_mode)
 
@@ -246,7 +246,7 @@ def test_optimizer_state_of_another_dtype_or_step_count_is_refused(tmp_path, sav
     with pytest.raises(CheckpointError, match=f"{m[4:]} is float16 .*; expected float32"):
         Trainer.resume(_write(tmp_path / "d.npz", bad, meta))
     bad = {**arrays, "opt/t": np.array(7)}
-    with pytest.raises(CheckpointError, match="opt/t .* is 7; the run made 2 updates"):
+    with pytest.raises(CheckpointError, match=r"opt/t .* is 7; the run made 2 updates"):
         Trainer.resume(_write(tmp_path / "t.npz", bad, meta))
 
 
@@ -282,5 +282,5 @@ def test_a_checkpoint_with_the_old_norm_names_still_loads(tmp_path):
     resumed.run()
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in t.history]
     both = dict(old, **{"param/norm_f.weight": arrays["param/norm_f.weight"]})
-    with pytest.raises(CheckpointError, match="both param/norm_f.gamma and param/norm_f.weight"):
+    with pytest.raises(CheckpointError, match=r"both param/norm_f.gamma and param/norm_f.weight"):
         ckpt.load(_write(tmp_path / "both.npz", both, meta))

@@ -126,7 +126,7 @@ def test_resume_restores_scaler_and_delayed_scaling(tmp_path, policy):
 def test_bad_precision_configs_are_refused(tmp_path):
     with pytest.raises(ValueError, match="precision must be one of"):
         dataclasses.replace(RUN, precision="fp64")
-    with pytest.raises(ValueError, match="missing.json. does not exist"):
+    with pytest.raises(ValueError, match=r"missing.json. does not exist"):
         dataclasses.replace(RUN, precision=str(tmp_path / "missing.json"))
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
@@ -135,7 +135,7 @@ def test_bad_precision_configs_are_refused(tmp_path):
     (tmp_path / "acc.json").write_text(low_acc.to_json())
     with pytest.raises(ValueError, match="accumulates its matrix multiplies in float32"):
         dataclasses.replace(RUN, precision=str(tmp_path / "acc.json"))
-    with pytest.raises(ValueError, match="needs model.dtype float32"):
+    with pytest.raises(ValueError, match=r"needs model.dtype float32"):
         dataclasses.replace(RUN, precision="amp_bf16",
                             model=dataclasses.replace(MODEL, dtype="float64"))
 

@@ -70,7 +70,7 @@ def test_corrupt_and_mismatched_checkpoints_are_refused(tmp_path):
     t.save(good)
     data = good.read_bytes()
     (tmp_path / "truncated.npz").write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="corrupt or not an .npz"):
+    with pytest.raises(CheckpointError, match=r"corrupt or not an .npz"):
         Trainer.resume(tmp_path / "truncated.npz")
     flipped = bytearray(data)
     flipped[len(data) // 3] ^= 0xFF  # a bit flip inside a member: zip's CRC check fails
@@ -83,7 +83,7 @@ def test_corrupt_and_mismatched_checkpoints_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="not a normlab checkpoint"):
         Trainer.resume(tmp_path / "plain.npz")
     other = dataclasses.replace(TINY, lr=3e-3, model=dataclasses.replace(TINY_MODEL, d_model=32))
-    with pytest.raises(CheckpointError, match="model.d_model, lr differ"):
+    with pytest.raises(CheckpointError, match=r"model.d_model, lr differ"):
         Trainer.resume(good, other)
     longer = Trainer.resume(good, dataclasses.replace(TINY, steps=12))  # only steps may change
     assert longer.config.steps == 12 and longer.step == 2

@@ -204,7 +204,7 @@ def attention_forward(
     q, k, v, softcap, p_drop, training, causal, scale, window = check_args(
         q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
         scale, window)
-    B, H, T, D = q.shape
+    _B, _H, T, _D = q.shape
     dtypes = (q.dtype, k.dtype, v.dtype)
     ct = ck.compute_dtype(q.dtype)
 

@@ -95,7 +95,7 @@ class CausalSelfAttention(Module):
 
     def _merge(self, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
         """The inverse of ``_split`` for gradients: (B, T, (H + 2 Hkv) D)."""
-        B, _, T, D = dq.shape
+        B, _, T, _D = dq.shape
         flat = lambda a: a.transpose(0, 2, 1, 3).reshape(B, T, -1)  # noqa: E731
         dq, dk, dv = flat(dq), flat(dk), flat(dv)  # (B, T, H D), (B, T, Hkv D) x 2
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
@@ -107,7 +107,7 @@ class CausalSelfAttention(Module):
         return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        B, T, C = x.shape
+        B, T, _C = x.shape
         H, D = self.n_heads, self.head_dim
         n = self.numerics
         q, k, v = self._split(self.qkv(x))  # (B, H, T, D), (B, Hkv, T, D) x 2
@@ -125,7 +125,7 @@ class CausalSelfAttention(Module):
         return self.proj(y)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        B, T, C = dout.shape
+        B, T, _C = dout.shape
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
         dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, self._last_cache())

@@ -221,7 +221,7 @@ class TextSource:
         self.vocab_size = len(self.chars)
         lookup = {c: i for i, c in enumerate(self.chars)}
         ids = np.fromiter((lookup[c] for c in text), np.int64, count=len(text))
-        split = int(round(len(ids) * (1.0 - val_fraction)))
+        split = round(len(ids) * (1.0 - val_fraction))
         self.train, self.val = ids[:split], ids[split:]
         self.sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
         self.n_chars = len(text)

@@ -130,7 +130,7 @@ class Optimizer:
 
     def _round_state(self, name: str) -> None:
         if self.state_round is not None:
-            for key, buf in self.state[name].items():
+            for _key, buf in self.state[name].items():
                 buf[...] = self.state_round(buf)
 
     def _check(self, grads: dict[str, np.ndarray], lr: float) -> float:
