@@ -69,8 +69,15 @@ def test_missing_folder_is_named(tmp_path):
 
 
 def test_json_nonfinite_round_trip(tmp_path):
-    path = _files.write_json(tmp_path / "r.json", {"a": np.float32(np.inf), "b": [np.nan, -np.inf, 1.5],
-                                                   "c": np.arange(2), "d": np.bool_(True)})
+    path = _files.write_json(
+        tmp_path / "r.json",
+        {
+            "a": np.float32(np.inf),
+            "b": [np.nan, -np.inf, 1.5],
+            "c": np.arange(2),
+            "d": np.bool_(True),
+        },
+    )
     data = _files.read_json(path)
     assert data == {"a": "inf", "b": ["nan", "-inf", 1.5], "c": [0, 1], "d": True}
     assert _files.number(data["a"]) == math.inf and math.isnan(_files.number(data["b"][0]))

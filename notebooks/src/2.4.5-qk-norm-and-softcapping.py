@@ -85,7 +85,9 @@ v = rng.normal(size=(B, H, T, D))
 ones = np.ones(D)
 _, plain = attention_forward(q, k, v)
 _, normed = attention_forward(q, k, v, ones, ones, qk_norm="layernorm")
-_, aligned = attention_forward(q, q, v, ones, ones, qk_norm="layernorm")  # k = q: the bound is reached
+_, aligned = attention_forward(
+    q, q, v, ones, ones, qk_norm="layernorm"
+)  # k = q: the bound is reached
 print(f"largest logit: plain {plain.max_logit:.3g}; QK-norm {normed.max_logit:.3f}; "
       f"QK-norm with k = q {aligned.max_logit:.6f} (sqrt(D) = {np.sqrt(D):.6f})")
 assert plain.max_logit > 1e5
@@ -123,7 +125,9 @@ logits_seen = 50.0 * capped_cache.tanh  # (B, H, T, T) what the softmax received
 print(f"raw max logit {capped_cache.max_logit:.3g}; after the cap: max {logits_seen.max():.4f}")
 assert logits_seen.max() <= 50.0 and capped_cache.max_logit > 1e5
 n = T
-print(f"over n = {n} keys the largest weight can be 1 - (n-1) e^-100 = 1 - {(n - 1) * np.exp(-100):.1e}")
+print(
+    f"over n = {n} keys the largest weight can be 1 - (n-1) e^-100 = 1 - {(n - 1) * np.exp(-100):.1e}"
+)
 
 # %% [markdown]
 # ## Where the chapter differs from its sources

@@ -73,7 +73,10 @@ def test_low_precision_returns_input_dtype():
     import ml_dtypes
 
     x = np.linspace(-3, 3, 11).astype(ml_dtypes.bfloat16)
-    for fwd, bwd in ((lambda v: gelu_forward(v, "tanh"), gelu_backward), (relu_forward, relu_backward)):
+    for fwd, bwd in (
+        (lambda v: gelu_forward(v, "tanh"), gelu_backward),
+        (relu_forward, relu_backward),
+    ):
         y, cache = fwd(x)
         assert y.dtype == x.dtype and bwd(np.ones_like(x), cache).dtype == x.dtype
 

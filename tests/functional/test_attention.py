@@ -28,7 +28,9 @@ def _ops(qk_norm, softcap, use_rope, T=SHAPE[2], D=SHAPE[3]):
     return fwd, bwd, ref
 
 
-GRID = [(n, c, r) for n in ("none", "rmsnorm", "layernorm") for c in (None, 2.0) for r in (False, True)]
+GRID = [
+    (n, c, r) for n in ("none", "rmsnorm", "layernorm") for c in (None, 2.0) for r in (False, True)
+]
 
 
 @pytest.mark.parametrize("qk_norm,softcap,use_rope", GRID)

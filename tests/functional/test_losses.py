@@ -43,8 +43,15 @@ def test_matches_torch(opts, ignore, dtype):
     logits, targets = _case(rng, (4, 16), 50, ignore)
     fwd = lambda x: cross_entropy_forward(x, targets, **opts)  # noqa: E731
     bwd = lambda dout, c: cross_entropy_backward(dout, c)[0]  # noqa: E731
-    check_against_torch(fwd, bwd, partial(oracles.cross_entropy, targets=targets, **opts), {"logits": logits},
-                        dtype, rng, **GEMM)
+    check_against_torch(
+        fwd,
+        bwd,
+        partial(oracles.cross_entropy, targets=targets, **opts),
+        {"logits": logits},
+        dtype,
+        rng,
+        **GEMM,
+    )
 
 
 def test_diagnostics_and_known_values():

@@ -136,7 +136,9 @@ def _compare(model: GPT, idx, targets, dtype, *, rtol64=1e-10, ulps=64.0):
     float32's epsilon, or twice torch's own float32 error (both measured against torch float64)."""
     cfg = model.config
     params = {k: v.astype(dtype) for k, v in model.parameters().items()}
-    model_d = GPT(dataclasses.replace(cfg, dtype=np.dtype(dtype).name), rng=np.random.default_rng(0))
+    model_d = GPT(
+        dataclasses.replace(cfg, dtype=np.dtype(dtype).name), rng=np.random.default_rng(0)
+    )
     model_d.load_parameters(params)
     model_d.eval()
     out = model_d.forward(idx, targets)

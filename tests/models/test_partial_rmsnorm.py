@@ -24,7 +24,9 @@ def test_every_rmsnorm_is_partial(placement):
     per_block = 4 if placement == "sandwich" else 2
     assert len(norms) == per_block * cfg.n_layers + cfg.final_norm
     assert all(n.partial == 0.25 for n in norms)
-    plain = _rmsnorms(GPT(dataclasses.replace(cfg, norm_partial=None), rng=np.random.default_rng(0)))
+    plain = _rmsnorms(
+        GPT(dataclasses.replace(cfg, norm_partial=None), rng=np.random.default_rng(0))
+    )
     assert all(n.partial is None for n in plain)
 
 

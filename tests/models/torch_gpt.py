@@ -147,7 +147,11 @@ def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarra
         x = _norm(cfg.norm, x, p, "norm_f.", cfg.norm_eps, cfg.norm_offset)
     head = p["wte.weight"] if cfg.tie_embeddings else p["head.weight"]
     logits = x @ head.T
-    z = logits if cfg.final_softcap is None else cfg.final_softcap * torch.tanh(logits / cfg.final_softcap)
+    z = (
+        logits
+        if cfg.final_softcap is None
+        else cfg.final_softcap * torch.tanh(logits / cfg.final_softcap)
+    )
     t = torch.from_numpy(targets).reshape(-1)
     flat = z.reshape(-1, z.shape[-1])
     loss = F.cross_entropy(flat, t, label_smoothing=cfg.label_smoothing, ignore_index=-100)

@@ -65,7 +65,9 @@ def test_a_wrong_shape_or_dtype_is_refused_against_the_model(tmp_path, saved):
     arrays, meta = saved
     name = _first(arrays, "param/", "weight")
     bad = {**arrays, name: np.zeros((3, 3), np.float32)}
-    with pytest.raises(CheckpointError, match=f"{name} is float32 \\(3, 3\\); the config's model has"):
+    with pytest.raises(
+        CheckpointError, match=f"{name} is float32 \\(3, 3\\); the config's model has"
+    ):
         Trainer.resume(_write(tmp_path / "a.npz", bad, meta))
     bad = {**arrays, name: arrays[name].astype(np.float64)}
     with pytest.raises(CheckpointError, match=f"{name} is float64"):
@@ -205,20 +207,35 @@ def test_any_metadata_value_is_refused_naming_it_or_resumes(tmp_path_factory, sa
     t.run(until=3)  # what is accepted trains on
 
 
-@pytest.mark.parametrize("path,value,message", [
-    (("precision", "scaler", "scale"), -1.0, "loss scaler state: scale must be a finite number >= 0"),
-    (("precision", "scaler", "scale"), "x", "loss scaler state: scale"),
-    (("precision", "scaler", "growth_factor"), 0.5, "growth_factor must be in"),
-    (("precision", "scaler", "skipped"), 99, "loss scaler state: skipped"),
-    (("precision",), "garbage", "its precision must be an object"),
-    (("first_loss",), None, "its first_loss must be a finite number"),
-    (("first_loss",), "x", "its first_loss must be a finite number"),
-    (("data_rng",), {"bit_generator": "PCG64", "state": "x"}, "its data_rng must be the state of"),
-    (("skipped",), 5, "its skipped must be an integer in \\[0, 2\\]"),
-    (("train_time",), -1, "its train_time must be a finite number"),
-    (("history", 1), 1, "its history\\[1\\] must be a step record with step = 1"),
-    (("evals",), [{"step": 9, "val_loss": 1.0}], "its evals\\[0\\] must be an evaluation record"),
-])
+@pytest.mark.parametrize(
+    "path,value,message",
+    [
+        (
+            ("precision", "scaler", "scale"),
+            -1.0,
+            "loss scaler state: scale must be a finite number >= 0",
+        ),
+        (("precision", "scaler", "scale"), "x", "loss scaler state: scale"),
+        (("precision", "scaler", "growth_factor"), 0.5, "growth_factor must be in"),
+        (("precision", "scaler", "skipped"), 99, "loss scaler state: skipped"),
+        (("precision",), "garbage", "its precision must be an object"),
+        (("first_loss",), None, "its first_loss must be a finite number"),
+        (("first_loss",), "x", "its first_loss must be a finite number"),
+        (
+            ("data_rng",),
+            {"bit_generator": "PCG64", "state": "x"},
+            "its data_rng must be the state of",
+        ),
+        (("skipped",), 5, "its skipped must be an integer in \\[0, 2\\]"),
+        (("train_time",), -1, "its train_time must be a finite number"),
+        (("history", 1), 1, "its history\\[1\\] must be a step record with step = 1"),
+        (
+            ("evals",),
+            [{"step": 9, "val_loss": 1.0}],
+            "its evals\\[0\\] must be an evaluation record",
+        ),
+    ],
+)
 def test_bad_run_state_is_refused_by_key(tmp_path, saved_amp, path, value, message):
     arrays, meta = saved_amp
     meta = json.loads(json.dumps(meta))

@@ -66,7 +66,9 @@ def test_fp16_gradients_underflow_without_loss_scaling():
 def test_pure_bf16_weights_stagnate_where_master_weights_learn():
     # AdamW moves each weight by about lr per step; below half a bfloat16 ulp of the weight the
     # update is rounded away when the weights are stored in bfloat16 (no master copy).
-    cfg = dataclasses.replace(RUN, lr=3e-5, warmup=0, schedule="constant", steps=5, weight_decay=0.0)
+    cfg = dataclasses.replace(
+        RUN, lr=3e-5, warmup=0, schedule="constant", steps=5, weight_decay=0.0
+    )
     moved = {}
     for policy in ("amp_bf16", "pure_bf16"):
         t = Trainer(dataclasses.replace(cfg, precision=policy))

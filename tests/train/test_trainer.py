@@ -24,7 +24,9 @@ def _same_history(a, b):
 
 
 def test_reruns_are_bit_identical():
-    cfg = dataclasses.replace(TINY, model=dataclasses.replace(TINY_MODEL, dropout=0.1, attn_dropout=0.1))
+    cfg = dataclasses.replace(
+        TINY, model=dataclasses.replace(TINY_MODEL, dropout=0.1, attn_dropout=0.1)
+    )
     a, b = Trainer(cfg), Trainer(cfg)
     ra, rb = a.run(), b.run()
     _same_history(ra.history, rb.history)
@@ -94,7 +96,9 @@ def test_checkpoint_with_wrong_format_or_shapes_is_refused(tmp_path):
     ckpt.save(path, {"param/x": np.zeros(2)}, {"config": TINY.to_dict()})
     with pytest.raises(CheckpointError, match="lacks the metadata step, history"):
         Trainer.resume(path)
-    ckpt.atomic_write(path, lambda f: np.savez(f, __meta__=np.array(json.dumps({"format": "other/9"}))))
+    ckpt.atomic_write(
+        path, lambda f: np.savez(f, __meta__=np.array(json.dumps({"format": "other/9"})))
+    )
     with pytest.raises(CheckpointError, match="has format 'other/9'"):
         ckpt.load(path)
 

@@ -59,7 +59,9 @@ def check_args(logits, targets, softcap, z_loss, label_smoothing, ignore_index):
     label_smoothing = ck.probability(label_smoothing, "label_smoothing")
     keep = targets != ignore_index
     if not keep.any():
-        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss to take")
+        raise ValueError(
+            f"every target equals ignore_index={ignore_index}: there is no loss to take"
+        )
     return logits, targets, softcap, label_smoothing, keep
 
 

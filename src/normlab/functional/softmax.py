@@ -32,8 +32,14 @@ class SoftmaxCache(NamedTuple):
 
 
 def _axis(axis, ndim: int) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
-        raise ValueError(f"axis must be an integer in [-{ndim}, {ndim}) for x.ndim = {ndim}; got {axis!r}")
+    if (
+        isinstance(axis, bool)
+        or not isinstance(axis, (int, np.integer))
+        or not -ndim <= axis < ndim
+    ):
+        raise ValueError(
+            f"axis must be an integer in [-{ndim}, {ndim}) for x.ndim = {ndim}; got {axis!r}"
+        )
     return int(axis) % ndim
 
 

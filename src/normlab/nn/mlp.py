@@ -30,9 +30,18 @@ class MLP(Module):
     GeGLU, with g = gelu(a): out = g * b; da = gelu'(a) * (dout * b), db = dout * g.
     """
 
-    def __init__(self, C: int, d_ff: int, activation: str = "gelu_tanh", *, rng: np.random.Generator,
-                 bias: bool = False, std: float = 0.02, proj_std: float | None = None,
-                 dtype=np.float32):
+    def __init__(
+        self,
+        C: int,
+        d_ff: int,
+        activation: str = "gelu_tanh",
+        *,
+        rng: np.random.Generator,
+        bias: bool = False,
+        std: float = 0.02,
+        proj_std: float | None = None,
+        dtype=np.float32,
+    ):
         super().__init__()
         ck.choice(activation, "activation", ACTIVATIONS)
         self.activation, self.d_ff = activation, d_ff

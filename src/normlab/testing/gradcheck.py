@@ -155,5 +155,7 @@ def gradcheck(
         max_abs = float(np.max(np.abs(g - num), initial=0.0))
         scale = float(np.max(np.abs(num), initial=0.0))
         max_rel = max_abs / max(scale, 1e-300) if max_abs > 0 else 0.0
-        errors.append(InputError(name, x.shape, max_abs, max_rel, max_rel <= rtol or max_abs <= atol))
+        errors.append(
+            InputError(name, x.shape, max_abs, max_rel, max_rel <= rtol or max_abs <= atol)
+        )
     return GradcheckReport(errors, rtol, atol)

@@ -88,7 +88,11 @@ def count_parameters(model: GPTConfig) -> int:
     fc = 2 * F if model.activation == "swiglu" else F
     per_layer = 4 * C * C + C * fc + F * C  # qkv, attention out, MLP in and out
     small = 8 * C + 5 * C + fc + 4 * model.head_dim + 8  # norms (<= 4 per block), biases, qk-norms
-    tables = V * C + (T * C if model.positions == "learned" else 0) + (0 if model.tie_embeddings else V * C)
+    tables = (
+        V * C
+        + (T * C if model.positions == "learned" else 0)
+        + (0 if model.tie_embeddings else V * C)
+    )
     return tables + L * (per_layer + small) + 2 * C
 
 
@@ -168,7 +172,9 @@ def _default(field: str):
 
 def _with(config: TrainConfig, field: str, value) -> TrainConfig:
     if field.startswith("model."):
-        return dataclasses.replace(config, model=dataclasses.replace(config.model, **{field[6:]: value}))
+        return dataclasses.replace(
+            config, model=dataclasses.replace(config.model, **{field[6:]: value})
+        )
     return dataclasses.replace(config, **{field: value})
 
 
@@ -177,7 +183,9 @@ def _culprit(config: TrainConfig, total: float) -> str | None:
     best, best_total = None, total
     for name in SIZE_FIELDS:
         default = _default(name)
-        current = getattr(config.model, name[6:]) if name.startswith("model.") else getattr(config, name)
+        current = (
+            getattr(config.model, name[6:]) if name.startswith("model.") else getattr(config, name)
+        )
         if current == default:
             continue
         try:
@@ -210,7 +218,11 @@ def check_memory(config: TrainConfig, *, available: int | None = None,
     field = _culprit(config, est.total)
     value = None
     if field is not None:
-        value = getattr(config.model, field[6:]) if field.startswith("model.") else getattr(config, field)
+        value = (
+            getattr(config.model, field[6:])
+            if field.startswith("model.")
+            else getattr(config, field)
+        )
     lead = f"{flag(field)} {value}: " if field is not None else ""
     hint = f"; lower {flag(field)}" if field is not None else ""
     raise MemoryBudgetError(f"{lead}the run needs about {format_bytes(est.total)} of memory "

@@ -78,14 +78,25 @@ class MarkovSource:
         if vocab_size < 2:
             raise ValueError(f"markov vocab_size must be >= 2; got {vocab_size}")
         if order * math.log2(vocab_size) > 20:  # compared in logs: never a huge integer
-            size = f"{float(vocab_size) ** order:.3g}" if order * math.log2(vocab_size) < 1000 else "too many"
-            raise ValueError(f"markov vocab_size^order = {vocab_size}^{order} = {size} contexts is too "
-                             f"many (at most 2^20)")
+            size = (
+                f"{float(vocab_size) ** order:.3g}"
+                if order * math.log2(vocab_size) < 1000
+                else "too many"
+            )
+            raise ValueError(
+                f"markov vocab_size^order = {vocab_size}^{order} = {size} contexts is too "
+                f"many (at most 2^20)"
+            )
         if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
             raise ValueError(f"markov alpha must be a finite number > 0; got {alpha!r}")
         if not (isinstance(zipf, (int, float)) and math.isfinite(zipf) and zipf >= 0):
             raise ValueError(f"markov zipf must be a finite number >= 0; got {zipf!r}")
-        self.vocab_size, self.order, self.alpha, self.seed = int(vocab_size), int(order), float(alpha), seed
+        self.vocab_size, self.order, self.alpha, self.seed = (
+            int(vocab_size),
+            int(order),
+            float(alpha),
+            seed,
+        )
         self.zipf = float(zipf)
         V, k = self.vocab_size, self.order
         rng = np.random.default_rng(seed)
@@ -175,9 +186,15 @@ class AlgorithmicSource:
     def __init__(self, task: str = "copy", vocab_size: int = 16, seed: int = 0):
         if task not in ("copy", "reverse"):
             raise ValueError(f"task must be 'copy' or 'reverse'; got {task!r}")
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) or vocab_size < 3:
-            raise ValueError(f"{task} vocab_size must be an integer >= 3 (symbols and a separator); "
-                             f"got {vocab_size!r}")
+        if (
+            isinstance(vocab_size, bool)
+            or not isinstance(vocab_size, (int, np.integer))
+            or vocab_size < 3
+        ):
+            raise ValueError(
+                f"{task} vocab_size must be an integer >= 3 (symbols and a separator); "
+                f"got {vocab_size!r}"
+            )
         self.name, self.task, self.vocab_size, self.seed = task, task, int(vocab_size), seed
         self.sep = self.vocab_size - 1
 
@@ -213,7 +230,9 @@ class TextSource:
 
     def __init__(self, text: str, name: str = "text", val_fraction: float = 0.1):
         if not isinstance(text, str) or len(set(text)) < 2:
-            raise ValueError(f"{name}: the text must be a string with at least 2 distinct characters")
+            raise ValueError(
+                f"{name}: the text must be a string with at least 2 distinct characters"
+            )
         if not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1); got {val_fraction!r}")
         self.name = name
@@ -254,8 +273,10 @@ class TextSource:
 
     def _check(self, ids: np.ndarray, T: int, split: str) -> None:
         if len(ids) < T + 1:
-            raise ValueError(f"{self.name}: the {split} split has {len(ids)} characters, fewer than "
-                             f"seq_len + 1 = {T + 1}")
+            raise ValueError(
+                f"{self.name}: the {split} split has {len(ids)} characters, fewer than "
+                f"seq_len + 1 = {T + 1}"
+            )
 
     def train_batch(self, B: int, T: int, rng: np.random.Generator) -> Batch:
         self._check(self.train, T, "train")

@@ -150,15 +150,19 @@ class Optimizer:
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         expected = {"t"} | {f"{n}/{k}" for n in self.state for k in self.state_names}
         if set(state) != expected:
-            raise ValueError(f"optimizer state does not match: missing {sorted(expected - set(state))}, "
-                             f"unexpected {sorted(set(state) - expected)}")
+            raise ValueError(
+                f"optimizer state does not match: missing {sorted(expected - set(state))}, "
+                f"unexpected {sorted(set(state) - expected)}"
+            )
         self.t = int(state["t"])
         for name, bufs in self.state.items():
             for key, buf in bufs.items():
                 value = np.asarray(state[f"{name}/{key}"])
                 if value.shape != buf.shape or value.dtype != buf.dtype:
-                    raise ValueError(f"optimizer state {name}/{key} is {value.dtype} {value.shape}; "
-                                     f"expected {buf.dtype} {buf.shape}")
+                    raise ValueError(
+                        f"optimizer state {name}/{key} is {value.dtype} {value.shape}; "
+                        f"expected {buf.dtype} {buf.shape}"
+                    )
                 buf[...] = value
 
 

@@ -71,7 +71,9 @@ def check_precision(name: str, model_config) -> None:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"config: {exc}") from None
     if not is_full_precision(policy) and model_config.dtype != "float32":
-        raise ValueError(f"config: precision {name!r} needs model.dtype float32; got {model_config.dtype}")
+        raise ValueError(
+            f"config: precision {name!r} needs model.dtype float32; got {model_config.dtype}"
+        )
 
 
 def _rounder(precision, rng) -> Callable[[np.ndarray], np.ndarray] | None:
@@ -118,7 +120,9 @@ class TrainingPrecision:
 
     def load_state(self, state: dict) -> None:
         if not isinstance(state, dict):
-            raise TypeError(f"the saved precision state must be a mapping; got {type(state).__name__}")
+            raise TypeError(
+                f"the saved precision state must be a mapping; got {type(state).__name__}"
+            )
         if (state.get("scaler") is None) != (self.scaler is None):
             raise ValueError(f"the saved loss-scaler state does not fit precision {self.name!r}")
         if self.scaler is not None:
