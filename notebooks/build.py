@@ -1,4 +1,5 @@
-"""Write the companion notebooks (``notebooks/*.ipynb``) from their sources (``notebooks/src/*.py``).
+"""Write the companion notebooks (``notebooks/*.ipynb``) from their sources
+(``notebooks/src/*.py``).
 
 A source is a Python file in the "percent" format that Jupyter tools read: ``# %%`` starts a code
 cell and ``# %% [markdown]`` a markdown cell whose lines are comments (``# `` is removed). The

@@ -293,7 +293,8 @@ for _step in range(200):
     trace.append(layer.running_mean.copy())
 
 assert np.allclose(layer.running_mean, chapter_mean, rtol=1e-12)  # the same mean update
-# the variances differ by exactly the unbiasing factor n / (n - 1) = 32 / 31 (after the initial 1 decays)
+# the variances differ by exactly the unbiasing factor n / (n - 1) = 32 / 31
+# (after the initial 1 decays)
 ratio = (layer.running_var - 0.9**200) / (chapter_var - 0.9**200)
 print(f"running var normlab / chapter = {ratio.mean():.6f} (32/31 = {32 / 31:.6f})")
 assert np.allclose(ratio, 32 / 31, rtol=1e-9)

@@ -33,12 +33,14 @@ from normlab.precision.demos import (
 
 # %%
 print(
-    f"{'format':10s} {'largest':>12s} {'smallest normal':>16s} {'smallest subnormal':>19s} {'eps':>10s}"
+    f"{'format':10s} {'largest':>12s} {'smallest normal':>16s} "
+    f"{'smallest subnormal':>19s} {'eps':>10s}"
 )
 for name in ("float32", "bfloat16", "float16"):
     f = get_format(name)
     print(
-        f"{name:10s} {f.max_finite:12.5g} {f.min_normal:16.4g} {f.min_subnormal:19.4g} {f.eps:10.3g}"
+        f"{name:10s} {f.max_finite:12.5g} {f.min_normal:16.4g} "
+        f"{f.min_subnormal:19.4g} {f.eps:10.3g}"
     )
     info = ml_dtypes.finfo(f.dtype)
     assert f.max_finite == float(info.max) and f.eps == float(info.eps)

@@ -71,7 +71,8 @@ assert np.array_equal(alone[0], ln[0])  # LayerNorm: the same answer alone or in
 # $\partial s/\partial x_j = \frac{c_j}{d\,s}$. So
 #
 # $$\frac{\partial \hat x_i}{\partial x_j} = \frac1s\Big(\delta_{ij} - \frac1d\Big) -
-#   \frac{c_i c_j}{d\, s^3} = \frac1s\Big(\delta_{ij} - \frac1d - \frac{\hat x_i \hat x_j}{d}\Big),$$
+#   \frac{c_i c_j}{d\, s^3}
+#   = \frac1s\Big(\delta_{ij} - \frac1d - \frac{\hat x_i \hat x_j}{d}\Big),$$
 #
 # and $\bar x_j = \sum_i \bar{\hat x}_i\,\partial \hat x_i/\partial x_j = \frac1s\big(\bar{\hat
 # x}_j - \operatorname{mean}(\bar{\hat x}) - \hat x_j \operatorname{mean}(\bar{\hat x}\odot\hat
@@ -170,7 +171,8 @@ x0 = rng.normal(size=(1, C))
 J_blk = np.stack([numerical_grad(lambda: blk(x0)[0], x0, np.eye(C)[i])[0] for i in range(C)])
 J_F = np.stack([numerical_grad(lambda: mlp(x0)[0], x0, np.eye(C)[i])[0] for i in range(C)])
 print(
-    f"|J_block - (I + J_F)| = {np.abs(J_blk - (np.eye(C) + J_F)).max():.1e}; |J_F| = {np.abs(J_F).max():.2f}"
+    f"|J_block - (I + J_F)| = {np.abs(J_blk - (np.eye(C) + J_F)).max():.1e}; "
+    f"|J_F| = {np.abs(J_F).max():.2f}"
 )
 assert np.allclose(J_blk, np.eye(C) + J_F, atol=1e-8)
 assert np.abs(J_F).max() > 0.1  # the branch is not trivial

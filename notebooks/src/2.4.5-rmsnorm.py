@@ -119,7 +119,8 @@ for shape in shapes:
     t = median_times(shape)
     savings.append(1 - t["rmsnorm"] / t["layernorm"])
     print(
-        f"{shape!s:13s} LayerNorm {t['layernorm'] * 1e3:7.2f} ms   RMSNorm {t['rmsnorm'] * 1e3:7.2f} ms"
+        f"{shape!s:13s} LayerNorm {t['layernorm'] * 1e3:7.2f} ms   "
+        f"RMSNorm {t['rmsnorm'] * 1e3:7.2f} ms"
         f"   saving {savings[-1]:+.0%}"
     )
 

@@ -40,7 +40,8 @@ bn_real = batch_norm_forward(padded, g, b, None, None, training=True, mask=mask)
 ln_pad, ln_alone = layer_norm_forward(padded, g, b)[0], layer_norm_forward(seqs[0], g, b)[0]
 print(
     f"BatchNorm, a real token's output with vs without padding in the statistics: "
-    f"{np.abs(bn_pad - bn_real)[mask].max():.2f};  LayerNorm: {np.abs(ln_pad[0] - ln_alone).max():g}"
+    f"{np.abs(bn_pad - bn_real)[mask].max():.2f};  "
+    f"LayerNorm: {np.abs(ln_pad[0] - ln_alone).max():g}"
 )
 assert np.abs(bn_pad - bn_real)[mask].max() > 0.1 and np.array_equal(ln_pad[0], ln_alone)
 
@@ -101,7 +102,8 @@ C, L = 64, 24
 
 
 def relative_updates(placement, seed=0):
-    """||x_{l+1} - x_l|| / ||x_l|| for every block of an L-block stack (Post-LN: before the norm)."""
+    """||x_{l+1} - x_l|| / ||x_l|| for every block of an L-block stack (Post-LN: before the
+    norm)."""
     r = np.random.default_rng(seed)
     x = r.normal(size=(16, C))
     out = []
@@ -150,6 +152,7 @@ for a in (0.1, 10.0):
     ga, ya = grad_w(a * W)
     err = np.abs(a * ga - g1).max() / np.abs(g1).max()
     print(
-        f"W -> {a:g} W: output change {np.abs(ya - y1).max():.1e}, |a dL/d(aW) - dL/dW| / |dL/dW| = {err:.1e}"
+        f"W -> {a:g} W: output change {np.abs(ya - y1).max():.1e}, "
+        f"|a dL/d(aW) - dL/dW| / |dL/dW| = {err:.1e}"
     )
     assert np.abs(ya - y1).max() < 1e-12 and err < 1e-12

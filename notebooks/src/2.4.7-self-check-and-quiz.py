@@ -19,8 +19,9 @@ rng = np.random.default_rng(0)
 #
 # **1. What two problems does normalization address in a very deep residual network?** The
 # statistics of each layer's input drift as every layer below it learns, and the residual stream
-# $x_L = x_0 + \sum F_l$ has no ceiling, so activations (and gradients) reach extreme scales. Without
-# a norm, a branch that reads the stream scales with it, so the growth compounds with depth
+# $x_L = x_0 + \sum F_l$ has no ceiling, so activations (and gradients) reach extreme
+# scales. Without a norm, a branch that reads the stream scales with it, so the growth compounds
+# with depth
 # (geometric, not linear: `2.4.2-why-normalize.ipynb` measures ×10⁴ over 12 blocks).
 #
 # **2. Why is BatchNorm's statistic a poor fit for variable-length sequences and one-token

@@ -59,7 +59,8 @@ def test_random_search_is_seeded_within_bounds_and_crossed_with_the_grid(tmp_pat
     body = (
         '[grid]\nmodel.norm = ["layernorm", "rmsnorm"]\n'
         "[random]\nsamples = 6\nseed = 3\nlr = { log_uniform = [1e-4, 1e-1] }\n"
-        "warmup = [0, 2]\nbeta1 = { uniform = [0.8, 0.9] }\nmodel.n_layers = { int_uniform = [1, 2] }\n"
+        "warmup = [0, 2]\nbeta1 = { uniform = [0.8, 0.9] }\n"
+        "model.n_layers = { int_uniform = [1, 2] }\n"
     )
     pts = points_of(tmp_path, body)
     assert len(pts) == 12

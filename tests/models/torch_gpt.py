@@ -134,7 +134,8 @@ def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch, layer: int):
 
 
 def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarray):
-    """``(logits before the final cap, loss)`` of the model with parameters ``p`` (name -> tensor)."""
+    """``(logits before the final cap, loss)`` of the model with parameters ``p``
+    (name -> tensor)."""
     idx_t = torch.from_numpy(idx)
     T = idx.shape[1]
     x = F.embedding(idx_t, p["wte.weight"]) * cfg.embed_scale

@@ -1,5 +1,6 @@
-"""The training loop: reruns are bit-identical, resumed runs equal uninterrupted ones, checkpoints
-are atomic and refused when corrupt or mismatched, divergence stops the run, metrics are recorded."""
+"""The training loop: reruns are bit-identical, resumed runs equal uninterrupted ones,
+checkpoints are atomic and refused when corrupt or mismatched, divergence stops the run, metrics
+are recorded."""
 
 import dataclasses
 import json

@@ -13,7 +13,8 @@ subtract, exp, sum, divide).
 
 The fused path covers attention without QK-norm, RoPE, a sliding window or dropout in training
 (grouped key/value heads and any scale included), on float32 or float64 q, k and v of one
-dtype; anything else (and any option this module does not know) runs the reference, so the two are interchangeable: the cache is the reference's ``AttentionCache``
+dtype; anything else (and any option this module does not know) runs the reference, so the two are
+interchangeable: the cache is the reference's ``AttentionCache``
 and either backward takes either forward's cache. The products are the reference's; only the
 softmax's row sums are reordered (``normlab.kernels.softmax``), so results agree within the
 tolerances of tests/kernels/test_kernel_attention.py.

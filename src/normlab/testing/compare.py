@@ -41,7 +41,8 @@ def errors(actual: Any, expected: Any, scale: float = 0.0) -> tuple[float, float
 
 def assert_close(actual: Any, expected: Any, *, dtype: Any = None, ulps: float = 4.0,
                  atol: float = 0.0, what: str = "value") -> None:
-    """Assert ``|actual - expected| <= ulps * eps(dtype) * max(|expected|, max|expected|/16) + atol``
+    """Assert
+    ``|actual - expected| <= ulps * eps(dtype) * max(|expected|, max|expected|/16) + atol``
     element-wise, with eps from ``dtype`` (default: actual's dtype), and report the worst element.
     """
     dtype = np.asarray(actual).dtype if dtype is None else np.dtype(dtype)

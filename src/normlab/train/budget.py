@@ -97,7 +97,8 @@ def count_parameters(model: GPTConfig) -> int:
 
 
 def _markov_contexts(vocab: int, order: int) -> float:
-    """V^k, as a float that is ``inf`` rather than a huge integer when it is astronomically large."""
+    """V^k, as a float that is ``inf`` rather than a huge integer when it is astronomically
+    large."""
     if order * math.log2(max(vocab, 2)) > 1000:
         return math.inf
     return float(vocab) ** order

@@ -5,7 +5,8 @@ Layout::
 
     OUT/runs/<id>/config.json     the run's TrainConfig.to_dict() (written when it is dispatched)
                   metrics.json    per-step records and evaluations (history, evals)
-                  result.json     the final figures: final_val_loss, entropy_floor, loss_at_init, ...
+                  result.json     the final figures: final_val_loss, entropy_floor,
+                                  loss_at_init, ...
                   status.json     done | diverged | failed, with the reason (and the traceback of a
                                   failure), wall and CPU time, attempt, host; written LAST
     OUT/events.jsonl              one line per dispatch and per outcome (an append-only journal)
@@ -15,14 +16,16 @@ over its name (``os.replace``): a reader sees the old file or the new one, never
 run is finished when its ``status.json`` says ``done`` or ``diverged``; because that file is
 written after the others, a finished run has all its files. Its journal line is written with it,
 with SIGINT and SIGTERM held back in between; a SIGKILL between the two is mended by the next
-sweep (:meth:`RunStore.mend_journal`), so the journal holds one outcome per finished run. A directory without a final status
+sweep (:meth:`RunStore.mend_journal`), so the journal holds one outcome per finished run. A
+directory without a final status
 (killed mid-run, or ``failed``) is run again on the next sweep: its leftovers and any temporary
 file of a killed writer are removed first. Finished runs are never written again.
 
 What is read back is checked: a finished run whose ``result.json`` or ``metrics.json`` is missing
 or does not match its schema (:func:`check_result`: the figures are numbers or null, the step
 count an integer, ``stopped`` as the status says; :func:`check_metrics`: one record per step, the
-evaluations with their step and loss) is never trusted and never a dead end: it reads as pending, with
+evaluations with their step and loss) is never trusted and never a dead end: it reads as pending,
+with
 the damage in ``RunRecord.damaged``, and the next sweep moves its files aside into
 ``runs/<id>/damaged-<n>/`` (kept for inspection) and runs it again.
 
