@@ -1,6 +1,7 @@
 """Checkpoint loading validates what it reads (every tensor, every metadata value, the
 optimizer's and the precision policy's state), each refusal naming the tensor or key; a stopped
-run never writes a checkpoint; the writer keeps a replaced file's mode and refuses non-regular targets."""
+run never writes a checkpoint; the writer keeps a replaced file's mode and refuses non-regular
+targets."""
 
 import dataclasses
 import json
