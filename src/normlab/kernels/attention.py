@@ -35,7 +35,7 @@ _FAST_OPTIONS = {"qk_norm", "qk_norm_eps", "rope", "softcap", "p_drop", "trainin
                  "causal", "scale", "window"}
 
 
-def _fast(q, k, v, options: dict) -> bool:
+def _fast(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: dict) -> bool:
     """Whether the fused path computes this call (else the reference does)."""
     if set(options) - _FAST_OPTIONS:
         return False
@@ -69,7 +69,9 @@ def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options
     return out, cache
 
 
-def attention_backward(dout, cache: AttentionCache):
+def attention_backward(
+    dout: np.ndarray, cache: AttentionCache
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Gradients ``(dq, dk, dv, None, None)``; as ``normlab.functional.attention_backward``."""
     ck.cache(cache, AttentionCache, "attention")
     c = cache
