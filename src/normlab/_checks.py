@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from numbers import Real
-from typing import Any
+from typing import Any, Literal, overload
 
 import ml_dtypes
 import numpy as np
@@ -84,6 +84,10 @@ def at_least_nd(x: Array, name: str, ndim: int) -> None:
         raise ValueError(f"{name} must have at least {ndim} dimension(s); got shape {x.shape}")
 
 
+@overload
+def param(p: Any, name: str, width: int, *, allow_none: Literal[False] = False) -> Array: ...
+@overload
+def param(p: Any, name: str, width: int, *, allow_none: bool) -> Array | None: ...
 def param(p: Any, name: str, width: int, *, allow_none: bool = False) -> Array | None:
     """Check a per-feature parameter: a float array of shape ``(width,)``."""
     if p is None:
