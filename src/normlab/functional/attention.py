@@ -35,6 +35,7 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from .._checks import Array
@@ -68,7 +69,7 @@ class AttentionCache(NamedTuple):
     max_logit: float  # the largest raw logit scale q.k over the unmasked positions
 
 
-def causal_mask(T: int, dtype, window: int | None = None) -> Array:
+def causal_mask(T: int, dtype: DTypeLike, window: int | None = None) -> Array:
     """(T, T) additive mask: 0 on and below the diagonal, -inf above it; with a sliding
     ``window`` W also -inf where the key is W or more positions behind the query."""
     mask = np.triu(np.full((T, T), -np.inf, dtype), k=1)

@@ -15,7 +15,7 @@ as ``attention_forward`` does (the reference of the fused ``normlab.kernels`` op
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,7 +31,7 @@ class SoftmaxCache(NamedTuple):
     dtype: np.dtype  # x's dtype
 
 
-def _axis(axis, ndim: int) -> int:
+def _axis(axis: Any, ndim: int) -> int:
     if (
         isinstance(axis, bool)
         or not isinstance(axis, (int, np.integer))
@@ -87,7 +87,7 @@ class CappedSoftmaxCache(NamedTuple):
     dtype: np.dtype  # the logits' dtype
 
 
-def check_capped_args(s, softcap, causal) -> tuple[Array, float | None, bool]:
+def check_capped_args(s: Any, softcap: Any, causal: Any) -> tuple[Array, float | None, bool]:
     """``capped_softmax_forward``'s arguments checked (shared with the kernel)."""
     s = ck.float_array(s, "s")
     ck.at_least_nd(s, "s", 2 if causal else 1)

@@ -11,6 +11,7 @@ import importlib
 import os
 import signal
 import sys
+from typing import NoReturn
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -45,7 +46,7 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad command line raises :class:`UsageError` (printed by :func:`main` as
     one line) instead of printing the usage and exiting."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message, command=self.prog)
 
 

@@ -5,6 +5,7 @@ stacked in one projection: SwiGLU's ``proj(silu(gate) * up)`` (Llama) or GeGLU's
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional import (
@@ -40,8 +41,8 @@ class MLP(Module):
         bias: bool = False,
         std: float = 0.02,
         proj_std: float | None = None,
-        dtype=np.float32,
-    ):
+        dtype: DTypeLike = np.float32,
+    ) -> None:
         super().__init__()
         ck.choice(activation, "activation", ACTIVATIONS)
         self.activation, self.d_ff = activation, d_ff

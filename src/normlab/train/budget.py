@@ -31,7 +31,7 @@ import math
 import os
 import resource
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..models import GPTConfig
 from .config import TrainConfig
@@ -162,7 +162,7 @@ def available_memory() -> int | None:
     return avail
 
 
-def _default(field: str):
+def _default(field: str) -> Any:
     from .config import default_model
 
     defaults = TrainConfig(model=default_model())
@@ -171,7 +171,7 @@ def _default(field: str):
     return getattr(defaults, field)
 
 
-def _with(config: TrainConfig, field: str, value) -> TrainConfig:
+def _with(config: TrainConfig, field: str, value: Any) -> TrainConfig:
     if field.startswith("model."):
         return dataclasses.replace(
             config, model=dataclasses.replace(config.model, **{field[6:]: value})

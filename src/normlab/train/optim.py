@@ -55,7 +55,9 @@ def _default_decay(params: dict[str, np.ndarray]) -> set[str]:
     return {k for k, p in params.items() if p.ndim >= 2}
 
 
-def _state_views(params: dict[str, np.ndarray], names: tuple[str, ...]):
+def _state_views(
+    params: dict[str, np.ndarray], names: tuple[str, ...]
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, np.ndarray]]:
     """Zeroed optimizer state per parameter: ``{param: {state name: array}}``, and, when every
     parameter has one compute dtype, ``{state name: flat buffer}`` of which those arrays are
     views (else an empty dict and separate arrays)."""

@@ -61,7 +61,7 @@ def is_full_precision(policy: PrecisionPolicy) -> bool:
         getattr(policy, r) is not None and getattr(policy, r).rounds for r in roles)
 
 
-def check_precision(name: str, model_config) -> None:
+def check_precision(name: str, model_config: Any) -> None:
     """Refuse an unknown policy, one the model cannot emulate, or a policy on a float64 model
     (policies emulate formats below float32 on float32 arrays)."""
     try:

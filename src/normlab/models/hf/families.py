@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -497,7 +497,7 @@ def ignorable(family: str, name: str, config: GPTConfig) -> bool:
             or (name == "lm_head.weight" and config.tie_embeddings))
 
 
-def short_names(names, family: str) -> dict[str, str]:
+def short_names(names: Iterable[str], family: str) -> dict[str, str]:
     """Checkpoint name without its model prefix -> the name as stored."""
     pre = record(family).prefix
     return {n.removeprefix(pre): n for n in names}
