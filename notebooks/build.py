@@ -1,5 +1,4 @@
-"""Write the companion notebooks (``notebooks/*.ipynb``) from their sources
-(``notebooks/src/*.py``).
+"""Write the companion notebooks (``notebooks/*.ipynb``) from their sources (``notebooks/src/*.py``).
 
 A source is a Python file in the "percent" format that Jupyter tools read: ``# %%`` starts a code
 cell and ``# %% [markdown]`` a markdown cell whose lines are comments (``# `` is removed). The
@@ -9,7 +8,7 @@ the build of their sources.
 
     python notebooks/build.py            # rebuild every notebook
     python notebooks/build.py --check    # exit 1 when a notebook differs from its source's build
-"""
+"""  # noqa: E501 - its first line is the --help description, one line
 
 from __future__ import annotations
 
