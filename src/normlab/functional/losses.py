@@ -120,7 +120,9 @@ def cross_entropy_forward(
     return loss, cache
 
 
-def cross_entropy_backward(dout, cache: CrossEntropyCache) -> tuple[Array, None]:
+def cross_entropy_backward(
+    dout: float | Array, cache: CrossEntropyCache
+) -> tuple[Array, None]:
     """Gradients of the mean cross-entropy: ``(dlogits, None)`` (targets have none); ``dout`` is
     the scalar upstream gradient (1.0 for the loss itself; a loss scale under loss scaling)."""
     ck.cache(cache, CrossEntropyCache, "cross_entropy")

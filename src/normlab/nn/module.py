@@ -10,7 +10,7 @@ are dotted paths (``blocks.0.attn.norm.weight``), as in PyTorch's ``named_parame
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -182,7 +182,7 @@ class Module:
             child.set_impl(impl)
         return self
 
-    def op(self, name: str):
+    def op(self, name: str) -> Callable[..., Any]:
         """The function ``name`` (e.g. "layer_norm_forward") of this module's implementation."""
         from ..kernels import resolve
 

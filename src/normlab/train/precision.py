@@ -76,7 +76,8 @@ def check_precision(name: str, model_config: Any) -> None:
         )
 
 
-def _rounder(precision, rng) -> Callable[[np.ndarray], np.ndarray] | None:
+def _rounder(precision: Any,
+             rng: np.random.Generator | None) -> Callable[[np.ndarray], np.ndarray] | None:
     if precision is None or not precision.rounds:
         return None
     return lambda a: precision.apply(a, rng=rng).astype(a.dtype, copy=False)
