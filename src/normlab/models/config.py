@@ -190,8 +190,9 @@ class GPTConfig:
 
     def biases(self) -> tuple[bool, bool, bool]:
         """``(qkv, out, mlp)``: whether each projection has a bias (``bias`` unless overridden)."""
-        return tuple(self.bias if b is None else b
-                     for b in (self.qkv_bias, self.out_bias, self.mlp_bias))
+        qkv, out, mlp = (self.bias if b is None else b
+                         for b in (self.qkv_bias, self.out_bias, self.mlp_bias))
+        return qkv, out, mlp
 
     @property
     def hidden(self) -> int:

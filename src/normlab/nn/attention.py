@@ -5,6 +5,7 @@ sliding window) and the output projection."""
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional.attention import qk_norm_backward, qk_norm_forward
@@ -37,8 +38,8 @@ class CausalSelfAttention(Module):
                  qk_norm_eps: float = 1e-6, softcap: float | None = None, p_drop: float = 0.0,
                  rope: tuple[np.ndarray, np.ndarray] | None = None, bias: bool = False,
                  std: float = 0.02, proj_std: float | None = None, causal: bool = True,
-                 dtype=np.float32, n_kv_heads: int | None = None, head_dim: int | None = None,
-                 scale: float | None = None, window: int | None = None,
+                 dtype: DTypeLike = np.float32, n_kv_heads: int | None = None,
+                 head_dim: int | None = None, scale: float | None = None, window: int | None = None,
                  qk_norm_scope: str = "head", proj_bias: bool | None = None):
         super().__init__()
         for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads),

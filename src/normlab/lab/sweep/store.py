@@ -380,8 +380,8 @@ def _signals_held():
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(held):
-            signal.raise_signal(sig)
+        for num in dict.fromkeys(held):
+            signal.raise_signal(num)
 
 
 def _write(path: Path, payload: Any) -> None:
