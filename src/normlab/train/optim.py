@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -199,8 +200,8 @@ class AdamW(Optimizer):
         names = list(self.params)
         sizes = [self.params[n].size for n in names]
         decay = np.array([n in self.decay and self.weight_decay > 0 for n in names])
-        hyper = dict(lr=lr, b1=self.b1, b2=self.b2, eps=self.eps,
-                     weight_decay=self.weight_decay, t=self.t)
+        hyper: dict[str, Any] = dict(lr=lr, b1=self.b1, b2=self.b2, eps=self.eps,
+                                     weight_decay=self.weight_decay, t=self.t)
         m, v = self.flat_state["m"], self.flat_state["v"]
         p = flat_buffer([self.params[n] for n in names])
         g = flat_buffer([grads[n] for n in names])
