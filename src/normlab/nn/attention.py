@@ -4,6 +4,8 @@ sliding window) and the output projection."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import DTypeLike
 
@@ -74,7 +76,8 @@ class CausalSelfAttention(Module):
             self.add_param("q_norm", np.ones(HD if whole else self.head_dim, dtype))
             self.add_param("k_norm", np.ones(KD if whole else self.head_dim, dtype))
         self.max_logit = float("nan")
-        self._qk_caches = None  # qk_norm_scope "all": the norm caches of q and k
+        # qk_norm_scope "all": the norm caches of q and k
+        self._qk_caches: tuple[Any, Any] | None = None
 
     @property
     def value_rows(self) -> slice:
@@ -100,7 +103,8 @@ class CausalSelfAttention(Module):
         flat = lambda a: a.transpose(0, 2, 1, 3).reshape(B, T, -1)  # noqa: E731
         dq, dk, dv = flat(dq), flat(dk), flat(dv)  # (B, T, H D), (B, T, Hkv D) x 2
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            (cq, ck_), self._qk_caches = self._qk_caches, None
+            # set by the forward of the same settings
+            (cq, ck_), self._qk_caches = self._qk_caches, None  # type: ignore[misc]
             dq, dwq = qk_norm_backward(self.qk_norm, dq, cq)
             dk, dwk = qk_norm_backward(self.qk_norm, dk, ck_)
             self.accumulate("q_norm", dwq)
