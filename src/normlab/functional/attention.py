@@ -211,9 +211,11 @@ def attention_forward(
 
     q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
     q_norm = k_norm = rope_caches = None
-    if qk_norm != "none":
-        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight, qk_norm_eps)  # (B, H, T, D)
-        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight, qk_norm_eps)
+    if qk_norm != "none":  # check_args refused a missing gain
+        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight,  # type: ignore[arg-type]
+                                    qk_norm_eps)  # (B, H, T, D)
+        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight,  # type: ignore[arg-type]
+                                    qk_norm_eps)
     if rope is not None:
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)

@@ -138,9 +138,9 @@ class BatchNorm(Module):
             training=use_batch, momentum=self.momentum, eps=self.eps, mask=mask,
             num_batches_tracked=self.num_batches_tracked,
         )
-        if update:
-            self.running_mean[...] = mean
-            self.running_var[...] = var
+        if update:  # only when tracking: both running statistics are arrays
+            self.running_mean[...] = mean  # type: ignore[index]
+            self.running_var[...] = var  # type: ignore[index]
             self.num_batches_tracked += 1
         return out
 
