@@ -194,7 +194,7 @@ class Residual(Module):
         w[...] = omega
         y = self.forward(x)  # (B, T, C); keeps x and F(x)
         var = (np.var((w * self._x).astype(np.float64))
-               + np.var(self._f.astype(np.float64)))
+               + np.var(self._f.astype(np.float64)))  # type: ignore[union-attr]  # forward set it
         return y, float(np.sqrt(var))
 
 

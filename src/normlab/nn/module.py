@@ -38,7 +38,7 @@ class Module:
         self.grads[name] = np.zeros(value.shape, dtype=compute_dtype(value.dtype))
         return value
 
-    def accumulate(self, name: str, grad: np.ndarray | None) -> None:
+    def accumulate(self, name: str, grad: np.ndarray | np.floating | None) -> None:
         """Add ``grad`` into the buffer of parameter ``name`` (no-op for None)."""
         if grad is not None:
             self.grads[name] += grad

@@ -52,7 +52,8 @@ def vjp(
     tensors = {k: to_torch(v, requires_grad=k in wrt) for k, v in inputs.items()}
     out = fn(**tensors)
     out.backward(to_torch(np.asarray(dout).astype(np.asarray(dout).dtype)).to(out.dtype))
-    return to_numpy(out), {k: to_numpy(tensors[k].grad) for k in wrt}
+    # backward() filled the gradient of every tensor in wrt
+    return to_numpy(out), {k: to_numpy(tensors[k].grad) for k in wrt}  # type: ignore[arg-type]
 
 
 def layer_norm(x, weight=None, bias=None, *, eps=1e-5):
