@@ -57,11 +57,11 @@ class Estimate(NamedTuple):
     optimizer: int  # the optimizer's state
     activations: int  # what one training step holds at its peak
     evaluation: int  # the fixed validation batches
-    data: int  # the data source (Markov tables, text ids)
+    data: float  # the data source (Markov tables, text ids); inf beyond any budget
     history: int  # the per-step records kept for the result
 
     @property
-    def total(self) -> int:
+    def total(self) -> float:  # inf when the data part is
         return sum(self)
 
     def parts(self) -> str:
@@ -116,7 +116,7 @@ def estimate(config: TrainConfig, *, text_bytes: int | None = None) -> Estimate:
     P = count_parameters(m)
     per_layer = 16 * B * T * C + 3 * B * T * F + 3 * B * H * T * T
     activations = w * ((L + 1) * per_layer + 4 * B * T * V)
-    data = 0
+    data: float = 0
     if config.data == "markov":
         data = 3 * 8 * _markov_contexts(V, config.markov_order) * V
     elif config.data == "file":
