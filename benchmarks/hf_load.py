@@ -134,14 +134,21 @@ def run(a, environment, measure) -> None:
     src = np.ones(n_params, np.float32)
     t = measure({"normlab load_hf": lambda: load_hf(path),
                  "transformers from_pretrained": lambda: hf_load(path),
-                 "memory copy of the weights": lambda: np.copyto(buf, src)},
+                 # buf and src bound now: the del below drops the names, not the arrays
+                 "memory copy of the weights": lambda buf=buf, src=src: np.copyto(buf, src)},
                 repeats=a.repeats, warmup=1)
     del buf, src
     env = environment()
     print(f"GPT-2 small shape: {n_params:,} parameters, float32 file of {weights / 2**20:.0f} MiB; "
           f"median of {a.repeats}, round-robin")
-    print(", ".join(f"{k} {v}" for k, v in env.items()) + f", transformers {transformers.__version__}")
-    tl, th, tc = t["normlab load_hf"], t["transformers from_pretrained"], t["memory copy of the weights"]
+    print(
+        ", ".join(f"{k} {v}" for k, v in env.items()) + f", transformers {transformers.__version__}"
+    )
+    tl, th, tc = (
+        t["normlab load_hf"],
+        t["transformers from_pretrained"],
+        t["memory copy of the weights"],
+    )
     print(f"\nload: normlab {tl:.3f} s, transformers {th:.3f} s, one memory copy of the weights "
           f"{tc:.3f} s")
     print(f"  normlab / from_pretrained = {tl / th:.2f}   (goal <= 2.0); normlab / memory copy = "
@@ -187,9 +194,11 @@ def run(a, environment, measure) -> None:
     print(f"\nforward + backward, 1 x {T} tokens: normlab {t['normlab'] * 1e3:.0f} ms, torch eager "
           f"{t['torch'] * 1e3:.0f} ms; normlab / torch = {t['normlab'] / t['torch']:.2f}   "
           f"(goal <= 1.5)")
-    print(f"  {flops / 1e9:.1f} GFLOP of products: normlab {flops / t['normlab'] / 1e9:.1f} GFLOP/s, "
-          f"torch {flops / t['torch'] / 1e9:.1f} GFLOP/s, measured sgemm ({T} x {cfg.d_model} @ "
-          f"{cfg.d_model} x {4 * cfg.d_model}) {rate / 1e9:.1f} GFLOP/s")
+    print(
+        f"  {flops / 1e9:.1f} GFLOP of products: normlab {flops / t['normlab'] / 1e9:.1f} GFLOP/s, "
+        f"torch {flops / t['torch'] / 1e9:.1f} GFLOP/s, measured sgemm ({T} x {cfg.d_model} @ "
+        f"{cfg.d_model} x {4 * cfg.d_model}) {rate / 1e9:.1f} GFLOP/s"
+    )
 
     if a.inspect:
         tokens = path.parent / f"{path.name}-tokens.npy"

@@ -81,24 +81,27 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float16"):
         dt = np.dtype(getattr(ml_dtypes, name) if hasattr(ml_dtypes, name) else name)
         lib = "ml_dtypes" if hasattr(ml_dtypes, name) else "NumPy"
-        ours = _median_ms(lambda: quantize(x, name), args.repeats)
-        ref = _median_ms(lambda: x.astype(dt).astype(np.float32), args.repeats)
+        ours = _median_ms(lambda name=name: quantize(x, name), args.repeats)
+        ref = _median_ms(lambda dt=dt: x.astype(dt).astype(np.float32), args.repeats)
         row(name, "quantize (nearest_even)", ours, ref, f"{lib} astype(fmt).astype(float32)")
         kernels.quantize(x[:8], name)  # compile, or load from the cache
-        kern = _median_ms(lambda: kernels.quantize(x, name), args.repeats)
+        kern = _median_ms(lambda name=name: kernels.quantize(x, name), args.repeats)
         row(name, "kernels.quantize (nearest_even)", kern, ref,
             f"{lib} astype(fmt).astype(float32)")
-        ours_c = _median_ms(lambda: cast(x, name), args.repeats)
-        ref_c = _median_ms(lambda: x.astype(dt), args.repeats)
+        ours_c = _median_ms(lambda name=name: cast(x, name), args.repeats)
+        ref_c = _median_ms(lambda dt=dt: x.astype(dt), args.repeats)
         row(name, "cast (quantize + store)", ours_c, ref_c, f"{lib} astype(fmt)")
         if name in ("bfloat16", "float8_e4m3fn"):
             rng = np.random.default_rng(1)
-            sr = _median_ms(lambda: quantize(x, name, rounding="stochastic", rng=rng),
-                            args.repeats)
+            sr = _median_ms(
+                lambda name=name, rng=rng: quantize(x, name, rounding="stochastic", rng=rng),
+                args.repeats)
             row(name, "quantize (stochastic)", sr, ours, "normlab quantize (nearest_even)")
             kernels.quantize(x[:8], name, rounding="stochastic", rng=rng)
-            ksr = _median_ms(lambda: kernels.quantize(x, name, rounding="stochastic", rng=rng),
-                             args.repeats)
+            ksr = _median_ms(
+                lambda name=name, rng=rng: kernels.quantize(x, name, rounding="stochastic",
+                                                            rng=rng),
+                args.repeats)
             row(name, "kernels.quantize (stochastic)", ksr, sr, "normlab quantize (stochastic)")
     rng = np.random.default_rng(2)
     bits = _median_ms(lambda: rng.integers(0, np.iinfo(np.uint64).max, size=(n + 1) // 2,

@@ -118,15 +118,19 @@ def main() -> int:
         ray.shutdown()
 
     serial = float(np.median(times["serial"]))
-    print(f"\n{a.points}-point sweep, {a.steps} steps per point (2 layers, d_model 32, batch 8 x 32 "
-          f"tokens), median of {a.repeats} (round-robin)")
+    print(
+        f"\n{a.points}-point sweep, {a.steps} steps per point (2 layers, d_model 32, batch 8 x 32 "
+        f"tokens), median of {a.repeats} (round-robin)"
+    )
     ceil = float(np.median(ceilings))
     print(f"{'executor':<20} {'median s':>9} {'first s':>8} {'speed-up vs serial':>19} "
           f"{'of the ceiling':>15} {'cores used':>11}")
     for name, ts in times.items():
         med = float(np.median(ts))
-        print(f"{name:<20} {med:9.2f} {ts[0]:8.2f} {serial / med:18.2f}x {serial / med / ceil:14.0%} "
-              f"{float(np.median(cores[name])):11.2f}")
+        print(
+            f"{name:<20} {med:9.2f} {ts[0]:8.2f} {serial / med:18.2f}x {serial / med / ceil:14.0%} "
+            f"{float(np.median(cores[name])):11.2f}"
+        )
     print(f"ceiling ({a.workers} spinning processes against 1, same run): {ceil:.2f}x "
           f"(repeats: {', '.join(f'{c:.2f}' for c in ceilings)}); ideal {a.workers}x on idle cores")
     print(f"serial per point: {serial / a.points:.2f} s")

@@ -98,7 +98,10 @@ class TorchGPT(torch.nn.Module):
         self.blocks = torch.nn.ModuleList()
         for _ in range(cfg.n_layers):
             b = torch.nn.Module()
-            b.n1, b.n2 = torch.nn.RMSNorm(C, eps=cfg.norm_eps), torch.nn.RMSNorm(C, eps=cfg.norm_eps)
+            b.n1, b.n2 = (
+                torch.nn.RMSNorm(C, eps=cfg.norm_eps),
+                torch.nn.RMSNorm(C, eps=cfg.norm_eps),
+            )
             b.qkv, b.proj = lin(C, 3 * C), lin(C, C)
             b.fc, b.fc2 = lin(C, cfg.hidden), lin(cfg.hidden, C)
             self.blocks.append(b)
@@ -165,15 +168,24 @@ def copy_weights(model: GPT, tmodel: TorchGPT) -> None:
     cfg = model.config
     tparams = dict(tmodel.named_parameters())
     ours = model.parameters()
-    names = {"wte.weight": "wte.weight", "wpe.weight": "wpe.weight", "norm_f.weight": "norm_f.weight",
-             "head.weight": "head.weight"}
+    names = {
+        "wte.weight": "wte.weight",
+        "wpe.weight": "wpe.weight",
+        "norm_f.weight": "norm_f.weight",
+        "head.weight": "head.weight",
+    }
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
-        names.update({p + "n1.weight": p + "attn.norm.weight", p + "n2.weight": p + "mlp.norm.weight",
-                      p + "qkv.weight": p + "attn.branch.qkv.weight",
-                      p + "proj.weight": p + "attn.branch.proj.weight",
-                      p + "fc.weight": p + "mlp.branch.fc.weight",
-                      p + "fc2.weight": p + "mlp.branch.proj.weight"})
+        names.update(
+            {
+                p + "n1.weight": p + "attn.norm.weight",
+                p + "n2.weight": p + "mlp.norm.weight",
+                p + "qkv.weight": p + "attn.branch.qkv.weight",
+                p + "proj.weight": p + "attn.branch.proj.weight",
+                p + "fc.weight": p + "mlp.branch.fc.weight",
+                p + "fc2.weight": p + "mlp.branch.proj.weight",
+            }
+        )
     with torch.no_grad():
         for tname, oname in names.items():
             tparams[tname].copy_(torch.from_numpy(ours[oname]))
@@ -382,7 +394,9 @@ def main() -> None:
           f"count")
     print(", ".join(f"{k} {v}" for k, v in r0["env"].items() if "threads" not in k))
     try:
-        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (cores {os.cpu_count()})")
+        print(
+            f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (cores {os.cpu_count()})"
+        )
     except OSError:
         pass
     print(f"\n{'threads':>7} {'normlab ms':>11} {'torch ms':>9} {'normlab/torch':>14} "

@@ -8,7 +8,7 @@ the build of their sources.
 
     python notebooks/build.py            # rebuild every notebook
     python notebooks/build.py --check    # exit 1 when a notebook differs from its source's build
-"""
+"""  # noqa: E501 - its first line is the --help description, one line
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def test_a_non_regular_target_is_refused_and_kept(tmp_path, kind):
         path.mkdir()
     else:
         os.mkfifo(path)
-    with pytest.raises(ValueError, match="--json.*(directory|FIFO)"):
+    with pytest.raises(ValueError, match=r"--json.*(directory|FIFO)"):
         _files.atomic_write(path, "x", what="--json")
     assert path.is_dir() if kind == "dir" else stat.S_ISFIFO(path.stat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
@@ -64,13 +64,20 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def test_missing_folder_is_named(tmp_path):
-    with pytest.raises(ValueError, match="--out.*does not exist"):
+    with pytest.raises(ValueError, match=r"--out.*does not exist"):
         _files.check_output_path(tmp_path / "nope" / "x.json", what="--out")
 
 
 def test_json_nonfinite_round_trip(tmp_path):
-    path = _files.write_json(tmp_path / "r.json", {"a": np.float32(np.inf), "b": [np.nan, -np.inf, 1.5],
-                                                   "c": np.arange(2), "d": np.bool_(True)})
+    path = _files.write_json(
+        tmp_path / "r.json",
+        {
+            "a": np.float32(np.inf),
+            "b": [np.nan, -np.inf, 1.5],
+            "c": np.arange(2),
+            "d": np.bool_(True),
+        },
+    )
     data = _files.read_json(path)
     assert data == {"a": "inf", "b": ["nan", "-inf", 1.5], "c": [0, 1], "d": True}
     assert _files.number(data["a"]) == math.inf and math.isnan(_files.number(data["b"][0]))

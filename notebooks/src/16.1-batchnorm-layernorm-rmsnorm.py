@@ -17,8 +17,13 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import (batch_norm_forward, layer_norm_backward, layer_norm_forward,
-                                rms_norm_backward, rms_norm_forward)
+from normlab.functional import (
+    batch_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_backward,
+    rms_norm_forward,
+)
 from normlab.nn import BatchNorm
 from normlab.testing import gradcheck
 
@@ -178,7 +183,8 @@ for name, a, b in zip(("out", "dx", "dweight"),
 # being scaled up). RMSNorm keeps only the second.
 
 # %%
-TINY = 1e-30  # eps, negligible here: with eps the second direction is removed up to eps / (var + eps)
+# eps, negligible here: with eps the second direction is removed up to eps / (var + eps)
+TINY = 1e-30
 dx_ln = layer_norm_backward(dy, layer_norm_forward(x3, gamma, beta, eps=TINY)[1])[0]  # (B, T, C)
 dx_rms = rms_norm_backward(dy, rms_norm_forward(x3, weight, eps=TINY)[1])[0]
 xhat = (x3 - x3.mean(-1, keepdims=True)) / x3.std(-1, keepdims=True)  # (B, T, C)
@@ -186,7 +192,9 @@ xhat = (x3 - x3.mean(-1, keepdims=True)) / x3.std(-1, keepdims=True)  # (B, T, C
 
 def cosine(a, b):
     """Largest |cos| over rows between a and b."""
-    return np.max(np.abs(np.sum(a * b, -1)) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1))
+    return np.max(
+        np.abs(np.sum(a * b, -1)) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+    )
 
 
 ones_row = np.ones_like(x3)
@@ -204,7 +212,9 @@ assert cosine(dx_rms, ones_row) > 0.01
 
 # %%
 shift = layer_norm_forward(x3 + 7.0, gamma, beta)[0] - layer_norm_forward(x3, gamma, beta)[0]
-scale = rms_norm_forward(3.0 * x3, weight, eps=1e-30)[0] - rms_norm_forward(x3, weight, eps=1e-30)[0]
+scale = (
+    rms_norm_forward(3.0 * x3, weight, eps=1e-30)[0] - rms_norm_forward(x3, weight, eps=1e-30)[0]
+)
 print(f"LayerNorm(x + 7) - LayerNorm(x): {np.abs(shift).max():.1e};"
       f"  RMSNorm(3x) - RMSNorm(x): {np.abs(scale).max():.1e}")
 assert np.abs(shift).max() < 1e-12 and np.abs(scale).max() < 1e-12
@@ -236,7 +246,7 @@ for name, report in reports.items():
 
 # %%
 def buggy_backward(dout, cache):
-    normalized, inv_std, gamma = cache
+    _normalized, inv_std, gamma = cache
     grad_norm = dout * gamma
     dx = inv_std * (grad_norm - grad_norm.mean(axis=-1, keepdims=True))  # no x̂ mean(g x̂) term
     return dx, *listing_layer_norm_backward(dout, cache)[1:]
@@ -275,7 +285,7 @@ true_mean, true_std = np.linspace(-2, 2, 4), np.linspace(0.5, 3, 4)
 layer = BatchNorm(4, momentum=0.1, dtype=np.float64)
 data = np.random.default_rng(1)
 trace, chapter_mean, chapter_var = [], np.zeros(4), np.ones(4)
-for step in range(200):
+for _step in range(200):
     batch = data.normal(true_mean, true_std, size=(32, 4))  # (N, C)
     layer(batch)
     chapter_mean = 0.9 * chapter_mean + 0.1 * batch.mean(axis=0)  # Listing 16.3, momentum 0.9
@@ -283,7 +293,8 @@ for step in range(200):
     trace.append(layer.running_mean.copy())
 
 assert np.allclose(layer.running_mean, chapter_mean, rtol=1e-12)  # the same mean update
-# the variances differ by exactly the unbiasing factor n / (n - 1) = 32 / 31 (after the initial 1 decays)
+# the variances differ by exactly the unbiasing factor n / (n - 1) = 32 / 31
+# (after the initial 1 decays)
 ratio = (layer.running_var - 0.9**200) / (chapter_var - 0.9**200)
 print(f"running var normlab / chapter = {ratio.mean():.6f} (32/31 = {32 / 31:.6f})")
 assert np.allclose(ratio, 32 / 31, rtol=1e-9)
@@ -291,7 +302,9 @@ assert np.allclose(ratio, 32 / 31, rtol=1e-9)
 plt.figure(figsize=(5, 3))
 plt.plot(np.array(trace))
 plt.hlines(true_mean, 0, 200, colors="grey", linestyles=":")
-plt.xlabel("training step"); plt.ylabel("running mean"); plt.title("running means reach the data's means")
+plt.xlabel("training step")
+plt.ylabel("running mean")
+plt.title("running means reach the data's means")
 plt.show()
 # The running mean is an exponential average of batch means: its standard deviation around the
 # true mean is sqrt(m / (2 - m)) * std / sqrt(N) with m = 0.1, N = 32; allow 4 of them per channel.
@@ -311,4 +324,6 @@ eval_out = layer.eval()(probe)
 alone = layer.eval()(probe[:1])
 print(f"train vs eval outputs differ by up to {np.abs(train_out - eval_out).max():.2f}")
 assert np.array_equal(alone[0], eval_out[0])  # eval: the batch no longer matters
-assert np.abs(train_out - eval_out).max() > 0.05  # train: 8 examples' statistics, not the running ones
+assert (
+    np.abs(train_out - eval_out).max() > 0.05
+)  # train: 8 examples' statistics, not the running ones

@@ -87,11 +87,11 @@ assert np.linalg.norm(g_plain) == 0.0 and np.array_equal(g_res, g_top)
 # ## Drawn: the gradient through 24 layers
 #
 # With live branches the picture is the chapter's argument. Without skips the gradient shrinks
-# geometrically on the way down (each ReLU layer passes about half of its square); with skips it does
-# not. Pre-norm keeps the identity path, so the gradient reaching the bottom is the top gradient
-# *plus* every branch's contribution; post-norm sends it through a LayerNorm Jacobian in every
-# block, which holds it near the top's size. A residual stack with no norm at all grows the stream
-# and its gradient geometrically: the reason the norm is there (section 2 of chapter 2.4).
+# geometrically on the way down (each ReLU layer passes about half of its square); with skips it
+# does not. Pre-norm keeps the identity path, so the gradient reaching the bottom is the top
+# gradient *plus* every branch's contribution; post-norm sends it through a LayerNorm Jacobian in
+# every block, which holds it near the top's size. A residual stack with no norm at all grows the
+# stream and its gradient geometrically: the reason the norm is there (section 2 of chapter 2.4).
 
 # %%
 SEEDS = range(4)

@@ -13,13 +13,17 @@
 # ml_dtypes' casts; `normlab.precision.demos` holds this section's demonstrations as functions.
 
 # %%
-import ml_dtypes
 import matplotlib.pyplot as plt
+import ml_dtypes
 import numpy as np
 
 from normlab.precision import DynamicLossScaler, get_format, quantize, round_to_bfloat16
-from normlab.precision.demos import (bfloat16_running_sum, fp16_overflows_but_bfloat16_keeps_range,
-                                     loss_scaled_gradient, update_stagnation)
+from normlab.precision.demos import (
+    bfloat16_running_sum,
+    fp16_overflows_but_bfloat16_keeps_range,
+    loss_scaled_gradient,
+    update_stagnation,
+)
 
 # %% [markdown]
 # ## The formats
@@ -28,10 +32,16 @@ from normlab.precision.demos import (bfloat16_running_sum, fp16_overflows_but_bf
 # ml_dtypes' `finfo`):
 
 # %%
-print(f"{'format':10s} {'largest':>12s} {'smallest normal':>16s} {'smallest subnormal':>19s} {'eps':>10s}")
+print(
+    f"{'format':10s} {'largest':>12s} {'smallest normal':>16s} "
+    f"{'smallest subnormal':>19s} {'eps':>10s}"
+)
 for name in ("float32", "bfloat16", "float16"):
     f = get_format(name)
-    print(f"{name:10s} {f.max_finite:12.5g} {f.min_normal:16.4g} {f.min_subnormal:19.4g} {f.eps:10.3g}")
+    print(
+        f"{name:10s} {f.max_finite:12.5g} {f.min_normal:16.4g} "
+        f"{f.min_subnormal:19.4g} {f.eps:10.3g}"
+    )
     info = ml_dtypes.finfo(f.dtype)
     assert f.max_finite == float(info.max) and f.eps == float(info.eps)
 
@@ -69,7 +79,9 @@ assert abs(bf16_vals[1] / 1e30 - 1) < bf16.eps / 2  # finite, within half a bflo
 # the library's version of the listing gives the same, and agrees with ml_dtypes' own cast
 ours = fp16_overflows_but_bfloat16_keeps_range()
 assert np.array_equal(ours[0], fp16_vals) and np.array_equal(ours[1], bf16_vals)
-assert np.array_equal(bf16_vals, np.array([1e5, 1e30], np.float32).astype(ml_dtypes.bfloat16).astype(np.float32))
+assert np.array_equal(
+    bf16_vals, np.array([1e5, 1e30], np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+)
 
 # %% [markdown]
 # A picture of the two failure modes: the relative error of rounding a value to each format,
@@ -156,8 +168,9 @@ print(f"S = 1: {lost_small[0]:.1%} flushed;  S = 2^16: {lost_small[8]:.1%} flush
 # %%
 scaler = DynamicLossScaler(init_scale=2.0**16, growth_interval=3)
 applied = []
-for step, grad in enumerate([np.array([np.inf]), np.array([1e-3]), np.array([1e-3]), np.array([1e-3]),
-                             np.array([2e-3])]):
+for step, grad in enumerate(
+    [np.array([np.inf]), np.array([1e-3]), np.array([1e-3]), np.array([1e-3]), np.array([2e-3])]
+):
     skipped = scaler.step({"w": grad}, applied.append)
     print(f"step {step}: gradient {grad[0]:g} -> step {'skipped' if skipped else 'applied'}; "
           f"S is now {scaler.scale:g}")

@@ -12,8 +12,11 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import (dropout_forward, layer_norm_backward, layer_norm_forward,
-                                rms_norm_forward)
+from normlab.functional import (
+    dropout_forward,
+    layer_norm_forward,
+    rms_norm_forward,
+)
 from normlab.models import Residual
 from normlab.nn import BatchNorm, Identity, Linear
 from normlab.precision import quantize
@@ -36,7 +39,9 @@ y, cache = layer_norm_forward(x, None, None, eps=EPS)
 print("means", mean, " variances", var)
 print("normalized rows:\n", np.round(y, 4))
 assert np.array_equal(mean, [2.5, 15.0]) and np.array_equal(var, [1.25, 5.0])
-assert np.allclose(cache.mean[:, 0], mean, rtol=0) and np.allclose(1 / cache.rstd[:, 0] ** 2 - EPS, var)
+assert np.allclose(cache.mean[:, 0], mean, rtol=0) and np.allclose(
+    1 / cache.rstd[:, 0] ** 2 - EPS, var
+)
 by_hand = (x[0] - 2.5) / np.sqrt(1.25 + EPS)  # -1.3416, -0.4472, 0.4472, 1.3416
 assert np.allclose(y[0], by_hand, rtol=1e-15) and np.allclose(y[1], y[0], atol=1e-5)
 
@@ -99,9 +104,20 @@ for l in range(3):
     ax.annotate("", xy=(3 * l + 2.6, 0.05), xytext=(3 * l + 0.4, 0.05),
                 arrowprops=dict(arrowstyle="->", color="tab:blue", lw=2))
     ax.text(3 * l + 1.5, 0.2, "identity: 1", ha="center", color="tab:blue", fontsize=8)
-    ax.annotate("", xy=(3 * l + 2.6, -0.15), xytext=(3 * l + 0.4, -0.15),
-                arrowprops=dict(arrowstyle="->", color="tab:orange", connectionstyle="arc3,rad=0.5"))
-    ax.text(3 * l + 1.5, -0.95, f"$F_{l}$: $w_{l}$ = {w[l]}", ha="center", color="tab:orange", fontsize=8)
+    ax.annotate(
+        "",
+        xy=(3 * l + 2.6, -0.15),
+        xytext=(3 * l + 0.4, -0.15),
+        arrowprops=dict(arrowstyle="->", color="tab:orange", connectionstyle="arc3,rad=0.5"),
+    )
+    ax.text(
+        3 * l + 1.5,
+        -0.95,
+        f"$F_{l}$: $w_{l}$ = {w[l]}",
+        ha="center",
+        color="tab:orange",
+        fontsize=8,
+    )
 ax.text(4.5, 0.75, "forward along both paths; the gradient flows back along both, and the blue "
         "path alone carries 1", ha="center", fontsize=9)
 ax.set_xlim(-0.8, 9.8); ax.set_ylim(-1.2, 1.0); ax.set_aspect("equal"); ax.axis("off")
@@ -152,8 +168,10 @@ p = 0.3
 inverted, cache = dropout_forward(x1, p, training=True, rng=np.random.default_rng(2))
 plain = x1 * cache.keep  # the mask without the 1 / (1 - p)
 se = 2.0 * np.sqrt(p / (1 - p) / x1.size)
-print(f"inverted: mean {inverted.mean():.4f} (x = 2);  plain: mean {plain.mean():.4f} "
-      f"(= (1 - p) x = {(1 - p) * 2:.1f});  inference: {dropout_forward(x1, p, training=False)[0][0]}")
+print(
+    f"inverted: mean {inverted.mean():.4f} (x = 2);  plain: mean {plain.mean():.4f} "
+    f"(= (1 - p) x = {(1 - p) * 2:.1f});  inference: {dropout_forward(x1, p, training=False)[0][0]}"
+)
 assert abs(inverted.mean() - 2.0) < 4 * se
 assert abs(plain.mean() - (1 - p) * 2.0) < 4 * se * (1 - p)
 assert np.array_equal(dropout_forward(x1, p, training=False)[0], x1)

@@ -7,9 +7,16 @@
 # %%
 import numpy as np
 
-from normlab.functional import (batch_norm_forward, dropout_backward, dropout_forward,
-                                layer_norm_backward, layer_norm_forward, linear_backward,
-                                linear_forward, rms_norm_forward)
+from normlab.functional import (
+    batch_norm_forward,
+    dropout_backward,
+    dropout_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    linear_backward,
+    linear_forward,
+    rms_norm_forward,
+)
 from normlab.models import Residual
 from normlab.nn import MLP
 from normlab.precision import StaticLossScaler, quantize, round_to_bfloat16
@@ -64,7 +71,8 @@ assert np.array_equal(alone[0], ln[0])  # LayerNorm: the same answer alone or in
 # $\partial s/\partial x_j = \frac{c_j}{d\,s}$. So
 #
 # $$\frac{\partial \hat x_i}{\partial x_j} = \frac1s\Big(\delta_{ij} - \frac1d\Big) -
-#   \frac{c_i c_j}{d\, s^3} = \frac1s\Big(\delta_{ij} - \frac1d - \frac{\hat x_i \hat x_j}{d}\Big),$$
+#   \frac{c_i c_j}{d\, s^3}
+#   = \frac1s\Big(\delta_{ij} - \frac1d - \frac{\hat x_i \hat x_j}{d}\Big),$$
 #
 # and $\bar x_j = \sum_i \bar{\hat x}_i\,\partial \hat x_i/\partial x_j = \frac1s\big(\bar{\hat
 # x}_j - \operatorname{mean}(\bar{\hat x}) - \hat x_j \operatorname{mean}(\bar{\hat x}\odot\hat
@@ -103,7 +111,9 @@ assert np.allclose(dx_formula, dx_normlab, rtol=0, atol=32 * EPS64 * np.abs(dx_c
 
 # The two means are the two directions the gradient cannot have:
 assert abs(dx_formula.sum()) < 32 * EPS64 * np.abs(dx_formula).sum()  # along 1
-assert abs(dx_formula @ xhat) / (np.abs(dx_formula) @ np.abs(xhat)) < 32 * EPS64 + eps  # along x̂ (up to eps)
+assert (
+    abs(dx_formula @ xhat) / (np.abs(dx_formula) @ np.abs(xhat)) < 32 * EPS64 + eps
+)  # along x̂ (up to eps)
 
 # %% [markdown]
 # ## Exercise 16.3 ★★ RMSNorm and residuals
@@ -144,7 +154,9 @@ ms = np.mean(small[2] ** 2)
 print(f"eps = 1e-8, row scaled by 1e-5 (mean square {ms:.1e}): output shrinks by "
       f"{1 - np.abs(with_eps).sum() / np.abs(base[2]).sum():.2f} (1 - sqrt(ms / (ms + eps)) = "
       f"{1 - np.sqrt(ms / (ms + 1e-8)):.2f})")
-assert np.isclose(np.abs(with_eps).sum() / np.abs(base[2]).sum(), np.sqrt(ms / (ms + 1e-8)), rtol=1e-9)
+assert np.isclose(
+    np.abs(with_eps).sum() / np.abs(base[2]).sum(), np.sqrt(ms / (ms + 1e-8)), rtol=1e-9
+)
 
 # %% [markdown]
 # The identity path, checked on a residual block with an MLP branch: its Jacobian, by finite
@@ -158,7 +170,10 @@ blk = Residual(mlp, "none", "none", C, n_layers=1, eps=1e-5, bias=False, p_drop=
 x0 = rng.normal(size=(1, C))
 J_blk = np.stack([numerical_grad(lambda: blk(x0)[0], x0, np.eye(C)[i])[0] for i in range(C)])
 J_F = np.stack([numerical_grad(lambda: mlp(x0)[0], x0, np.eye(C)[i])[0] for i in range(C)])
-print(f"|J_block - (I + J_F)| = {np.abs(J_blk - (np.eye(C) + J_F)).max():.1e}; |J_F| = {np.abs(J_F).max():.2f}")
+print(
+    f"|J_block - (I + J_F)| = {np.abs(J_blk - (np.eye(C) + J_F)).max():.1e}; "
+    f"|J_F| = {np.abs(J_F).max():.2f}"
+)
 assert np.allclose(J_blk, np.eye(C) + J_F, atol=1e-8)
 assert np.abs(J_F).max() > 0.1  # the branch is not trivial
 
@@ -190,9 +205,14 @@ y, keep = inverted_dropout(xd, 0.4, np.random.default_rng(9))
 y_n, cache = dropout_forward(xd, 0.4, training=True, rng=np.random.default_rng(9))
 assert np.array_equal(keep, cache.keep) and np.allclose(y, y_n, rtol=2 * EPS64, atol=0)
 dout = rng.normal(size=xd.shape)
-assert np.allclose(inverted_dropout_backward(dout, keep, 0.4), dropout_backward(dout, cache), rtol=2 * EPS64)
-report = gradcheck(lambda v: (v * keep / 0.6, None), lambda g, _: inverted_dropout_backward(g, keep, 0.4),
-                   {"x": xd})
+assert np.allclose(
+    inverted_dropout_backward(dout, keep, 0.4), dropout_backward(dout, cache), rtol=2 * EPS64
+)
+report = gradcheck(
+    lambda v: (v * keep / 0.6, None),
+    lambda g, _: inverted_dropout_backward(g, keep, 0.4),
+    {"x": xd},
+)
 print(report)
 assert report.passed
 

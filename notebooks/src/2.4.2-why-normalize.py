@@ -12,8 +12,8 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.lab.framework import configure, evaluate
 from normlab.lab.experiments import residual_growth
+from normlab.lab.framework import configure, evaluate
 from normlab.models import GPT, GPTConfig, Residual
 from normlab.nn import Module
 

@@ -14,9 +14,14 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import batch_norm_backward, batch_norm_forward, layer_norm_backward, layer_norm_forward
-from normlab.lab.framework import configure, evaluate
+from normlab.functional import (
+    batch_norm_backward,
+    batch_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+)
 from normlab.lab.experiments import batchnorm_vs_layernorm
+from normlab.lab.framework import configure, evaluate
 from normlab.models import GPT, GPTConfig
 
 EXACT = 1e-12  # "no effect" in float64
@@ -65,10 +70,15 @@ pad = result.data["padding"]["rows"]
 te = result.data["train_eval"]["rows"]
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.3))
 axes[0].plot([r["pad_fraction"] for r in pad], [r["bn"] for r in pad], "o-", label="BatchNorm")
-axes[0].plot([r["pad_fraction"] for r in pad], [r["bn_masked"] for r in pad], "s-", label="BatchNorm, masked")
+axes[0].plot(
+    [r["pad_fraction"] for r in pad], [r["bn_masked"] for r in pad], "s-", label="BatchNorm, masked"
+)
 axes[0].plot([r["pad_fraction"] for r in pad], [r["ln"] for r in pad], "^-", label="LayerNorm")
-axes[0].set(xlabel="fraction of positions that are padding", ylabel="max |change| of real tokens' outputs",
-            title="padding")
+axes[0].set(
+    xlabel="fraction of positions that are padding",
+    ylabel="max |change| of real tokens' outputs",
+    title="padding",
+)
 axes[0].legend(fontsize=8)
 m = np.array([r["batch"] for r in te]); gap = np.array([r["mismatch"] for r in te])
 axes[1].loglog(m, gap, "o-", label="BatchNorm: mean |y_train - y_eval|")

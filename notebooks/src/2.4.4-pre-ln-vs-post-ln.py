@@ -14,9 +14,9 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
+from normlab.lab.experiments import gradients_at_init
 from normlab.lab.framework import configure, evaluate
 from normlab.lab.stats import slope_interval
-from normlab.lab.experiments import gradients_at_init
 from normlab.models import Residual
 from normlab.nn import MLP
 

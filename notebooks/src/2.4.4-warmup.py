@@ -60,7 +60,9 @@ for (p, w), r in runs.items():
     axes[0].plot(nll, style, c="C0" if p == "post" else "C1",
                  label=f"{p}-LN, {'warmup' if w else 'no warmup'}")
     if p == "post":
-        axes[1].plot([h["lr"] for h in r.history], style, c="k", label="warmup" if w else "no warmup")
+        axes[1].plot(
+            [h["lr"] for h in r.history], style, c="k", label="warmup" if w else "no warmup"
+        )
 axes[0].axhline(floor, c="grey", lw=0.8, ls=":", label="entropy floor")
 axes[0].set(xlabel="step", ylabel="training loss (nats/token)", title=f"L = {DEPTH}, lr = {LR:g}")
 axes[0].legend(fontsize=8)

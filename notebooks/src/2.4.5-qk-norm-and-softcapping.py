@@ -62,7 +62,8 @@ for name, series in max_logit.items():
 
 head_dim = 16
 assert max_logit["no fix"].max() > 100  # grows by orders of magnitude
-# QK-norm's bound: |LN(q).LN(k)| / sqrt(D) <= sqrt(D) times the product of the gains' largest entries
+# QK-norm's bound: |LN(q).LN(k)| / sqrt(D) <= sqrt(D) times the product of the gains'
+# largest entries
 assert max_logit["QK-norm"].max() < 0.1 * max_logit["no fix"].max()
 
 # %% [markdown]
@@ -85,7 +86,9 @@ v = rng.normal(size=(B, H, T, D))
 ones = np.ones(D)
 _, plain = attention_forward(q, k, v)
 _, normed = attention_forward(q, k, v, ones, ones, qk_norm="layernorm")
-_, aligned = attention_forward(q, q, v, ones, ones, qk_norm="layernorm")  # k = q: the bound is reached
+_, aligned = attention_forward(
+    q, q, v, ones, ones, qk_norm="layernorm"
+)  # k = q: the bound is reached
 print(f"largest logit: plain {plain.max_logit:.3g}; QK-norm {normed.max_logit:.3f}; "
       f"QK-norm with k = q {aligned.max_logit:.6f} (sqrt(D) = {np.sqrt(D):.6f})")
 assert plain.max_logit > 1e5
@@ -123,7 +126,10 @@ logits_seen = 50.0 * capped_cache.tanh  # (B, H, T, T) what the softmax received
 print(f"raw max logit {capped_cache.max_logit:.3g}; after the cap: max {logits_seen.max():.4f}")
 assert logits_seen.max() <= 50.0 and capped_cache.max_logit > 1e5
 n = T
-print(f"over n = {n} keys the largest weight can be 1 - (n-1) e^-100 = 1 - {(n - 1) * np.exp(-100):.1e}")
+print(
+    f"over n = {n} keys the largest weight can be 1 - (n-1) e^-100 = "
+    f"1 - {(n - 1) * np.exp(-100):.1e}"
+)
 
 # %% [markdown]
 # ## Where the chapter differs from its sources
@@ -134,8 +140,9 @@ print(f"over n = {n} keys the largest weight can be 1 - (n-1) e^-100 = 1 - {(n -
 # place of attention soft-capping. The transformers implementations (v5.17) show the same split:
 # `Gemma2Attention` has `attn_logit_softcapping` (its config defaults: 50 for attention, 30 for
 # the final logits) and no `q_norm`; `Gemma3Attention` has `q_norm` and `k_norm`, and
-# `Gemma3Config` defaults both soft-caps to None. The chapter's source list pairs Henry et al. (2020, QK-norm with L2 normalization and
-# a learned scale) with the Gemma 2 report; ViT-22B (Dehghani et al. 2023) is the large model
+# `Gemma3Config` defaults both soft-caps to None. The chapter's source list pairs Henry et al.
+# (2020, QK-norm with L2 normalization and a learned scale) with the Gemma 2 report; ViT-22B
+# (Dehghani et al. 2023) is the large model
 # that used LayerNorm on q and k. normlab offers `qk_norm="rmsnorm"` (Gemma 3, Qwen3) and
 # `"layernorm"` (ViT-22B, Wortsman et al.) and `attn_softcap` / `final_softcap` (Gemma 2); the
 # lab's `attention-logit-growth` experiment sweeps the learning rate for all three arms.

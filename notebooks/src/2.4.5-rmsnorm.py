@@ -20,7 +20,12 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from normlab.functional import layer_norm_backward, layer_norm_forward, rms_norm_backward, rms_norm_forward
+from normlab.functional import (
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_backward,
+    rms_norm_forward,
+)
 
 rng = np.random.default_rng(0)
 EPS64 = np.finfo(np.float64).eps
@@ -36,8 +41,12 @@ d = 64
 w = rng.normal(size=d)
 x = rng.normal(0.7, 1.3, size=(256, d))  # (N, d) rows with a nonzero mean
 xc = x - x.mean(axis=1, keepdims=True)  # the same rows, centered
-same = np.abs(rms_norm_forward(xc, w, eps=1e-5)[0] - layer_norm_forward(xc, w, None, eps=1e-5)[0]).max()
-differ = np.abs(rms_norm_forward(x, w, eps=1e-5)[0] - layer_norm_forward(x, w, None, eps=1e-5)[0]).max()
+same = np.abs(
+    rms_norm_forward(xc, w, eps=1e-5)[0] - layer_norm_forward(xc, w, None, eps=1e-5)[0]
+).max()
+differ = np.abs(
+    rms_norm_forward(x, w, eps=1e-5)[0] - layer_norm_forward(x, w, None, eps=1e-5)[0]
+).max()
 print(f"zero-mean rows: max |RMSNorm - LayerNorm| = {same:.1e};  raw rows: {differ:.2f}")
 assert same < 64 * EPS64 * np.abs(w).max() and differ > 0.1
 
@@ -49,10 +58,20 @@ assert same < 64 * EPS64 * np.abs(w).max() and differ > 0.1
 
 # %%
 NO_EPS = 1e-30  # eps far below mean(x^2): the invariances are exact only without eps
-scale_ln = np.abs(layer_norm_forward(5 * x, w, None, eps=NO_EPS)[0] - layer_norm_forward(x, w, None, eps=NO_EPS)[0]).max()
-scale_rms = np.abs(rms_norm_forward(5 * x, w, eps=NO_EPS)[0] - rms_norm_forward(x, w, eps=NO_EPS)[0]).max()
-shift_ln = np.abs(layer_norm_forward(x + 3, w, None, eps=NO_EPS)[0] - layer_norm_forward(x, w, None, eps=NO_EPS)[0]).max()
-shift_rms = np.abs(rms_norm_forward(x + 3, w, eps=NO_EPS)[0] - rms_norm_forward(x, w, eps=NO_EPS)[0]).max()
+scale_ln = np.abs(
+    layer_norm_forward(5 * x, w, None, eps=NO_EPS)[0]
+    - layer_norm_forward(x, w, None, eps=NO_EPS)[0]
+).max()
+scale_rms = np.abs(
+    rms_norm_forward(5 * x, w, eps=NO_EPS)[0] - rms_norm_forward(x, w, eps=NO_EPS)[0]
+).max()
+shift_ln = np.abs(
+    layer_norm_forward(x + 3, w, None, eps=NO_EPS)[0]
+    - layer_norm_forward(x, w, None, eps=NO_EPS)[0]
+).max()
+shift_rms = np.abs(
+    rms_norm_forward(x + 3, w, eps=NO_EPS)[0] - rms_norm_forward(x, w, eps=NO_EPS)[0]
+).max()
 print(f"x -> 5x:    LayerNorm changes by {scale_ln:.1e}, RMSNorm by {scale_rms:.1e}")
 print(f"x -> x + 3: LayerNorm changes by {shift_ln:.1e}, RMSNorm by {shift_rms:.2f}")
 assert max(scale_ln, scale_rms, shift_ln) < 1e-12 and shift_rms > 0.1
@@ -99,8 +118,11 @@ savings = []
 for shape in shapes:
     t = median_times(shape)
     savings.append(1 - t["rmsnorm"] / t["layernorm"])
-    print(f"{str(shape):13s} LayerNorm {t['layernorm'] * 1e3:7.2f} ms   RMSNorm {t['rmsnorm'] * 1e3:7.2f} ms"
-          f"   saving {savings[-1]:+.0%}")
+    print(
+        f"{shape!s:13s} LayerNorm {t['layernorm'] * 1e3:7.2f} ms   "
+        f"RMSNorm {t['rmsnorm'] * 1e3:7.2f} ms"
+        f"   saving {savings[-1]:+.0%}"
+    )
 
 plt.figure(figsize=(5, 3))
 plt.bar([f"{n}x{c}" for n, c in shapes], np.array(savings) * 100)
@@ -134,4 +156,6 @@ paper = {"Transformer-base": (248, 231), "RNNSearch": (665, 501), "attentive rea
 paper_savings = {k: 1 - r / l for k, (l, r) in paper.items()}
 for k, v in paper_savings.items():
     print(f"{k:28s} {v:.1%}")
-assert round(100 * min(paper_savings.values())) == 7 and round(100 * max(paper_savings.values())) == 64
+assert (
+    round(100 * min(paper_savings.values())) == 7 and round(100 * max(paper_savings.values())) == 64
+)

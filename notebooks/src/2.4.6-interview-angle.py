@@ -8,10 +8,14 @@
 # %%
 import numpy as np
 
-from normlab.functional import (batch_norm_forward, layer_norm_backward, layer_norm_forward,
-                                rms_norm_forward)
-from normlab.lab.framework import configure, evaluate
+from normlab.functional import (
+    batch_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_forward,
+)
 from normlab.lab.experiments import gradients_at_init
+from normlab.lab.framework import configure, evaluate
 from normlab.models import Residual
 from normlab.nn import MLP
 
@@ -34,8 +38,11 @@ g, b = np.ones(C), np.zeros(C)
 bn_pad = batch_norm_forward(padded, g, b, None, None, training=True)[0]
 bn_real = batch_norm_forward(padded, g, b, None, None, training=True, mask=mask)[0]
 ln_pad, ln_alone = layer_norm_forward(padded, g, b)[0], layer_norm_forward(seqs[0], g, b)[0]
-print(f"BatchNorm, a real token's output with vs without padding in the statistics: "
-      f"{np.abs(bn_pad - bn_real)[mask].max():.2f};  LayerNorm: {np.abs(ln_pad[0] - ln_alone).max():g}")
+print(
+    f"BatchNorm, a real token's output with vs without padding in the statistics: "
+    f"{np.abs(bn_pad - bn_real)[mask].max():.2f};  "
+    f"LayerNorm: {np.abs(ln_pad[0] - ln_alone).max():g}"
+)
 assert np.abs(bn_pad - bn_real)[mask].max() > 0.1 and np.array_equal(ln_pad[0], ln_alone)
 
 # %% [markdown]
@@ -58,7 +65,9 @@ last = result.data["last"]
 ratio = np.array(last["post"]) / np.array(last["pre"])
 print("last block's ||E dL/dW2||, L = 4 and 16: post", np.round(last["post"], 3), " pre",
       np.round(last["pre"], 3), " post/pre", np.round(ratio, 2))
-assert ratio[1] > ratio[0] > 1  # Post-LN's gradient near the output, relative to Pre-LN's, grows with L
+assert (
+    ratio[1] > ratio[0] > 1
+)  # Post-LN's gradient near the output, relative to Pre-LN's, grows with L
 assert last["pre"][1] < 0.75 * last["pre"][0]  # Pre-LN: ~ 1/sqrt(L), i.e. x 0.5 from 4 to 16
 
 # %% [markdown]
@@ -73,7 +82,9 @@ assert last["pre"][1] < 0.75 * last["pre"][0]  # Pre-LN: ~ 1/sqrt(L), i.e. x 0.5
 x = rng.normal(0.5, 1.0, size=(4, 16))
 xc = x - x.mean(axis=1, keepdims=True)
 w = rng.normal(size=16)
-diff = np.abs(rms_norm_forward(xc, w, eps=1e-6)[0] - layer_norm_forward(xc, w, None, eps=1e-6)[0]).max()
+diff = np.abs(
+    rms_norm_forward(xc, w, eps=1e-6)[0] - layer_norm_forward(xc, w, None, eps=1e-6)[0]
+).max()
 print(f"centered rows: |RMSNorm - LayerNorm| = {diff:.1e}")
 assert diff < 1e-13
 
@@ -91,7 +102,8 @@ C, L = 64, 24
 
 
 def relative_updates(placement, seed=0):
-    """||x_{l+1} - x_l|| / ||x_l|| for every block of an L-block stack (Post-LN: before the norm)."""
+    """||x_{l+1} - x_l|| / ||x_l|| for every block of an L-block stack (Post-LN: before the
+    norm)."""
     r = np.random.default_rng(seed)
     x = r.normal(size=(16, C))
     out = []
@@ -139,5 +151,8 @@ g1, y1 = grad_w(W)
 for a in (0.1, 10.0):
     ga, ya = grad_w(a * W)
     err = np.abs(a * ga - g1).max() / np.abs(g1).max()
-    print(f"W -> {a:g} W: output change {np.abs(ya - y1).max():.1e}, |a dL/d(aW) - dL/dW| / |dL/dW| = {err:.1e}")
+    print(
+        f"W -> {a:g} W: output change {np.abs(ya - y1).max():.1e}, "
+        f"|a dL/d(aW) - dL/dW| / |dL/dW| = {err:.1e}"
+    )
     assert np.abs(ya - y1).max() < 1e-12 and err < 1e-12

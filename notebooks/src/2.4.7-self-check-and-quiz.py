@@ -19,8 +19,9 @@ rng = np.random.default_rng(0)
 #
 # **1. What two problems does normalization address in a very deep residual network?** The
 # statistics of each layer's input drift as every layer below it learns, and the residual stream
-# $x_L = x_0 + \sum F_l$ has no ceiling, so activations (and gradients) reach extreme scales. Without
-# a norm, a branch that reads the stream scales with it, so the growth compounds with depth
+# $x_L = x_0 + \sum F_l$ has no ceiling, so activations (and gradients) reach extreme
+# scales. Without a norm, a branch that reads the stream scales with it, so the growth compounds
+# with depth
 # (geometric, not linear: `2.4.2-why-normalize.ipynb` measures ×10⁴ over 12 blocks).
 #
 # **2. Why is BatchNorm's statistic a poor fit for variable-length sequences and one-token
@@ -36,7 +37,9 @@ rng = np.random.default_rng(0)
 x = rng.normal(size=(3, 5, 8))  # (B, T, C)
 y, cache = layer_norm_forward(x, None, None)
 assert cache.mean.shape == (3, 5, 1)  # one statistic per token
-assert np.array_equal(layer_norm_forward(x[1:2, 3:4], None, None)[0][0, 0], y[1, 3])  # alone = in batch
+assert np.array_equal(
+    layer_norm_forward(x[1:2, 3:4], None, None)[0][0, 0], y[1, 3]
+)  # alone = in batch
 
 # %% [markdown]
 # **4. Post-LN and Pre-LN side by side, and which path differs?** Post-LN $x_{l+1} =
@@ -72,8 +75,10 @@ seq = rng.normal(1.0, 1.0, size=(2, 4, 3))  # (B, T, C)
 mask = np.array([[True] * 4, [True, False, False, False]])
 padded = np.where(mask[..., None], seq, 0.0)
 g, b = np.ones(3), np.zeros(3)
-moved = np.abs(batch_norm_forward(padded, g, b, None, None, training=True)[0]
-               - batch_norm_forward(padded, g, b, None, None, training=True, mask=mask)[0])[mask].max()
+moved = np.abs(
+    batch_norm_forward(padded, g, b, None, None, training=True)[0]
+    - batch_norm_forward(padded, g, b, None, None, training=True, mask=mask)[0]
+)[mask].max()
 print(f"BatchNorm: padding moves real tokens' outputs by up to {moved:.2f}")
 assert moved > 0.1
 
@@ -92,8 +97,12 @@ assert moved > 0.1
 # %%
 row = rng.normal(2.0, 1.0, size=(1, 6))
 w = np.ones(6)
-assert np.allclose(rms_norm_forward(row, w, eps=1e-12)[0], row / np.sqrt(np.mean(row**2)), rtol=1e-12)
-assert not np.allclose(rms_norm_forward(row, w, eps=1e-12)[0], layer_norm_forward(row, w, None, eps=1e-12)[0])
+assert np.allclose(
+    rms_norm_forward(row, w, eps=1e-12)[0], row / np.sqrt(np.mean(row**2)), rtol=1e-12
+)
+assert not np.allclose(
+    rms_norm_forward(row, w, eps=1e-12)[0], layer_norm_forward(row, w, None, eps=1e-12)[0]
+)
 
 # %% [markdown]
 # ## The quiz: calculations

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from numbers import Real
-from typing import Any
+from typing import Any, Literal, overload
 
 import ml_dtypes
 import numpy as np
@@ -68,7 +68,9 @@ def float_array(x: Any, name: str) -> Array:
         try:
             arr = np.asarray(x)
         except Exception as exc:  # ragged lists and the like
-            raise TypeError(f"{name} must be a floating-point array; got {type(x).__name__}") from exc
+            raise TypeError(
+                f"{name} must be a floating-point array; got {type(x).__name__}"
+            ) from exc
     if not is_float_dtype(arr.dtype):
         raise TypeError(
             f"{name} must be a floating-point array (float64, float32, float16, bfloat16, "
@@ -82,6 +84,10 @@ def at_least_nd(x: Array, name: str, ndim: int) -> None:
         raise ValueError(f"{name} must have at least {ndim} dimension(s); got shape {x.shape}")
 
 
+@overload
+def param(p: Any, name: str, width: int, *, allow_none: Literal[False] = False) -> Array: ...
+@overload
+def param(p: Any, name: str, width: int, *, allow_none: bool) -> Array | None: ...
 def param(p: Any, name: str, width: int, *, allow_none: bool = False) -> Array | None:
     """Check a per-feature parameter: a float array of shape ``(width,)``."""
     if p is None:
@@ -120,7 +126,9 @@ def real(value: Any, name: str, *, lo: float | None = None, hi: float | None = N
     """A finite real number (not a bool) with lo <= value <= hi (``lo_open`` / ``hi_open``: strict
     bounds): a TypeError for another kind, a ValueError for a value outside or not finite."""
     what = "a finite number" + _bounds(lo, hi, "(" if lo_open else "[", ")" if hi_open else "]")
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating, np.integer)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (Real, np.floating, np.integer)
+    ):
         raise TypeError(f"{name} must be {what}; got {value!r}")
     value = float(value)
     bad = not math.isfinite(value)
@@ -145,10 +153,14 @@ def choice(value: Any, name: str, options: Any) -> Any:
     options = tuple(options)
     listed = ", ".join(repr(o) for o in options)
     kinds = tuple({type(o) for o in options})
-    if not isinstance(value, kinds) or isinstance(value, bool) != any(isinstance(o, bool) for o in options):
+    if not isinstance(value, kinds) or isinstance(value, bool) != any(
+        isinstance(o, bool) for o in options
+    ):
         raise TypeError(f"{name} must be one of {listed}; got {value!r}")
     if value not in options:
-        raise ValueError(f"{name} must be one of {listed}; got {value!r}" + _did_you_mean(value, options))
+        raise ValueError(
+            f"{name} must be one of {listed}; got {value!r}" + _did_you_mean(value, options)
+        )
     return value
 
 

@@ -46,7 +46,7 @@ def test_relu_gradcheck_and_torch():
 
 
 def test_relu_gradient_at_zero_is_zero():
-    y, cache = relu_forward(np.array([-1.0, 0.0, 2.0]))
+    _y, cache = relu_forward(np.array([-1.0, 0.0, 2.0]))
     np.testing.assert_array_equal(relu_backward(np.ones(3), cache), [0.0, 0.0, 1.0])
 
 
@@ -73,7 +73,10 @@ def test_low_precision_returns_input_dtype():
     import ml_dtypes
 
     x = np.linspace(-3, 3, 11).astype(ml_dtypes.bfloat16)
-    for fwd, bwd in ((lambda v: gelu_forward(v, "tanh"), gelu_backward), (relu_forward, relu_backward)):
+    for fwd, bwd in (
+        (lambda v: gelu_forward(v, "tanh"), gelu_backward),
+        (relu_forward, relu_backward),
+    ):
         y, cache = fwd(x)
         assert y.dtype == x.dtype and bwd(np.ones_like(x), cache).dtype == x.dtype
 

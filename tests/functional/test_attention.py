@@ -28,7 +28,9 @@ def _ops(qk_norm, softcap, use_rope, T=SHAPE[2], D=SHAPE[3]):
     return fwd, bwd, ref
 
 
-GRID = [(n, c, r) for n in ("none", "rmsnorm", "layernorm") for c in (None, 2.0) for r in (False, True)]
+GRID = [
+    (n, c, r) for n in ("none", "rmsnorm", "layernorm") for c in (None, 2.0) for r in (False, True)
+]
 
 
 @pytest.mark.parametrize("qk_norm,softcap,use_rope", GRID)
@@ -82,7 +84,7 @@ def test_dropout_on_probabilities_is_seeded_and_checked():
     b, _ = attention_forward(**d, p_drop=0.5, training=True, rng=np.random.default_rng(0))
     np.testing.assert_array_equal(a, b)
     assert ca.dropout is not None and not np.array_equal(a, attention_forward(**d)[0])
-    ev, ce = attention_forward(**d, p_drop=0.5, training=False)
+    _ev, ce = attention_forward(**d, p_drop=0.5, training=False)
     assert ce.dropout is None
     fwd = lambda q, k, v: attention_forward(q, k, v, p_drop=0.3, training=True,  # noqa: E731
                                             rng=np.random.default_rng(7))

@@ -105,5 +105,7 @@ def test_batch_norm_names_a_bad_num_batches_tracked_and_a_zero_channel_count():
             F.batch_norm_forward(*args, training=True, momentum=None, num_batches_tracked=bad)
     with pytest.raises(ValueError, match="x must have at least one channel"):
         F.batch_norm_forward(np.zeros((4, 0)), np.ones(0), np.zeros(0), None, None, training=True)
-    out, *_ = F.batch_norm_forward(*args, training=True, momentum=None, num_batches_tracked=np.int64(2))
+    out, *_ = F.batch_norm_forward(
+        *args, training=True, momentum=None, num_batches_tracked=np.int64(2)
+    )
     assert out.shape == x.shape

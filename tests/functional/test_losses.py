@@ -7,7 +7,6 @@ from _parity import GEMM, check_against_torch
 from normlab.functional import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward
 from normlab.testing import gradcheck, oracles
 
-
 OPTIONS = [
     {},
     {"softcap": 3.0},
@@ -44,8 +43,15 @@ def test_matches_torch(opts, ignore, dtype):
     logits, targets = _case(rng, (4, 16), 50, ignore)
     fwd = lambda x: cross_entropy_forward(x, targets, **opts)  # noqa: E731
     bwd = lambda dout, c: cross_entropy_backward(dout, c)[0]  # noqa: E731
-    check_against_torch(fwd, bwd, partial(oracles.cross_entropy, targets=targets, **opts), {"logits": logits},
-                        dtype, rng, **GEMM)
+    check_against_torch(
+        fwd,
+        bwd,
+        partial(oracles.cross_entropy, targets=targets, **opts),
+        {"logits": logits},
+        dtype,
+        rng,
+        **GEMM,
+    )
 
 
 def test_diagnostics_and_known_values():

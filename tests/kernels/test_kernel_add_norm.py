@@ -128,7 +128,7 @@ def test_round_sum_decides_what_is_normalized(rng):
 
 def test_gradient_reaches_x_only_through_kept_values(rng):
     x, r, w, b = _case(rng, (16, 40), np.float32, "x")
-    (y, res), c = K.add_norm_forward(x, r, w, b, p_drop=0.5, training=True,
+    (_y, _res), c = K.add_norm_forward(x, r, w, b, p_drop=0.5, training=True,
                                      rng=np.random.default_rng(1))
     keep = K.keep_mask(c.key, x.shape)
     dx, dr, _, _ = K.add_norm_backward((rng.normal(size=x.shape), None), c)
@@ -138,7 +138,7 @@ def test_gradient_reaches_x_only_through_kept_values(rng):
 
 def test_inference_and_p_zero_need_no_rng(rng):
     x, r, w, b = _case(rng, (3, 8), np.float32, "x")
-    (y, res), c = K.add_norm_forward(x, r, w, b, p_drop=0.5, training=False)
+    (_y, res), c = K.add_norm_forward(x, r, w, b, p_drop=0.5, training=False)
     assert c.key is None
     np.testing.assert_array_equal(res, x + r)
     with pytest.raises(TypeError, match="needs rng"):

@@ -121,9 +121,9 @@ def test_mixed_dtypes_and_no_affine(rng):
 
 
 def test_non_contiguous_input(rng):
-    x, g, b = _inputs(rng, (40, 24), np.float32)
+    x, g, _b = _inputs(rng, (40, 24), np.float32)
     xt = x.T  # (24, 40), a transposed view
-    y, c = K.layer_norm_forward(xt, g[:1].repeat(40), None)
+    y, _c = K.layer_norm_forward(xt, g[:1].repeat(40), None)
     y_ref, _ = F.layer_norm_forward(xt, g[:1].repeat(40), None)
     assert_rowwise(y, y_ref)
 
@@ -131,7 +131,7 @@ def test_non_contiguous_input(rng):
 def test_low_formats_fall_back_to_the_reference(rng):
     """float8 is not read by the kernels: the reference runs, so the result is identical."""
     x, g, b = _inputs(rng, (4, 16), ml_dtypes.float8_e4m3fn)
-    y, c = K.layer_norm_forward(x, g, b)
+    y, _c = K.layer_norm_forward(x, g, b)
     y_ref, _ = F.layer_norm_forward(x, g, b)
     np.testing.assert_array_equal(y.view(np.uint8), y_ref.view(np.uint8))
 

@@ -45,7 +45,7 @@ def test_a_diverged_run_counts_as_its_loss_at_init():
     data = admin.measure(config, E.RunContext(executor="serial"))
     t = data["train"]
     assert sum(t["diverged"].values()) > 0
-    for p, losses in t["loss"].items():
+    for _p, losses in t["loss"].items():
         assert all(np.isfinite(losses))
     checks = admin.judge(json.loads(json.dumps(jsonable(data))), config)
     assert all(c.status in ("pass", "FAIL", "inconclusive", "shown", "holds") for c in checks)

@@ -59,7 +59,9 @@ def test_batchnorm_vs_layernorm_numbers():
     assert max(r["bn_masked"] for r in rows) < 1e-12 and max(r["ln"] for r in rows) < 1e-12
     assert rows[-1]["bn"] > rows[0]["bn"]  # more padding, more damage
     comp = d["companions"]["rows"]
-    assert all(0.01 < r["bn_spread"] < 1 for r in comp) and all(r["ln_spread"] < 1e-12 for r in comp)
+    assert all(0.01 < r["bn_spread"] < 1 for r in comp) and all(
+        r["ln_spread"] < 1e-12 for r in comp
+    )
     te = d["train_eval"]["rows"]
     assert te[0]["mismatch"] > te[-1]["mismatch"] > 0 and d["train_eval"]["ln_gap"] == 0
     for r in te:  # E[biased var] = (m-1)/m sigma^2, the running variance corrects it

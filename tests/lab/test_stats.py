@@ -12,7 +12,9 @@ def test_mean_interval_is_two_standard_errors():
     v = [1.0, 2.0, 3.0, 4.0]
     iv = S.mean_interval(v)
     se = np.std(v, ddof=1) / 2
-    assert iv.mean == 2.5 and math.isclose(iv.lo, 2.5 - 2 * se) and math.isclose(iv.hi, 2.5 + 2 * se)
+    assert (
+        iv.mean == 2.5 and math.isclose(iv.lo, 2.5 - 2 * se) and math.isclose(iv.hi, 2.5 + 2 * se)
+    )
     assert iv.n == 4 and "2 se" in iv.method and iv.text() == "2.5 [1.21, 3.79] (n=4)"
 
 
@@ -92,7 +94,9 @@ def test_bootstrap_rows_resamples_whole_seeds():
     iv = S.bootstrap_rows(rows, lambda r: r[:, 0].mean() / r[:, 1].mean())
     assert iv.mean == pytest.approx(2.0) and iv.hi - iv.lo < 1e-12  # pairing kept
     spread = S.bootstrap_rows(rows, lambda r: r[:, 0].mean())
-    assert spread.lo < 2.0 < spread.hi and spread == S.bootstrap_rows(rows, lambda r: r[:, 0].mean())
+    assert spread.lo < 2.0 < spread.hi and spread == S.bootstrap_rows(
+        rows, lambda r: r[:, 0].mean()
+    )
     with pytest.raises(ValueError, match="finite"):
         S.bootstrap_rows(np.array([[1.0], [np.nan]]), np.mean)
 

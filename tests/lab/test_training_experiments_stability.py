@@ -115,7 +115,7 @@ def test_output_experiment_records_diverged_runs_and_still_judges():
     r = tiny("output-logit-divergence", **{"base.lr": 30.0})
     runs = r.data["runs"]
     assert any(x["status"] == "diverged" for x in runs)
-    for arm, p in r.data["per"].items():
+    for _arm, p in r.data["per"].items():
         for diverged, loss, loss0 in zip(p["diverged"], p["loss"], p["loss0"]):
             if diverged:  # read as the loss at init, never NaN
                 assert loss == loss0 and math.isfinite(loss)

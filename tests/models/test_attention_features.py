@@ -54,10 +54,12 @@ def test_matches_torch_sdpa_with_groups_and_window(window):
 def test_a_window_at_least_t_is_no_window_and_the_mask_keeps_w_keys():
     rng = np.random.default_rng(2)
     q, k, v = _qkv(rng)
-    np.testing.assert_array_equal(attention_forward(q, k, v, window=T)[0], attention_forward(q, k, v)[0])
+    np.testing.assert_array_equal(
+        attention_forward(q, k, v, window=T)[0], attention_forward(q, k, v)[0]
+    )
     kept = np.isfinite(causal_mask(T, np.float64, 3))
     assert kept.sum(axis=1).tolist() == [1, 2, 3, 3, 3, 3]
-    with pytest.raises(ValueError, match="window .* needs causal=True"):
+    with pytest.raises(ValueError, match=r"window .* needs causal=True"):
         attention_forward(q, k, v, window=2, causal=False)
     with pytest.raises(ValueError, match="window must be an integer >= 1"):
         attention_forward(q, k, v, window=0)
@@ -72,7 +74,10 @@ def test_module_qk_norm_over_whole_projections_and_its_gradients():
                                qk_norm_scope="all", rng=rng, dtype=np.float64,
                                rope=rope_tables(T, 6, 50.0))  # D = 6 != C / H = 3
     assert attn.params["q_norm"].shape == (24,) and attn.params["k_norm"].shape == (12,)
-    assert attn.qkv.params["weight"].shape == (48, C) and attn.proj.params["weight"].shape == (C, 24)
+    assert attn.qkv.params["weight"].shape == (48, C) and attn.proj.params["weight"].shape == (
+        C,
+        24,
+    )
     for p in attn.parameters().values():
         p[...] = rng.normal(1.0 if p.ndim == 1 else 0.0, 0.4, p.shape)
     x = rng.normal(size=(B, T, C))

@@ -78,10 +78,13 @@ def test_which_norms_exist(placement):
                 rng=np.random.default_rng(0))
     names = model.parameters()
     has = lambda s: any(s in n for n in names)  # noqa: E731
-    assert has("attn.norm.weight") == (placement in ("post", "pre", "sandwich", "deepnorm", "branch",
-                                                     "admin"))
+    assert has("attn.norm.weight") == (
+        placement in ("post", "pre", "sandwich", "deepnorm", "branch", "admin")
+    )
     assert has("attn.norm_out.weight") == (placement == "sandwich")
-    assert ("norm_f.weight" in names) == (placement in ("pre", "sandwich", "rezero", "none", "branch"))
+    assert ("norm_f.weight" in names) == (
+        placement in ("pre", "sandwich", "rezero", "none", "branch")
+    )
     assert has("resweight") == (placement == "rezero")
     assert has("omega") == (placement == "admin")
     assert not any("norm" in n for n in GPT(dataclasses.replace(CFG, placement=placement,
@@ -90,36 +93,45 @@ def test_which_norms_exist(placement):
                    if "q_norm" not in n and "k_norm" not in n)
 
 
-@pytest.mark.parametrize("kw,message", [
-    ({"n_heads": 3}, r"n_heads \(3\) must divide d_model \(16\)"),
-    ({"placement": "middle"}, "placement must be one of"),
-    ({"norm": "batchnorm"}, "norm must be one of"),
-    ({"qk_norm": "l2"}, "qk_norm must be one of"),
-    ({"activation": "tanh"}, "activation must be one of"),
-    ({"n_layers": 0}, "n_layers must be an integer >= 1"),
-    ({"attn_softcap": 0.0}, "attn_softcap must be a finite number > 0"),
-    ({"final_softcap": -30.0}, "final_softcap must be a finite number > 0"),
-    ({"dropout": 1.0}, r"dropout must be a finite number in \[0, 1\)"),
-    ({"z_loss": -1e-4}, "z_loss must be a finite number >= 0"),
-    ({"positions": "rope", "d_model": 18, "n_heads": 2}, "RoPE needs an even head width"),
-    ({"dtype": "float16"}, "dtype must be one of"),
-    ({"norm_eps": 0.0}, "norm_eps must be a finite number > 0"),
-    ({"dyt_alpha": 0.0}, "dyt_alpha must be a finite number > 0"),
-    ({"d_ff": 0}, "d_ff must be an integer >= 1"),
-    ({"n_kv_heads": 3, "n_heads": 4}, r"n_kv_heads \(3\) must divide n_heads \(4\)"),
-    ({"d_head": 0}, "d_head must be an integer >= 1"),
-    ({"attn_scale": 0.0}, "attn_scale must be a finite number > 0"),
-    ({"sliding_window": 0}, "sliding_window must be an integer >= 1"),
-    ({"window_layers": (0,)}, "sliding_window is None"),
-    ({"sliding_window": 4, "window_layers": (3,)}, r"window_layers must be a tuple of layer indices"),
-    ({"sliding_window": 4, "causal": False}, "sliding_window needs causal attention"),
-    ({"qk_norm_scope": "model"}, "qk_norm_scope must be one of"),
-    ({"norm_offset": 1.0}, "norm_offset applies to the RMSNorm gain"),
-    ({"embed_scale": 0.0}, "embed_scale must be a finite number > 0"),
-    ({"rope_scaling": "yarn"}, "rope_scaling must be one of"),
-    ({"rope_factor": 0.5}, "rope_factor must be a finite number >= 1"),
-    ({"rope_high_freq_factor": 0.5}, "rope_high_freq_factor must be a finite number > rope_low"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"n_heads": 3}, r"n_heads \(3\) must divide d_model \(16\)"),
+        ({"placement": "middle"}, "placement must be one of"),
+        ({"norm": "batchnorm"}, "norm must be one of"),
+        ({"qk_norm": "l2"}, "qk_norm must be one of"),
+        ({"activation": "tanh"}, "activation must be one of"),
+        ({"n_layers": 0}, "n_layers must be an integer >= 1"),
+        ({"attn_softcap": 0.0}, "attn_softcap must be a finite number > 0"),
+        ({"final_softcap": -30.0}, "final_softcap must be a finite number > 0"),
+        ({"dropout": 1.0}, r"dropout must be a finite number in \[0, 1\)"),
+        ({"z_loss": -1e-4}, "z_loss must be a finite number >= 0"),
+        ({"positions": "rope", "d_model": 18, "n_heads": 2}, "RoPE needs an even head width"),
+        ({"dtype": "float16"}, "dtype must be one of"),
+        ({"norm_eps": 0.0}, "norm_eps must be a finite number > 0"),
+        ({"dyt_alpha": 0.0}, "dyt_alpha must be a finite number > 0"),
+        ({"d_ff": 0}, "d_ff must be an integer >= 1"),
+        ({"n_kv_heads": 3, "n_heads": 4}, r"n_kv_heads \(3\) must divide n_heads \(4\)"),
+        ({"d_head": 0}, "d_head must be an integer >= 1"),
+        ({"attn_scale": 0.0}, "attn_scale must be a finite number > 0"),
+        ({"sliding_window": 0}, "sliding_window must be an integer >= 1"),
+        ({"window_layers": (0,)}, "sliding_window is None"),
+        (
+            {"sliding_window": 4, "window_layers": (3,)},
+            r"window_layers must be a tuple of layer indices",
+        ),
+        ({"sliding_window": 4, "causal": False}, "sliding_window needs causal attention"),
+        ({"qk_norm_scope": "model"}, "qk_norm_scope must be one of"),
+        ({"norm_offset": 1.0}, "norm_offset applies to the RMSNorm gain"),
+        ({"embed_scale": 0.0}, "embed_scale must be a finite number > 0"),
+        ({"rope_scaling": "yarn"}, "rope_scaling must be one of"),
+        ({"rope_factor": 0.5}, "rope_factor must be a finite number >= 1"),
+        (
+            {"rope_high_freq_factor": 0.5},
+            "rope_high_freq_factor must be a finite number > rope_low",
+        ),
+    ],
+)
 def test_config_refuses_inconsistent_values(kw, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(CFG, **kw)

@@ -54,7 +54,7 @@ def randomize(model: GPT, rng) -> None:
     rest normal with a scale that keeps activations O(1)."""
     for name, p in model.parameters().items():
         last = name.rsplit(".", 1)[-1]
-        if last == "weight" and p.ndim == 1 or last in ("q_norm", "k_norm"):
+        if (last == "weight" and p.ndim == 1) or last in ("q_norm", "k_norm"):
             p[...] = rng.normal(1.0, 0.3, size=p.shape)
         elif p.ndim == 2:
             p[...] = rng.normal(0.0, 1.0 / np.sqrt(p.shape[1]), size=p.shape)
@@ -136,7 +136,9 @@ def _compare(model: GPT, idx, targets, dtype, *, rtol64=1e-10, ulps=64.0):
     float32's epsilon, or twice torch's own float32 error (both measured against torch float64)."""
     cfg = model.config
     params = {k: v.astype(dtype) for k, v in model.parameters().items()}
-    model_d = GPT(dataclasses.replace(cfg, dtype=np.dtype(dtype).name), rng=np.random.default_rng(0))
+    model_d = GPT(
+        dataclasses.replace(cfg, dtype=np.dtype(dtype).name), rng=np.random.default_rng(0)
+    )
     model_d.load_parameters(params)
     model_d.eval()
     out = model_d.forward(idx, targets)
@@ -153,7 +155,7 @@ def _compare(model: GPT, idx, targets, dtype, *, rtol64=1e-10, ulps=64.0):
             rel = errors(ours[k], ref[k])[1]
             assert rel <= rtol64, f"{k}: relative error {rel:.3g} vs torch float64"
         return
-    t_loss, t_logits, t_grads = torch_gpt.loss_and_grads(cfg, params, idx, targets)
+    _t_loss, t_logits, t_grads = torch_gpt.loss_and_grads(cfg, params, idx, targets)
     theirs = {"logits": t_logits, **t_grads}
     eps = format_eps(dtype)
     assert abs(out.loss - ref_loss) <= ulps * eps * abs(ref_loss)

@@ -17,7 +17,7 @@ def test_empty_has_every_parameter_of_the_drawn_model_as_zeros():
     assert list(ours) == list(theirs)
     for name, p in ours.items():
         assert p.shape == theirs[name].shape and p.dtype == theirs[name].dtype
-        assert not np.any(p) or name.endswith("weight") and "norm" in name, name
+        assert not np.any(p) or (name.endswith("weight") and "norm" in name), name
     # the dropout generator is the one a seed-0 model gets
     assert (empty.dropout_rng.integers(2**62)
             == GPT(CFG, rng=np.random.default_rng(0)).dropout_rng.integers(2**62))

@@ -37,7 +37,9 @@ def _family(name: str):
         return t.GPT2Config(n_embd=16, n_layer=2, n_head=4, n_positions=32, vocab_size=40,
                             bos_token_id=1, eos_token_id=2), t.GPT2LMHeadModel
     if name == "llama":
-        return t.LlamaConfig(**TINY, head_dim=8, attention_bias=True, mlp_bias=True), t.LlamaForCausalLM
+        return t.LlamaConfig(
+            **TINY, head_dim=8, attention_bias=True, mlp_bias=True
+        ), t.LlamaForCausalLM
     if name == "llama3-rope":
         rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
@@ -109,7 +111,9 @@ def _theirs(hf_model, idx, targets):
     out = hf_model(input_ids=ids, labels=ids)
     loss = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1),
                                              torch.from_numpy(targets).flatten())
-    assert float(out.loss.detach()) == pytest.approx(float(loss.detach()), rel=16 * format_eps(np.float32))
+    assert float(out.loss.detach()) == pytest.approx(
+        float(loss.detach()), rel=16 * format_eps(np.float32)
+    )
     loss.backward()
     grads = {n: p.grad.detach().numpy() for n, p in hf_model.named_parameters()}
     return out.logits.detach().numpy(), float(loss.detach()), grads
@@ -160,7 +164,9 @@ def test_save_hf_round_trips_through_from_pretrained(name, tmp_path):
     reloaded, original = _hf(out), _hf(path)
     ids = torch.from_numpy(_batch()[0])
     with torch.no_grad():
-        assert torch.equal(reloaded(ids).logits, original(ids).logits)  # the same weights, bit for bit
+        assert torch.equal(
+            reloaded(ids).logits, original(ids).logits
+        )  # the same weights, bit for bit
     assert config_from_hf(json.loads((out / "config.json").read_text())) == model.config
     np.testing.assert_allclose(model.logits(_batch()[0]), original(ids).logits.detach().numpy(),
                                rtol=0, atol=1e-4)
@@ -202,9 +208,19 @@ def test_sharded_checkpoints_of_transformers_load(tmp_path):
 
 def test_configs_map_each_family_feature(tmp_path):
     g = load_hf(_save("gemma2", tmp_path)).config
-    assert (g.placement, g.norm_offset, g.activation, g.tie_embeddings) == ("sandwich", 1.0, "geglu", True)
+    assert (g.placement, g.norm_offset, g.activation, g.tie_embeddings) == (
+        "sandwich",
+        1.0,
+        "geglu",
+        True,
+    )
     assert g.attn_scale == pytest.approx(6 ** -0.5) and g.embed_scale == pytest.approx(4.0)
-    assert (g.sliding_window, g.window_layers, g.attn_softcap, g.final_softcap) == (3, (0,), 2.0, 3.0)
+    assert (g.sliding_window, g.window_layers, g.attn_softcap, g.final_softcap) == (
+        3,
+        (0,),
+        2.0,
+        3.0,
+    )
     assert (g.n_kv_heads, g.head_dim) == (2, 8)
     o = load_hf(_save("olmo2", tmp_path)).config
     assert (o.placement, o.qk_norm, o.qk_norm_scope) == ("branch", "rmsnorm", "all")
@@ -227,8 +243,10 @@ def test_configs_map_each_family_feature(tmp_path):
 def test_rope_frequencies_match_transformers(kind, extra):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    cfg = transformers.LlamaConfig(**{**TINY, "head_dim": 32},
-                                   rope_parameters={"rope_type": kind, "rope_theta": 500.0, **extra})
+    cfg = transformers.LlamaConfig(
+        **{**TINY, "head_dim": 32},
+        rope_parameters={"rope_type": kind, "rope_theta": 500.0, **extra},
+    )
     if kind == "default":
         theirs = 1.0 / 500.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32)
     else:
@@ -271,7 +289,9 @@ def test_unknown_tensors_and_non_checkpoints_are_refused(tmp_path):
     tensors = load_file(path / "model.safetensors")
     save_file({**tensors, "model.layers.0.self_attn.extra_gate": np.ones(3, np.float32)},
               path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ValueError, match=r"olmo2: tensors \['model.layers.0.self_attn.extra_gate'\]"):
+    with pytest.raises(
+        ValueError, match=r"olmo2: tensors \['model.layers.0.self_attn.extra_gate'\]"
+    ):
         load_hf(path)
     del tensors["model.norm.weight"]
     save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
@@ -280,7 +300,7 @@ def test_unknown_tensors_and_non_checkpoints_are_refused(tmp_path):
     with pytest.raises(ValueError, match="is not a checkpoint directory"):
         load_hf(tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="has no config.json"):
+    with pytest.raises(ValueError, match=r"has no config.json"):
         load_hf(tmp_path / "empty")
     with pytest.raises(TypeError, match="path must be a str"):
         load_hf(3)
@@ -317,12 +337,12 @@ def test_save_hf_writes_atomically_and_refuses_what_is_not_a_regular_file(tmp_pa
     assert stat.S_IMODE((out / "model.safetensors").stat().st_mode) == 0o604
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ValueError, match="save_hf path: .* is a file; expected a folder"):
+    with pytest.raises(ValueError, match=r"save_hf path: .* is a file; expected a folder"):
         save_hf(model, tmp_path / "file")
     fifo = tmp_path / "f"
     fifo.mkdir()
     os.mkfifo(fifo / "config.json")
-    with pytest.raises(ValueError, match="save_hf: config.json: .* is a FIFO"):
+    with pytest.raises(ValueError, match=r"save_hf: config.json: .* is a FIFO"):
         save_hf(model, fifo)  # refused before any file is written: never blocks on the FIFO
     assert sorted(p.name for p in fifo.iterdir()) == ["config.json"]
 

@@ -15,9 +15,9 @@ import pytest
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-from normlab.models import GPT, GPTConfig, load_hf, save_hf
-from normlab.models.hf import SafetensorsError, read_header
-from normlab.models.hf import checkpoint as ckpt
+from normlab.models import GPT, GPTConfig, load_hf, save_hf  # noqa: E402 - after the importorskip
+from normlab.models.hf import SafetensorsError, read_header  # noqa: E402 - after the importorskip
+from normlab.models.hf import checkpoint as ckpt  # noqa: E402 - after the importorskip
 
 # ---- the header rules, against the safetensors library -------------------------------------
 A = np.arange(4, dtype=np.float32).reshape(2, 2)
@@ -86,7 +86,7 @@ def _oracle(path):
     """The safetensors library's verdict: the tensors it reads, or None when it refuses."""
     try:
         return safetensors_numpy.load_file(str(path))
-    except Exception:  # noqa: BLE001 - any refusal is a refusal
+    except Exception:
         return None
 
 
@@ -181,10 +181,10 @@ def test_gpt2_without_n_positions_and_broken_json_are_named(tmp_path):
     hf = json.loads((path / "config.json").read_text())
     del hf["n_positions"]
     (path / "config.json").write_text(json.dumps(hf))
-    with pytest.raises(ValueError, match="gpt2: config.json lacks n_positions"):
+    with pytest.raises(ValueError, match=r"gpt2: config.json lacks n_positions"):
         load_hf(path)
     (path / "config.json").write_text("{broken")
-    with pytest.raises(ValueError, match="config.json.*is not valid JSON"):
+    with pytest.raises(ValueError, match=r"config.json.*is not valid JSON"):
         load_hf(path)
     (path / "config.json").write_text("[1]")
     with pytest.raises(ValueError, match="must hold a JSON object; got list"):

@@ -24,13 +24,15 @@ def test_every_rmsnorm_is_partial(placement):
     per_block = 4 if placement == "sandwich" else 2
     assert len(norms) == per_block * cfg.n_layers + cfg.final_norm
     assert all(n.partial == 0.25 for n in norms)
-    plain = _rmsnorms(GPT(dataclasses.replace(cfg, norm_partial=None), rng=np.random.default_rng(0)))
+    plain = _rmsnorms(
+        GPT(dataclasses.replace(cfg, norm_partial=None), rng=np.random.default_rng(0))
+    )
     assert all(n.partial is None for n in plain)
 
 
 def test_partial_changes_the_output_and_p_one_does_not():
     base = dataclasses.replace(TINY, norm="rmsnorm")
-    model, idx, targets = make({"norm": "rmsnorm"})
+    model, idx, _targets = make({"norm": "rmsnorm"})
     params = model.parameters()
     out = {}
     for p in (None, 1.0, 0.25):

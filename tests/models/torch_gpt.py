@@ -60,7 +60,7 @@ def _rope(x, T: int, inv_freq):
 
 
 def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
-    B, T, C = x.shape
+    B, T, _C = x.shape
     H, K, D = cfg.n_heads, cfg.kv_heads, cfg.head_dim
     q, k, v = _linear(x, p, prefix + "qkv.").split([H * D, K * D, K * D], dim=-1)
     if cfg.qk_norm != "none" and cfg.qk_norm_scope == "all":
@@ -134,7 +134,8 @@ def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch, layer: int):
 
 
 def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarray):
-    """``(logits before the final cap, loss)`` of the model with parameters ``p`` (name -> tensor)."""
+    """``(logits before the final cap, loss)`` of the model with parameters ``p``
+    (name -> tensor)."""
     idx_t = torch.from_numpy(idx)
     T = idx.shape[1]
     x = F.embedding(idx_t, p["wte.weight"]) * cfg.embed_scale
@@ -147,7 +148,11 @@ def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarra
         x = _norm(cfg.norm, x, p, "norm_f.", cfg.norm_eps, cfg.norm_offset)
     head = p["wte.weight"] if cfg.tie_embeddings else p["head.weight"]
     logits = x @ head.T
-    z = logits if cfg.final_softcap is None else cfg.final_softcap * torch.tanh(logits / cfg.final_softcap)
+    z = (
+        logits
+        if cfg.final_softcap is None
+        else cfg.final_softcap * torch.tanh(logits / cfg.final_softcap)
+    )
     t = torch.from_numpy(targets).reshape(-1)
     flat = z.reshape(-1, z.shape[-1])
     loss = F.cross_entropy(flat, t, label_smoothing=cfg.label_smoothing, ignore_index=-100)

@@ -23,7 +23,9 @@ def test_flatten_keeps_values_and_makes_views(rng):
     for k in before:
         np.testing.assert_array_equal(params[k], before[k])
     p, g = flat_buffer(list(params.values())), flat_buffer(list(grads.values()))
-    assert p is not None and g is not None and p.size == g.size == sum(v.size for v in before.values())
+    assert (
+        p is not None and g is not None and p.size == g.size == sum(v.size for v in before.values())
+    )
     # the module computes with the views: a backward adds into the flat gradient buffer
     x = rng.normal(size=(2, 4)).astype(np.float32)
     y = m.a(x)

@@ -36,7 +36,9 @@ def test_linear_module_matches_the_op_and_accumulates():
     lin = Linear(5, 3, bias=True, rng=rng, dtype=np.float64)
     lin.params["bias"][...] = rng.normal(size=3)
     x = rng.normal(size=(2, 4, 5))
-    np.testing.assert_array_equal(lin(x), linear_forward(x, lin.params["weight"], lin.params["bias"])[0])
+    np.testing.assert_array_equal(
+        lin(x), linear_forward(x, lin.params["weight"], lin.params["bias"])[0]
+    )
     dout = rng.normal(size=(2, 4, 3))
     lin.backward(dout)
     once = lin.grads["weight"].copy()

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normlab.precision import (DynamicLossScaler, StaticLossScaler, find_nonfinite,
-                               has_nonfinite)
+from normlab.precision import DynamicLossScaler, StaticLossScaler, find_nonfinite, has_nonfinite
 
 torch = pytest.importorskip("torch")
 

@@ -5,9 +5,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from normlab.functional import layer_norm_backward, layer_norm_forward  # noqa: E402
-from normlab.testing import oracles  # noqa: E402
-from normlab.testing.parity import GEMM, Tolerance, torch_parity  # noqa: E402
+from normlab.functional import layer_norm_backward, layer_norm_forward
+from normlab.testing import oracles
+from normlab.testing.parity import GEMM, Tolerance, torch_parity
 
 
 def _inputs(rng):

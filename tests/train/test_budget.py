@@ -11,24 +11,51 @@ import pytest
 
 from normlab.models import GPT, GPTConfig
 from normlab.train import TrainConfig, Trainer
-from normlab.train.budget import (MemoryBudgetError, available_memory, check_memory,
-                                  count_parameters, estimate, format_bytes)
+from normlab.train.budget import (
+    MemoryBudgetError,
+    available_memory,
+    check_memory,
+    count_parameters,
+    estimate,
+    format_bytes,
+)
 from normlab.train.data import MarkovSource
 
 MODEL = GPTConfig(vocab_size=16, seq_len=16, n_layers=2, d_model=32, n_heads=4)
 CFG = TrainConfig(model=MODEL, steps=3, batch_size=4, warmup=0, eval_batches=2)
 
 
-VARIANTS = list(itertools.product(["gelu", "swiglu"], ["pre", "post", "sandwich", "deepnorm", "rezero", "none"],
-                                  ["layernorm", "rmsnorm", "dyt"], ["learned", "rope"], [False, True],
-                                  [False, True], ["none", "layernorm"]))
+VARIANTS = list(
+    itertools.product(
+        ["gelu", "swiglu"],
+        ["pre", "post", "sandwich", "deepnorm", "rezero", "none"],
+        ["layernorm", "rmsnorm", "dyt"],
+        ["learned", "rope"],
+        [False, True],
+        [False, True],
+        ["none", "layernorm"],
+    )
+)
 
 
 @pytest.mark.parametrize("activation,placement,norm,positions,tie,bias,qk", VARIANTS[::7])
-def test_parameter_count_bounds_the_built_model(activation, placement, norm, positions, tie, bias, qk):
-    cfg = GPTConfig(vocab_size=11, seq_len=8, n_layers=2, d_model=16, n_heads=2, activation=activation,
-                    placement=placement, norm=norm, positions=positions, tie_embeddings=tie,
-                    bias=bias, qk_norm=qk)
+def test_parameter_count_bounds_the_built_model(
+    activation, placement, norm, positions, tie, bias, qk
+):
+    cfg = GPTConfig(
+        vocab_size=11,
+        seq_len=8,
+        n_layers=2,
+        d_model=16,
+        n_heads=2,
+        activation=activation,
+        placement=placement,
+        norm=norm,
+        positions=positions,
+        tie_embeddings=tie,
+        bias=bias,
+        qk_norm=qk,
+    )
     exact = GPT(cfg, rng=np.random.default_rng(0)).num_parameters()
     assert exact <= count_parameters(cfg) <= 1.3 * exact
 
@@ -76,7 +103,9 @@ def test_a_markov_order_that_cannot_fit_is_refused_without_computing_the_power()
     with pytest.raises(ValueError, match="16\\^1000000000 = too many contexts"):
         MarkovSource(16, 10**9)
     with pytest.raises(MemoryBudgetError, match="--markov-order 6"):
-        check_memory(dataclasses.replace(CFG, markov_order=6), flag=lambda f: "--" + f.replace("_", "-"))
+        check_memory(
+            dataclasses.replace(CFG, markov_order=6), flag=lambda f: "--" + f.replace("_", "-")
+        )
 
 
 def test_a_run_that_fits_passes_and_the_machine_reports_memory():

@@ -1,6 +1,7 @@
-"""Checkpoint loading validates what it reads (every tensor, every metadata value, the optimizer's and
-the precision policy's state), each refusal naming the tensor or key; a stopped run never writes a
-checkpoint; the writer keeps a replaced file's mode and refuses non-regular targets."""
+"""Checkpoint loading validates what it reads (every tensor, every metadata value, the
+optimizer's and the precision policy's state), each refusal naming the tensor or key; a stopped
+run never writes a checkpoint; the writer keeps a replaced file's mode and refuses non-regular
+targets."""
 
 import dataclasses
 import json
@@ -65,7 +66,9 @@ def test_a_wrong_shape_or_dtype_is_refused_against_the_model(tmp_path, saved):
     arrays, meta = saved
     name = _first(arrays, "param/", "weight")
     bad = {**arrays, name: np.zeros((3, 3), np.float32)}
-    with pytest.raises(CheckpointError, match=f"{name} is float32 \\(3, 3\\); the config's model has"):
+    with pytest.raises(
+        CheckpointError, match=f"{name} is float32 \\(3, 3\\); the config's model has"
+    ):
         Trainer.resume(_write(tmp_path / "a.npz", bad, meta))
     bad = {**arrays, name: arrays[name].astype(np.float64)}
     with pytest.raises(CheckpointError, match=f"{name} is float64"):
@@ -99,7 +102,7 @@ def test_a_saved_step_beyond_steps_is_refused(tmp_path, saved):
 
 def test_non_archives_are_refused_with_the_reason(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(3))
-    with pytest.raises(CheckpointError, match="single .npy array, not an .npz archive"):
+    with pytest.raises(CheckpointError, match=r"single .npy array, not an .npz archive"):
         ckpt.load(tmp_path / "x.npy")
     with pytest.raises(CheckpointError, match="is a directory; expected a regular file"):
         ckpt.load(tmp_path)
@@ -138,7 +141,7 @@ def test_the_writer_keeps_a_replaced_files_mode_and_refuses_a_fifo(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "f")
-        with pytest.raises(ValueError, match="checkpoint: .* is a FIFO"):
+        with pytest.raises(ValueError, match=r"checkpoint: .* is a FIFO"):
             ckpt.save(tmp_path / "f", {"a": np.arange(3)}, {})
         assert stat.S_ISFIFO((tmp_path / "f").stat().st_mode)
 
@@ -205,20 +208,35 @@ def test_any_metadata_value_is_refused_naming_it_or_resumes(tmp_path_factory, sa
     t.run(until=3)  # what is accepted trains on
 
 
-@pytest.mark.parametrize("path,value,message", [
-    (("precision", "scaler", "scale"), -1.0, "loss scaler state: scale must be a finite number >= 0"),
-    (("precision", "scaler", "scale"), "x", "loss scaler state: scale"),
-    (("precision", "scaler", "growth_factor"), 0.5, "growth_factor must be in"),
-    (("precision", "scaler", "skipped"), 99, "loss scaler state: skipped"),
-    (("precision",), "garbage", "its precision must be an object"),
-    (("first_loss",), None, "its first_loss must be a finite number"),
-    (("first_loss",), "x", "its first_loss must be a finite number"),
-    (("data_rng",), {"bit_generator": "PCG64", "state": "x"}, "its data_rng must be the state of"),
-    (("skipped",), 5, "its skipped must be an integer in \\[0, 2\\]"),
-    (("train_time",), -1, "its train_time must be a finite number"),
-    (("history", 1), 1, "its history\\[1\\] must be a step record with step = 1"),
-    (("evals",), [{"step": 9, "val_loss": 1.0}], "its evals\\[0\\] must be an evaluation record"),
-])
+@pytest.mark.parametrize(
+    "path,value,message",
+    [
+        (
+            ("precision", "scaler", "scale"),
+            -1.0,
+            "loss scaler state: scale must be a finite number >= 0",
+        ),
+        (("precision", "scaler", "scale"), "x", "loss scaler state: scale"),
+        (("precision", "scaler", "growth_factor"), 0.5, "growth_factor must be in"),
+        (("precision", "scaler", "skipped"), 99, "loss scaler state: skipped"),
+        (("precision",), "garbage", "its precision must be an object"),
+        (("first_loss",), None, "its first_loss must be a finite number"),
+        (("first_loss",), "x", "its first_loss must be a finite number"),
+        (
+            ("data_rng",),
+            {"bit_generator": "PCG64", "state": "x"},
+            "its data_rng must be the state of",
+        ),
+        (("skipped",), 5, "its skipped must be an integer in \\[0, 2\\]"),
+        (("train_time",), -1, "its train_time must be a finite number"),
+        (("history", 1), 1, "its history\\[1\\] must be a step record with step = 1"),
+        (
+            ("evals",),
+            [{"step": 9, "val_loss": 1.0}],
+            "its evals\\[0\\] must be an evaluation record",
+        ),
+    ],
+)
 def test_bad_run_state_is_refused_by_key(tmp_path, saved_amp, path, value, message):
     arrays, meta = saved_amp
     meta = json.loads(json.dumps(meta))
@@ -246,7 +264,7 @@ def test_optimizer_state_of_another_dtype_or_step_count_is_refused(tmp_path, sav
     with pytest.raises(CheckpointError, match=f"{m[4:]} is float16 .*; expected float32"):
         Trainer.resume(_write(tmp_path / "d.npz", bad, meta))
     bad = {**arrays, "opt/t": np.array(7)}
-    with pytest.raises(CheckpointError, match="opt/t .* is 7; the run made 2 updates"):
+    with pytest.raises(CheckpointError, match=r"opt/t .* is 7; the run made 2 updates"):
         Trainer.resume(_write(tmp_path / "t.npz", bad, meta))
 
 
@@ -282,5 +300,5 @@ def test_a_checkpoint_with_the_old_norm_names_still_loads(tmp_path):
     resumed.run()
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in t.history]
     both = dict(old, **{"param/norm_f.weight": arrays["param/norm_f.weight"]})
-    with pytest.raises(CheckpointError, match="both param/norm_f.gamma and param/norm_f.weight"):
+    with pytest.raises(CheckpointError, match=r"both param/norm_f.gamma and param/norm_f.weight"):
         ckpt.load(_write(tmp_path / "both.npz", both, meta))

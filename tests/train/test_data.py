@@ -54,8 +54,11 @@ def test_markov_batches_are_shifted_seeded_and_validation_is_fixed():
     np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
     x2, _ = src.train_batch(4, 9, np.random.default_rng(0))
     np.testing.assert_array_equal(x, x2)
-    a, b = src.val_batches(2, 4, 9), MarkovSource(vocab_size=6, order=2, seed=3).val_batches(2, 4, 9)
-    for (xa, ya), (xb, yb) in zip(a, b):
+    a, b = (
+        src.val_batches(2, 4, 9),
+        MarkovSource(vocab_size=6, order=2, seed=3).val_batches(2, 4, 9),
+    )
+    for (xa, _ya), (xb, _yb) in zip(a, b):
         np.testing.assert_array_equal(xa, xb)
     # a zero-probability transition never appears
     P = src.transitions

@@ -32,7 +32,9 @@ def _run_both(ours_cls, torch_cls, ours_kw, torch_kw, steps=5, lrs=(1e-2, 5e-3, 
         topt.step()
         opt.step(grads, lrs[t])
         for k in params:
-            np.testing.assert_allclose(params[k], tparams[k].detach().numpy(), rtol=1e-13, atol=1e-15)
+            np.testing.assert_allclose(
+                params[k], tparams[k].detach().numpy(), rtol=1e-13, atol=1e-15
+            )
 
 
 def test_adamw_matches_torch():
@@ -52,7 +54,9 @@ def test_update_norms_and_moments_dtype():
     opt = AdamW(params, weight_decay=0.0)
     sq = opt.step({"w": rng.normal(size=(3, 3)).astype(np.float32)}, 1e-2)
     assert opt.state["w"]["m"].dtype == np.float32
-    assert sq["w"] == pytest.approx(float(np.sum((params["w"] - before).astype(np.float64) ** 2)), rel=1e-5)
+    assert sq["w"] == pytest.approx(
+        float(np.sum((params["w"] - before).astype(np.float64) ** 2)), rel=1e-5
+    )
     # the first Adam step moves every weight by about lr (m/sqrt(v) = sign(g))
     np.testing.assert_allclose(np.abs(params["w"] - before), 1e-2, rtol=1e-3)
 
@@ -94,7 +98,9 @@ def test_schedules():
     # inverse square root: lr * sqrt(warmup / s), continuous at the end of warmup
     assert learning_rate(39, schedule="inverse_sqrt", **kw) == pytest.approx(math.sqrt(10 / 40))
     assert learning_rate(9, schedule="inverse_sqrt", **kw) == 1.0
-    assert learning_rate(3, schedule="inverse_sqrt", lr=1.0, warmup=0, total=10) == pytest.approx(0.5)
+    assert learning_rate(3, schedule="inverse_sqrt", lr=1.0, warmup=0, total=10) == pytest.approx(
+        0.5
+    )
 
 
 @pytest.mark.parametrize("args,message", [

@@ -66,7 +66,9 @@ def test_fp16_gradients_underflow_without_loss_scaling():
 def test_pure_bf16_weights_stagnate_where_master_weights_learn():
     # AdamW moves each weight by about lr per step; below half a bfloat16 ulp of the weight the
     # update is rounded away when the weights are stored in bfloat16 (no master copy).
-    cfg = dataclasses.replace(RUN, lr=3e-5, warmup=0, schedule="constant", steps=5, weight_decay=0.0)
+    cfg = dataclasses.replace(
+        RUN, lr=3e-5, warmup=0, schedule="constant", steps=5, weight_decay=0.0
+    )
     moved = {}
     for policy in ("amp_bf16", "pure_bf16"):
         t = Trainer(dataclasses.replace(cfg, precision=policy))
@@ -126,7 +128,7 @@ def test_resume_restores_scaler_and_delayed_scaling(tmp_path, policy):
 def test_bad_precision_configs_are_refused(tmp_path):
     with pytest.raises(ValueError, match="precision must be one of"):
         dataclasses.replace(RUN, precision="fp64")
-    with pytest.raises(ValueError, match="missing.json. does not exist"):
+    with pytest.raises(ValueError, match=r"missing.json. does not exist"):
         dataclasses.replace(RUN, precision=str(tmp_path / "missing.json"))
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
@@ -135,7 +137,7 @@ def test_bad_precision_configs_are_refused(tmp_path):
     (tmp_path / "acc.json").write_text(low_acc.to_json())
     with pytest.raises(ValueError, match="accumulates its matrix multiplies in float32"):
         dataclasses.replace(RUN, precision=str(tmp_path / "acc.json"))
-    with pytest.raises(ValueError, match="needs model.dtype float32"):
+    with pytest.raises(ValueError, match=r"needs model.dtype float32"):
         dataclasses.replace(RUN, precision="amp_bf16",
                             model=dataclasses.replace(MODEL, dtype="float64"))
 

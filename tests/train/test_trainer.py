@@ -1,5 +1,6 @@
-"""The training loop: reruns are bit-identical, resumed runs equal uninterrupted ones, checkpoints
-are atomic and refused when corrupt or mismatched, divergence stops the run, metrics are recorded."""
+"""The training loop: reruns are bit-identical, resumed runs equal uninterrupted ones,
+checkpoints are atomic and refused when corrupt or mismatched, divergence stops the run, metrics
+are recorded."""
 
 import dataclasses
 import json
@@ -24,7 +25,9 @@ def _same_history(a, b):
 
 
 def test_reruns_are_bit_identical():
-    cfg = dataclasses.replace(TINY, model=dataclasses.replace(TINY_MODEL, dropout=0.1, attn_dropout=0.1))
+    cfg = dataclasses.replace(
+        TINY, model=dataclasses.replace(TINY_MODEL, dropout=0.1, attn_dropout=0.1)
+    )
     a, b = Trainer(cfg), Trainer(cfg)
     ra, rb = a.run(), b.run()
     _same_history(ra.history, rb.history)
@@ -70,7 +73,7 @@ def test_corrupt_and_mismatched_checkpoints_are_refused(tmp_path):
     t.save(good)
     data = good.read_bytes()
     (tmp_path / "truncated.npz").write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="corrupt or not an .npz"):
+    with pytest.raises(CheckpointError, match=r"corrupt or not an .npz"):
         Trainer.resume(tmp_path / "truncated.npz")
     flipped = bytearray(data)
     flipped[len(data) // 3] ^= 0xFF  # a bit flip inside a member: zip's CRC check fails
@@ -83,7 +86,7 @@ def test_corrupt_and_mismatched_checkpoints_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="not a normlab checkpoint"):
         Trainer.resume(tmp_path / "plain.npz")
     other = dataclasses.replace(TINY, lr=3e-3, model=dataclasses.replace(TINY_MODEL, d_model=32))
-    with pytest.raises(CheckpointError, match="model.d_model, lr differ"):
+    with pytest.raises(CheckpointError, match=r"model.d_model, lr differ"):
         Trainer.resume(good, other)
     longer = Trainer.resume(good, dataclasses.replace(TINY, steps=12))  # only steps may change
     assert longer.config.steps == 12 and longer.step == 2
@@ -94,7 +97,9 @@ def test_checkpoint_with_wrong_format_or_shapes_is_refused(tmp_path):
     ckpt.save(path, {"param/x": np.zeros(2)}, {"config": TINY.to_dict()})
     with pytest.raises(CheckpointError, match="lacks the metadata step, history"):
         Trainer.resume(path)
-    ckpt.atomic_write(path, lambda f: np.savez(f, __meta__=np.array(json.dumps({"format": "other/9"}))))
+    ckpt.atomic_write(
+        path, lambda f: np.savez(f, __meta__=np.array(json.dumps({"format": "other/9"})))
+    )
     with pytest.raises(CheckpointError, match="has format 'other/9'"):
         ckpt.load(path)
 

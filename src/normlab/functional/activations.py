@@ -70,7 +70,8 @@ def gelu_forward(x: Array, approximate: str = "none") -> tuple[Array, GeluCache]
         out *= v
         out *= ct.type(0.5)
     else:
-        erf = _ERF(v.astype(np.float64) * _SQRT_HALF).astype(np.float64)  # math.erf per value
+        # math.erf per value (frompyfunc on an array returns an object array, not a float)
+        erf = _ERF(v.astype(np.float64) * _SQRT_HALF).astype(np.float64)  # type: ignore[union-attr]
         s = (0.5 * (1.0 + erf)).astype(ct, copy=False)  # Phi(x)
         out = v * s
     out, s = out.reshape(x.shape), s.reshape(x.shape)

@@ -30,7 +30,7 @@ paths agree for the same generator state. keep = u >= p_drop with u = (hash >> 3
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -189,12 +189,13 @@ def forward_checked(x, residual, weight, bias, eps, round_sum, offset, ct, res_d
     s = xd + residual.astype(ct, copy=False) if residual is not None else xd.copy()  # (..., C)
     residual_out = s.astype(res_dt)  # (..., C) the new stream
     n = s.astype(x.dtype).astype(ct) if round_sum else s  # (..., C) the norm's input
+    mean: Array | None
     if norm == "layer":
-        y, nc = layer_norm_forward(n, weight, bias, eps=eps)
-        mean, rstd, g = nc.mean, nc.rstd, nc.weight
+        y, ln_cache = layer_norm_forward(n, weight, bias, eps=eps)
+        mean, rstd, g = ln_cache.mean, ln_cache.rstd, ln_cache.weight
     else:
-        y, nc = rms_norm_forward(n, weight, eps=eps, offset=offset)
-        mean, rstd, g = None, nc.rstd, nc.scale
+        y, rms_cache = rms_norm_forward(n, weight, eps=eps, offset=offset)
+        mean, rstd, g = None, rms_cache.rstd, rms_cache.scale
     # What the backward needs to rebuild n exactly: residual_out (rounded to x's dtype when
     # round_sum), unless residual_out is a rounding of an unrounded n.
     if round_sum:
@@ -204,12 +205,16 @@ def forward_checked(x, residual, weight, bias, eps, round_sum, offset, ct, res_d
     else:
         norm_in, round_to = s, None
     dtypes = (weight.dtype, None if bias is None else bias.dtype)
-    cache = AddNormCache(norm_in, round_to, mean, rstd, g, bias is not None, norm, key, x.dtype,
+    # g: weight is required, so the LayerNorm cache's gain is an array too
+    cache = AddNormCache(norm_in, round_to, mean, rstd, g,  # type: ignore[arg-type]
+                         bias is not None, norm, key, x.dtype,
                          None if residual is None else res_dt, dtypes)
     return (y.astype(x.dtype), residual_out), cache
 
 
-def add_norm_backward(dout, cache: AddNormCache):
+def add_norm_backward(
+    dout: Any, cache: AddNormCache
+) -> tuple[Array, Array | None, Array | None, Array | None]:
     """Gradients of ``add_norm_forward``: ``(dx, dresidual, dweight, dbias)``.
 
     ``dout`` is ``(dy, dresidual_out)``; dresidual_out may be None (the stream is not used
@@ -225,8 +230,10 @@ def add_norm_backward(dout, cache: AddNormCache):
     n = norm_in if round_to is None else norm_in.astype(round_to)
     n = n.astype(ct, copy=False)  # (..., C) the norm's input, rebuilt
     if norm == "layer":
-        dn, dw, db = layer_norm_backward(dy, LayerNormCache(n, g, has_bias, mean, rstd,
-                                                            (w_dt, b_dt)))
+        # the LayerNorm forward stored its row means
+        dn, dw, db = layer_norm_backward(dy, LayerNormCache(n, g, has_bias,
+                                                            mean,  # type: ignore[arg-type]
+                                                            rstd, (w_dt, b_dt)))
     else:
         dn, dw = rms_norm_backward(dy, RMSNormCache(n, g, rstd, n.shape[-1], w_dt))
         db = None

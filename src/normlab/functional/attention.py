@@ -35,6 +35,7 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from .._checks import Array
@@ -68,7 +69,7 @@ class AttentionCache(NamedTuple):
     max_logit: float  # the largest raw logit scale q.k over the unmasked positions
 
 
-def causal_mask(T: int, dtype, window: int | None = None) -> Array:
+def causal_mask(T: int, dtype: DTypeLike, window: int | None = None) -> Array:
     """(T, T) additive mask: 0 on and below the diagonal, -inf above it; with a sliding
     ``window`` W also -inf where the key is W or more positions behind the query."""
     mask = np.triu(np.full((T, T), -np.inf, dtype), k=1)
@@ -204,15 +205,17 @@ def attention_forward(
     q, k, v, softcap, p_drop, training, causal, scale, window = check_args(
         q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
         scale, window)
-    B, H, T, D = q.shape
+    _B, _H, T, _D = q.shape
     dtypes = (q.dtype, k.dtype, v.dtype)
     ct = ck.compute_dtype(q.dtype)
 
     q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
     q_norm = k_norm = rope_caches = None
-    if qk_norm != "none":
-        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight, qk_norm_eps)  # (B, H, T, D)
-        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight, qk_norm_eps)
+    if qk_norm != "none":  # check_args refused a missing gain
+        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight,  # type: ignore[arg-type]
+                                    qk_norm_eps)  # (B, H, T, D)
+        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight,  # type: ignore[arg-type]
+                                    qk_norm_eps)
     if rope is not None:
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)

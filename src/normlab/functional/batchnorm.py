@@ -26,7 +26,7 @@ The affine parameters are ``weight`` and ``bias`` (PyTorch's names; the paper's 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class BatchNormCache(NamedTuple):
     param_dtypes: tuple  # dtypes of weight and bias as given
 
 
-def _check_mask(mask, x: Array) -> Array | None:
+def _check_mask(mask: Any, x: Array) -> Array | None:
     if mask is None:
         return None
     mask = np.asarray(mask)
@@ -59,7 +59,7 @@ def _check_mask(mask, x: Array) -> Array | None:
     return mask
 
 
-def _running(stat, name: str, C: int) -> Array | None:
+def _running(stat: Any, name: str, C: int) -> Array | None:
     return ck.param(stat, name, C, allow_none=True)
 
 
@@ -121,7 +121,7 @@ def batch_norm_forward(
         if running_mean is None:
             raise ValueError("BatchNorm in eval mode needs running_mean and running_var; got None")
         mean = running_mean.astype(ct)
-        var = running_var.astype(ct)
+        var = running_var.astype(ct)  # type: ignore[union-attr]  # given with running_mean
         if np.any(var < 0):
             raise ValueError("running_var must be >= 0")
 
@@ -132,7 +132,7 @@ def batch_norm_forward(
     return ck.out_cast(out, x.dtype), cache, new_mean, new_var
 
 
-def _check_counters(momentum, num_batches_tracked) -> None:
+def _check_counters(momentum: Any, num_batches_tracked: Any) -> None:
     if momentum is not None:
         if isinstance(momentum, bool) or not isinstance(momentum, (int, float, np.floating)):
             raise TypeError(f"momentum must be a number in [0, 1] or None; got {momentum!r}")

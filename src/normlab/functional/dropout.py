@@ -48,6 +48,7 @@ def dropout_forward(
     if not training or p_drop == 0.0:
         return x.copy(), DropoutCache(None, 1.0, x.dtype, x.shape)
     ct = ck.compute_dtype(x.dtype)
+    assert rng is not None  # training: refused above without one
     keep = rng.random(x.shape) >= p_drop  # x.shape bool
     scale = 1.0 / (1.0 - p_drop)
     out = np.where(keep, x.astype(ct, copy=False) * ct.type(scale), ct.type(0))

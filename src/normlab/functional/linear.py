@@ -12,7 +12,7 @@ per-batch loop.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,7 +31,7 @@ class LinearCache(NamedTuple):
     param_dtypes: tuple  # dtypes of weight and bias as given (None where absent)
 
 
-def check_weight(weight, name: str, in_features: int) -> Array:
+def check_weight(weight: Any, name: str, in_features: int) -> Array:
     """A float matrix of shape (C_out, in_features), or a clear error naming ``name``."""
     weight = ck.float_array(weight, name)
     if weight.ndim != 2 or weight.shape[1] != in_features:

@@ -59,7 +59,9 @@ def check_args(logits, targets, softcap, z_loss, label_smoothing, ignore_index):
     label_smoothing = ck.probability(label_smoothing, "label_smoothing")
     keep = targets != ignore_index
     if not keep.any():
-        raise ValueError(f"every target equals ignore_index={ignore_index}: there is no loss to take")
+        raise ValueError(
+            f"every target equals ignore_index={ignore_index}: there is no loss to take"
+        )
     return logits, targets, softcap, label_smoothing, keep
 
 
@@ -118,7 +120,9 @@ def cross_entropy_forward(
     return loss, cache
 
 
-def cross_entropy_backward(dout, cache: CrossEntropyCache) -> tuple[Array, None]:
+def cross_entropy_backward(
+    dout: float | Array, cache: CrossEntropyCache
+) -> tuple[Array, None]:
     """Gradients of the mean cross-entropy: ``(dlogits, None)`` (targets have none); ``dout`` is
     the scalar upstream gradient (1.0 for the loss itself; a loss scale under loss scaling)."""
     ck.cache(cache, CrossEntropyCache, "cross_entropy")

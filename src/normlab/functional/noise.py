@@ -66,7 +66,8 @@ def shift_noise_forward(
     if not training:
         return x.copy(), ShiftNoiseCache(None, x.dtype, x.shape)
     ct = ck.compute_dtype(x.dtype)
-    C = x.shape[-1]
+    C: int = x.shape[-1]
+    assert rng is not None  # training: refused above without one
     m = rng.uniform(-mean_range, mean_range, size=C)  # (C,) the step's mean shift
     s = np.exp(rng.uniform(-math.log(max_scale), math.log(max_scale), size=C))  # (C,) its scale
     a = np.broadcast_to(s.astype(ct), x.shape).copy()  # x.shape, the multiplier

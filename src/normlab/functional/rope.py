@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from .._checks import Array
-
 
 ROPE_SCALINGS = ("none", "linear", "llama3")
 
@@ -55,7 +55,7 @@ def rope_frequencies(D: int, base: float = 10000.0, scaling: str = "none", *, fa
     return theta
 
 
-def rope_tables(T: int, D: int, base: float = 10000.0, dtype=np.float64, *,
+def rope_tables(T: int, D: int, base: float = 10000.0, dtype: DTypeLike = np.float64, *,
                 inv_freq: Array | None = None) -> tuple[Array, Array]:
     """``(cos, sin)``, each (T, D/2), for positions 0..T-1 and an even head width D; ``inv_freq``
     (D/2,) replaces base^(-2i / D) (``rope_frequencies`` with a scaling)."""

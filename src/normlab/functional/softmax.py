@@ -15,7 +15,7 @@ as ``attention_forward`` does (the reference of the fused ``normlab.kernels`` op
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,9 +31,15 @@ class SoftmaxCache(NamedTuple):
     dtype: np.dtype  # x's dtype
 
 
-def _axis(axis, ndim: int) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
-        raise ValueError(f"axis must be an integer in [-{ndim}, {ndim}) for x.ndim = {ndim}; got {axis!r}")
+def _axis(axis: Any, ndim: int) -> int:
+    if (
+        isinstance(axis, bool)
+        or not isinstance(axis, (int, np.integer))
+        or not -ndim <= axis < ndim
+    ):
+        raise ValueError(
+            f"axis must be an integer in [-{ndim}, {ndim}) for x.ndim = {ndim}; got {axis!r}"
+        )
     return int(axis) % ndim
 
 
@@ -81,7 +87,7 @@ class CappedSoftmaxCache(NamedTuple):
     dtype: np.dtype  # the logits' dtype
 
 
-def check_capped_args(s, softcap, causal) -> tuple[Array, float | None, bool]:
+def check_capped_args(s: Any, softcap: Any, causal: Any) -> tuple[Array, float | None, bool]:
     """``capped_softmax_forward``'s arguments checked (shared with the kernel)."""
     s = ck.float_array(s, "s")
     ck.at_least_nd(s, "s", 2 if causal else 1)

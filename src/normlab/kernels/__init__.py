@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 IMPLS = ("kernel", "reference")
 
@@ -116,7 +117,7 @@ def resolve(impl: str, name: str) -> Callable:
         raise
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolve(impl: str, name: str) -> Callable:
     check_impl(impl)
     known = sorted(n for n, op in OPS.items() if impl == "kernel" or op.reference is not None)
@@ -138,10 +139,10 @@ def warm_up() -> float:
     t0 = time.perf_counter()
     x = np.ones((2, 4), np.float32)
     w = np.ones(4, np.float32)
-    y, c = __getattr__("layer_norm_forward")(x, w, w)
+    _y, c = __getattr__("layer_norm_forward")(x, w, w)
     __getattr__("layer_norm_backward")(x, c)
-    y, c = __getattr__("rms_norm_forward")(x, w)
+    _y, c = __getattr__("rms_norm_forward")(x, w)
     __getattr__("rms_norm_backward")(x, c)
-    (y, r), c = __getattr__("add_norm_forward")(x, x, w, w)
+    (_y, _r), c = __getattr__("add_norm_forward")(x, x, w, w)
     __getattr__("add_norm_backward")((x, x), c)
     return time.perf_counter() - t0

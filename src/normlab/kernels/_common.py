@@ -17,6 +17,7 @@ wherever a reduction is involved.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 # Idle OpenMP workers sleep instead of spinning (unless the user chose otherwise). On a shared
 # machine with more runnable processes than cores, spinning workers take the cores that the
@@ -25,9 +26,10 @@ import os
 # do not depend on it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import numba  # noqa: E402
+import numba
 import numpy as np
 from numba import njit
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 
@@ -57,7 +59,7 @@ def nchunks(rows: int, work: int | None = None) -> int:
     return max(1, min(rows, numba.get_num_threads()))
 
 
-def launch(kernel, work: int, *args):
+def launch(kernel: Any, work: int, *args: Any) -> Any:
     """Call a parallel kernel; below PARALLEL_MIN elements with one thread (the thread count is
     per calling thread in numba, so this changes nothing for other threads)."""
     if work >= PARALLEL_MIN:
@@ -77,7 +79,7 @@ def rows_of(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
 
 
-def ct_of(*dtypes) -> np.dtype:
+def ct_of(*dtypes: DTypeLike) -> np.dtype:
     """The compute dtype of an op over inputs of these dtypes (float64 if any is float64)."""
     return max((ck.compute_dtype(d) for d in dtypes if d is not None), key=lambda d: d.itemsize)
 

@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
+from numpy.typing import DTypeLike
 
 NATIVE, BF16, F16 = 0, 1, 2  # format codes of a kernel array
 
@@ -31,7 +32,7 @@ F16_TABLE = (np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float
              .astype(np.float32))
 
 
-def native(dtype) -> bool:
+def native(dtype: DTypeLike) -> bool:
     """Whether the kernels read this dtype directly (else the caller runs the reference)."""
     return np.dtype(dtype) in NATIVE_DTYPES
 
@@ -45,7 +46,7 @@ def kernel_view(a: np.ndarray) -> tuple[np.ndarray, int]:
     return a, NATIVE
 
 
-def fmt_of(dtype) -> int:
+def fmt_of(dtype: DTypeLike) -> int:
     dtype = np.dtype(dtype)
     return BF16 if dtype == BFLOAT16 else F16 if dtype == FLOAT16 else NATIVE
 

@@ -164,7 +164,8 @@ def _gelu_tanh_bwd(x, s, dy, dx, fdy, fx, table):
         store_row(dx[lo:hi], o, fx)  # write dx
 
 
-def gelu_forward(x, approximate: str = "none", *, fast_tanh: bool = True):
+def gelu_forward(x: np.ndarray, approximate: str = "none", *,
+                 fast_tanh: bool = True) -> tuple[np.ndarray, GeluCache]:
     """GELU, elementwise; as ``normlab.functional.gelu_forward`` (same cache). The tanh form of
     float32 inputs runs the kernel with the rational tanh (within 4 float32 units of tanh; 6x
     faster than NumPy's); ``fast_tanh=False`` runs the reference instead (NumPy's tanh, bit for
@@ -191,7 +192,7 @@ def gelu_forward(x, approximate: str = "none", *, fast_tanh: bool = True):
                                          x.dtype)
 
 
-def gelu_backward(dout, cache: GeluCache):
+def gelu_backward(dout: np.ndarray, cache: GeluCache) -> np.ndarray:
     """Gradient of GELU; as ``normlab.functional.gelu_backward``."""
     ck.cache(cache, GeluCache, "gelu")
     x, s, approximate, dtype = cache

@@ -13,6 +13,8 @@ counter-based hash of ``functional.add_norm.keep_mask`` (SplitMix64, vectorized 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit, prange
 
@@ -165,9 +167,12 @@ def _add_norm_bwd(nin, fn, round_x, dy, fdy, dres, has_dres, fdr, w, mean, rstd,
                 flush(acc_b, part_b[c])
 
 
-def add_norm_forward(x, residual, weight, bias=None, *, eps: float = 1e-5, norm: str = "layer",
-                     p_drop: float = 0.0, training: bool = False, rng=None,
-                     round_sum: bool = True, residual_in_fp32: bool = False, offset: float = 0.0):
+def add_norm_forward(x: np.ndarray, residual: np.ndarray | None, weight: np.ndarray,
+                     bias: np.ndarray | None = None, *, eps: float = 1e-5, norm: str = "layer",
+                     p_drop: float = 0.0, training: bool = False,
+                     rng: np.random.Generator | None = None, round_sum: bool = True,
+                     residual_in_fp32: bool = False, offset: float = 0.0
+                     ) -> tuple[tuple[np.ndarray, np.ndarray], AddNormCache]:
     """``y = norm(dropout(x) + residual)`` and the new residual stream, fused; arguments, results
     and cache as ``normlab.functional.add_norm.add_norm_forward``."""
     args = check_add_norm(x, residual, weight, bias, eps, norm, p_drop, training, rng, round_sum,
@@ -205,7 +210,7 @@ def add_norm_forward(x, residual, weight, bias=None, *, eps: float = 1e-5, norm:
     return (y, res_out), cache
 
 
-def add_norm_backward(dout, cache: AddNormCache):
+def add_norm_backward(dout: Any, cache: AddNormCache) -> Any:
     """Gradients ``(dx, dresidual, dweight, dbias)`` of the fused add + norm; as
     ``normlab.functional.add_norm.add_norm_backward``."""
     ck.cache(cache, AddNormCache, "add_norm")
@@ -243,7 +248,7 @@ def add_norm_backward(dout, cache: AddNormCache):
     return dx, (dr if res_dt is not None else None), dw, db
 
 
-def keep_mask(key, shape) -> np.ndarray:
+def keep_mask(key: Any, shape: tuple[int, ...]) -> np.ndarray:
     """The keep mask of a dropout key for an input of ``shape`` (kernel version of
     ``functional.add_norm.keep_mask``)."""
     C = shape[-1]

@@ -13,7 +13,8 @@ subtract, exp, sum, divide).
 
 The fused path covers attention without QK-norm, RoPE, a sliding window or dropout in training
 (grouped key/value heads and any scale included), on float32 or float64 q, k and v of one
-dtype; anything else (and any option this module does not know) runs the reference, so the two are interchangeable: the cache is the reference's ``AttentionCache``
+dtype; anything else (and any option this module does not know) runs the reference, so the two are
+interchangeable: the cache is the reference's ``AttentionCache``
 and either backward takes either forward's cache. The products are the reference's; only the
 softmax's row sums are reordered (``normlab.kernels.softmax``), so results agree within the
 tolerances of tests/kernels/test_kernel_attention.py.
@@ -34,7 +35,7 @@ _FAST_OPTIONS = {"qk_norm", "qk_norm_eps", "rope", "softcap", "p_drop", "trainin
                  "causal", "scale", "window"}
 
 
-def _fast(q, k, v, options: dict) -> bool:
+def _fast(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: dict) -> bool:
     """Whether the fused path computes this call (else the reference does)."""
     if set(options) - _FAST_OPTIONS:
         return False
@@ -68,7 +69,9 @@ def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options
     return out, cache
 
 
-def attention_backward(dout, cache: AttentionCache):
+def attention_backward(
+    dout: np.ndarray, cache: AttentionCache
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Gradients ``(dq, dk, dv, None, None)``; as ``normlab.functional.attention_backward``."""
     ck.cache(cache, AttentionCache, "attention")
     c = cache

@@ -213,7 +213,7 @@ def grad_view(dout: np.ndarray, ct: np.dtype) -> tuple[np.ndarray, int]:
     return kernel_view(d)
 
 
-def check_out(out, x: np.ndarray) -> np.ndarray | None:
+def check_out(out: np.ndarray | None, x: np.ndarray) -> np.ndarray | None:
     """A caller-provided output: None, or a C-contiguous array of x's shape and dtype that does
     not share memory with x (else a clear error naming ``out``)."""
     if out is None:
@@ -239,7 +239,9 @@ def _into(out, result):
     return out, cache
 
 
-def layer_norm_forward(x, weight=None, bias=None, *, eps: float = 1e-5, out=None):
+def layer_norm_forward(x: np.ndarray, weight: np.ndarray | None = None,
+                       bias: np.ndarray | None = None, *, eps: float = 1e-5,
+                       out: np.ndarray | None = None) -> tuple[np.ndarray, LayerNormCache]:
     """LayerNorm over the last axis; see ``normlab.functional.layer_norm_forward`` (same
     arguments, result and cache). ``out``: an array of x's shape and dtype to write y into (then
     returned as y), instead of a new one."""
@@ -264,7 +266,9 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps: float = 1e-5, out=None
                              rstd.reshape(stat_shape), dtypes)
 
 
-def layer_norm_backward(dout, cache: LayerNormCache):
+def layer_norm_backward(
+    dout: np.ndarray, cache: LayerNormCache
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Gradients of LayerNorm: ``(dx, dweight, dbias)``, as ``functional.layer_norm_backward``."""
     ck.cache(cache, LayerNormCache, "layer_norm")
     x, g, has_bias, mean, rstd, (weight_dt, bias_dt) = cache
@@ -289,8 +293,9 @@ def layer_norm_backward(dout, cache: LayerNormCache):
     return dx, dweight, dbias
 
 
-def rms_norm_forward(x, weight, *, eps: float = 1e-8, partial: float | None = None,
-                     offset: float = 0.0, out=None):
+def rms_norm_forward(x: np.ndarray, weight: np.ndarray, *, eps: float = 1e-8,
+                     partial: float | None = None, offset: float = 0.0,
+                     out: np.ndarray | None = None) -> tuple[np.ndarray, RMSNormCache]:
     """RMSNorm over the last axis; see ``normlab.functional.rms_norm_forward`` (same arguments,
     result and cache). ``out``: an array of x's shape and dtype to write y into (then returned as
     y), instead of a new one."""
@@ -312,7 +317,7 @@ def rms_norm_forward(x, weight, *, eps: float = 1e-8, partial: float | None = No
     return y, RMSNormCache(x, scale, rstd.reshape(x.shape[:-1] + (1,)), k, weight.dtype)
 
 
-def rms_norm_backward(dout, cache: RMSNormCache):
+def rms_norm_backward(dout: np.ndarray, cache: RMSNormCache) -> tuple[np.ndarray, np.ndarray]:
     """Gradients of RMSNorm: ``(dx, dweight)``, as ``functional.rms_norm_backward``."""
     ck.cache(cache, RMSNormCache, "rms_norm")
     x, scale, rstd, k, weight_dt = cache

@@ -25,7 +25,6 @@ from numba import njit
 
 from ._common import row_sumsq
 
-
 _BLOCK = 2048  # elements per block: the update is held in an L1-resident scratch row
 
 

@@ -127,7 +127,7 @@ def _softmax_bwd(p, dy, has_cap, tanh, dx, fdy, fx, table, n):
             store_row(dx[i], o, fx)  # write dx
 
 
-def softmax_forward(x, axis: int = -1):
+def softmax_forward(x: np.ndarray, axis: int = -1) -> tuple[np.ndarray, SoftmaxCache]:
     """Softmax along ``axis``; as ``normlab.functional.softmax_forward`` (same cache)."""
     x = ck.float_array(x, "x")
     ck.at_least_nd(x, "x", 1)
@@ -138,7 +138,7 @@ def softmax_forward(x, axis: int = -1):
     return y, SoftmaxCache(p, ax, x.dtype)
 
 
-def softmax_backward(dout, cache: SoftmaxCache):
+def softmax_backward(dout: np.ndarray, cache: SoftmaxCache) -> np.ndarray:
     """Gradient of softmax; as ``normlab.functional.softmax_backward``."""
     ck.cache(cache, SoftmaxCache, "softmax")
     p, axis, dtype = cache
@@ -181,7 +181,9 @@ def _backward(dout, p, tanh, dtype):
     return dx
 
 
-def capped_softmax_forward(s, *, softcap: float | None = None, causal: bool = False):
+def capped_softmax_forward(
+    s: np.ndarray, *, softcap: float | None = None, causal: bool = False
+) -> tuple[np.ndarray, CappedSoftmaxCache]:
     """``softmax(cap * tanh(s / cap) + M)`` over the last axis, fused (the reference:
     ``normlab.functional.softmax.capped_softmax_forward``): the soft-cap of Gemma 2
     on the scaled attention logits, then the causal mask M (-inf above the diagonal of the last
@@ -196,7 +198,7 @@ def capped_softmax_forward(s, *, softcap: float | None = None, causal: bool = Fa
     return y, CappedSoftmaxCache(p, tanh, s.dtype)
 
 
-def capped_softmax_backward(dout, cache: CappedSoftmaxCache):
+def capped_softmax_backward(dout: np.ndarray, cache: CappedSoftmaxCache) -> np.ndarray:
     """Gradient of ``capped_softmax_forward`` with respect to s."""
     ck.cache(cache, CappedSoftmaxCache, "capped_softmax")
     p, tanh, dtype = cache
@@ -262,8 +264,10 @@ def _ce_bwd(p, y, rows_idx, log_z, one_minus_eps, eps_over_v, two_c, g, has_cap,
             store_row(dz[rows_idx[r]], o, fx)
 
 
-def cross_entropy_forward(logits, targets, *, softcap: float | None = None, z_loss: float = 0.0,
-                          label_smoothing: float = 0.0, ignore_index: int = IGNORE_INDEX):
+def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, *,
+                          softcap: float | None = None, z_loss: float = 0.0,
+                          label_smoothing: float = 0.0, ignore_index: int = IGNORE_INDEX
+                          ) -> tuple[np.ndarray, CrossEntropyCache]:
     """Mean cross-entropy from logits; as ``normlab.functional.cross_entropy_forward`` (same
     arguments, loss and cache)."""
     logits, targets_, softcap, label_smoothing, keep = _ref_losses.check_args(
@@ -297,7 +301,9 @@ def cross_entropy_forward(logits, targets, *, softcap: float | None = None, z_lo
     return loss, cache
 
 
-def cross_entropy_backward(dout, cache: CrossEntropyCache):
+def cross_entropy_backward(
+    dout: np.ndarray, cache: CrossEntropyCache
+) -> tuple[np.ndarray, None]:
     """Gradients ``(dlogits, None)``; as ``normlab.functional.cross_entropy_backward``."""
     ck.cache(cache, CrossEntropyCache, "cross_entropy")
     p, y, keep, log_z, tanh, eps, c, shape, dtype = cache[:9]

@@ -11,6 +11,7 @@ import importlib
 import os
 import signal
 import sys
+from typing import NoReturn
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -18,11 +19,26 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("normlab.lab.commands.list", "list the lab's experiments"),
     "run": ("normlab.lab.commands.run", "run one experiment: result.json and figures"),
     "report": ("normlab.lab.commands.report", "run every experiment and write one HTML report"),
-    "bench": ("normlab.lab.commands.bench", "time the fused kernels against the reference, PyTorch and a copy"),
-    "train": ("normlab.lab.commands.train", "train the decoder-only model (any placement, norm, precision)"),
-    "formats": ("normlab.lab.commands.formats", "the number formats (bf16, fp16, fp8, MX fp6/fp4, E8M0) as a table"),
-    "inspect": ("normlab.lab.commands.inspect", "a checkpoint's norms, residual stream, attention and precision headroom"),
-    "sweep": ("normlab.lab.commands.sweep", "run a grid or random sweep of training runs (process pool or Ray); --summary"),
+    "bench": (
+        "normlab.lab.commands.bench",
+        "time the fused kernels against the reference, PyTorch and a copy",
+    ),
+    "train": (
+        "normlab.lab.commands.train",
+        "train the decoder-only model (any placement, norm, precision)",
+    ),
+    "formats": (
+        "normlab.lab.commands.formats",
+        "the number formats (bf16, fp16, fp8, MX fp6/fp4, E8M0) as a table",
+    ),
+    "inspect": (
+        "normlab.lab.commands.inspect",
+        "a checkpoint's norms, residual stream, attention and precision headroom",
+    ),
+    "sweep": (
+        "normlab.lab.commands.sweep",
+        "run a grid or random sweep of training runs (process pool or Ray); --summary",
+    ),
 }
 
 
@@ -30,7 +46,7 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad command line raises :class:`UsageError` (printed by :func:`main` as
     one line) instead of printing the usage and exiting."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message, command=self.prog)
 
 

@@ -7,6 +7,7 @@ and ``pyplot`` is never used, so plotting changes no global backend state.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,8 @@ COLORS = {
 ZERO_FLOOR = 1e-18  # where an exact zero is drawn on a log axis
 
 
-def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.6, height: float = 3.4):
+def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.6,
+           height: float = 3.4) -> tuple[Any, list[Any]]:
     """A Figure and its axes (a flat list), ``width`` x ``height`` inches per panel."""
     from matplotlib.figure import Figure
 
@@ -42,7 +44,7 @@ def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.6, height: float 
     return fig, [ax for row in axes for ax in row]
 
 
-def save(fig, out_dir: str | Path, name: str) -> str:
+def save(fig: Any, out_dir: str | Path, name: str) -> str:
     """Write ``fig`` as ``out_dir/name`` (PNG, atomically: ``normlab._files.atomic_write``, so a
     FIFO, device or directory in its place is refused, never written into) and return the file
     name."""
@@ -58,20 +60,20 @@ def save(fig, out_dir: str | Path, name: str) -> str:
     return name
 
 
-def floor_zeros(values, floor: float = ZERO_FLOOR) -> np.ndarray:
+def floor_zeros(values: Any, floor: float = ZERO_FLOOR) -> np.ndarray:
     """Values for a log axis: exact zeros (and anything below ``floor``) drawn at ``floor``."""
     v = np.abs(np.asarray(values, dtype=float))
     return np.where(v < floor, floor, v)
 
 
-def mark_zero_floor(ax, floor: float = ZERO_FLOOR) -> None:
+def mark_zero_floor(ax: Any, floor: float = ZERO_FLOOR) -> None:
     """A dotted line and a label at the floor where exact zeros are drawn."""
     ax.axhline(floor, color="#999999", lw=0.8, ls=":")
     ax.annotate("exactly 0", (0.01, floor), xycoords=("axes fraction", "data"),
                 xytext=(2, 3), textcoords="offset points", fontsize=7, color="#666666")
 
 
-def moving_average(values, window: int = 9) -> np.ndarray:
+def moving_average(values: Any, window: int = 9) -> np.ndarray:
     """A trailing mean over ``window`` points for noisy per-step curves; None and non-finite
     values are skipped (NaN where a window has none)."""
     v = np.array([np.nan if x is None else float(x) for x in values])
@@ -85,7 +87,7 @@ def moving_average(values, window: int = 9) -> np.ndarray:
         return np.where(n > 0, (csum[hi] - csum[lo]) / np.maximum(n, 1), np.nan)
 
 
-def style(ax, title: str, xlabel: str, ylabel: str, *, legend: bool = True) -> None:
+def style(ax: Any, title: str, xlabel: str, ylabel: str, *, legend: bool = True) -> None:
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .._checks import reduce_rows
 from ..functional import norms
@@ -96,7 +97,7 @@ class Residual(Module):
     numerics: Numerics = FULL_PRECISION
 
     def __init__(self, branch: Module, placement: str, norm: str, C: int, *, n_layers: int,
-                 eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype,
+                 eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype: DTypeLike,
                  dyt_alpha: float = ALPHA_INIT, norm_offset: float = 0.0,
                  norm_partial: float | None = None, norm_fields: dict | None = None):
         super().__init__()
@@ -193,7 +194,7 @@ class Residual(Module):
         w[...] = omega
         y = self.forward(x)  # (B, T, C); keeps x and F(x)
         var = (np.var((w * self._x).astype(np.float64))
-               + np.var(self._f.astype(np.float64)))
+               + np.var(self._f.astype(np.float64)))  # type: ignore[union-attr]  # forward set it
         return y, float(np.sqrt(var))
 
 
@@ -219,7 +220,7 @@ class Block(Module):
     ``window`` is this block's sliding attention window (None: full causal attention)."""
 
     def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
-                 dropout_rng: np.random.Generator, rope=None, window: int | None = None):
+                 dropout_rng: np.random.Generator, rope: Any = None, window: int | None = None):
         super().__init__()
         cfg = config
         dtype = np.dtype(cfg.dtype)

@@ -39,16 +39,21 @@ class GPTConfig:
     #                          (or another name of the norm registry, normlab.functional.norms)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
-    norm_partial: float | None = None  # pRMSNorm's p: every RMSNorm estimates the RMS from the first
-    #                                    ceil(p * C) features (Zhang & Sennrich: 0.0625); None: all C
-    causal: bool = True  # causal attention (a language model); False: every position sees every
-    #                      other (an encoder, as in Xiong et al.'s analysis; an LM then sees its targets)
-    qk_norm: str = "none"  # per-head norm of q and k before the dot product: none, rmsnorm, layernorm
-    attn_softcap: float | None = None  # cap in cap * tanh(s / cap) on attention logits (Gemma 2: 50)
+    # pRMSNorm's p: every RMSNorm estimates the RMS from the first ceil(p * C) features
+    # (Zhang & Sennrich: 0.0625); None: all C
+    norm_partial: float | None = None
+    # causal attention (a language model); False: every position sees every other (an encoder,
+    # as in Xiong et al.'s analysis; an LM then sees its targets)
+    causal: bool = True
+    # per-head norm of q and k before the dot product: none, rmsnorm, layernorm
+    qk_norm: str = "none"
+    # cap in cap * tanh(s / cap) on attention logits (Gemma 2: 50)
+    attn_softcap: float | None = None
     final_softcap: float | None = None  # the same on the output logits (Gemma 2: 30)
     z_loss: float = 0.0  # weight of mean (log Z)^2 added to the loss (Wortsman et al.: 1e-4)
     label_smoothing: float = 0.0  # eps: the loss's target is (1 - eps) one-hot + eps uniform
-    positions: str = "learned"  # position information: learned (a table) or rope (rotary, in q and k)
+    # position information: learned (a table) or rope (rotary, in q and k)
+    positions: str = "learned"
     rope_base: float = 10000.0  # RoPE's base: angle = t * base^(-2i / D)
     tie_embeddings: bool = False  # the LM head reuses the token embedding table
     bias: bool = False  # biases in the linear layers and LayerNorms (GPT-2: True)
@@ -68,7 +73,8 @@ class GPTConfig:
     # ---- the features of released architectures (Llama 3, Mistral, Qwen 2/3, Gemma 2, OLMo 2) ----
     n_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: n_heads
     d_head: int | None = None  # D, the head width, independent of d_model; None: d_model / n_heads
-    attn_scale: float | None = None  # the factor on q.k; None: 1 / sqrt(D) (Gemma 2: 1 / sqrt(qpas))
+    # the factor on q.k; None: 1 / sqrt(D) (Gemma 2: 1 / sqrt(qpas))
+    attn_scale: float | None = None
     sliding_window: int | None = None  # W: a query sees itself and the W - 1 keys before it
     window_layers: tuple[int, ...] | None = None  # the layers with the window; None: every layer
     qkv_bias: bool | None = None  # biases on q, k, v (Qwen 2: True alone); None: as ``bias``
@@ -184,8 +190,9 @@ class GPTConfig:
 
     def biases(self) -> tuple[bool, bool, bool]:
         """``(qkv, out, mlp)``: whether each projection has a bias (``bias`` unless overridden)."""
-        return tuple(self.bias if b is None else b
-                     for b in (self.qkv_bias, self.out_bias, self.mlp_bias))
+        qkv, out, mlp = (self.bias if b is None else b
+                         for b in (self.qkv_bias, self.out_bias, self.mlp_bias))
+        return qkv, out, mlp
 
     @property
     def hidden(self) -> int:
@@ -204,7 +211,7 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GPTConfig":
+    def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
         """The config from ``to_dict``'s output; unknown keys are refused by name."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)

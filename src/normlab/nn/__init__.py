@@ -13,6 +13,7 @@ from .numerics import FULL_PRECISION, Numerics
 __all__ = [
     "ACTIVATIONS",
     "FULL_PRECISION",
+    "MLP",
     "BatchNorm",
     "CausalSelfAttention",
     "Dropout",
@@ -21,7 +22,6 @@ __all__ = [
     "Identity",
     "LayerNorm",
     "Linear",
-    "MLP",
     "Module",
     "Norm",
     "Numerics",

@@ -4,7 +4,10 @@ sliding window) and the output projection."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional.attention import qk_norm_backward, qk_norm_forward
@@ -37,8 +40,8 @@ class CausalSelfAttention(Module):
                  qk_norm_eps: float = 1e-6, softcap: float | None = None, p_drop: float = 0.0,
                  rope: tuple[np.ndarray, np.ndarray] | None = None, bias: bool = False,
                  std: float = 0.02, proj_std: float | None = None, causal: bool = True,
-                 dtype=np.float32, n_kv_heads: int | None = None, head_dim: int | None = None,
-                 scale: float | None = None, window: int | None = None,
+                 dtype: DTypeLike = np.float32, n_kv_heads: int | None = None,
+                 head_dim: int | None = None, scale: float | None = None, window: int | None = None,
                  qk_norm_scope: str = "head", proj_bias: bool | None = None):
         super().__init__()
         for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads),
@@ -73,7 +76,8 @@ class CausalSelfAttention(Module):
             self.add_param("q_norm", np.ones(HD if whole else self.head_dim, dtype))
             self.add_param("k_norm", np.ones(KD if whole else self.head_dim, dtype))
         self.max_logit = float("nan")
-        self._qk_caches = None  # qk_norm_scope "all": the norm caches of q and k
+        # qk_norm_scope "all": the norm caches of q and k
+        self._qk_caches: tuple[Any, Any] | None = None
 
     @property
     def value_rows(self) -> slice:
@@ -95,11 +99,12 @@ class CausalSelfAttention(Module):
 
     def _merge(self, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
         """The inverse of ``_split`` for gradients: (B, T, (H + 2 Hkv) D)."""
-        B, _, T, D = dq.shape
+        B, _, T, _D = dq.shape
         flat = lambda a: a.transpose(0, 2, 1, 3).reshape(B, T, -1)  # noqa: E731
         dq, dk, dv = flat(dq), flat(dk), flat(dv)  # (B, T, H D), (B, T, Hkv D) x 2
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            (cq, ck_), self._qk_caches = self._qk_caches, None
+            # set by the forward of the same settings
+            (cq, ck_), self._qk_caches = self._qk_caches, None  # type: ignore[misc]
             dq, dwq = qk_norm_backward(self.qk_norm, dq, cq)
             dk, dwk = qk_norm_backward(self.qk_norm, dk, ck_)
             self.accumulate("q_norm", dwq)
@@ -107,7 +112,7 @@ class CausalSelfAttention(Module):
         return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        B, T, C = x.shape
+        B, T, _C = x.shape
         H, D = self.n_heads, self.head_dim
         n = self.numerics
         q, k, v = self._split(self.qkv(x))  # (B, H, T, D), (B, Hkv, T, D) x 2
@@ -125,7 +130,7 @@ class CausalSelfAttention(Module):
         return self.proj(y)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        B, T, C = dout.shape
+        B, T, _C = dout.shape
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
         dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, self._last_cache())

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional import (
@@ -36,7 +37,7 @@ class Norm(Module):
     name.
     """
 
-    def __init__(self, entry: str | NormEntry, C: int, *, dtype=np.float32,
+    def __init__(self, entry: str | NormEntry, C: int, *, dtype: DTypeLike = np.float32,
                  impl: str = "kernel", **options: Any):
         super().__init__()
         self.entry = entry = entry if isinstance(entry, NormEntry) else get_norm(entry)
@@ -81,8 +82,8 @@ class LayerNorm(Norm):
     drops the bias). ``impl``: "kernel" (the fused numba kernel, default) or "reference"
     (normlab.functional)."""
 
-    def __init__(self, C: int, *, eps: float = 1e-5, bias: bool = True, dtype=np.float32,
-                 impl: str = "kernel"):
+    def __init__(self, C: int, *, eps: float = 1e-5, bias: bool = True,
+                 dtype: DTypeLike = np.float32, impl: str = "kernel"):
         super().__init__("layernorm", C, eps=eps, bias=bias, dtype=dtype, impl=impl)
 
 
@@ -91,7 +92,7 @@ class RMSNorm(Norm):
     ``partial=p`` is pRMSNorm. ``impl``: "kernel" (default) or "reference"."""
 
     def __init__(self, C: int, *, eps: float = 1e-8, partial: float | None = None,
-                 offset: float = 0.0, dtype=np.float32, impl: str = "kernel"):
+                 offset: float = 0.0, dtype: DTypeLike = np.float32, impl: str = "kernel"):
         super().__init__("rmsnorm", C, eps=eps, partial=partial, offset=float(offset),
                          dtype=dtype, impl=impl)
 
@@ -99,7 +100,7 @@ class RMSNorm(Norm):
 class DyT(Norm):
     """Dynamic Tanh: ``weight * tanh(alpha * x) + bias``, alpha a learned scalar (init 0.5)."""
 
-    def __init__(self, C: int, *, alpha_init: float = ALPHA_INIT, dtype=np.float32):
+    def __init__(self, C: int, *, alpha_init: float = ALPHA_INIT, dtype: DTypeLike = np.float32):
         ck.real(alpha_init, "alpha_init")
         super().__init__("dyt", C, alpha_init=alpha_init, dtype=dtype)
 
@@ -114,7 +115,7 @@ class BatchNorm(Module):
     """
 
     def __init__(self, C: int, *, eps: float = 1e-5, momentum: float | None = 0.1,
-                 track_running_stats: bool = True, dtype=np.float32):
+                 track_running_stats: bool = True, dtype: DTypeLike = np.float32):
         super().__init__()
         C = _width(C)
         self.eps = ck.positive(eps, "eps")
@@ -137,9 +138,9 @@ class BatchNorm(Module):
             training=use_batch, momentum=self.momentum, eps=self.eps, mask=mask,
             num_batches_tracked=self.num_batches_tracked,
         )
-        if update:
-            self.running_mean[...] = mean
-            self.running_var[...] = var
+        if update:  # only when tracking: both running statistics are arrays
+            self.running_mean[...] = mean  # type: ignore[index]
+            self.running_var[...] = var  # type: ignore[index]
             self.num_batches_tracked += 1
         return out
 

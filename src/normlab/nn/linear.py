@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional import (
@@ -17,7 +18,7 @@ from .module import Module
 from .numerics import FULL_PRECISION, Numerics
 
 
-def _count(n, name: str) -> int:
+def _count(n: Any, name: str) -> int:
     return ck.integer(n, name, lo=1)
 
 
@@ -32,7 +33,7 @@ class Linear(Module):
     numerics: Numerics = FULL_PRECISION
 
     def __init__(self, in_features: int, out_features: int, *, bias: bool = False,
-                 rng: np.random.Generator | None, std: float = 0.02, dtype=np.float32):
+                 rng: np.random.Generator | None, std: float = 0.02, dtype: DTypeLike = np.float32):
         super().__init__()
         in_features = _count(in_features, "in_features")
         out_features = _count(out_features, "out_features")
@@ -63,7 +64,7 @@ class Embedding(Module):
     numerics: Numerics = FULL_PRECISION
 
     def __init__(self, num_embeddings: int, dim: int, *, rng: np.random.Generator | None,
-                 std: float = 0.02, dtype=np.float32):
+                 std: float = 0.02, dtype: DTypeLike = np.float32):
         super().__init__()
         num_embeddings = _count(num_embeddings, "num_embeddings")
         dim = _count(dim, "dim")

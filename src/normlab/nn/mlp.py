@@ -5,6 +5,7 @@ stacked in one projection: SwiGLU's ``proj(silu(gate) * up)`` (Llama) or GeGLU's
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional import (
@@ -30,9 +31,18 @@ class MLP(Module):
     GeGLU, with g = gelu(a): out = g * b; da = gelu'(a) * (dout * b), db = dout * g.
     """
 
-    def __init__(self, C: int, d_ff: int, activation: str = "gelu_tanh", *, rng: np.random.Generator,
-                 bias: bool = False, std: float = 0.02, proj_std: float | None = None,
-                 dtype=np.float32):
+    def __init__(
+        self,
+        C: int,
+        d_ff: int,
+        activation: str = "gelu_tanh",
+        *,
+        rng: np.random.Generator,
+        bias: bool = False,
+        std: float = 0.02,
+        proj_std: float | None = None,
+        dtype: DTypeLike = np.float32,
+    ) -> None:
         super().__init__()
         ck.choice(activation, "activation", ACTIVATIONS)
         self.activation, self.d_ff = activation, d_ff

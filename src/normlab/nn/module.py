@@ -10,7 +10,7 @@ are dotted paths (``blocks.0.attn.norm.weight``), as in PyTorch's ``named_parame
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ class Module:
         self.grads[name] = np.zeros(value.shape, dtype=compute_dtype(value.dtype))
         return value
 
-    def accumulate(self, name: str, grad: np.ndarray | None) -> None:
+    def accumulate(self, name: str, grad: np.ndarray | np.floating | None) -> None:
         """Add ``grad`` into the buffer of parameter ``name`` (no-op for None)."""
         if grad is not None:
             self.grads[name] += grad
@@ -182,7 +182,7 @@ class Module:
             child.set_impl(impl)
         return self
 
-    def op(self, name: str):
+    def op(self, name: str) -> Callable[..., Any]:
         """The function ``name`` (e.g. "layer_norm_forward") of this module's implementation."""
         from ..kernels import resolve
 

@@ -139,7 +139,8 @@ class StaticLossScaler:
             out.append((key, ck.out_cast(u, g.dtype)))
         if isinstance(grads, Mapping):
             return dict(out), found_inf
-        return type(grads)(v for _, v in out), found_inf
+        # the Sequence's own type (list, tuple, ...), built from an iterable
+        return type(grads)(v for _, v in out), found_inf  # type: ignore[call-arg]
 
     def step(self, grads: Grads, optimizer_step: Callable[[Any], Any]) -> bool:
         """One scaled step: unscale, call ``optimizer_step(unscaled_grads)`` unless a gradient is

@@ -72,10 +72,10 @@ class WeightUpdater:
         if self.method == "direct":
             self.weight = quantize(self.weight + d, self.fmt)
         elif self.method == "master":
-            self.master = self.master + d
+            self.master = self.master + d  # type: ignore[operator]  # an array for "master"
             self.weight = quantize(self.master, self.fmt)
         elif self.method == "kahan":
-            y = d - self.compensation
+            y = d - self.compensation  # type: ignore[operator]  # an array for "kahan"
             t = quantize(self.weight + y, self.fmt)
             self.compensation = quantize((t - self.weight) - y, self.fmt)
             self.weight = t

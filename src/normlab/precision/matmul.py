@@ -64,8 +64,11 @@ def matmul(a: Any, b: Any, policy: PrecisionPolicy | str = "fp32", *,
         raise ValueError(f"a's last axis ({a.shape[-1]}) must match b's second-to-last "
                          f"({b.shape[-2]})")
     ct = np.result_type(ck.compute_dtype(a.dtype), ck.compute_dtype(b.dtype))
-    aq = policy.role(roles[0]).apply(a, rng=rng, state=states[0], axis=-1).astype(ct, copy=False)
-    bq = policy.role(roles[1]).apply(b, rng=rng, state=states[1], axis=-2).astype(ct, copy=False)
+    # every role but master (refused above) always has a precision
+    aq = policy.role(roles[0]).apply(  # type: ignore[union-attr]
+        a, rng=rng, state=states[0], axis=-1).astype(ct, copy=False)
+    bq = policy.role(roles[1]).apply(  # type: ignore[union-attr]
+        b, rng=rng, state=states[1], axis=-2).astype(ct, copy=False)
     acc = policy.accumulate
     if not acc.rounds:
         out = aq @ bq

@@ -41,8 +41,9 @@ def errors(actual: Any, expected: Any, scale: float = 0.0) -> tuple[float, float
 
 def assert_close(actual: Any, expected: Any, *, dtype: Any = None, ulps: float = 4.0,
                  atol: float = 0.0, what: str = "value") -> None:
-    """Assert ``|actual - expected| <= ulps * eps(dtype) * max(|expected|, max|expected|/16) + atol``
-    element-wise, with eps from ``dtype`` (default: actual's dtype), and report the worst element.
+    """Assert ``|actual - expected| <= tol`` element-wise and report the worst element, where
+    ``tol = ulps * eps(dtype) * max(|expected|, max|expected|/16) + atol`` with eps from ``dtype``
+    (default: actual's dtype).
     """
     dtype = np.asarray(actual).dtype if dtype is None else np.dtype(dtype)
     eps = format_eps(dtype)

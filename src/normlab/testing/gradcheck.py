@@ -20,8 +20,9 @@ Use random parameters (never ones and zeros: they hide wrong backwards) and floa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class GradcheckReport:
         lines = [f"{'input':<16} {'shape':<16} {'max abs err':>12} {'max rel err':>12}  ok"]
         for e in self.inputs:
             lines.append(
-                f"{e.name:<16} {str(e.shape):<16} {e.max_abs:12.3e} {e.max_rel:12.3e}  "
+                f"{e.name:<16} {e.shape!s:<16} {e.max_abs:12.3e} {e.max_rel:12.3e}  "
                 f"{'yes' if e.passed else 'NO'}"
             )
         return "\n".join(lines)
@@ -154,5 +155,7 @@ def gradcheck(
         max_abs = float(np.max(np.abs(g - num), initial=0.0))
         scale = float(np.max(np.abs(num), initial=0.0))
         max_rel = max_abs / max(scale, 1e-300) if max_abs > 0 else 0.0
-        errors.append(InputError(name, x.shape, max_abs, max_rel, max_rel <= rtol or max_abs <= atol))
+        errors.append(
+            InputError(name, x.shape, max_abs, max_rel, max_rel <= rtol or max_abs <= atol)
+        )
     return GradcheckReport(errors, rtol, atol)

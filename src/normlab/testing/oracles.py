@@ -8,7 +8,7 @@ NumPy arrays in the tensor's dtype (bfloat16 as ml_dtypes.bfloat16).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -52,7 +52,8 @@ def vjp(
     tensors = {k: to_torch(v, requires_grad=k in wrt) for k, v in inputs.items()}
     out = fn(**tensors)
     out.backward(to_torch(np.asarray(dout).astype(np.asarray(dout).dtype)).to(out.dtype))
-    return to_numpy(out), {k: to_numpy(tensors[k].grad) for k in wrt}
+    # backward() filled the gradient of every tensor in wrt
+    return to_numpy(out), {k: to_numpy(tensors[k].grad) for k in wrt}  # type: ignore[arg-type]
 
 
 def layer_norm(x, weight=None, bias=None, *, eps=1e-5):

@@ -30,7 +30,8 @@ import dataclasses
 import math
 import os
 import resource
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ..models import GPTConfig
 from .config import TrainConfig
@@ -56,11 +57,11 @@ class Estimate(NamedTuple):
     optimizer: int  # the optimizer's state
     activations: int  # what one training step holds at its peak
     evaluation: int  # the fixed validation batches
-    data: int  # the data source (Markov tables, text ids)
+    data: float  # the data source (Markov tables, text ids); inf beyond any budget
     history: int  # the per-step records kept for the result
 
     @property
-    def total(self) -> int:
+    def total(self) -> float:  # inf when the data part is
         return sum(self)
 
     def parts(self) -> str:
@@ -87,12 +88,17 @@ def count_parameters(model: GPTConfig) -> int:
     fc = 2 * F if model.activation == "swiglu" else F
     per_layer = 4 * C * C + C * fc + F * C  # qkv, attention out, MLP in and out
     small = 8 * C + 5 * C + fc + 4 * model.head_dim + 8  # norms (<= 4 per block), biases, qk-norms
-    tables = V * C + (T * C if model.positions == "learned" else 0) + (0 if model.tie_embeddings else V * C)
+    tables = (
+        V * C
+        + (T * C if model.positions == "learned" else 0)
+        + (0 if model.tie_embeddings else V * C)
+    )
     return tables + L * (per_layer + small) + 2 * C
 
 
 def _markov_contexts(vocab: int, order: int) -> float:
-    """V^k, as a float that is ``inf`` rather than a huge integer when it is astronomically large."""
+    """V^k, as a float that is ``inf`` rather than a huge integer when it is astronomically
+    large."""
     if order * math.log2(max(vocab, 2)) > 1000:
         return math.inf
     return float(vocab) ** order
@@ -110,7 +116,7 @@ def estimate(config: TrainConfig, *, text_bytes: int | None = None) -> Estimate:
     P = count_parameters(m)
     per_layer = 16 * B * T * C + 3 * B * T * F + 3 * B * H * T * T
     activations = w * ((L + 1) * per_layer + 4 * B * T * V)
-    data = 0
+    data: float = 0
     if config.data == "markov":
         data = 3 * 8 * _markov_contexts(V, config.markov_order) * V
     elif config.data == "file":
@@ -156,7 +162,7 @@ def available_memory() -> int | None:
     return avail
 
 
-def _default(field: str):
+def _default(field: str) -> Any:
     from .config import default_model
 
     defaults = TrainConfig(model=default_model())
@@ -165,9 +171,11 @@ def _default(field: str):
     return getattr(defaults, field)
 
 
-def _with(config: TrainConfig, field: str, value) -> TrainConfig:
+def _with(config: TrainConfig, field: str, value: Any) -> TrainConfig:
     if field.startswith("model."):
-        return dataclasses.replace(config, model=dataclasses.replace(config.model, **{field[6:]: value}))
+        return dataclasses.replace(
+            config, model=dataclasses.replace(config.model, **{field[6:]: value})
+        )
     return dataclasses.replace(config, **{field: value})
 
 
@@ -176,7 +184,9 @@ def _culprit(config: TrainConfig, total: float) -> str | None:
     best, best_total = None, total
     for name in SIZE_FIELDS:
         default = _default(name)
-        current = getattr(config.model, name[6:]) if name.startswith("model.") else getattr(config, name)
+        current = (
+            getattr(config.model, name[6:]) if name.startswith("model.") else getattr(config, name)
+        )
         if current == default:
             continue
         try:
@@ -209,7 +219,11 @@ def check_memory(config: TrainConfig, *, available: int | None = None,
     field = _culprit(config, est.total)
     value = None
     if field is not None:
-        value = getattr(config.model, field[6:]) if field.startswith("model.") else getattr(config, field)
+        value = (
+            getattr(config.model, field[6:])
+            if field.startswith("model.")
+            else getattr(config, field)
+        )
     lead = f"{flag(field)} {value}: " if field is not None else ""
     hint = f"; lower {flag(field)}" if field is not None else ""
     raise MemoryBudgetError(f"{lead}the run needs about {format_bytes(est.total)} of memory "

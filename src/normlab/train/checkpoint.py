@@ -30,6 +30,7 @@ import json
 import math
 import zipfile
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 
@@ -90,7 +91,8 @@ def save(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
     for k, v in payload.items():
         if v.dtype == object:
             raise TypeError(f"array {k!r} has dtype object, which would need pickle")
-    atomic_write(path, lambda f: np.savez(f, **payload), what="checkpoint")
+    # the names are the checkpoint's keys (param/..., opt/...), never savez's allow_pickle
+    atomic_write(path, lambda f: np.savez(f, **payload), what="checkpoint")  # type: ignore[arg-type]
 
 
 def load(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
@@ -241,7 +243,7 @@ def _check_counts(meta: dict, step: int, where: str) -> None:
         raise _bad(where, "train_time", "a finite number of seconds >= 0", t)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -258,7 +260,8 @@ def _check_generator_state(state: object, key: str, where: str) -> None:
     """Refuse a saved generator state that NumPy's PCG64 (what ``default_rng`` makes) cannot
     take."""
     try:
-        np.random.default_rng().bit_generator.state = state
+        # any object: NumPy's setter is the check
+        np.random.default_rng().bit_generator.state = state  # type: ignore[assignment]
     except Exception as exc:  # NumPy's checks raise TypeError, ValueError or KeyError
         raise CheckpointError(f"{where}: its {key} must be the state of a NumPy PCG64 generator "
                               f"({exc}); got {_short(state)}") from None

@@ -78,14 +78,25 @@ class MarkovSource:
         if vocab_size < 2:
             raise ValueError(f"markov vocab_size must be >= 2; got {vocab_size}")
         if order * math.log2(vocab_size) > 20:  # compared in logs: never a huge integer
-            size = f"{float(vocab_size) ** order:.3g}" if order * math.log2(vocab_size) < 1000 else "too many"
-            raise ValueError(f"markov vocab_size^order = {vocab_size}^{order} = {size} contexts is too "
-                             f"many (at most 2^20)")
+            size = (
+                f"{float(vocab_size) ** order:.3g}"
+                if order * math.log2(vocab_size) < 1000
+                else "too many"
+            )
+            raise ValueError(
+                f"markov vocab_size^order = {vocab_size}^{order} = {size} contexts is too "
+                f"many (at most 2^20)"
+            )
         if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
             raise ValueError(f"markov alpha must be a finite number > 0; got {alpha!r}")
         if not (isinstance(zipf, (int, float)) and math.isfinite(zipf) and zipf >= 0):
             raise ValueError(f"markov zipf must be a finite number >= 0; got {zipf!r}")
-        self.vocab_size, self.order, self.alpha, self.seed = int(vocab_size), int(order), float(alpha), seed
+        self.vocab_size, self.order, self.alpha, self.seed = (
+            int(vocab_size),
+            int(order),
+            float(alpha),
+            seed,
+        )
         self.zipf = float(zipf)
         V, k = self.vocab_size, self.order
         rng = np.random.default_rng(seed)
@@ -175,9 +186,15 @@ class AlgorithmicSource:
     def __init__(self, task: str = "copy", vocab_size: int = 16, seed: int = 0):
         if task not in ("copy", "reverse"):
             raise ValueError(f"task must be 'copy' or 'reverse'; got {task!r}")
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) or vocab_size < 3:
-            raise ValueError(f"{task} vocab_size must be an integer >= 3 (symbols and a separator); "
-                             f"got {vocab_size!r}")
+        if (
+            isinstance(vocab_size, bool)
+            or not isinstance(vocab_size, (int, np.integer))
+            or vocab_size < 3
+        ):
+            raise ValueError(
+                f"{task} vocab_size must be an integer >= 3 (symbols and a separator); "
+                f"got {vocab_size!r}"
+            )
         self.name, self.task, self.vocab_size, self.seed = task, task, int(vocab_size), seed
         self.sep = self.vocab_size - 1
 
@@ -213,7 +230,9 @@ class TextSource:
 
     def __init__(self, text: str, name: str = "text", val_fraction: float = 0.1):
         if not isinstance(text, str) or len(set(text)) < 2:
-            raise ValueError(f"{name}: the text must be a string with at least 2 distinct characters")
+            raise ValueError(
+                f"{name}: the text must be a string with at least 2 distinct characters"
+            )
         if not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1); got {val_fraction!r}")
         self.name = name
@@ -221,13 +240,13 @@ class TextSource:
         self.vocab_size = len(self.chars)
         lookup = {c: i for i, c in enumerate(self.chars)}
         ids = np.fromiter((lookup[c] for c in text), np.int64, count=len(text))
-        split = int(round(len(ids) * (1.0 - val_fraction)))
+        split = round(len(ids) * (1.0 - val_fraction))
         self.train, self.val = ids[:split], ids[split:]
         self.sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
         self.n_chars = len(text)
 
     @classmethod
-    def pydoc(cls) -> "TextSource":
+    def pydoc(cls) -> TextSource:
         """Python's ``pydoc_data.topics``: English technical prose (about 465K characters),
         joined in sorted topic order. Its content follows the Python version: ``describe()``
         records the hash."""
@@ -236,7 +255,7 @@ class TextSource:
         return cls("\n\n".join(topics[k] for k in sorted(topics)), name="pydoc")
 
     @classmethod
-    def from_file(cls, path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> "TextSource":
+    def from_file(cls, path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> TextSource:
         """The UTF-8 text file at ``path``: an existing regular file of at most ``max_bytes``
         (a directory, FIFO or device, whose reading might never end, is refused unread)."""
         source = check_input_file(path, what="data_path", max_bytes=max_bytes)
@@ -254,8 +273,10 @@ class TextSource:
 
     def _check(self, ids: np.ndarray, T: int, split: str) -> None:
         if len(ids) < T + 1:
-            raise ValueError(f"{self.name}: the {split} split has {len(ids)} characters, fewer than "
-                             f"seq_len + 1 = {T + 1}")
+            raise ValueError(
+                f"{self.name}: the {split} split has {len(ids)} characters, fewer than "
+                f"seq_len + 1 = {T + 1}"
+            )
 
     def train_batch(self, B: int, T: int, rng: np.random.Generator) -> Batch:
         self._check(self.train, T, "train")

@@ -29,7 +29,8 @@ parameters and the gradients are views into one buffer each, in order (a model a
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,9 @@ def _default_decay(params: dict[str, np.ndarray]) -> set[str]:
     return {k for k, p in params.items() if p.ndim >= 2}
 
 
-def _state_views(params: dict[str, np.ndarray], names: tuple[str, ...]):
+def _state_views(
+    params: dict[str, np.ndarray], names: tuple[str, ...]
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, np.ndarray]]:
     """Zeroed optimizer state per parameter: ``{param: {state name: array}}``, and, when every
     parameter has one compute dtype, ``{state name: flat buffer}`` of which those arrays are
     views (else an empty dict and separate arrays)."""
@@ -130,7 +133,7 @@ class Optimizer:
 
     def _round_state(self, name: str) -> None:
         if self.state_round is not None:
-            for key, buf in self.state[name].items():
+            for _key, buf in self.state[name].items():
                 buf[...] = self.state_round(buf)
 
     def _check(self, grads: dict[str, np.ndarray], lr: float) -> float:
@@ -150,15 +153,19 @@ class Optimizer:
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         expected = {"t"} | {f"{n}/{k}" for n in self.state for k in self.state_names}
         if set(state) != expected:
-            raise ValueError(f"optimizer state does not match: missing {sorted(expected - set(state))}, "
-                             f"unexpected {sorted(set(state) - expected)}")
+            raise ValueError(
+                f"optimizer state does not match: missing {sorted(expected - set(state))}, "
+                f"unexpected {sorted(set(state) - expected)}"
+            )
         self.t = int(state["t"])
         for name, bufs in self.state.items():
             for key, buf in bufs.items():
                 value = np.asarray(state[f"{name}/{key}"])
                 if value.shape != buf.shape or value.dtype != buf.dtype:
-                    raise ValueError(f"optimizer state {name}/{key} is {value.dtype} {value.shape}; "
-                                     f"expected {buf.dtype} {buf.shape}")
+                    raise ValueError(
+                        f"optimizer state {name}/{key} is {value.dtype} {value.shape}; "
+                        f"expected {buf.dtype} {buf.shape}"
+                    )
                 buf[...] = value
 
 
@@ -193,8 +200,8 @@ class AdamW(Optimizer):
         names = list(self.params)
         sizes = [self.params[n].size for n in names]
         decay = np.array([n in self.decay and self.weight_decay > 0 for n in names])
-        hyper = dict(lr=lr, b1=self.b1, b2=self.b2, eps=self.eps,
-                     weight_decay=self.weight_decay, t=self.t)
+        hyper: dict[str, Any] = dict(lr=lr, b1=self.b1, b2=self.b2, eps=self.eps,
+                                     weight_decay=self.weight_decay, t=self.t)
         m, v = self.flat_state["m"], self.flat_state["v"]
         p = flat_buffer([self.params[n] for n in names])
         g = flat_buffer([grads[n] for n in names])

@@ -14,9 +14,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def is_full_precision(policy: PrecisionPolicy) -> bool:
         getattr(policy, r) is not None and getattr(policy, r).rounds for r in roles)
 
 
-def check_precision(name: str, model_config) -> None:
+def check_precision(name: str, model_config: Any) -> None:
     """Refuse an unknown policy, one the model cannot emulate, or a policy on a float64 model
     (policies emulate formats below float32 on float32 arrays)."""
     try:
@@ -70,10 +71,13 @@ def check_precision(name: str, model_config) -> None:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"config: {exc}") from None
     if not is_full_precision(policy) and model_config.dtype != "float32":
-        raise ValueError(f"config: precision {name!r} needs model.dtype float32; got {model_config.dtype}")
+        raise ValueError(
+            f"config: precision {name!r} needs model.dtype float32; got {model_config.dtype}"
+        )
 
 
-def _rounder(precision, rng) -> Callable[[np.ndarray], np.ndarray] | None:
+def _rounder(precision: Any,
+             rng: np.random.Generator | None) -> Callable[[np.ndarray], np.ndarray] | None:
     if precision is None or not precision.rounds:
         return None
     return lambda a: precision.apply(a, rng=rng).astype(a.dtype, copy=False)
@@ -91,14 +95,14 @@ class TrainingPrecision:
     rng: np.random.Generator | None = None  # for stochastic rounding
 
     @classmethod
-    def from_name(cls, name: str, rng: np.random.Generator | None = None) -> "TrainingPrecision":
+    def from_name(cls, name: str, rng: np.random.Generator | None = None) -> TrainingPrecision:
         """The preset (or .json policy file) ``name``; ``rng`` draws stochastic rounding where a
         role asks for it."""
         return cls.from_policy(load_policy(name), rng)
 
     @classmethod
     def from_policy(cls, policy: PrecisionPolicy,
-                    rng: np.random.Generator | None = None) -> "TrainingPrecision":
+                    rng: np.random.Generator | None = None) -> TrainingPrecision:
         if is_full_precision(policy):
             return cls(policy.name, FULL_PRECISION, None, None, None, rng)
         numerics = PolicyNumerics(policy, rng=rng)
@@ -117,7 +121,9 @@ class TrainingPrecision:
 
     def load_state(self, state: dict) -> None:
         if not isinstance(state, dict):
-            raise TypeError(f"the saved precision state must be a mapping; got {type(state).__name__}")
+            raise TypeError(
+                f"the saved precision state must be a mapping; got {type(state).__name__}"
+            )
         if (state.get("scaler") is None) != (self.scaler is None):
             raise ValueError(f"the saved loss-scaler state does not fit precision {self.name!r}")
         if self.scaler is not None:

@@ -4,6 +4,8 @@ config field as the flag ``normlab run NAME`` takes it, its quick and full value
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _leaves(config, prefix: str = ""):
+def _leaves(config: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted name, value) of every field of a config, nested configs' fields included."""
     import dataclasses
 

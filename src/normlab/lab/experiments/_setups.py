@@ -8,9 +8,12 @@ weights of a normlab model in place to match; every forward and backward is stil
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ...models import GPT, GPTConfig, deepnorm_beta
+from ...nn import MLP, CausalSelfAttention
 
 
 def xavier_(model: GPT, rng: np.random.Generator, *, beta: float = 1.0,
@@ -21,7 +24,8 @@ def xavier_(model: GPT, rng: np.random.Generator, *, beta: float = 1.0,
     """
     C = model.config.d_model
     for blk in model.blocks:
-        attn, mlp = blk.attn.branch, blk.mlp.branch
+        attn = cast(CausalSelfAttention, blk.attn.branch)
+        mlp = cast(MLP, blk.mlp.branch)
         W = attn.qkv.params["weight"]  # (3C, C): q rows, k rows, v rows
         dt = W.dtype
         W[: 2 * C] = 0.0 if zero_qk else rng.normal(0, C**-0.5, (2 * C, C)).astype(dt)
@@ -87,8 +91,9 @@ def output_change(placement: str, N: int, *, d: int, n_heads: int, seq_len: int,
         omega = model.profile_admin(other)[-1]
     F0 = model.hidden(idx).astype(np.float64)  # (B, T, C)
     for blk in model.blocks:
-        for lin in (blk.attn.branch.qkv, blk.attn.branch.proj, blk.mlp.branch.fc,
-                    blk.mlp.branch.proj):
+        attn = cast(CausalSelfAttention, blk.attn.branch)
+        mlp = cast(MLP, blk.mlp.branch)
+        for lin in (attn.qkv, attn.proj, mlp.fc, mlp.proj):
             w = lin.params["weight"]
             w += rng.normal(0.0, delta_std / np.sqrt(d), w.shape).astype(w.dtype)
     F1 = model.hidden(idx).astype(np.float64)

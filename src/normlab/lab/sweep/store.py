@@ -5,7 +5,8 @@ Layout::
 
     OUT/runs/<id>/config.json     the run's TrainConfig.to_dict() (written when it is dispatched)
                   metrics.json    per-step records and evaluations (history, evals)
-                  result.json     the final figures: final_val_loss, entropy_floor, loss_at_init, ...
+                  result.json     the final figures: final_val_loss, entropy_floor,
+                                  loss_at_init, ...
                   status.json     done | diverged | failed, with the reason (and the traceback of a
                                   failure), wall and CPU time, attempt, host; written LAST
     OUT/events.jsonl              one line per dispatch and per outcome (an append-only journal)
@@ -15,14 +16,16 @@ over its name (``os.replace``): a reader sees the old file or the new one, never
 run is finished when its ``status.json`` says ``done`` or ``diverged``; because that file is
 written after the others, a finished run has all its files. Its journal line is written with it,
 with SIGINT and SIGTERM held back in between; a SIGKILL between the two is mended by the next
-sweep (:meth:`RunStore.mend_journal`), so the journal holds one outcome per finished run. A directory without a final status
+sweep (:meth:`RunStore.mend_journal`), so the journal holds one outcome per finished run. A
+directory without a final status
 (killed mid-run, or ``failed``) is run again on the next sweep: its leftovers and any temporary
 file of a killed writer are removed first. Finished runs are never written again.
 
 What is read back is checked: a finished run whose ``result.json`` or ``metrics.json`` is missing
 or does not match its schema (:func:`check_result`: the figures are numbers or null, the step
 count an integer, ``stopped`` as the status says; :func:`check_metrics`: one record per step, the
-evaluations with their step and loss) is never trusted and never a dead end: it reads as pending, with
+evaluations with their step and loss) is never trusted and never a dead end: it reads as pending,
+with
 the damage in ``RunRecord.damaged``, and the next sweep moves its files aside into
 ``runs/<id>/damaged-<n>/`` (kept for inspection) and runs it again.
 
@@ -81,7 +84,11 @@ def check_result(result: Any, status: str = DONE, *, complete: bool = True) -> N
         v = result[key]
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (complete and not math.isfinite(v)):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or (complete and not math.isfinite(v))
+        ):
             what = "a finite number" if complete else "a number"
             raise ValueError(f"result.json: {key} must be {what} or null; got {v!r}")
     if not complete:
@@ -94,7 +101,9 @@ def check_result(result: Any, status: str = DONE, *, complete: bool = True) -> N
     if status == DONE and stopped is not None:
         raise ValueError(f"result.json: stopped must be null for a done run; got {stopped!r}")
     if status == DIVERGED and not isinstance(stopped, str):
-        raise ValueError(f"result.json: stopped must say why a diverged run stopped; got {stopped!r}")
+        raise ValueError(
+            f"result.json: stopped must say why a diverged run stopped; got {stopped!r}"
+        )
 
 
 def check_metrics(metrics: Any, steps: int) -> None:
@@ -107,14 +116,22 @@ def check_metrics(metrics: Any, steps: int) -> None:
     if not isinstance(history, list) or not isinstance(evals, list):
         raise ValueError("metrics.json must hold the lists history and evals")
     if len(history) != steps:
-        raise ValueError(f"metrics.json holds {len(history)} step records; the run did {steps} steps")
+        raise ValueError(
+            f"metrics.json holds {len(history)} step records; the run did {steps} steps"
+        )
     for i, record in enumerate(history):
-        if not isinstance(record, dict) or record.get("step") != i or isinstance(record["step"], bool):
+        if (
+            not isinstance(record, dict)
+            or record.get("step") != i
+            or isinstance(record["step"], bool)
+        ):
             raise ValueError(f"metrics.json: history[{i}] must be a record with step = {i}")
     for i, record in enumerate(evals):
         if not (isinstance(record, dict) and isinstance(record.get("step"), int)
                 and not isinstance(record["step"], bool) and "val_loss" in record):
-            raise ValueError(f"metrics.json: evals[{i}] must be a record with a step and a val_loss")
+            raise ValueError(
+                f"metrics.json: evals[{i}] must be a record with a step and a val_loss"
+            )
 
 
 @dataclass
@@ -130,7 +147,8 @@ class RunRecord:
     path: Path | None = None  # the run's directory
     reused: bool = False  # True when read from the store, False when run by this call
     varied: dict[str, Any] = field(default_factory=dict)  # the spec's varied fields -> values
-    cpu_s: float | None = None  # CPU seconds of the run's worker (below wall_s: it waited for a core)
+    # CPU seconds of the run's worker (below wall_s: it waited for a core)
+    cpu_s: float | None = None
     damaged: str | None = None  # why a finished run's files were not trusted (it reads as pending)
 
     @property
@@ -177,7 +195,9 @@ class RunStore:
         runs = self.root / "runs"
         for folder in (runs, self.root):
             if folder.exists() and not folder.is_dir():
-                raise StoreError(f"store {str(self.root)!r}: {str(folder)!r} is a file; expected a folder")
+                raise StoreError(
+                    f"store {str(self.root)!r}: {str(folder)!r} is a file; expected a folder"
+                )
         journal = self.root / "events.jsonl"
         if journal.exists() and not journal.is_file():
             raise StoreError(f"store {str(self.root)!r}: {str(journal)!r} is not a regular file")
@@ -188,7 +208,9 @@ class RunStore:
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
         if not existing.is_dir():
-            raise StoreError(f"store {str(self.root)!r} cannot be created: {str(existing)!r} is a file")
+            raise StoreError(
+                f"store {str(self.root)!r} cannot be created: {str(existing)!r} is a file"
+            )
         if not os.access(existing, os.W_OK | os.X_OK):
             raise StoreError(f"store {str(self.root)!r}: {str(existing)!r} is not writable")
 
@@ -212,7 +234,9 @@ class RunStore:
                 check_result(rec.result, rec.status)
                 check_metrics(_read_json(d / "metrics.json"), rec.result["steps_done"])
             except ValueError as exc:  # never trusted: pending, and re-queued by the next sweep
-                rec.damaged = str(exc) if rec.result is not None else "result.json is missing or not JSON"
+                rec.damaged = (
+                    str(exc) if rec.result is not None else "result.json is missing or not JSON"
+                )
                 rec.status, rec.result, rec.reason = PENDING, None, None
         return rec
 
@@ -241,7 +265,9 @@ class RunStore:
         return len(missing)
 
     def _log(self, event: str, run_id: str, **extra: Any) -> None:
-        line = json.dumps({"time": _now(), "event": event, "id": run_id, "pid": os.getpid(), **extra})
+        line = json.dumps(
+            {"time": _now(), "event": event, "id": run_id, "pid": os.getpid(), **extra}
+        )
         path = self.root / "events.jsonl"
         if path.exists() and not path.is_file():  # a FIFO or device: opening it could block
             raise StoreError(f"store {str(self.root)!r}: {str(path)!r} is not a regular file")
@@ -265,17 +291,23 @@ class RunStore:
                     raise RuntimeError(f"run {point.id} is finished; it is never rewritten")
                 self._set_aside(d)
             attempt = (old.get("attempt", 0) if isinstance(old, dict) else 0)
-            attempt = (attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0) + 1
+            attempt = (
+                attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0
+            ) + 1
             for p in d.iterdir():
                 if p.name.endswith(".tmp") or p.name in RUN_FILES[1:]:
                     p.unlink(missing_ok=True)
             _write(d / "config.json", point.config.to_dict())
             self._log("start", point.id, attempt=attempt)
         except FileExistsError:
-            raise StoreError(f"run {point.id}: {str(d)!r} is not a folder (a file is in its place); "
-                             f"move it away to run this point") from None
+            raise StoreError(
+                f"run {point.id}: {str(d)!r} is not a folder (a file is in its place); "
+                f"move it away to run this point"
+            ) from None
         except OSError as exc:
-            raise StoreError(f"run {point.id}: cannot write {str(d)!r}: {exc.strerror or exc}") from None
+            raise StoreError(
+                f"run {point.id}: cannot write {str(d)!r}: {exc.strerror or exc}"
+            ) from None
         return attempt
 
     def _set_aside(self, d: Path) -> Path:
@@ -323,7 +355,9 @@ class RunStore:
                 for k in ("status", "reason", "traceback", "wall_s", "cpu_s", "host", "pid")}
         meta.update(attempt=attempt, finished_at=_now(), normlab=_version())
         with _signals_held():  # a kill lands before the status or after its journal line
-            _write(d / "status.json", {k: v for k, v in meta.items() if v is not None or k == "reason"})
+            _write(
+                d / "status.json", {k: v for k, v in meta.items() if v is not None or k == "reason"}
+            )
             self._log(status, point.id, attempt=attempt, wall_s=payload.get("wall_s"))
         return RunRecord(point.id, point.config.to_dict(), status, payload.get("reason"), result,
                          payload.get("wall_s"), d, reused=False, varied=dict(point.varied),
@@ -346,8 +380,8 @@ def _signals_held():
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(held):
-            signal.raise_signal(sig)
+        for num in dict.fromkeys(held):
+            signal.raise_signal(num)
 
 
 def _write(path: Path, payload: Any) -> None:
@@ -364,5 +398,15 @@ def _version() -> str:
     return __version__
 
 
-__all__ = ["DIVERGED", "DONE", "FAILED", "FINISHED", "PENDING", "RunRecord", "RunStore", "StoreError",
-           "check_metrics", "check_result"]
+__all__ = [
+    "DIVERGED",
+    "DONE",
+    "FAILED",
+    "FINISHED",
+    "PENDING",
+    "RunRecord",
+    "RunStore",
+    "StoreError",
+    "check_metrics",
+    "check_result",
+]

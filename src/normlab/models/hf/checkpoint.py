@@ -13,8 +13,9 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ INDEX_FILE = "model.safetensors.index.json"
 def _read_json(path: Path, what: str) -> dict:
     doc = read_json(path, what=what)
     if not isinstance(doc, dict):  # a damaged file: a ValueError, as every refusal of one
-        raise ValueError(  # noqa: TRY004
+        raise ValueError(
             f"{what}: {str(path)!r} must hold a JSON object; got "
                          f"{type(doc).__name__}")
     return doc
@@ -227,7 +228,7 @@ def _refuse_nonfinite(maps: MappedFiles, stored: dict[str, Tensor], chunk: int =
 
 
 def _copy_all(maps: MappedFiles, copies: list) -> None:
-    def copy(job) -> None:
+    def copy(job: Any) -> None:
         p, ts, transpose = job
         r0 = 0
         for t in ts:
@@ -323,7 +324,7 @@ def _check_save_arguments(model: GPT, path: object, dtype: object,
         ck.integer(max_shard_bytes, "max_shard_bytes", lo=1)
 
 
-def _json_writer(text: str):
+def _json_writer(text: str) -> Callable[..., None]:
     def write(name: str) -> None:
         with open(name, "w", encoding="utf-8") as f:
             f.write(text)
@@ -331,7 +332,7 @@ def _json_writer(text: str):
     return write
 
 
-def _write_durably(target: Path, write, old: Path) -> None:
+def _write_durably(target: Path, write: Callable[..., None], old: Path) -> None:
     """``write(target)``, then the mode of the file it replaces (or 0o666 less the umask), and
     fsync."""
     write(str(target))
@@ -366,7 +367,7 @@ def _carry_over(root: Path, new: Path, written: set[str]) -> None:
             _link_or_copy(src, dst)
 
 
-def _link_or_copy(src, dst) -> None:
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
     try:
         os.link(src, dst, follow_symlinks=False)
     except OSError:

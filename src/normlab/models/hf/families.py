@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -245,7 +245,7 @@ def _decoder_read(hf: dict, dtype: str, rec: Family) -> dict:
 
 def _gemma2_read(hf: dict, family: str, C: int) -> dict:
     qpas = fd.real(hf, "query_pre_attn_scalar", family, default=256, lo=0.0, open_lo=True)
-    return dict(embed_scale=math.sqrt(C), attn_scale=qpas ** -0.5,  # noqa: C408
+    return dict(embed_scale=math.sqrt(C), attn_scale=qpas ** -0.5,
                 attn_softcap=fd.real(hf, "attn_logit_softcapping", family, default=None,
                                      lo=0.0, open_lo=True),
                 final_softcap=fd.real(hf, "final_logit_softcapping", family, default=None,
@@ -265,7 +265,7 @@ def _gpt2_read(hf: dict, dtype: str, rec: Family) -> dict:
     act = fd.string(hf, "activation_function", family, default="gelu_new")
     if act not in _GPT2_ACTS:
         raise _refuse(family, "activation_function", act, f"one of {sorted(_GPT2_ACTS)}")
-    return dict(  # noqa: C408 - the GPTConfig fields, as keywords
+    return dict(
         vocab_size=fd.integer(hf, "vocab_size", family),
         seq_len=fd.integer(hf, "n_positions", family),
         n_layers=fd.integer(hf, "n_layer", family), d_model=fd.integer(hf, "n_embd", family),
@@ -497,7 +497,7 @@ def ignorable(family: str, name: str, config: GPTConfig) -> bool:
             or (name == "lm_head.weight" and config.tie_embeddings))
 
 
-def short_names(names, family: str) -> dict[str, str]:
+def short_names(names: Iterable[str], family: str) -> dict[str, str]:
     """Checkpoint name without its model prefix -> the name as stored."""
     pre = record(family).prefix
     return {n.removeprefix(pre): n for n in names}

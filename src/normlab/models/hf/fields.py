@@ -50,7 +50,7 @@ def flag(hf: dict, key: str, family: str, *, default: bool) -> bool:
     """``hf[key]`` as a JSON boolean (``default`` when missing or null)."""
     value = _get(hf, key, family, default)
     if not isinstance(value, bool):
-        raise ValueError(  # noqa: TRY004 - a damaged file's value, as every field error
+        raise ValueError(
             f"{family}: {key} = {value!r} must be true or false (a JSON boolean)")
     return value
 
@@ -61,7 +61,7 @@ def string(hf: dict, key: str, family: str, *, default: Any = _REQUIRED) -> Any:
     if value is default and default is not _REQUIRED:
         return value
     if not isinstance(value, str):
-        raise ValueError(f"{family}: {key} = {value!r} must be a string")  # noqa: TRY004
+        raise ValueError(f"{family}: {key} = {value!r} must be a string")
     return value
 
 
@@ -69,7 +69,7 @@ def mapping(hf: dict, key: str, family: str) -> dict:
     """``hf[key]`` as a JSON object ({} when missing or null)."""
     value = _get(hf, key, family, {})
     if not isinstance(value, dict):
-        raise ValueError(f"{family}: {key} = {value!r} must be an object")  # noqa: TRY004
+        raise ValueError(f"{family}: {key} = {value!r} must be an object")
     return value
 
 
