@@ -158,6 +158,49 @@ def check_args(q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, 
     return q, k, v, softcap, p_drop, training, causal, scale, window
 
 
+def _check_nonempty(q: Array, k: Array, v: Array) -> None:
+    """T = 0 (or any empty axis): no position to attend from or to."""
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if np.ndim(a) == 4 and 0 in np.shape(a):
+            raise ValueError(f"{name} must have B, heads, T and D >= 1 (attention over an empty "
+                             f"sequence is undefined); got shape {np.shape(a)}")
+
+
+def _normed_rotated(q: Array, k: Array, q_norm_weight: Array | None,
+                    k_norm_weight: Array | None, qk_norm: str, qk_norm_eps: float,
+                    rope: tuple[Array, Array] | None) -> tuple[Array, Array, Any, Any, Any]:
+    """q and k (B, H, T, D) after the QK-norm, then RoPE: (q, k, q_norm, k_norm, rope_caches)."""
+    q_norm = k_norm = rope_caches = None
+    if qk_norm != "none":  # check_args refused a missing gain
+        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight,  # type: ignore[arg-type]
+                                    qk_norm_eps)  # (B, H, T, D)
+        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight,  # type: ignore[arg-type]
+                                    qk_norm_eps)
+    if rope is not None:
+        q, rq = rope_forward(q, *rope)
+        k, rk = rope_forward(k, *rope)
+        rope_caches = (rq, rk)
+    return q, k, q_norm, k_norm, rope_caches
+
+
+def _logits(q: Array, k: Array, scale: Any, softcap: float | None,
+            mask: Array | None) -> tuple[Array, float, Array | None]:
+    """The scaled, masked and (optionally) soft-capped logits (B, H, T, T), their largest value
+    before the cap, and the cap's tanh (saved for the backward)."""
+    s = _scores(q, k)  # (B, H, T, T)
+    s *= scale
+    if mask is not None:
+        s += mask
+    max_logit = float(s.max())  # over the kept positions: the masked ones are -inf
+    tanh = None
+    if softcap is not None:
+        tanh = np.tanh(s / s.dtype.type(softcap))  # -1 where masked
+        s = s.dtype.type(softcap) * tanh
+        if mask is not None:
+            s += mask  # the mask after the cap, as Gemma 2
+    return s, max_logit, tanh
+
+
 def attention_forward(
     q: Array,
     k: Array,
@@ -198,40 +241,17 @@ def attention_forward(
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
     """
-    for name, a in (("q", q), ("k", k), ("v", v)):  # T = 0: no position to attend from or to
-        if np.ndim(a) == 4 and 0 in np.shape(a):
-            raise ValueError(f"{name} must have B, heads, T and D >= 1 (attention over an empty "
-                             f"sequence is undefined); got shape {np.shape(a)}")
+    _check_nonempty(q, k, v)
     q, k, v, softcap, p_drop, training, causal, scale, window = check_args(
         q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
         scale, window)
-    _B, _H, T, _D = q.shape
-    dtypes = (q.dtype, k.dtype, v.dtype)
-    ct = ck.compute_dtype(q.dtype)
+    T, dtypes, ct = q.shape[2], (q.dtype, k.dtype, v.dtype), ck.compute_dtype(q.dtype)
 
     q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
-    q_norm = k_norm = rope_caches = None
-    if qk_norm != "none":  # check_args refused a missing gain
-        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight,  # type: ignore[arg-type]
-                                    qk_norm_eps)  # (B, H, T, D)
-        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight,  # type: ignore[arg-type]
-                                    qk_norm_eps)
-    if rope is not None:
-        q, rq = rope_forward(q, *rope)
-        k, rk = rope_forward(k, *rope)
-        rope_caches = (rq, rk)
+    q, k, q_norm, k_norm, rope_caches = _normed_rotated(q, k, q_norm_weight, k_norm_weight,
+                                                       qk_norm, qk_norm_eps, rope)
     mask = causal_mask(T, ct, window) if causal else None  # (T, T) -inf above the diagonal
-    s = _scores(q, k)  # (B, H, T, T)
-    s *= ct.type(scale)
-    if mask is not None:
-        s += mask
-    max_logit = float(s.max())  # over the kept positions: the masked ones are -inf
-    tanh = None
-    if softcap is not None:
-        tanh = np.tanh(s / ct.type(softcap))  # -1 where masked
-        s = ct.type(softcap) * tanh
-        if mask is not None:
-            s += mask  # the mask after the cap, as Gemma 2
+    s, max_logit, tanh = _logits(q, k, ct.type(scale), softcap, mask)  # (B, H, T, T)
     p, sm_cache = softmax_forward(s, axis=-1)  # (B, H, T, T)
     p_used, drop = p, None
     if training and p_drop > 0.0:

@@ -63,6 +63,24 @@ def _running(stat: Any, name: str, C: int) -> Array | None:
     return ck.param(stat, name, C, allow_none=True)
 
 
+def _check_inputs(x: Array, weight: Array, bias: Array, running_mean: Array | None,
+                  running_var: Array | None) -> tuple[Array, Array, Array, Any, Any]:
+    """x (..., C) with C >= 1, the (C,) parameters and running statistics, checked."""
+    x = ck.float_array(x, "x")
+    ck.at_least_nd(x, "x", 2)
+    C = x.shape[-1]
+    if C == 0:
+        raise ValueError(f"x must have at least one channel (its last axis, C); got shape "
+                         f"{x.shape}")
+    weight = ck.param(weight, "weight", C)
+    bias = ck.param(bias, "bias", C)
+    running_mean = _running(running_mean, "running_mean", C)
+    running_var = _running(running_var, "running_var", C)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must both be arrays or both be None")
+    return x, weight, bias, running_mean, running_var
+
+
 def batch_norm_forward(
     x: Array,
     weight: Array,
@@ -93,18 +111,9 @@ def batch_norm_forward(
         out (x's dtype), cache, new running_mean, new running_var (float32, or float64 for
         float64 input; None when none were given).
     """
-    x = ck.float_array(x, "x")
-    ck.at_least_nd(x, "x", 2)
+    x, weight, bias, running_mean, running_var = _check_inputs(x, weight, bias, running_mean,
+                                                                running_var)
     C = x.shape[-1]
-    if C == 0:
-        raise ValueError(f"x must have at least one channel (its last axis, C); got shape "
-                         f"{x.shape}")
-    weight = ck.param(weight, "weight", C)
-    bias = ck.param(bias, "bias", C)
-    running_mean = _running(running_mean, "running_mean", C)
-    running_var = _running(running_var, "running_var", C)
-    if (running_mean is None) != (running_var is None):
-        raise ValueError("running_mean and running_var must both be arrays or both be None")
     training = ck.flag(training, "training")
     eps = ck.positive(eps, "eps")
     _check_counters(momentum, num_batches_tracked)

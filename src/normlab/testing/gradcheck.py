@@ -97,6 +97,15 @@ def numerical_grad(
     return grad
 
 
+def _named_float64(inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]
+                   ) -> tuple[list[str], list[np.ndarray]]:
+    """The inputs' names (``input0``, ... by position) and float64 C-ordered copies."""
+    if isinstance(inputs, Mapping):
+        return list(inputs), [np.array(v, dtype=np.float64, order="C") for v in inputs.values()]
+    values = [np.array(v, dtype=np.float64, order="C") for v in inputs]
+    return [f"input{i}" for i in range(len(values))], values
+
+
 def gradcheck(
     forward: Callable[..., tuple[Any, Any]],
     backward: Callable[[np.ndarray, Any], Any],
@@ -123,12 +132,7 @@ def gradcheck(
     Returns:
         A ``GradcheckReport`` with the max absolute and relative error per input.
     """
-    if isinstance(inputs, Mapping):
-        names = list(inputs)
-        values = [np.array(v, dtype=np.float64, order="C") for v in inputs.values()]
-    else:
-        values = [np.array(v, dtype=np.float64, order="C") for v in inputs]
-        names = [f"input{i}" for i in range(len(values))]
+    names, values = _named_float64(inputs)
     rng = np.random.default_rng(0) if rng is None else rng
 
     out, cache = forward(*values)
