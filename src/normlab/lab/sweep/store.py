@@ -159,6 +159,9 @@ class RunRecord:
         """A config value by flat name: ``"lr"``, ``"model.placement"``."""
         if name.startswith("model."):
             return self.config["model"][name[len("model."):]]
+        if name == "probes" and name not in self.config:  # to_dict leaves out the default ones
+            from ...train.probes import DEFAULT_PROBES
+            return list(DEFAULT_PROBES)
         return self.config[name]
 
     def metrics(self) -> dict[str, Any]:
