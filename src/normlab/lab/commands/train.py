@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p.add_argument_group("training"), TrainConfig, skip=NOT_FLAGS,
                          aliases=ALIASES)
     out = p.add_argument_group("output")
-    out.add_argument("--json", metavar="PATH", help="write the config, per-step metrics and summary "
+    out.add_argument("--json", metavar="PATH",
+                     help="write the config, per-step metrics and summary "
                      "to PATH as JSON (written atomically)")
     out.add_argument("--checkpoint", metavar="PATH", help="save the run to PATH (.npz) at the end "
                      "and every --checkpoint-every steps")
@@ -81,7 +82,8 @@ def _config_error(exc: Exception) -> str:
     from ...train.config import TrainConfig
 
     text = str(exc).removeprefix("config: ")
-    names = {f.name for f in dataclasses.fields(TrainConfig)} | {f.name for f in dataclasses.fields(GPTConfig)}
+    names = ({f.name for f in dataclasses.fields(TrainConfig)}
+             | {f.name for f in dataclasses.fields(GPTConfig)})
     head = re.match(r"(\w+)", text)
     if head and head.group(1) in names:
         return flag(head.group(1)) + text[len(head.group(1)):]
@@ -152,7 +154,8 @@ def _check_paths(args: argparse.Namespace, cfg) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.checkpoint is not None and Path(args.checkpoint).exists() and not args.overwrite:
-        same = args.resume is not None and Path(args.resume).resolve() == Path(args.checkpoint).resolve()
+        same = (args.resume is not None
+                and Path(args.resume).resolve() == Path(args.checkpoint).resolve())
         if not same:
             raise UsageError(f"--checkpoint {args.checkpoint}: the file exists (another run's "
                              f"checkpoint, or another file); --resume {args.checkpoint} continues "
@@ -257,9 +260,11 @@ def main(args: argparse.Namespace) -> int:
     cfg = trainer.config
     m = cfg.model
     print(f"normlab train: {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, "
-          f"{m.placement}-{m.norm}, {trainer.model.num_parameters():,} parameters; data {cfg.data} "
+          f"{m.placement}-{m.norm}, {trainer.model.num_parameters():,} parameters; "
+          f"data {cfg.data} "
           f"(V = {m.vocab_size}), {cfg.steps} steps of {cfg.batch_size} x {m.seq_len} tokens, "
-          f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}", file=sys.stderr)
+          f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}",
+          file=sys.stderr)
     run = {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
     try:
         if args.quiet:
@@ -267,7 +272,8 @@ def main(args: argparse.Namespace) -> int:
         else:
             with reporter(1, "train") as rep:
                 result = trainer.run(progress=rep.start("train"), **run)
-                rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
+                rep.finish("train",
+                           f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
     except (OSError, ValueError) as exc:  # checked before training; the disk can still refuse
         if not _is_write_error(exc, args.checkpoint):
             raise
