@@ -29,12 +29,18 @@ import argparse
 import dataclasses
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from ..allocator import keep_freed_memory
 
+if TYPE_CHECKING:
+    from ...train import Trainer
+    from ...train.config import TrainConfig
+
 ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
            "batch_size": ["--batch"], "seq_len": ["--seq"]}
-NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
+# the nested config; float64 is for checks, not training runs
+NOT_FLAGS = frozenset({"model", "dtype"})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def config_from_args(args: argparse.Namespace, base=None):
+def config_from_args(args: argparse.Namespace,
+                     base: TrainConfig | None = None) -> TrainConfig:
     """A TrainConfig: ``base`` (default: the defaults) with every flag that was given."""
     from ...train.config import TrainConfig
     from ..arguments import config_overrides
@@ -107,7 +114,7 @@ def _check_data_flags(args: argparse.Namespace) -> None:
                              f"(drop --data-path, or give --data file)")
 
 
-def _check_unread(args: argparse.Namespace, cfg) -> None:
+def _check_unread(args: argparse.Namespace, cfg: TrainConfig) -> None:
     """Refuse a flag the run would not read (``train.config.READ_ONLY_WITH``: ``--markov-order``
     without ``--data markov``, ``--momentum`` without ``--optimizer sgd``, ...): silently ignoring
     it would run something other than what was asked."""
@@ -134,7 +141,7 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def _check_paths(args: argparse.Namespace, cfg) -> None:
+def _check_paths(args: argparse.Namespace, cfg: TrainConfig) -> None:
     """Outputs writable and distinct from every input; an existing checkpoint replaced only by
     its own run or with --overwrite."""
     from pathlib import Path
@@ -162,7 +169,7 @@ def _check_paths(args: argparse.Namespace, cfg) -> None:
                              f"that run, --overwrite replaces it")
 
 
-def _build(args: argparse.Namespace):
+def _build(args: argparse.Namespace) -> tuple[Trainer | None, str | None]:
     """The checked config and the trainer (a fresh one, or the one saved in --resume); a
     UsageError naming the flag for anything that cannot run. Returns (trainer, None) or (None,
     message) when a resume has nothing to do."""
@@ -183,6 +190,7 @@ def _build(args: argparse.Namespace):
         raise UsageError(_config_error(exc)) from None
     _check_unread(args, cfg)
     if cfg.data == "file":
+        assert cfg.data_path is not None  # TrainConfig refuses data='file' without one
         try:
             check_input_file(cfg.data_path, what="--data-path", max_bytes=MAX_TEXT_BYTES)
         except ValueError as exc:
@@ -206,7 +214,7 @@ def _build(args: argparse.Namespace):
     return _trainer(args, cfg), None
 
 
-def _saved_run(args: argparse.Namespace):
+def _saved_run(args: argparse.Namespace) -> tuple[TrainConfig | None, int]:
     """The config and step of the run in ``--resume`` ((None, 0) without one)."""
     from ...train import CheckpointError
     from ...train import checkpoint as ckpt
@@ -226,7 +234,7 @@ def _saved_run(args: argparse.Namespace):
                          f"({exc})") from None
 
 
-def _trainer(args: argparse.Namespace, cfg):
+def _trainer(args: argparse.Namespace, cfg: TrainConfig) -> Trainer:
     """A fresh trainer, or the one saved in ``--resume``; a UsageError naming the flag."""
     from ...train import CheckpointError, Trainer
     from ..cli import UsageError
@@ -296,7 +304,7 @@ def main(args: argparse.Namespace) -> int:
     return 0 if result.stopped is None and not failed else 1
 
 
-def _is_write_error(exc: Exception, checkpoint) -> bool:
+def _is_write_error(exc: Exception, checkpoint: str | None) -> bool:
     """Whether ``exc`` came from writing the checkpoint (an OSError, or normlab._files' refusal of
     a target that stopped being a regular file), not from training."""
     if checkpoint is None:
