@@ -35,10 +35,14 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._files import jsonable, read_json, write_json
 from .sweep.executors import check_executor
+
+if TYPE_CHECKING:
+    from .stats import Interval
 
 REPRODUCED = "reproduced"
 PARTLY = "partly reproduced"
@@ -104,8 +108,9 @@ class Check:
             raise ValueError("an inconclusive check has passed=None")
 
     @classmethod
-    def decided(cls, *, claim: str, published: str, interval, threshold: float, side: str,
-                rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
+    def decided(cls, *, claim: str, published: str, interval: Interval, threshold: float,
+                side: str, rule: str = "", measured: str = "", digits: int = 3,
+                **kw: Any) -> Check:
         """A check decided by ``stats.decide(interval, threshold, side)``: pass when the whole
         interval is beyond the threshold, FAIL when it is wholly short, inconclusive otherwise.
         ``measured`` defaults to the interval's text, ``rule`` to the comparison."""
@@ -118,8 +123,8 @@ class Check:
                    interval=[interval.lo, interval.hi], inconclusive=passed is None, **kw)
 
     @classmethod
-    def band(cls, *, claim: str, published: str, interval, lo: float, hi: float,
-             rule: str = "", measured: str = "", digits: int = 3, **kw) -> Check:
+    def band(cls, *, claim: str, published: str, interval: Interval, lo: float, hi: float,
+             rule: str = "", measured: str = "", digits: int = 3, **kw: Any) -> Check:
         """A check decided by ``stats.within(interval, lo, hi)``: pass when the whole interval
         lies in [lo, hi], FAIL when it is wholly outside, inconclusive when it crosses an edge."""
         from .stats import within
@@ -249,7 +254,7 @@ def registry() -> dict[str, str]:
     return dict(EXPERIMENTS)
 
 
-def load(name: str):
+def load(name: str) -> ModuleType:
     """The experiment module for a CLI name (hyphens) or module name (underscores)."""
     reg = registry()
     key = str(name).replace("_", "-")
@@ -258,8 +263,8 @@ def load(name: str):
     return importlib.import_module(reg[key])
 
 
-def configure(module, size: str = "quick", seed: int | None = None,
-              overrides: dict[str, Any] | None = None):
+def configure(module: ModuleType, size: str = "quick", seed: int | None = None,
+              overrides: dict[str, Any] | None = None) -> Any:
     """The module's Config at a size (``tiny``, ``quick``, ``full``), with a seed and
     ``overrides`` (field names; dotted names reach into a nested config)."""
     from .._checks import choice, integer
@@ -276,7 +281,7 @@ def configure(module, size: str = "quick", seed: int | None = None,
     return config
 
 
-def check_config(module, config, *, budget: bool = True) -> None:
+def check_config(module: ModuleType, config: Any, *, budget: bool = True) -> None:
     """The one validation hook, run by the framework before ``measure`` (and before a cached
     result is judged again): the experiment's cross-field rules (its optional
     ``validate(config)``, raising a ValueError or TypeError that names the field), then, with
@@ -289,7 +294,7 @@ def check_config(module, config, *, budget: bool = True) -> None:
         check_budget(module, config)
 
 
-def check_budget(module, config, *, available: int | None = None) -> None:
+def check_budget(module: ModuleType, config: Any, *, available: int | None = None) -> None:
     """Refuse, before anything is allocated, a configuration that cannot fit the machine's memory
     (``normlab.train.budget.available_memory``; ``available`` bytes when given): the experiment's
     optional ``memory(config) -> {field: bytes}`` (an upper estimate of what each size field
@@ -317,10 +322,13 @@ def check_budget(module, config, *, available: int | None = None) -> None:
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if isinstance(value, TrainConfig):
-            check_memory(value, available=limit, flag=lambda name, at=f.name: f"{at}.{name}")
+            def flag(name: str, at: str = f.name) -> str:
+                return f"{at}.{name}"
+
+            check_memory(value, available=limit, flag=flag)
 
 
-def check_fields(config, defaults) -> None:
+def check_fields(config: Any, defaults: Any) -> None:
     """The lab's rule for an experiment's own fields, checked before anything runs: a value of
     its default's kind (an integer where the default is one, a real number, text, a non-empty
     tuple of such), finite, and positive where the default is (sizes, counts, scales, rates;
@@ -357,7 +365,7 @@ def _check_like(value: Any, default: Any, name: str) -> None:
         raise TypeError(f"{name} must be a non-empty string; got {value!r}")
 
 
-def config_from_json(cls: type, d: dict[str, Any]):
+def config_from_json(cls: type, d: dict[str, Any]) -> Any:
     """A Config rebuilt from its JSON form (``Result.config``): lists back to tuples, nested
     dicts back to their dataclasses."""
     from ..train.config import field_infos
@@ -366,8 +374,8 @@ def config_from_json(cls: type, d: dict[str, Any]):
     for info in field_infos(cls):
         v = d[info.name]
         if dataclasses.is_dataclass(info.type) and isinstance(v, dict):
-            v = info.type.from_dict(v) if hasattr(info.type, "from_dict") else config_from_json(
-                info.type, v)
+            sub: Any = info.type  # a dataclass type (is_dataclass also admits an instance)
+            v = sub.from_dict(v) if hasattr(sub, "from_dict") else config_from_json(sub, v)
         values[info.name] = _tuples(v)
     return cls(**values)
 
@@ -377,25 +385,26 @@ def _tuples(v: Any) -> Any:
     return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
 
 
-def setting_of(module, config, size: str) -> str:
+def setting_of(module: ModuleType, config: Any, size: str) -> str:
     """Our setting, written from the config (never by hand): the card's method, then every
     field, the nested configs' fields that differ from their defaults."""
     return f"{module.CARD.method} {size} size: {_fields_text(config)}."
 
 
-def _fields_text(config, prefix: str = "") -> str:
+def _fields_text(config: Any, prefix: str = "") -> str:
     parts = []
     for f in dataclasses.fields(config):
         v = getattr(config, f.name)
         if dataclasses.is_dataclass(v):
-            inner = _changed_text(v, type(v)(), f"{prefix}{f.name}.")
+            kind: Any = type(v)  # a config dataclass, its defaults as its constructor's
+            inner = _changed_text(v, kind(), f"{prefix}{f.name}.")
             parts.append(inner)
         else:
             parts.append(f"{prefix}{f.name}={_value_text(v)}")
     return ", ".join(p for p in parts if p)
 
 
-def _changed_text(config, default, prefix: str) -> str:
+def _changed_text(config: Any, default: Any, prefix: str) -> str:
     parts = []
     for f in dataclasses.fields(config):
         v, d = getattr(config, f.name), getattr(default, f.name)
@@ -412,7 +421,7 @@ def _value_text(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def notes_of(module) -> str:
+def notes_of(module: ModuleType) -> str:
     """The experiment's notes (``experiments/notes/<module>.md``), '' when it has none."""
     path = NOTES_DIR / (module.__name__.rsplit(".", 1)[-1] + ".md")
     return path.read_text(encoding="utf-8") if path.is_file() else ""
@@ -431,7 +440,7 @@ def config_dict(config: Any) -> dict[str, Any]:
     return jsonable(dataclasses.asdict(config) | out)
 
 
-def cache_key(module, config) -> str:
+def cache_key(module: ModuleType, config: Any) -> str:
     """A hash of the configuration, the experiment's source and notes, and the source of the
     whole normlab package (:func:`package_hash`): a change anywhere in the code an experiment
     runs (the core included) measures it again."""
@@ -456,7 +465,7 @@ def package_hash() -> str:
 
 
 # ---- measuring, judging, caching -----------------------------------------------------------
-def result_of(module, config, data: dict[str, Any], size: str) -> Result:
+def result_of(module: ModuleType, config: Any, data: dict[str, Any], size: str) -> Result:
     """The Result of a measurement: the card, the setting, the judgement of ``data`` (in its JSON
     form, so that a fresh and a cached measurement are judged alike)."""
     card = module.CARD
@@ -470,7 +479,8 @@ def result_of(module, config, data: dict[str, Any], size: str) -> Result:
         cache_key=cache_key(module, config), short=card.short)
 
 
-def evaluate(module, config, ctx: RunContext | None = None, size: str = "quick") -> Result:
+def evaluate(module: ModuleType, config: Any, ctx: RunContext | None = None,
+             size: str = "quick") -> Result:
     """Measure and judge one configuration in memory (no files, no cache): the Result that
     ``normlab run`` would write, for notebooks and scripts. ``config`` from :func:`configure`."""
     data = module.measure(config, RunContext() if ctx is None else ctx)
@@ -497,7 +507,7 @@ def read_cached(exp_dir: Path, key: str | None) -> Result | None:
     return result if key is None or result.cache_key == key else None
 
 
-def _write(result: Result, module, exp_dir: Path, plots: bool) -> None:
+def _write(result: Result, module: ModuleType, exp_dir: Path, plots: bool) -> None:
     exp_dir.mkdir(parents=True, exist_ok=True)
     if plots:
         result.figures = list(module.plot(result, exp_dir))
@@ -505,7 +515,8 @@ def _write(result: Result, module, exp_dir: Path, plots: bool) -> None:
 
 
 def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
-                   overrides: dict[str, Any] | None = None, out_dir=None,
+                   overrides: dict[str, Any] | None = None,
+                   out_dir: str | Path | None = None,
                    progress: Progress = null_progress, use_cache: bool = True,
                    plots: bool = True, executor: str = "pool") -> Outcome:
     """Measure one experiment (or reuse its cached result) and write ``result.json`` and figures.
@@ -549,7 +560,7 @@ class DamagedResult(ValueError):
     checks refuse, or data its ``judge`` cannot read. The message names the file."""
 
 
-def judge_cached(name: str, out_dir) -> Result:
+def judge_cached(name: str, out_dir: str | Path) -> Result:
     """The cached measurement in ``out_dir/<name>/`` judged again in memory (nothing written),
     after validating it: its config through the experiment's own checks (:func:`check_fields`,
     :func:`check_config` without the budget), its data by the experiment's ``judge`` and
@@ -579,7 +590,7 @@ def judge_cached(name: str, out_dir) -> Result:
     return result
 
 
-def rejudge(name: str, out_dir) -> Outcome:
+def rejudge(name: str, out_dir: str | Path) -> Outcome:
     """Judge the measurement cached in ``out_dir/<name>/`` again with the experiment's current
     ``judge`` and card, without measuring anything; rewrites ``result.json`` (figures kept).
     Raises FileNotFoundError when there is no cached result, DamagedResult (nothing written)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import ModuleType
+from typing import Any
 
 from ..arguments import add_output_arguments, add_size_arguments
 from ..sweep.executors import add_executor_arguments
@@ -33,7 +35,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     add_executor_arguments(p)
 
 
-def parse(args: argparse.Namespace):
+def parse(args: argparse.Namespace) -> tuple[ModuleType, argparse.Namespace, Any]:
     """The experiment module, the checked arguments (the flags after NAME parsed against the
     experiment's config) and its Config. Raises UsageError before anything runs."""
     from ..arguments import (
@@ -61,7 +63,8 @@ def parse(args: argparse.Namespace):
     return module, full, checked_config(module, full.size, full.seed, config_overrides(full))
 
 
-def checked_config(module, size: str, seed: int | None, overrides: dict):
+def checked_config(module: ModuleType, size: str, seed: int | None,
+                   overrides: dict[str, Any]) -> Any:
     """The configured Config, its refusal (a field's check) turned into a UsageError that names
     the flags given."""
     from ..arguments import flag_of
@@ -77,7 +80,7 @@ def checked_config(module, size: str, seed: int | None, overrides: dict):
     return config
 
 
-def check_training_memory(config) -> None:
+def check_training_memory(config: Any) -> None:
     """A training experiment's recipe (each ``TrainConfig`` field of its config, ``base``) must fit
     the machine's memory (``normlab.train.budget``), checked before anything runs: a UsageError
     naming the flag to lower (``--base.steps``), not a failure once the sweep starts."""
@@ -92,7 +95,10 @@ def check_training_memory(config) -> None:
         value = getattr(config, f.name)
         if isinstance(value, TrainConfig):
             try:
-                check_memory(value, flag=lambda field, at=f.name: flag_of(f"{at}.{field}"))
+                def flag(field: str, at: str = f.name) -> str:
+                    return flag_of(f"{at}.{field}")
+
+                check_memory(value, flag=flag)
             except MemoryBudgetError as exc:
                 raise UsageError(str(exc)) from None
 
@@ -119,6 +125,7 @@ def main(args: argparse.Namespace) -> int:
             return 1
         rep.finish(name, o.result.verdict)
     r = o.result
+    assert o.out_dir is not None  # run_experiment was given out_dir
     print(f"\n{r.title}: {r.verdict}\n  claim:     {r.claim}\n  published: {r.published}\n"
           f"  measured:  {r.measured}")
     for c in r.checks:

@@ -23,6 +23,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from ..sweep.spec import Point, SweepSpec
+    from ..sweep.store import RunRecord
 
 DEFAULT_ROOT = "sweeps"
 SUMMARY_DIR = "summary"
@@ -52,7 +59,7 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread so that the sweep stops as on Ctrl-C."""
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise _Terminated()
 
 
@@ -98,7 +105,7 @@ def _max_points() -> int:
     return MAX_POINTS
 
 
-def _load_points(args: argparse.Namespace):
+def _load_points(args: argparse.Namespace) -> tuple[SweepSpec, list[Point] | None]:
     """The spec and its points (None: a dry run over the cap); refuses a bad spec or cap."""
     from ..sweep import SpecError, load_spec
 
@@ -116,7 +123,7 @@ def _load_points(args: argparse.Namespace):
         raise _Refused(str(exc)) from None
 
 
-def _summary(args: argparse.Namespace, points, out: Path) -> int:
+def _summary(args: argparse.Namespace, points: list[Point], out: Path) -> int:
     """``--summary``: the table printed, the plots and summary.json written."""
     from ..._files import write_json
     from ..sweep import plot_summary, print_summary, read_sweep, summarize
@@ -146,7 +153,7 @@ def _summary(args: argparse.Namespace, points, out: Path) -> int:
     return 0
 
 
-def _executor(args: argparse.Namespace, where, points, out: Path):
+def _executor(args: argparse.Namespace, where: str, points: list[Point], out: Path) -> Any:
     """The executor for the unfinished points, after the memory, store and Ray checks."""
     from ...train.budget import MemoryBudgetError
     from ..sweep import read_sweep
@@ -169,7 +176,7 @@ def _executor(args: argparse.Namespace, where, points, out: Path):
     return make_executor(where, max(len(todo), 1))
 
 
-def _sweep(args: argparse.Namespace, where, points, out: Path) -> int:
+def _sweep(args: argparse.Namespace, where: str, points: list[Point], out: Path) -> int:
     """Run the unfinished points; Ctrl-C and SIGTERM stop it with the finished runs kept."""
     import signal
     import threading
@@ -201,7 +208,8 @@ def _sweep(args: argparse.Namespace, where, points, out: Path) -> int:
     return _report(args, records, out)
 
 
-def _run_points(args: argparse.Namespace, points, out: Path, executor):
+def _run_points(args: argparse.Namespace, points: list[Point], out: Path,
+                executor: Any) -> list[RunRecord]:
     from ..sweep import run_sweep
 
     if args.quiet:
@@ -214,7 +222,7 @@ def _run_points(args: argparse.Namespace, points, out: Path, executor):
     return records
 
 
-def _report(args: argparse.Namespace, records, out: Path) -> int:
+def _report(args: argparse.Namespace, records: list[RunRecord], out: Path) -> int:
     """The closing lines: the counts, each failed run, the summary command."""
     from collections import Counter
 
@@ -246,13 +254,13 @@ def _listing_bytes(size: int) -> str | None:
     return f"{format_bytes(need)} of memory, more than half the {format_bytes(have)} available"
 
 
-def _varied(varied: dict) -> str:
+def _varied(varied: dict[str, Any]) -> str:
     from ..sweep.spec import short_name
 
     return " ".join(f"{short_name(k)}={v}" for k, v in varied.items())
 
 
-def _dry_run(points, records, out: Path) -> int:
+def _dry_run(points: list[Point], records: list[RunRecord], out: Path) -> int:
     print(f"{len(points)} points; store {out}")
     for p, r in zip(points, records):
         print(f"  {p.id}  {r.status:<8}  {_varied(p.varied)}")

@@ -29,12 +29,18 @@ import argparse
 import dataclasses
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from ..allocator import keep_freed_memory
 
+if TYPE_CHECKING:
+    from ...train import Trainer
+    from ...train.config import TrainConfig
+
 ALIASES = {"n_layers": ["--depth"], "d_model": ["--width"], "n_heads": ["--heads"],
            "batch_size": ["--batch"], "seq_len": ["--seq"]}
-NOT_FLAGS = {"model", "dtype"}  # the nested config; float64 is for checks, not training runs
+# the nested config; float64 is for checks, not training runs
+NOT_FLAGS = frozenset({"model", "dtype"})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p.add_argument_group("training"), TrainConfig, skip=NOT_FLAGS,
                          aliases=ALIASES)
     out = p.add_argument_group("output")
-    out.add_argument("--json", metavar="PATH", help="write the config, per-step metrics and summary "
+    out.add_argument("--json", metavar="PATH",
+                     help="write the config, per-step metrics and summary "
                      "to PATH as JSON (written atomically)")
     out.add_argument("--checkpoint", metavar="PATH", help="save the run to PATH (.npz) at the end "
                      "and every --checkpoint-every steps")
@@ -60,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def config_from_args(args: argparse.Namespace, base=None):
+def config_from_args(args: argparse.Namespace,
+                     base: TrainConfig | None = None) -> TrainConfig:
     """A TrainConfig: ``base`` (default: the defaults) with every flag that was given."""
     from ...train.config import TrainConfig
     from ..arguments import config_overrides
@@ -81,7 +89,8 @@ def _config_error(exc: Exception) -> str:
     from ...train.config import TrainConfig
 
     text = str(exc).removeprefix("config: ")
-    names = {f.name for f in dataclasses.fields(TrainConfig)} | {f.name for f in dataclasses.fields(GPTConfig)}
+    names = ({f.name for f in dataclasses.fields(TrainConfig)}
+             | {f.name for f in dataclasses.fields(GPTConfig)})
     head = re.match(r"(\w+)", text)
     if head and head.group(1) in names:
         return flag(head.group(1)) + text[len(head.group(1)):]
@@ -105,7 +114,7 @@ def _check_data_flags(args: argparse.Namespace) -> None:
                              f"(drop --data-path, or give --data file)")
 
 
-def _check_unread(args: argparse.Namespace, cfg) -> None:
+def _check_unread(args: argparse.Namespace, cfg: TrainConfig) -> None:
     """Refuse a flag the run would not read (``train.config.READ_ONLY_WITH``: ``--markov-order``
     without ``--data markov``, ``--momentum`` without ``--optimizer sgd``, ...): silently ignoring
     it would run something other than what was asked."""
@@ -132,7 +141,7 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def _check_paths(args: argparse.Namespace, cfg) -> None:
+def _check_paths(args: argparse.Namespace, cfg: TrainConfig) -> None:
     """Outputs writable and distinct from every input; an existing checkpoint replaced only by
     its own run or with --overwrite."""
     from pathlib import Path
@@ -152,14 +161,15 @@ def _check_paths(args: argparse.Namespace, cfg) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.checkpoint is not None and Path(args.checkpoint).exists() and not args.overwrite:
-        same = args.resume is not None and Path(args.resume).resolve() == Path(args.checkpoint).resolve()
+        same = (args.resume is not None
+                and Path(args.resume).resolve() == Path(args.checkpoint).resolve())
         if not same:
             raise UsageError(f"--checkpoint {args.checkpoint}: the file exists (another run's "
                              f"checkpoint, or another file); --resume {args.checkpoint} continues "
                              f"that run, --overwrite replaces it")
 
 
-def _build(args: argparse.Namespace):
+def _build(args: argparse.Namespace) -> tuple[Trainer | None, str | None]:
     """The checked config and the trainer (a fresh one, or the one saved in --resume); a
     UsageError naming the flag for anything that cannot run. Returns (trainer, None) or (None,
     message) when a resume has nothing to do."""
@@ -180,6 +190,7 @@ def _build(args: argparse.Namespace):
         raise UsageError(_config_error(exc)) from None
     _check_unread(args, cfg)
     if cfg.data == "file":
+        assert cfg.data_path is not None  # TrainConfig refuses data='file' without one
         try:
             check_input_file(cfg.data_path, what="--data-path", max_bytes=MAX_TEXT_BYTES)
         except ValueError as exc:
@@ -203,7 +214,7 @@ def _build(args: argparse.Namespace):
     return _trainer(args, cfg), None
 
 
-def _saved_run(args: argparse.Namespace):
+def _saved_run(args: argparse.Namespace) -> tuple[TrainConfig | None, int]:
     """The config and step of the run in ``--resume`` ((None, 0) without one)."""
     from ...train import CheckpointError
     from ...train import checkpoint as ckpt
@@ -223,7 +234,7 @@ def _saved_run(args: argparse.Namespace):
                          f"({exc})") from None
 
 
-def _trainer(args: argparse.Namespace, cfg):
+def _trainer(args: argparse.Namespace, cfg: TrainConfig) -> Trainer:
     """A fresh trainer, or the one saved in ``--resume``; a UsageError naming the flag."""
     from ...train import CheckpointError, Trainer
     from ..cli import UsageError
@@ -257,9 +268,11 @@ def main(args: argparse.Namespace) -> int:
     cfg = trainer.config
     m = cfg.model
     print(f"normlab train: {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, "
-          f"{m.placement}-{m.norm}, {trainer.model.num_parameters():,} parameters; data {cfg.data} "
+          f"{m.placement}-{m.norm}, {trainer.model.num_parameters():,} parameters; "
+          f"data {cfg.data} "
           f"(V = {m.vocab_size}), {cfg.steps} steps of {cfg.batch_size} x {m.seq_len} tokens, "
-          f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}", file=sys.stderr)
+          f"{cfg.optimizer} lr {cfg.lr:g} {cfg.schedule}, precision {cfg.precision}",
+          file=sys.stderr)
     run = {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
     try:
         if args.quiet:
@@ -267,7 +280,8 @@ def main(args: argparse.Namespace) -> int:
         else:
             with reporter(1, "train") as rep:
                 result = trainer.run(progress=rep.start("train"), **run)
-                rep.finish("train", f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
+                rep.finish("train",
+                           f"{result.steps_done} steps, {result.tokens_per_s:,.0f} tokens/s")
     except (OSError, ValueError) as exc:  # checked before training; the disk can still refuse
         if not _is_write_error(exc, args.checkpoint):
             raise
@@ -290,7 +304,7 @@ def main(args: argparse.Namespace) -> int:
     return 0 if result.stopped is None and not failed else 1
 
 
-def _is_write_error(exc: Exception, checkpoint) -> bool:
+def _is_write_error(exc: Exception, checkpoint: str | None) -> bool:
     """Whether ``exc`` came from writing the checkpoint (an OSError, or normlab._files' refusal of
     a target that stopped being a regular file), not from training."""
     if checkpoint is None:
