@@ -43,7 +43,8 @@ def check_row(c) -> dict[str, Any]:
 
 def experiment_row(name: str, r: Result | None, error: str) -> dict[str, Any]:
     if r is None:
-        return {"name": name, "verdict": ERROR, "measured": (error.strip().splitlines() or [""])[-1],
+        return {"name": name, "verdict": ERROR,
+                "measured": (error.strip().splitlines() or [""])[-1],
                 "wall_s": None, "checks": []}
     return {"name": name, "title": r.title, "short": r.short or r.claim, "citation": r.citation,
             "verdict": r.verdict, "measured": r.measured, "wall_s": r.wall_s,

@@ -12,9 +12,9 @@ point. Over ``n`` seeds with mean ``m`` and sample standard deviation ``s``::
                      (bootstrap_rows: whole rows resampled, for fits and ratios of means)
 
 An interval entirely beyond the threshold passes, entirely short of it fails, and one that
-straddles it is *inconclusive* (:func:`decide`; :func:`within` for a band [lo, hi]). A diverged run is not NaN: :func:`outcome` reads
-it as the value its caller names (the loss at initialisation, say), so a comparison is never
-silently false.
+straddles it is *inconclusive* (:func:`decide`; :func:`within` for a band [lo, hi]). A
+diverged run is not NaN: :func:`outcome` reads it as the value its caller names (the loss at
+initialisation, say), so a comparison is never silently false.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def tokens_of(args: argparse.Namespace):
         raise ValueError(f"--text {args.text}: not UTF-8 text ({exc})") from None
     try:  # the library raises a bare Exception for every kind of damage
         ids = np.asarray(Tokenizer.from_file(str(tok)).encode(text).ids, np.int64)
-    except Exception as exc:  # noqa: BLE001 - any failure of a damaged tokenizer.json
+    except Exception as exc:
         text_ = str(exc).strip()
         reason = text_.splitlines()[0][:200] if text_ else type(exc).__name__
         raise ValueError(f"{tok}: not a tokenizer the tokenizers library reads "

@@ -498,7 +498,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--rejudge measures nothing: it takes no --no-cache or --seed")
     selected = list(registry()) if names is None else names
     dirs = [load(n).CARD.name for n in selected]
-    check_output_files(args.out, [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
+    check_output_files(args.out,
+                       [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
     if args.rejudge:
         check_rejudgeable(args.out, selected)
     if args.rejudge and not any(read_cached(Path(args.out) / d, None) for d in dirs):
@@ -510,7 +511,7 @@ def main(args: argparse.Namespace) -> int:
                                           use_cache=not args.no_cache, executor=executor,
                                           rejudge=args.rejudge)
     print()
-    for name, r, _, err in entries:
+    for name, r, _, _err in entries:
         verdict = r.verdict if r is not None else "did not finish"
         print(f"{name:<26} {verdict:<18} {r.measured if r is not None else ''}")
     print(f"\nwrote {path} in {elapsed:.0f} s")

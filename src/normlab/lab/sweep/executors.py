@@ -77,7 +77,8 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
 
 
 class ProcessPool:
-    """``workers`` processes on this machine (default: one per core), one single-threaded run each."""
+    """``workers`` processes on this machine (default: one per core), one single-threaded run
+    each."""
 
     def __init__(self, workers: int | None = None):
         self.workers = default_workers() if workers is None else _check_workers(workers)
@@ -177,7 +178,8 @@ class RayExecutor:
 
     def describe(self) -> str:
         where = {None: "the connected Ray instance", "auto": "the Ray cluster (auto)",
-                 "local": "a local Ray instance"}.get(self.address, f"the Ray cluster at {self.address}")
+                 "local": "a local Ray instance"}.get(self.address,
+                                                      f"the Ray cluster at {self.address}")
         return f"Ray tasks on {where}"
 
     def imap(self, fn: Task, items: Iterable[tuple[T, Any]]) -> Iterator[tuple[T, dict]]:
