@@ -34,7 +34,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -155,7 +155,7 @@ def atomic_write(path: PathLike, write: bytes | str | Callable[[Any], None], *,
     into the binary file object it is given (``lambda f: np.savez(f, **arrays)``). See the module
     docstring for the guarantees (fsync, mode, links written through, non-regular targets refused).
     """
-    def fill(f, tmp: str) -> None:
+    def fill(f: IO[bytes], tmp: str) -> None:
         if isinstance(write, str):
             f.write(write.encode("utf-8"))
         elif isinstance(write, (bytes, bytearray, memoryview)):
@@ -171,7 +171,7 @@ def atomic_write_file(path: PathLike, write: Callable[[str], None], *,
     """:func:`atomic_write` for a writer that takes a file name (``safetensors``' ``save_file``):
     ``write(name)`` writes the file ``name`` (a unique temporary file beside ``path``), which then
     replaces ``path`` with the same guarantees."""
-    def fill(f, tmp: str) -> None:
+    def fill(f: IO[bytes], tmp: str) -> None:
         f.close()
         write(tmp)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import Any
 
 # colours of the format windows drawn over the histograms
 _COLOURS = {"bfloat16": "#1f77b4", "float16": "#2ca02c", "float8_e4m3fn": "#d62728",
@@ -12,7 +13,7 @@ _COLOURS = {"bfloat16": "#1f77b4", "float16": "#2ca02c", "float8_e4m3fn": "#d627
 _FRACTIONS = ("overflow", "flush", "subnormal")
 
 
-def _f(v, digits: int = 3) -> str:
+def _f(v: Any, digits: int = 3) -> str:
     if v is None:
         return "-"
     if isinstance(v, float) and (v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4)):

@@ -11,7 +11,7 @@ pattern of flash-attention's tests), so neither library is taken as exact.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -33,7 +33,7 @@ class OpCheck:
     name: str
     inputs: Callable[[np.random.Generator], dict[str, np.ndarray]]  # float64 inputs
     forward: Callable[..., tuple[Any, Any]]  # forward(*inputs) -> (out, cache)
-    backward: Callable[[np.ndarray, Any], tuple]  # -> gradients in the order of inputs
+    backward: Callable[[np.ndarray, Any], Any]  # -> gradients in the order of inputs
     torch: Callable[..., Any] | None = None  # torch(**tensors) -> out tensor, or None
     out_mask: Callable[[dict], np.ndarray] | None = None  # outputs that carry gradient
     tol: Tolerance = DEFAULT  # GEMM for matrix products, whose sums torch orders differently
@@ -208,7 +208,8 @@ class Row:
     note: str = ""
 
 
-def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
+def check_op(op: OpCheck, torch_fn: Callable[..., Any] | None, dtype_name: str,
+             rng_seed: int = 0) -> Row:
     """One op in one dtype: finite differences (float64) and PyTorch parity (``torch_parity``)."""
     from ...testing.parity import torch_parity
 
@@ -234,7 +235,7 @@ def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
     return row
 
 
-def run_checks(ops: list[OpCheck] | None = None, dtypes=DTYPES,
+def run_checks(ops: list[OpCheck] | None = None, dtypes: Sequence[str] = DTYPES,
                use_torch: bool = True) -> list[Row]:
     ops = op_checks() if ops is None else ops
     torch_ops = _torch_ops() if use_torch else None
