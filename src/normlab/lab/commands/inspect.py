@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "causal-LM family; needs normlab[torch]): normlab.torch.inspect")
 
 
-def tokens_of(args: argparse.Namespace):
+def tokens_of(args: argparse.Namespace) -> np.ndarray:
     """The token ids of ``--tokens`` or of ``--text`` through the checkpoint's tokenizer.json
     (both checked by :func:`check_arguments`)."""
     import numpy as np

@@ -27,6 +27,7 @@ import re
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from ..arguments import add_output_arguments, add_size_arguments
 from ..framework import (
@@ -241,6 +242,7 @@ def differences_html(results: dict[str, Result]) -> str:
 
 
 def _machine() -> str:
+    cpus: int | None
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -317,7 +319,7 @@ def _rejudge_one(name, out_dir, progress):
     return rejudge(name, out_dir)
 
 
-def _meta(size: str, entries, elapsed: float, reused: list[str]) -> dict:
+def _meta(size: str, entries: Any, elapsed: float, reused: list[str]) -> dict:
     """The run's setting, as summary.json records it."""
     import numpy as np
 
@@ -350,7 +352,7 @@ def _meta_line(meta: dict, n: int) -> dict:
     return shown
 
 
-def _write_page(out: Path, entries, meta: dict, elapsed: float, reused: list[str],
+def _write_page(out: Path, entries: Any, meta: dict, elapsed: float, reused: list[str],
                 size: str) -> None:
     """``report.html`` and ``summary.json``, each written atomically."""
     from ..._files import atomic_write, write_json
@@ -432,7 +434,7 @@ def _merge(args: argparse.Namespace) -> int:
         for d, flag in zip(both, ("--results", "--merge")):
             if not isinstance(d, dict) or d.get("schema") != SCHEMA:
                 raise ValueError(f"{flag}: not a report summary of schema {SCHEMA}")
-        merged = merge(*both, list(registry()))
+        merged = merge(both[0], both[1], list(registry()))
     except (KeyError, TypeError) as exc:
         raise UsageError(f"--merge: a summary lacks a field ({exc})") from None
     except ValueError as exc:
