@@ -188,7 +188,7 @@ class Distribution:
     kind: str  # choice, uniform, log_uniform, int_uniform
     values: tuple  # choice: the values; the others: (lo, hi), int_uniform inclusive
 
-    def sample(self, rng) -> Any:
+    def sample(self, rng: Any) -> Any:
         """One draw with ``rng`` (a ``np.random.Generator``)."""
         if self.kind == "choice":
             return self.values[int(rng.integers(len(self.values)))]
@@ -275,7 +275,7 @@ def make_points(configs: Iterable[TrainConfig | Point]) -> list[Point]:
         if not isinstance(c, (TrainConfig, Point)):
             raise TypeError(f"points[{i}] must be a TrainConfig or a Point; got {type(c).__name__}")
     if all(isinstance(c, Point) for c in items):
-        return _unique(items)
+        return _unique(items)  # type: ignore[arg-type]  # all() has checked each is a Point
     cfgs = [c.config if isinstance(c, Point) else c for c in items]
     flat = [_flat(c) for c in cfgs]
     names = [n for n in FIELDS if len({json.dumps(f[n]) for f in flat}) > 1]

@@ -215,7 +215,7 @@ def tables(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str]]]
     ]
 
 
-def print_summary(summary: SweepSummary, file=None) -> None:
+def print_summary(summary: SweepSummary, file: Any = None) -> None:
     """Print the tables (rich when installed, plain columns otherwise)."""
     try:
         from rich.console import Console
@@ -249,9 +249,9 @@ def plot_summary(summary: SweepSummary, out_dir: str | Path) -> list[str]:
 
     s = summary
     variants = list(dict.fromkeys(c.variant for c in s.cells))
-    cycle = colormaps["tab10"].colors
+    cycle = colormaps["tab10"].colors  # type: ignore[attr-defined]  # tab10 is a ListedColormap
 
-    def color(i: int, variant: str):
+    def color(i: int, variant: str) -> Any:
         return COLORS.get(variant.split("=", 1)[-1], cycle[i % len(cycle)])
 
     fig, (ax,) = figure(width=6.4, height=4.2)
