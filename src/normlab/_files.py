@@ -34,7 +34,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -122,11 +122,13 @@ def check_input_file(path: PathLike, *, what: str = "input", max_bytes: int | No
     if not os.access(source, os.R_OK):
         raise ValueError(f"{what}: {str(path)!r} is not readable")
     if max_bytes is not None and st.st_size > max_bytes:
-        raise ValueError(f"{what}: {str(path)!r} has {st.st_size} bytes; at most {max_bytes} are read")
+        raise ValueError(f"{what}: {str(path)!r} has {st.st_size} bytes; "
+                         f"at most {max_bytes} are read")
     return source
 
 
-def check_distinct(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None] = {}) -> None:
+def check_distinct(outputs: Mapping[str, PathLike | None],
+                   inputs: Mapping[str, PathLike | None] = {}) -> None:
     """Refuse an output path that is an input path or another output path (resolved, symbolic
     links followed). Keys name the arguments (``{"--json": ..., "--checkpoint": ...}``); ``None``
     values are skipped. Raises ``ValueError`` naming both arguments."""
@@ -140,18 +142,20 @@ def check_distinct(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, 
         key = Path(path).expanduser().resolve()
         if key in seen:
             raise ValueError(f"{name} and {seen[key]} name the same file {str(path)!r}; "
-                             f"an output never replaces {'an input' if seen[key] in inputs else 'another output'}")
+                             f"an output never replaces "
+                             f"{'an input' if seen[key] in inputs else 'another output'}")
         seen[key] = name
 
 
-def atomic_write(path: PathLike, write: bytes | str | Callable[[Any], None], *, what: str = "output") -> Path:
+def atomic_write(path: PathLike, write: bytes | str | Callable[[Any], None], *,
+                 what: str = "output") -> Path:
     """Write ``path`` atomically and return it (resolved).
 
     ``write`` is the content (``bytes``, or ``str`` written as UTF-8) or a function that writes
     into the binary file object it is given (``lambda f: np.savez(f, **arrays)``). See the module
     docstring for the guarantees (fsync, mode, links written through, non-regular targets refused).
     """
-    def fill(f, tmp: str) -> None:
+    def fill(f: IO[bytes], tmp: str) -> None:
         if isinstance(write, str):
             f.write(write.encode("utf-8"))
         elif isinstance(write, (bytes, bytearray, memoryview)):
@@ -162,11 +166,12 @@ def atomic_write(path: PathLike, write: bytes | str | Callable[[Any], None], *, 
     return _replace(path, fill, what)
 
 
-def atomic_write_file(path: PathLike, write: Callable[[str], None], *, what: str = "output") -> Path:
+def atomic_write_file(path: PathLike, write: Callable[[str], None], *,
+                      what: str = "output") -> Path:
     """:func:`atomic_write` for a writer that takes a file name (``safetensors``' ``save_file``):
     ``write(name)`` writes the file ``name`` (a unique temporary file beside ``path``), which then
     replaces ``path`` with the same guarantees."""
-    def fill(f, tmp: str) -> None:
+    def fill(f: IO[bytes], tmp: str) -> None:
         f.close()
         write(tmp)
 

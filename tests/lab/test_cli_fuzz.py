@@ -105,7 +105,8 @@ def _toml(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+        return ("nan" if math.isnan(value)
+                else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value))
     if isinstance(value, int):
         return str(value)
     if isinstance(value, list):
@@ -120,7 +121,8 @@ TOML_VALUES = st.one_of(
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-@given(field=st.sampled_from(FIELD_NAMES), value=TOML_VALUES, where=st.sampled_from(["base", "grid"]))
+@given(field=st.sampled_from(FIELD_NAMES), value=TOML_VALUES,
+       where=st.sampled_from(["base", "grid"]))
 def test_sweep_fields(tmp_path_factory, cheap, capsys, monkeypatch, field, value, where):
     from normlab.lab.sweep import SerialExecutor, executors
 
@@ -149,7 +151,8 @@ def test_sweep_fields(tmp_path_factory, cheap, capsys, monkeypatch, field, value
 
 PY_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**80, 2**80),
                       st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
-                      st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+                      st.lists(st.integers(), max_size=2),
+                      st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
                       st.just(object()), st.just(b"x"), st.just(1j))
 
 
@@ -159,7 +162,8 @@ def test_config_fields_refuse_with_a_value_or_type_error_naming_them(field, valu
     base = TrainConfig(model=GPTConfig(vocab_size=16, seq_len=8, n_layers=1, d_model=16, n_heads=2))
     try:
         if field.startswith("model."):
-            cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, **{field[6:]: value}))
+            cfg = dataclasses.replace(base,
+                                      model=dataclasses.replace(base.model, **{field[6:]: value}))
         else:
             cfg = dataclasses.replace(base, **{field: value})
     except (TypeError, ValueError) as exc:
@@ -208,15 +212,18 @@ def _layout(d, good) -> dict:
 @given(flags=st.dictionaries(st.sampled_from(FILE_FLAGS), st.sampled_from(PATHS), min_size=1,
                              max_size=3),
        overwrite=st.booleans(), every=st.sampled_from([None, "0", "1", "x"]))
-def test_train_file_flags(tmp_path_factory, cheap, capsys, good_checkpoint, flags, overwrite, every):
+def test_train_file_flags(tmp_path_factory, cheap, capsys, good_checkpoint, flags, overwrite,
+                          every):
     d = tmp_path_factory.mktemp("files")
     paths = _layout(d, good_checkpoint)
-    files = {k: p for k, p in paths.items() if k not in ("dir", "fifo", "/dev/null", "nodir", "new")}
+    files = {k: p for k, p in paths.items()
+             if k not in ("dir", "fifo", "/dev/null", "nodir", "new")}
     before = {k: p.read_bytes() for k, p in files.items()}
     argv = ["train", *TINY]
     for flag, where in flags.items():
         argv += [flag, str(paths[where])]
-    argv += (["--overwrite"] if overwrite else []) + ([] if every is None else ["--checkpoint-every", every])
+    argv += ((["--overwrite"] if overwrite else [])
+             + ([] if every is None else ["--checkpoint-every", every]))
     code, out = _call(argv, capsys)
     assert "Traceback" not in out.err, out.err
     if code == 2:

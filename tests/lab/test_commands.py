@@ -54,7 +54,7 @@ def _one_line_error(err: str, flag: str) -> None:
 def test_bad_flags_are_one_line_naming_the_flag(capsys, argv, flag, monkeypatch):
     monkeypatch.setattr(bench, "run", _never)
     monkeypatch.setattr(framework, "run_experiment", _never)
-    rc, out, err = _run(capsys, *argv)
+    rc, _out, err = _run(capsys, *argv)
     assert rc == 2
     _one_line_error(err, flag)
 
@@ -121,7 +121,8 @@ def test_rejudge_with_nothing_cached_leaves_the_page_alone(capsys, tmp_path, mon
     rc, _, err = _run(capsys, "report", "--rejudge", "--only", "dropout", "--out", str(out))
     assert rc == 2
     _one_line_error(err, "--rejudge")
-    assert (out / "report.html").read_text() == "a page" and (out / "summary.json").read_text() == "{}"
+    assert ((out / "report.html").read_text() == "a page"
+            and (out / "summary.json").read_text() == "{}")
 
 
 def test_report_with_an_unknown_name_leaves_the_report_alone(capsys, tmp_path, monkeypatch):

@@ -33,9 +33,9 @@ def test_the_budget_reads_the_experiments_estimate():
     from normlab.train.config import with_overrides
 
     huge = with_overrides(quick, {"draws": 10_000_000})
-    with pytest.raises(MemoryBudgetError, match="^draws 10000000: .* lower draws"):
+    with pytest.raises(MemoryBudgetError, match=r"^draws 10000000: .* lower draws"):
         E.check_budget(m, huge, available=16 * GB)
-    with pytest.raises(MemoryBudgetError, match="^fan_out"):
+    with pytest.raises(MemoryBudgetError, match=r"^fan_out"):
         E.check_budget(m, with_overrides(quick, {"fan_out": 10**6}), available=4 * GB)
 
 
@@ -44,7 +44,7 @@ def test_a_training_recipe_beyond_the_budget_is_refused_by_its_field():
     config = E.configure(m, "tiny")
     from normlab.train.config import with_overrides
 
-    with pytest.raises(MemoryBudgetError, match="base.steps"):
+    with pytest.raises(MemoryBudgetError, match=r"base.steps"):
         E.check_budget(m, with_overrides(config, {"base.steps": 10**9}), available=4 * GB)
 
 

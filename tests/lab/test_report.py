@@ -25,7 +25,8 @@ def test_report_is_well_formed_and_self_contained(tmp_path):
     path, entries, _ = write_report(tmp_path, size="tiny", names=REAL, show_progress=False)
     page = path.read_text(encoding="utf-8")
     root = _parse(page)
-    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.IGNORECASE)  # no external URL
+    # no external URL
+    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.IGNORECASE)
     imgs = root.findall(".//img")
     n_figures = sum(len(r.figures) for _, r, _, _ in entries)
     assert n_figures >= len(REAL) and len(imgs) == n_figures
@@ -55,7 +56,7 @@ def test_interrupted_report_resumes(with_fake, tmp_path):
     assert not (tmp_path / "fake" / "result.json").exists()
     assert not (tmp_path / "report.html").exists()
     fake.INTERRUPT["on"] = False
-    _, entries, _ = write_report(tmp_path, size="tiny", names=names, show_progress=False)
+    _, _entries, _ = write_report(tmp_path, size="tiny", names=names, show_progress=False)
     assert fake.CALLS["n"] == 2
     assert (tmp_path / "report.html").is_file()
     # a third run reuses both: nothing is recomputed
@@ -89,8 +90,8 @@ def test_cli_list_run_report(tmp_path, capsys):
 
 
 def test_notes_are_embedded_as_html(tmp_path):
-    path, entries, _ = write_report(tmp_path, size="tiny", names=["batchnorm-vs-layernorm"],
-                                    show_progress=False)
+    path, _entries, _ = write_report(tmp_path, size="tiny", names=["batchnorm-vs-layernorm"],
+                                     show_progress=False)
     root = _parse(path.read_text(encoding="utf-8"))
     note = root.find(".//div[@class='note']")
     assert note is not None and note.find(".//li") is not None

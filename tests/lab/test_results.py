@@ -19,8 +19,9 @@ def _result(name, checks):
 
 
 def _entries():
-    c = lambda passed, **kw: E.Check(claim="c", published="p", measured="m", rule="r",
-                                     passed=passed, **kw)
+    def c(passed, **kw):
+        return E.Check(claim="c", published="p", measured="m", rule="r", passed=passed, **kw)
+
     return [
         ("one", _result("one", [c(True), c(True), c(None), c(True, identity=True)]), None, ""),
         ("two", _result("two", [c(True), c(False), c(None, inconclusive=True)]), None, ""),

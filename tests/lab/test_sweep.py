@@ -129,7 +129,8 @@ def test_divergence_is_a_result_and_failures_are_retried(tmp_path):
     now = snapshot(out / "runs")
     assert {p: v for p, v in now.items() if not p.startswith(records[2].id)} == finished
     events = [(e["event"], e["id"]) for e in RunStore(out).events()]
-    assert events.count(("failed", records[2].id)) == 1 and events.count(("done", records[2].id)) == 1
+    assert (events.count(("failed", records[2].id)) == 1
+            and events.count(("done", records[2].id)) == 1)
 
 
 def test_an_interrupted_run_is_run_again_and_its_leftovers_removed(tmp_path):

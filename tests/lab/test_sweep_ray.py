@@ -48,7 +48,8 @@ def test_four_point_sweep_on_ray_matches_the_process_pool(tmp_path, local_ray):
     pool = run_sweep(spec, tmp_path / "pool", executor=ProcessPool(2))
     for a, b in zip(records, pool):
         assert a.id == b.id
-        np.testing.assert_allclose(a.result["final_val_loss"], b.result["final_val_loss"], rtol=1e-6)
+        np.testing.assert_allclose(a.result["final_val_loss"], b.result["final_val_loss"],
+                                   rtol=1e-6)
         np.testing.assert_allclose([h["loss"] for h in a.metrics()["history"]],
                                    [h["loss"] for h in b.metrics()["history"]], rtol=1e-6)
 

@@ -1,7 +1,7 @@
 """The sweep store under faults: a store or run directory that cannot be written is named and the
 sweep goes on or stops cleanly; a damaged result or metrics file is re-queued with its files kept
-aside, never trusted; --summary validates results; specs are bounded, their data_path checked first, and a field
-that no point reads refused."""
+aside, never trusted; --summary validates results; specs are bounded, their data_path checked
+first, and a field that no point reads refused."""
 
 import json
 import os
@@ -62,7 +62,8 @@ def test_a_read_only_store_is_refused_before_anything_runs(tmp_path, capsys):
         path = write_spec(tmp_path, "[grid]\nlr = [1e-3]\n")
         assert main(["sweep", str(path), "--out", str(out)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("normlab sweep: store") and "not writable" in err and err.count("\n") == 1
+        assert (err.startswith("normlab sweep: store") and "not writable" in err
+                and err.count("\n") == 1)
     finally:
         os.chmod(out / "runs", 0o755)
 
@@ -82,15 +83,15 @@ def test_store_checks_name_a_file_where_a_folder_belongs(tmp_path):
     lambda d: (d / "result.json").write_text('{"final_val_loss": "low"}'),
     lambda d: (d / "result.json").write_text("[1, 2"),
     lambda d: (d / "result.json").unlink(),
-    lambda d: (d / "result.json").write_text(json.dumps({**json.loads((d / "result.json").read_text()),
-                                                          "final_val_loss": "2.5"})),
-    lambda d: (d / "result.json").write_text(json.dumps({**json.loads((d / "result.json").read_text()),
-                                                          "steps_done": -1})),
+    lambda d: (d / "result.json").write_text(json.dumps(
+        {**json.loads((d / "result.json").read_text()), "final_val_loss": "2.5"})),
+    lambda d: (d / "result.json").write_text(json.dumps(
+        {**json.loads((d / "result.json").read_text()), "steps_done": -1})),
     lambda d: (d / "metrics.json").unlink(),
     lambda d: (d / "metrics.json").write_text('{"history": "x", "evals": []}'),
     lambda d: (d / "metrics.json").write_text('{"history": [{"step": 0}], "evals": []}'),
-    lambda d: (d / "metrics.json").write_text(json.dumps({**json.loads((d / "metrics.json").read_text()),
-                                                           "evals": [{"val_loss": 1.0}]})),
+    lambda d: (d / "metrics.json").write_text(json.dumps(
+        {**json.loads((d / "metrics.json").read_text()), "evals": [{"val_loss": 1.0}]})),
 ])
 def test_a_damaged_result_is_requeued_with_its_files_kept_aside(tmp_path, capsys, damage):
     cfg = tiny()
@@ -129,7 +130,8 @@ def test_summary_uses_only_results_that_validate(tmp_path, capsys):
 def test_a_spec_is_bounded_and_dry_run_counts(tmp_path, capsys):
     body = "[random]\nsamples = 100000000\nlr = { log_uniform = [1e-4, 1e-1] }\n"
     path = write_spec(tmp_path, body)
-    with pytest.raises(SpecError, match="100,000,000 points .* more than the cap of 1,000") as info:
+    with pytest.raises(SpecError,
+                       match=r"100,000,000 points .* more than the cap of 1,000") as info:
         load_spec(path)
     assert info.value.field == "random.samples"
     out = tmp_path / "out"
@@ -163,10 +165,11 @@ def test_a_lifted_cap_still_refuses_a_list_of_points_that_cannot_fit(tmp_path, c
 
 
 def test_a_spec_data_path_is_checked_before_anything_is_dispatched(tmp_path, capsys):
-    body = f'[base]\ndata = "file"\ndata_path = "{tmp_path / "missing.txt"}"\n[grid]\nlr = [1e-3, 1e-2]\n'
+    body = (f'[base]\ndata = "file"\ndata_path = "{tmp_path / "missing.txt"}"\n'
+            '[grid]\nlr = [1e-3, 1e-2]\n')
     path = tmp_path / "s.toml"
     path.write_text('seeds = [0]\n' + body)
-    with pytest.raises(SpecError, match="data_path: .*missing.txt' does not exist") as info:
+    with pytest.raises(SpecError, match=r"data_path: .*missing.txt' does not exist") as info:
         load_spec(path)
     assert info.value.field == "data_path"
     out = tmp_path / "out"
@@ -180,7 +183,8 @@ def test_a_spec_data_path_is_checked_before_anything_is_dispatched(tmp_path, cap
 
 
 @pytest.mark.parametrize("body,where,field", [
-    ('[base]\ndata = "pydoc"\nmarkov_order = 3\n[grid]\nlr = [1e-3, 1e-2]\n', "base", "markov_order"),
+    ('[base]\ndata = "pydoc"\nmarkov_order = 3\n[grid]\nlr = [1e-3, 1e-2]\n', "base",
+     "markov_order"),
     ('[base]\ndata = "copy"\n[grid]\nmarkov_alpha = [0.1, 0.5]\n', "grid", "markov_alpha"),
     ('[grid]\nmomentum = [0.5, 0.9]\n', "grid", "momentum"),
     ('[base]\nschedule = "constant"\n[random]\nsamples = 2\nmin_lr = [0.0, 1e-4]\n', "random",
@@ -219,7 +223,8 @@ def test_a_sweep_point_that_cannot_fit_is_refused_before_dispatch(tmp_path, caps
     assert not out.exists()
 
 
-def test_a_store_that_refuses_writes_mid_sweep_fails_those_points_and_goes_on(tmp_path, monkeypatch):
+def test_a_store_that_refuses_writes_mid_sweep_fails_those_points_and_goes_on(tmp_path,
+                                                                              monkeypatch):
     # a folder made read-only (or a full disk) while the sweep runs: the write raises OSError
     from normlab.lab.sweep import store as store_mod
 
@@ -236,7 +241,8 @@ def test_a_store_that_refuses_writes_mid_sweep_fails_those_points_and_goes_on(tm
     out = tmp_path / "out"
     records = run_sweep([a, b], out, executor=SerialExecutor())
     assert [r.status for r in records] == [FAILED, DONE]
-    assert "cannot write its outcome" in records[0].reason and "Permission denied" in records[0].reason
+    assert ("cannot write its outcome" in records[0].reason
+            and "Permission denied" in records[0].reason)
     monkeypatch.setattr(store_mod, "_write", real)
     [ra, rb] = read_sweep([a, b], out)
     assert ra.status == PENDING and rb.status == DONE  # no status written: run again next time
@@ -257,7 +263,7 @@ def test_a_journal_that_is_not_a_regular_file_is_refused_never_opened(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     os.mkfifo(out / "events.jsonl")  # opening it to append would block
-    with pytest.raises(StoreError, match="events.jsonl' is not a regular file"):
+    with pytest.raises(StoreError, match=r"events.jsonl' is not a regular file"):
         run_sweep([tiny()], out, executor=SerialExecutor())
     assert RunStore(out).events() == []
 
@@ -290,8 +296,9 @@ def test_a_run_killed_between_its_status_and_its_journal_line_is_mended_by_the_n
     pa, pb, pc = make_points([a, b, c])
     journal = out / "events.jsonl"
     lines = journal.read_text().splitlines()
-    journal.write_text("".join(l + "\n" for l in lines  # a's outcome line never written
-                               if not (json.loads(l)["id"] == pa.id and json.loads(l)["event"] == DONE)))
+    journal.write_text("".join(line + "\n" for line in lines  # a's outcome line never written
+                               if not (json.loads(line)["id"] == pa.id
+                                       and json.loads(line)["event"] == DONE)))
     run_sweep([a, b, c], out, executor=SerialExecutor())
     run_sweep([a, b, c, tiny(lr=4e-3)], out, executor=SerialExecutor())  # mends nothing twice
     events = RunStore(out).events()

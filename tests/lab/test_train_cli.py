@@ -163,7 +163,8 @@ def test_data_flags_that_would_be_ignored_are_refused_or_implied(tmp_path, capsy
     assert main(["train", *TINY, "--data", "markov", "--data-path", str(corpus)]) == 2
     assert "--data-path is read only with --data file" in capsys.readouterr().err
     assert main(["train", *TINY, "--data", "pydoc", "--vocab-size", "30"]) == 2
-    assert "--vocab-size: with --data pydoc the corpus sets the vocabulary" in capsys.readouterr().err
+    assert ("--vocab-size: with --data pydoc the corpus sets the vocabulary"
+            in capsys.readouterr().err)
     out = tmp_path / "r.json"
     assert main(["train", *TINY, "--data-path", str(corpus), "--json", str(out)]) == 0
     assert "--data-path implies --data file" in capsys.readouterr().err
@@ -215,7 +216,8 @@ def test_resume_semantics(tmp_path, capsys):
 
 @pytest.mark.parametrize("flag,value", [("--n-layers", "1000000000"), ("--d-model", "1000000000"),
                                         ("--seq-len", "1000000000"), ("--batch-size", "1000000000"),
-                                        ("--eval-batches", "1000000000"), ("--markov-order", "1000000000")])
+                                        ("--eval-batches", "1000000000"),
+                                        ("--markov-order", "1000000000")])
 def test_sizes_that_cannot_fit_are_refused_with_the_flag_named(tmp_path, capsys, flag, value):
     args = ["train", *TINY, flag, value]
     if flag == "--d-model":
@@ -225,8 +227,8 @@ def test_sizes_that_cannot_fit_are_refused_with_the_flag_named(tmp_path, capsys,
     assert err.startswith(f"normlab train: error: {flag} {value}: ") and err.count("\n") == 1
 
 
-def test_a_disk_that_refuses_the_outputs_after_training_is_one_line_not_a_traceback(tmp_path, capsys,
-                                                                                   monkeypatch):
+def test_a_disk_that_refuses_the_outputs_after_training_is_one_line_not_a_traceback(
+        tmp_path, capsys, monkeypatch):
     import errno
 
     from normlab.train import checkpoint as ckpt

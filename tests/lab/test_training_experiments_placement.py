@@ -124,7 +124,9 @@ def test_executor_names_refused(spec, error):
 
 
 def test_executor_flags():
-    ns = lambda **kw: argparse.Namespace(**{"workers": None, "ray": None, **kw})
+    def ns(**kw):
+        return argparse.Namespace(**{"workers": None, "ray": None, **kw})
+
     assert executor_from_args(ns()) == "pool"
     assert executor_from_args(ns(workers="3")) == "pool:3"
     assert executor_from_args(ns(ray="auto")) == "ray:auto"

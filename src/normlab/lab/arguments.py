@@ -5,8 +5,8 @@ Every check raises ``normlab.lab.cli.UsageError`` with the flag named and what i
 command prints one line and exits with status 2; the checks themselves are ``normlab._checks``'
 and ``normlab._files``' (one home each), given the flag's name.
 
-    add_config_arguments(parser, Config)          # --FIELD VALUE for every field (nested: --base.steps)
-    overrides = config_overrides(args)            # {"draws": 500, "base.steps": 40}
+    add_config_arguments(parser, Config)   # --FIELD VALUE for every field (nested: --base.steps)
+    overrides = config_overrides(args)     # {"draws": 500, "base.steps": 40}
     seed = check_flag(ck.integer, args.seed, "--seed", lo=0)
 """
 

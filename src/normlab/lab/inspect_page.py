@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import Any
 
 # colours of the format windows drawn over the histograms
 _COLOURS = {"bfloat16": "#1f77b4", "float16": "#2ca02c", "float8_e4m3fn": "#d62728",
@@ -12,7 +13,7 @@ _COLOURS = {"bfloat16": "#1f77b4", "float16": "#2ca02c", "float8_e4m3fn": "#d627
 _FRACTIONS = ("overflow", "flush", "subnormal")
 
 
-def _f(v, digits: int = 3) -> str:
+def _f(v: Any, digits: int = 3) -> str:
     if v is None:
         return "-"
     if isinstance(v, float) and (v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4)):
@@ -52,9 +53,13 @@ def histogram_svg(stats: dict, formats: list[dict], width: int = 560, height: in
         c = counts[i]
         if c:
             h = max(1.0, bar_h * math.sqrt(c / total))  # square root: the tails stay visible
-            parts.append(f'<rect x="{(i - first) * bw:.1f}" y="{bar_h - h:.1f}" width="{bw * 0.9:.1f}" '
-                         f'height="{h:.1f}" fill="#555"><title>2^{i + lo}: {c}</title></rect>')
-    x_of = lambda e: (e - lo - first) * bw
+            parts.append(f'<rect x="{(i - first) * bw:.1f}" y="{bar_h - h:.1f}" '
+                         f'width="{bw * 0.9:.1f}" height="{h:.1f}" fill="#555">'
+                         f'<title>2^{i + lo}: {c}</title></rect>')
+
+    def x_of(e: float) -> float:
+        return (e - lo - first) * bw
+
     seen = set()
     y = bar_h + 4
     for f in formats:
@@ -65,9 +70,10 @@ def histogram_svg(stats: dict, formats: list[dict], width: int = 560, height: in
         w = f["window"]
         col = _COLOURS.get(fmt, "#999")
         a, b, c = x_of(w["min_subnormal"]), x_of(w["min_normal"]), x_of(w["max"] + 1)
-        parts.append(f'<rect x="{a:.1f}" y="{y}" width="{max(b - a, 0):.1f}" height="8" fill="{col}" '
-                     f'opacity="0.35"/>')
-        parts.append(f'<rect x="{b:.1f}" y="{y}" width="{max(c - b, 0):.1f}" height="8" fill="{col}"/>')
+        parts.append(f'<rect x="{a:.1f}" y="{y}" width="{max(b - a, 0):.1f}" height="8" '
+                     f'fill="{col}" opacity="0.35"/>')
+        parts.append(f'<rect x="{b:.1f}" y="{y}" width="{max(c - b, 0):.1f}" height="8" '
+                     f'fill="{col}"/>')
         parts.append(f'<text x="{min(c + 3, width - 60):.1f}" y="{y + 8}">{fmt}</text>')
         y += 14
     for e in range(first + lo, last + lo):
@@ -85,10 +91,15 @@ def _layer_svg(layers: list[dict], width: int = 560, height: int = 160) -> str:
     lo, hi = math.log10(min(vals)), math.log10(max(vals))
     hi = hi if hi > lo else lo + 1
     n = max(len(layers) - 1, 1)
-    X = lambda i: 30 + (width - 40) * i / n
-    Y = lambda v: 10 + (height - 30) * (1 - (math.log10(max(v, 1e-30)) - lo) / (hi - lo))
-    out = [(f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" font-size="10" '
-           f'font-family="sans-serif">')]
+
+    def X(i: float) -> float:
+        return 30 + (width - 40) * i / n
+
+    def Y(v: float) -> float:
+        return 10 + (height - 30) * (1 - (math.log10(max(v, 1e-30)) - lo) / (hi - lo))
+
+    out = [(f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" '
+            f'font-size="10" font-family="sans-serif">')]
     for key, col in (("residual_rms", "#1f77b4"), ("residual_max", "#d62728")):
         pts = " ".join(f"{X(i):.1f},{Y(L[key]):.1f}" for i, L in enumerate(layers))
         out.append(f'<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="2"/>')
@@ -109,13 +120,15 @@ def _tensors_section(result: dict, formats: list) -> str:
         rows = []
         for n in names:
             t = result["tensors"][n]
-            cells = [html.escape(n), "&times;".join(map(str, t["shape"])), _f(t["amax"]), _f(t["rms"])]
+            cells = [html.escape(n), "&times;".join(map(str, t["shape"])), _f(t["amax"]),
+                     _f(t["rms"])]
             over = False
             for k in keys:
                 fr = t["formats"][k]
                 over |= fr["overflow"] > 0
                 cells.append(" / ".join(_pct(fr[x]) for x in _FRACTIONS))
-            rows.append(cells if not over else [f'<span class="warn">{cells[0]}</span>'] + cells[1:])
+            rows.append(cells if not over
+                        else [f'<span class="warn">{cells[0]}</span>'] + cells[1:])
         parts.append(f"<details open><summary>{kind}s ({len(names)})</summary>")
         parts.append(_table(["tensor", "shape", "amax", "RMS"] + keys, rows))
         parts.append("</details>")
@@ -131,11 +144,13 @@ def render(result: dict, title: str) -> str:
            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
            "th{background:#f3f3f3}td:first-child{text-align:left}.warn{background:#fdd}"
            "details{margin:.3em 0}summary{cursor:pointer}")
-    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{css}</style></head><body><h1>normlab inspect: {html.escape(title)}</h1>")]
+    parts = [(f"<!doctype html><html><head><meta charset='utf-8'>"
+              f"<title>{html.escape(title)}</title><style>{css}</style></head><body>"
+              f"<h1>normlab inspect: {html.escape(title)}</h1>")]
     parts.append(f"<p>{result['model']['parameters']:,} parameters; {cfg['n_layers']} layers, "
-                 f"d_model {cfg['d_model']}, {cfg['n_heads']} heads ({cfg['n_kv_heads'] or cfg['n_heads']} "
-                 f"key/value), placement {cfg['placement']}, norm {cfg['norm']}; "
+                 f"d_model {cfg['d_model']}, {cfg['n_heads']} heads "
+                 f"({cfg['n_kv_heads'] or cfg['n_heads']} key/value), "
+                 f"placement {cfg['placement']}, norm {cfg['norm']}; "
                  f"{result['tokens']['measured']} tokens measured, delayed scaling's amax from "
                  f"{html.escape(result['tokens']['delayed_from'])}.</p>")
     parts.append(f"<p>loss {result['loss']:.4f} (nll {result['nll']:.4f} nats/token); output mean "
@@ -152,18 +167,22 @@ def render(result: dict, title: str) -> str:
     for L in result["layers"]:
         gains = "; ".join(f"{k} {g['mean']:.3g}±{g['std']:.2g} [{g['min']:.3g}, {g['max']:.3g}]"
                           for k, g in L["norms"].items()) or "-"
-        heads = lambda v: " ".join(f"{x:.3g}" for x in v)
+
+        def heads(v: list[float]) -> str:
+            return " ".join(f"{x:.3g}" for x in v)
+
         ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
         rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
                      gains, heads(L["max_logit"]), heads(L["entropy"])])
-    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS", ("norm gains mean±std "
-                         "[min, max]"), "max attention logit per head", "attention entropy per head (nats)"],
+    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS",
+                         ("norm gains mean±std [min, max]"), "max attention logit per head",
+                         "attention entropy per head (nats)"],
                         rows))
 
     parts.append(_tensors_section(result, formats))
     parts.append("<h2>Histograms of log2 |x| with each format's window</h2>")
     for n, t in result["tensors"].items():
-        parts.append(f"<details><summary>{html.escape(n)} ({t['kind']}, amax {_f(t['amax'])})</summary>"
-                     f"{histogram_svg(t, formats)}</details>")
+        parts.append(f"<details><summary>{html.escape(n)} ({t['kind']}, "
+                     f"amax {_f(t['amax'])})</summary>{histogram_svg(t, formats)}</details>")
     parts.append("</body></html>")
     return "".join(parts)

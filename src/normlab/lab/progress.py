@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 class _Plain:
@@ -13,7 +14,7 @@ class _Plain:
     def __init__(self, stream=sys.stderr):
         self.stream = stream
 
-    def start(self, name: str):
+    def start(self, name: str) -> Callable[..., None]:
         print(f"running {name} ...", file=self.stream, flush=True)
         return lambda done, total, note="": None
 
@@ -22,12 +23,12 @@ class _Plain:
 
 
 class _Rich:
-    def __init__(self, progress, overall: int):
-        self.progress = progress
+    def __init__(self, progress: Any, overall: int) -> None:
+        self.progress = progress  # a rich.progress.Progress (rich is imported only when present)
         self.overall = overall
-        self.task = None
+        self.task: Any = None
 
-    def start(self, name: str):
+    def start(self, name: str) -> Callable[..., None]:
         if self.task is not None:
             self.progress.remove_task(self.task)
         task = self.task = self.progress.add_task(name, total=1.0)

@@ -35,7 +35,7 @@ END = "<!-- end of lab results -->"
 ERROR = "error"
 
 
-def check_row(c) -> dict[str, Any]:
+def check_row(c: Any) -> dict[str, Any]:
     """One check as the summary holds it: what the tables and the tests read."""
     return {"claim": c.claim, "status": c.status, "measured": c.measured, "rule": c.rule,
             "interval": c.interval, "identity": c.identity, "counted": c.counted}
@@ -43,7 +43,8 @@ def check_row(c) -> dict[str, Any]:
 
 def experiment_row(name: str, r: Result | None, error: str) -> dict[str, Any]:
     if r is None:
-        return {"name": name, "verdict": ERROR, "measured": (error.strip().splitlines() or [""])[-1],
+        return {"name": name, "verdict": ERROR,
+                "measured": (error.strip().splitlines() or [""])[-1],
                 "wall_s": None, "checks": []}
     return {"name": name, "title": r.title, "short": r.short or r.claim, "citation": r.citation,
             "verdict": r.verdict, "measured": r.measured, "wall_s": r.wall_s,
@@ -84,7 +85,7 @@ def headline(t: dict[str, int]) -> str:
     return text
 
 
-def summarize(entries, meta: dict[str, Any]) -> dict[str, Any]:
+def summarize(entries: Any, meta: dict[str, Any]) -> dict[str, Any]:
     """summary.json: the run's setting (``meta``), the tally and one row per experiment."""
     rows = [experiment_row(n, r, err) for n, r, _, err in entries]
     return {"schema": SCHEMA, **meta, "verdict_rule": VERDICT_RULE, "tally": tally(rows),
@@ -191,7 +192,7 @@ def readme_block(text: str) -> tuple[int, int]:
     return start + len(BEGIN), end
 
 
-def update_readme(path, summary: dict[str, Any]) -> bool:
+def update_readme(path: str | Path, summary: dict[str, Any]) -> bool:
     """Replace the README's generated block with :func:`markdown` of ``summary``; True when the
     file changed. Written atomically, only when it changes."""
     from .._files import atomic_write

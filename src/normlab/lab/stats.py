@@ -12,16 +12,16 @@ point. Over ``n`` seeds with mean ``m`` and sample standard deviation ``s``::
                      (bootstrap_rows: whole rows resampled, for fits and ratios of means)
 
 An interval entirely beyond the threshold passes, entirely short of it fails, and one that
-straddles it is *inconclusive* (:func:`decide`; :func:`within` for a band [lo, hi]). A diverged run is not NaN: :func:`outcome` reads
-it as the value its caller names (the loss at initialisation, say), so a comparison is never
-silently false.
+straddles it is *inconclusive* (:func:`decide`; :func:`within` for a band [lo, hi]). A
+diverged run is not NaN: :func:`outcome` reads it as the value its caller names (the loss at
+initialisation, say), so a comparison is never silently false.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,7 +48,7 @@ def _fmt(digits: int) -> Callable[[float], str]:
     return lambda v: "nan" if not math.isfinite(v) else f"{v:.{digits}g}"
 
 
-def _values(values: Sequence[float], name: str) -> np.ndarray:
+def _values(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size < 2:
         raise ValueError(f"{name}: an interval needs at least 2 seeds, got {v.size}")
@@ -58,14 +58,14 @@ def _values(values: Sequence[float], name: str) -> np.ndarray:
     return v
 
 
-def mean_interval(values: Sequence[float]) -> Interval:
+def mean_interval(values: Sequence[float] | np.ndarray) -> Interval:
     """Mean +- 2 standard errors over seeds (sample standard deviation, ddof=1)."""
     v = _values(values, "values")
     m, se = float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
     return Interval(m, m - 2 * se, m + 2 * se, int(v.size), "mean +- 2 se")
 
 
-def standard_error(values, axis: int = 0):
+def standard_error(values: Any, axis: int = 0) -> np.ndarray:
     """The standard error of the mean along ``axis``: the sample standard deviation (ddof=1)
     over sqrt(n) (NaN from a single value: callers that plot one seed draw no bar). The one
     formula behind every mean +- 2 se of the lab's data and error bars."""
@@ -101,7 +101,7 @@ def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray]
     return Interval(float(statistic(v)), lo, hi, int(v.size), "bootstrap 95%")
 
 
-def bootstrap_rows(rows, statistic: Callable[[np.ndarray], float], *, resamples: int = 2000,
+def bootstrap_rows(rows: Any, statistic: Callable[[np.ndarray], float], *, resamples: int = 2000,
                    seed: int = 0) -> Interval:
     """A percentile bootstrap 95% interval of ``statistic(rows)``, where ``rows`` holds one row
     per seed (a curve, or several arms' values side by side) and the seeds are resampled whole

@@ -57,7 +57,8 @@ def environment() -> dict[str, str]:
         import numba
 
         env["numba"] = numba.__version__
-        env["numba threads"] = str(numba.config.NUMBA_NUM_THREADS)
+        # numba.config sets its options at import, out of the stubs' sight
+        env["numba threads"] = str(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     except ImportError:
         pass
     return env

@@ -163,7 +163,8 @@ class StaticLossScaler:
 
     def load_state_dict(self, state: Mapping) -> None:
         """Restore what :meth:`state_dict` returned, each value checked first (a TypeError or
-        ValueError naming the key: a scale that is not a positive float32 number, a count below 0)."""
+        ValueError naming the key: a scale that is not a positive float32 number, a count below
+        0)."""
         self._check_state(state)
         self._scale = _f32(state["scale"])
         self.steps, self.skipped = int(state["steps"]), int(state["skipped"])

@@ -71,7 +71,8 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool):
             return lambda: m.add_norm_forward(x, r, g, b, eps=1e-5)
 
         def both(m):
-            return lambda: m.add_norm_backward((dy, dy), m.add_norm_forward(x, r, g, b, eps=1e-5)[1])
+            return lambda: m.add_norm_backward(
+                (dy, dy), m.add_norm_forward(x, r, g, b, eps=1e-5)[1])
 
     out = {("kernel", "fwd"): fwd(K), ("kernel", "fwd+bwd"): both(K)}
     if into is not None:
@@ -142,7 +143,10 @@ def _op_rows(op: str, d: int, t: dict, p) -> dict:
                "kernel_over_copy": kern / copy, "kernel_over_fresh_copy":
                kern / t["copy/fresh"], "kernel_over_same_form_copy": kern / floor}
         rows[ps] = row
-        fmt = lambda v, spec: "-" if v is None else format(v, spec)
+
+        def fmt(v: float | None, spec: str) -> str:
+            return "-" if v is None else format(v, spec)
+
         p(f"{op:<15}{d:>6} {ps:<9}{kern * 1e3:10.2f}{fmt(row['reference_ms'], '9.2f')}"
           f"{fmt(row['torch_ms'], '9.2f')}{fmt(row['torch_over_kernel'], '11.2f')}"
           f"{fmt(row['reference_over_kernel'], '9.1f')}{kern / floor:10.2f}")
@@ -160,7 +164,10 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
     env = environment()
     results: dict = {"rows": rows, "dtype": "float32", "repeats": repeats, "environment": env,
                      "warm_up_s": compile_s, "widths": {}}
-    p = lambda *a: print(*a, file=stream)
+
+    def p(*a: object) -> None:
+        print(*a, file=stream)
+
     p(f"normlab bench: {rows} rows x d, float32, median of {repeats} repeats, round-robin")
     p(", ".join(f"{k} {v}" for k, v in env.items()))
     p(f"kernel warm-up (compile or load from cache) {compile_s:.2f} s\n")

@@ -11,7 +11,7 @@ pattern of flash-attention's tests), so neither library is taken as exact.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -33,7 +33,7 @@ class OpCheck:
     name: str
     inputs: Callable[[np.random.Generator], dict[str, np.ndarray]]  # float64 inputs
     forward: Callable[..., tuple[Any, Any]]  # forward(*inputs) -> (out, cache)
-    backward: Callable[[np.ndarray, Any], tuple]  # -> gradients in the order of inputs
+    backward: Callable[[np.ndarray, Any], Any]  # -> gradients in the order of inputs
     torch: Callable[..., Any] | None = None  # torch(**tensors) -> out tensor, or None
     out_mask: Callable[[dict], np.ndarray] | None = None  # outputs that carry gradient
     tol: Tolerance = DEFAULT  # GEMM for matrix products, whose sums torch orders differently
@@ -141,7 +141,10 @@ def op_checks() -> list[OpCheck]:
     bn_train, bn_train_b = _bn(True)
     bn_mask, bn_mask_b = _bn(True, _MASK)
     bn_eval, bn_eval_b = _bn(False)
-    masked = lambda d: np.broadcast_to(_MASK[..., None], d["x"].shape)
+
+    def masked(d: dict) -> np.ndarray:
+        return np.broadcast_to(_MASK[..., None], d["x"].shape)
+
     return [
         OpCheck("layer_norm", _norm_inputs, Fn.layer_norm_forward, Fn.layer_norm_backward),
         OpCheck("rms_norm", partial(_norm_inputs, params=("weight",)),
@@ -205,7 +208,8 @@ class Row:
     note: str = ""
 
 
-def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
+def check_op(op: OpCheck, torch_fn: Callable[..., Any] | None, dtype_name: str,
+             rng_seed: int = 0) -> Row:
     """One op in one dtype: finite differences (float64) and PyTorch parity (``torch_parity``)."""
     from ...testing.parity import torch_parity
 
@@ -221,7 +225,8 @@ def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
     if torch_fn is None:
         return row
     report = torch_parity(op.forward, op.backward, torch_fn, base, dtype,
-                          np.random.default_rng(rng_seed + 1), out_keep=mask, scales=op.scales, tol=op.tol)
+                          np.random.default_rng(rng_seed + 1), out_keep=mask, scales=op.scales,
+                          tol=op.tol)
     row.fwd, row.fwd_torch = report.forward.ours, report.forward.torch
     row.bwd, row.bwd_torch = report.backward()
     row.ok &= report.ok
@@ -230,7 +235,8 @@ def check_op(op: OpCheck, torch_fn, dtype_name: str, rng_seed: int = 0) -> Row:
     return row
 
 
-def run_checks(ops: list[OpCheck] | None = None, dtypes=DTYPES, use_torch: bool = True) -> list[Row]:
+def run_checks(ops: list[OpCheck] | None = None, dtypes: Sequence[str] = DTYPES,
+               use_torch: bool = True) -> list[Row]:
     ops = op_checks() if ops is None else ops
     torch_ops = _torch_ops() if use_torch else None
     rows = []
@@ -267,9 +273,9 @@ def main(args: argparse.Namespace) -> int:
     rows = run_checks(use_torch=not args.no_torch)
     print(format_table(rows))
     print()
-    print("errors are relative (max |error| / max |reference|); the reference is PyTorch in float64 "
-          "on the same rounded inputs;\n'torch' is PyTorch's own error in that dtype; 'vs FD' is "
-          "the backward against central finite differences in float64.")
+    print("errors are relative (max |error| / max |reference|); the reference is PyTorch in "
+          "float64 on the same rounded inputs;\n'torch' is PyTorch's own error in that dtype; "
+          "'vs FD' is the backward against central finite differences in float64.")
     if _torch_ops() is None and not args.no_torch:
         print("PyTorch is not installed: only the finite-difference checks ran "
               "(pip install 'normlab[test]').")

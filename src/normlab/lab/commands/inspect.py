@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "causal-LM family; needs normlab[torch]): normlab.torch.inspect")
 
 
-def tokens_of(args: argparse.Namespace):
+def tokens_of(args: argparse.Namespace) -> np.ndarray:
     """The token ids of ``--tokens`` or of ``--text`` through the checkpoint's tokenizer.json
     (both checked by :func:`check_arguments`)."""
     import numpy as np
@@ -71,7 +75,7 @@ def tokens_of(args: argparse.Namespace):
         raise ValueError(f"--text {args.text}: not UTF-8 text ({exc})") from None
     try:  # the library raises a bare Exception for every kind of damage
         ids = np.asarray(Tokenizer.from_file(str(tok)).encode(text).ids, np.int64)
-    except Exception as exc:  # noqa: BLE001 - any failure of a damaged tokenizer.json
+    except Exception as exc:
         text_ = str(exc).strip()
         reason = text_.splitlines()[0][:200] if text_ else type(exc).__name__
         raise ValueError(f"{tok}: not a tokenizer the tokenizers library reads "

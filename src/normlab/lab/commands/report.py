@@ -27,6 +27,7 @@ import re
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from ..arguments import add_output_arguments, add_size_arguments
 from ..framework import (
@@ -241,6 +242,7 @@ def differences_html(results: dict[str, Result]) -> str:
 
 
 def _machine() -> str:
+    cpus: int | None
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -317,7 +319,7 @@ def _rejudge_one(name, out_dir, progress):
     return rejudge(name, out_dir)
 
 
-def _meta(size: str, entries, elapsed: float, reused: list[str]) -> dict:
+def _meta(size: str, entries: Any, elapsed: float, reused: list[str]) -> dict:
     """The run's setting, as summary.json records it."""
     import numpy as np
 
@@ -350,7 +352,7 @@ def _meta_line(meta: dict, n: int) -> dict:
     return shown
 
 
-def _write_page(out: Path, entries, meta: dict, elapsed: float, reused: list[str],
+def _write_page(out: Path, entries: Any, meta: dict, elapsed: float, reused: list[str],
                 size: str) -> None:
     """``report.html`` and ``summary.json``, each written atomically."""
     from ..._files import atomic_write, write_json
@@ -432,7 +434,7 @@ def _merge(args: argparse.Namespace) -> int:
         for d, flag in zip(both, ("--results", "--merge")):
             if not isinstance(d, dict) or d.get("schema") != SCHEMA:
                 raise ValueError(f"{flag}: not a report summary of schema {SCHEMA}")
-        merged = merge(*both, list(registry()))
+        merged = merge(both[0], both[1], list(registry()))
     except (KeyError, TypeError) as exc:
         raise UsageError(f"--merge: a summary lacks a field ({exc})") from None
     except ValueError as exc:
@@ -498,7 +500,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--rejudge measures nothing: it takes no --no-cache or --seed")
     selected = list(registry()) if names is None else names
     dirs = [load(n).CARD.name for n in selected]
-    check_output_files(args.out, [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
+    check_output_files(args.out,
+                       [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
     if args.rejudge:
         check_rejudgeable(args.out, selected)
     if args.rejudge and not any(read_cached(Path(args.out) / d, None) for d in dirs):
@@ -510,7 +513,7 @@ def main(args: argparse.Namespace) -> int:
                                           use_cache=not args.no_cache, executor=executor,
                                           rejudge=args.rejudge)
     print()
-    for name, r, _, err in entries:
+    for name, r, _, _err in entries:
         verdict = r.verdict if r is not None else "did not finish"
         print(f"{name:<26} {verdict:<18} {r.measured if r is not None else ''}")
     print(f"\nwrote {path} in {elapsed:.0f} s")

@@ -77,7 +77,8 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
 
 
 class ProcessPool:
-    """``workers`` processes on this machine (default: one per core), one single-threaded run each."""
+    """``workers`` processes on this machine (default: one per core), one single-threaded run
+    each."""
 
     def __init__(self, workers: int | None = None):
         self.workers = default_workers() if workers is None else _check_workers(workers)
@@ -134,7 +135,7 @@ class ProcessPool:
                     _terminate(pool)
 
 
-def _terminate(pool) -> None:
+def _terminate(pool: Any) -> None:
     """Stop a ProcessPoolExecutor's workers now, running tasks included."""
     if hasattr(pool, "terminate_workers"):  # Python 3.14+
         pool.terminate_workers()
@@ -177,7 +178,8 @@ class RayExecutor:
 
     def describe(self) -> str:
         where = {None: "the connected Ray instance", "auto": "the Ray cluster (auto)",
-                 "local": "a local Ray instance"}.get(self.address, f"the Ray cluster at {self.address}")
+                 "local": "a local Ray instance"}.get(self.address,
+                                                      f"the Ray cluster at {self.address}")
         return f"Ray tasks on {where}"
 
     def imap(self, fn: Task, items: Iterable[tuple[T, Any]]) -> Iterator[tuple[T, dict]]:
@@ -236,7 +238,7 @@ def check_executor(spec: Any) -> str:
     return spec
 
 
-def make_executor(spec: str, runs: int):
+def make_executor(spec: str, runs: int) -> SerialExecutor | ProcessPool | RayExecutor:
     """The executor an executor name asks for: ``pool`` (a worker per core, at most one per run),
     ``pool:N``, ``serial``, ``ray:auto``, ``ray:local`` (``ray:local:N``: N CPUs) or
     ``ray:HOST:PORT``."""
@@ -251,7 +253,7 @@ def make_executor(spec: str, runs: int):
     return ProcessPool(max(1, min(workers, runs)))
 
 
-def add_executor_arguments(p) -> None:
+def add_executor_arguments(p: Any) -> None:
     """``--workers`` / ``--ray``: where training runs execute (``normlab run``, ``report`` and
     ``sweep``); every run is seeded, so the numbers do not depend on it."""
     p.add_argument("--workers", metavar="N", default=None,
@@ -263,7 +265,7 @@ def add_executor_arguments(p) -> None:
                    "private local instance to try it out; needs normlab[ray]")
 
 
-def executor_from_args(args) -> str:
+def executor_from_args(args: Any) -> str:
     """The executor name (see :func:`make_executor`) that ``--workers`` and ``--ray`` ask for;
     bad values raise ``normlab.lab.cli.UsageError`` naming the flag."""
     from ..cli import UsageError

@@ -7,6 +7,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ...train.config import TrainConfig
 from .executors import ProcessPool, default_workers
@@ -33,7 +34,7 @@ def note(counts: Counter) -> str:
 
 
 def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Point],
-              store_dir: str | os.PathLike, *, executor=None,
+              store_dir: str | os.PathLike, *, executor: Any = None,
               progress: Progress | None = None) -> list[RunRecord]:
     """Run every point that ``store_dir`` has not finished and return all the points' records.
 
@@ -76,7 +77,7 @@ def run_sweep(points: SweepSpec | str | os.PathLike | Iterable[TrainConfig | Poi
 
 
 def _execute(todo: list[Point], store: RunStore, records: dict[str, RunRecord], counts: Counter,
-             total: int, progress: Progress | None, executor) -> None:
+             total: int, progress: Progress | None, executor: Any) -> None:
     """Run ``todo`` on the executor, writing each outcome to the store as it arrives (``records``
     and ``counts`` updated in place; an unwritable run recorded as failed)."""
 

@@ -188,7 +188,7 @@ class Distribution:
     kind: str  # choice, uniform, log_uniform, int_uniform
     values: tuple  # choice: the values; the others: (lo, hi), int_uniform inclusive
 
-    def sample(self, rng) -> Any:
+    def sample(self, rng: Any) -> Any:
         """One draw with ``rng`` (a ``np.random.Generator``)."""
         if self.kind == "choice":
             return self.values[int(rng.integers(len(self.values)))]
@@ -228,7 +228,8 @@ def _distribution(name: str, spec: Any, where: str) -> Distribution:
     if not isinstance(values, list) or not values:
         raise SpecError(f"{where}.{kind}: needs a non-empty list; got {values!r}", field=name)
     if kind == "choice":
-        return Distribution(kind, tuple(_coerce(name, v, f"{where}[{i}]") for i, v in enumerate(values)))
+        return Distribution(kind, tuple(_coerce(name, v, f"{where}[{i}]")
+                                        for i, v in enumerate(values)))
     if len(values) != 2:
         raise SpecError(f"{where}.{kind}: needs [lo, hi]; got {values!r}", field=name)
     if kind == "int_uniform":
@@ -274,7 +275,7 @@ def make_points(configs: Iterable[TrainConfig | Point]) -> list[Point]:
         if not isinstance(c, (TrainConfig, Point)):
             raise TypeError(f"points[{i}] must be a TrainConfig or a Point; got {type(c).__name__}")
     if all(isinstance(c, Point) for c in items):
-        return _unique(items)
+        return _unique(items)  # type: ignore[arg-type]  # all() has checked each is a Point
     cfgs = [c.config if isinstance(c, Point) else c for c in items]
     flat = [_flat(c) for c in cfgs]
     names = [n for n in FIELDS if len({json.dumps(f[n]) for f in flat}) > 1]
@@ -329,7 +330,8 @@ class SweepSpec:
                     varied = {**dict(zip(names, cell)), **draw}
                     if seed is not None:
                         varied["seed"] = seed
-                    where = f"{self.source}: point " + ", ".join(f"{k}={v!r}" for k, v in varied.items())
+                    where = f"{self.source}: point " + ", ".join(
+                        f"{k}={v!r}" for k, v in varied.items())
                     config = _checked({**self.base, **varied}, where, None)
                     out.append(Point(run_id(config), config, varied))
         return _unique(out)
@@ -426,7 +428,8 @@ def _check_keys(data: Any, source: str) -> None:
                             f"{', '.join(SPEC_KEYS)}", field=key)
     for key in ("base", "grid", "random"):
         if key in data and not isinstance(data[key], Mapping):
-            raise SpecError(f"{source}: {key} must be a table ([{key}]); got {data[key]!r}", field=key)
+            raise SpecError(f"{source}: {key} must be a table ([{key}]); got {data[key]!r}",
+                            field=key)
 
 
 def _parse_seeds(raw: Any, base: dict, source: str) -> tuple:
@@ -523,5 +526,6 @@ def load_spec(path: str | Path, *, max_points: int | None = MAX_POINTS) -> Sweep
     return parse_spec(data, str(path), max_points=max_points)
 
 
-__all__ = ["DISTRIBUTIONS", "FIELDS", "MAX_POINTS", "MAX_SPEC_BYTES", "Distribution", "Point", "RandomSearch", "SpecError",
-           "SweepSpec", "load_spec", "make_points", "parse_spec", "run_id", "short_name"]
+__all__ = ["DISTRIBUTIONS", "FIELDS", "MAX_POINTS", "MAX_SPEC_BYTES", "Distribution", "Point",
+           "RandomSearch", "SpecError", "SweepSpec", "load_spec", "make_points", "parse_spec",
+           "run_id", "short_name"]

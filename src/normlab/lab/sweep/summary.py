@@ -143,7 +143,8 @@ def summarize(records: Iterable[RunRecord], *, x: str = "lr",
         cells_v, sens_v = _variant(variant, by_x, records, lr_range)
         cells += cells_v
         sens.append(sens_v)
-    counts = {s: sum(1 for r in records if r.status == s) for s in (DONE, DIVERGED, FAILED, PENDING)}
+    counts = {s: sum(1 for r in records if r.status == s)
+              for s in (DONE, DIVERGED, FAILED, PENDING)}
     return SweepSummary(x, names, cells, sens, counts)
 
 
@@ -205,15 +206,16 @@ def tables(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str]]]
     x = short_name(s.x)
     return [
         ((f"final validation loss by variant and {x} (nats/token; a diverged run counts as the "
-          f"loss at init)"), ["variant", x, "runs", "done", "diverged", "failed", "pending", "final loss",
-                       "loss at init"], runs),
+          f"loss at init)"),
+         ["variant", x, "runs", "done", "diverged", "failed", "pending", "final loss",
+          "loss at init"], runs),
         ("LR sensitivity (Wortsman et al. 2023): mean of min(loss, loss at init) - best loss",
          ["variant", f"{x} averaged", "loss at init", "best loss", f"best {x}", "LR sensitivity"],
          sens),
     ]
 
 
-def print_summary(summary: SweepSummary, file=None) -> None:
+def print_summary(summary: SweepSummary, file: Any = None) -> None:
     """Print the tables (rich when installed, plain columns otherwise)."""
     try:
         from rich.console import Console
@@ -247,9 +249,9 @@ def plot_summary(summary: SweepSummary, out_dir: str | Path) -> list[str]:
 
     s = summary
     variants = list(dict.fromkeys(c.variant for c in s.cells))
-    cycle = colormaps["tab10"].colors
+    cycle = colormaps["tab10"].colors  # type: ignore[attr-defined]  # tab10 is a ListedColormap
 
-    def color(i: int, variant: str):
+    def color(i: int, variant: str) -> Any:
         return COLORS.get(variant.split("=", 1)[-1], cycle[i % len(cycle)])
 
     fig, (ax,) = figure(width=6.4, height=4.2)
@@ -265,11 +267,13 @@ def plot_summary(summary: SweepSummary, out_dir: str | Path) -> list[str]:
                     capsize=2, label=v)
         bad = [c for c in cs if c.diverged]
         if bad:
-            ax.scatter([c.x for c in bad], [c.loss for c in bad], marker="x", s=60, color=col, zorder=3)
+            ax.scatter([c.x for c in bad], [c.loss for c in bad], marker="x", s=60, color=col,
+                       zorder=3)
         loss0s += [c.loss_at_init for c in cs if c.loss_at_init is not None]
         floors += [c.entropy_floor for c in cs if c.entropy_floor is not None]
     if loss0s:
-        ax.axhline(sum(loss0s) / len(loss0s), color="#777777", ls="--", lw=0.9, label="loss at init")
+        ax.axhline(sum(loss0s) / len(loss0s), color="#777777", ls="--", lw=0.9,
+                   label="loss at init")
     if floors:
         ax.axhline(min(floors), color="#000000", ls=":", lw=0.9, label="entropy floor")
     ax.set_xscale("log")

@@ -25,9 +25,9 @@ def run_point(config: dict[str, Any]) -> dict[str, Any]:
     """Train the run ``config`` (``TrainConfig.to_dict()``) describes; never raises.
 
     Returns ``{"status": "done" | "diverged" | "failed", "reason", "result", "wall_s", "cpu_s",
-    "host", "pid"}``: ``result`` is ``TrainResult.to_dict()`` (done and diverged runs), ``reason`` why
-    training stopped early (diverged) or the exception (failed, with ``traceback``). A run that
-    diverges is a result, not a failure.
+    "host", "pid"}``: ``result`` is ``TrainResult.to_dict()`` (done and diverged runs),
+    ``reason`` why training stopped early (diverged) or the exception (failed, with
+    ``traceback``). A run that diverges is a result, not a failure.
     """
     t0, c0 = time.perf_counter(), time.process_time()
     out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
