@@ -69,7 +69,7 @@ def check_output_arguments(args: argparse.Namespace) -> int | None:
     return check_flag(ck.integer, value, "--seed", lo=0)
 
 
-def check_output_files(out, names, *, what: str = "--out") -> None:
+def check_output_files(out: Any, names: Any, *, what: str = "--out") -> None:
     """Check the files a command will write under its checked ``--out`` folder: each of ``names``
     (``"report.html"``, ``"dropout/result.json"``) must have a folder that is one or can be made,
     and be new or a regular file (a FIFO, device or folder in its place is refused, as
@@ -86,7 +86,7 @@ def check_output_files(out, names, *, what: str = "--out") -> None:
             check_flag(lambda path, flag: check_output_path(path, what=flag), target, where)
 
 
-def make_output_dir(path) -> None:
+def make_output_dir(path: Any) -> None:
     """Create the checked ``--out`` folder (called once every argument is checked); a folder the
     system refuses to create is a UsageError, before any work."""
     from pathlib import Path
@@ -98,7 +98,7 @@ def make_output_dir(path) -> None:
 
 
 # ---- per-field flags from a config dataclass ------------------------------------------------
-def add_config_arguments(group, cls: type, *, prefix: str = "", flag_prefix: str | None = None,
+def add_config_arguments(group: Any, cls: Any, *, prefix: str = "", flag_prefix: str | None = None,
                          defaults: Any = None, skip: frozenset[str] = frozenset(),
                          aliases: dict | None = None) -> None:
     """A flag ``--PREFIXNAME`` for every field of the dataclass ``cls`` (underscores as hyphens;
@@ -149,16 +149,16 @@ def _parser(kind: Any, optional: bool) -> Callable[[str], Any]:
     if typing.get_origin(kind) is tuple:
         parts = [_parser(a, False) for a in typing.get_args(kind)]
 
-        def parse(text: str):
+        def parse(text: str) -> Any:
             items = text.replace(",", "x").split("x")
             if len(items) != len(parts):
                 raise ValueError(text)
             return tuple(p(i) for p, i in zip(parts, items))
     else:
-        def parse(text: str):
+        def parse(text: str) -> Any:
             return kind(text)
 
-    def parse_optional(text: str):
+    def parse_optional(text: str) -> Any:
         return None if optional and text.lower() == "none" else parse(text)
 
     parse_optional.__name__ = _metavar(kind).lower()  # argparse's "invalid int value" names it

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 OPS = ("layer_norm", "rms_norm", "add_layer_norm")
 
@@ -31,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
 
 
-def _candidates(op: str, rows: int, d: int, with_ref: bool):
+def _candidates(op: str, rows: int, d: int, with_ref: bool) -> dict[tuple[str, ...], Any]:
     """{(impl, pass): callable} for one op and shape; impl in kernel/reference/torch."""
     import numpy as np
 
@@ -74,7 +75,7 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool):
             return lambda: m.add_norm_backward(
                 (dy, dy), m.add_norm_forward(x, r, g, b, eps=1e-5)[1])
 
-    out = {("kernel", "fwd"): fwd(K), ("kernel", "fwd+bwd"): both(K)}
+    out: dict[tuple[str, ...], Any] = {("kernel", "fwd"): fwd(K), ("kernel", "fwd+bwd"): both(K)}
     if into is not None:
         out[("kernel", "fwd out=")] = into
     if with_ref:
@@ -122,7 +123,7 @@ def _torch_candidates(op, x, r, dy, g, b):
     return {("torch", "fwd"): fwd, ("torch", "fwd+bwd"): both}
 
 
-def _op_rows(op: str, d: int, t: dict, p) -> dict:
+def _op_rows(op: str, d: int, t: dict, p: Any) -> dict:
     """One op's rows at width ``d`` from the medians ``t`` (printed with ``p``): kernel, reference
     and torch times, and their ratios to each other and to the copy of the same form."""
     copy = t["copy/copy"]
@@ -154,7 +155,7 @@ def _op_rows(op: str, d: int, t: dict, p) -> dict:
 
 
 def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bool = True,
-        stream=sys.stdout) -> dict:
+        stream: Any = sys.stdout) -> dict:
     import numpy as np
 
     from ... import kernels as K
@@ -182,14 +183,19 @@ def run(rows: int, widths: list[int], repeats: int, ops: list[str], with_ref: bo
         def fresh_copy(x=x):  # what any op returning a new array pays: the OS zeroes its pages
             np.copyto(np.empty_like(x), x)
 
-        cands = {("copy", "copy"): lambda x=x, y=y: np.copyto(y, x), ("copy", "fresh"): fresh_copy}
+        def copy_into(x: Any = x, y: Any = y) -> None:
+            np.copyto(y, x)
+
+        cands: dict[tuple[str, ...], Any] = {("copy", "copy"): copy_into,
+                                             ("copy", "fresh"): fresh_copy}
         for op in ops:
             for key, fn in _candidates(op, rows, d, with_ref).items():
                 cands[(op,) + key] = fn
         names = {k: "/".join(k) for k in cands}
         t = measure({names[k]: fn for k, fn in cands.items()}, repeats=repeats)
         copy = t["copy/copy"]
-        per_d = {"copy_ms": copy * 1e3, "fresh_copy_ms": t["copy/fresh"] * 1e3, "ops": {}}
+        per_d: dict[str, Any] = {"copy_ms": copy * 1e3, "fresh_copy_ms": t["copy/fresh"] * 1e3,
+                                 "ops": {}}
         for op in ops:
             per_d["ops"][op] = _op_rows(op, d, t, p)
         p(f"{'copy':<15}{d:>6} {'x -> y':<9}{copy * 1e3:10.2f}   (into a new array: "

@@ -169,7 +169,7 @@ def _variant(variant: str, by_x: dict, records: list[RunRecord],
             vals.append(loss0 if v is None else min(v, loss0))
         mean = sum(vals) / len(vals) if vals else None
         sd = (math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
-              if len(vals) > 1 else None)
+              if mean is not None and len(vals) > 1 else None)
         floors = [f for r in fin if (f := _num((r.result or {}).get("entropy_floor"))) is not None]
         ci = [v for r in fin if (v := _num((r.result or {}).get("loss_at_init"))) is not None]
         status = [r.status for r in rs]
