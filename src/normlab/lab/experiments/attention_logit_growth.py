@@ -299,7 +299,8 @@ def _trains_check(data: dict) -> Check:
         published="a 1.2B model with qk-layernorm trains at LR 0.3 (Wortsman section 3.1.1)",
         measured=f"d={d}, share of the best improvement over the loss at init recovered: "
         + "; ".join(parts),
-        rule=f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} of its best improvement",
+        rule=f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} "
+        "of its best improvement",
         passed=None, source="Wortsman et al. 2023 [V]",
         note="papers.md lists this as an expectation")
 

@@ -316,7 +316,8 @@ def _decoding_checks(dec: dict) -> list[Check]:
         Check(claim="decoding one token at a time: no batch statistics exist; eval-mode BN differs "
               "from what training computed, LayerNorm is identical",
               published="qualitative ('there may be no meaningful batch at all')",
-              measured=f"BN train mode, 1 token: {'ValueError' if dec['single_token_error'] else 'ran'}; "
+              measured="BN train mode, 1 token: "
+              f"{'ValueError' if dec['single_token_error'] else 'ran'}; "
               f"BN eval step-by-step vs train: max |dy| = {fmt(dec['bn_step_vs_train'])}; "
               f"LN step-by-step vs full: {fmt(dec['ln_step_vs_full'])}",
               rule=f"BN refuses (ValueError), BN gap > {VISIBLE:g}, LN gap < {EXACT:g}",

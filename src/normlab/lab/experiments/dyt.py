@@ -242,7 +242,8 @@ def _s_curve_check(data: dict) -> Check:
             f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, {first.text()} in "
         f"the first; {100 * np.mean([f[-1]['linear_fraction'] for f in per]):.1f}% of the "
         "deepest LN's points in |bx| < 1",
-        rule=f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN and < {S_CURVE_GAIN} in the "
+        rule=f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN "
+        f"and < {S_CURVE_GAIN} in the "
         "first (papers.md section 10)", passed=passed, source="Zhu et al. 2025, Fig. 2-4 [S]",
         inconclusive=passed is None,
         note="the LayerNorm models retrained in-process end at " + ", ".join(

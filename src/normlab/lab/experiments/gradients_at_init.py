@@ -138,7 +138,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                         S.decide(st["pslope_gap"], 0.0, S.ABOVE)])
     return [
         Check.band(claim="Post-LN: the last layer's gradient does not depend on depth L",
-                   published="~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
+                   published="~1.6 at every depth 6..14 (Fig. 3c); "
+                   "theory O(d sqrt(ln d)), independent of L",
                    interval=slope["post"], lo=POST_SLOPE[0], hi=POST_SLOPE[1],
                    measured=f"log-log slope {slope['post'].text()}; ||g|| = "
                    f"{', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",

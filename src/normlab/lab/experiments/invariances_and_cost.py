@@ -251,7 +251,8 @@ def judge(data: dict, config: Config) -> list[Check]:
     mismatches, lr, est = _mismatches(data["grid"]), data["implicit_lr"], data["estimation"]
     n_cells = sum(len(v) for v in TABLE.values())
     return [
-        Check(claim=f"the invariance table: {n_cells} cells (BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
+        Check(claim=f"the invariance table: {n_cells} cells "
+              "(BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
               f"6 transformations)",
               published="Table 1 of Ba et al. 2016 and Zhang & Sennrich 2019",
               measured=f"{n_cells - len(mismatches)} of {n_cells} cells match"
@@ -284,8 +285,9 @@ def _estimation_check(est: dict, config: Config) -> Check:
     return Check(
         claim="pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
         published="p = 6.25% in the paper; 1/sqrt(2k) [D]",
-        measured=", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f}; ratio {iv.text()})"
-                  for r, iv in zip(est["rows"], ivs)),
+        measured=", ".join(f"k={r['k']}: {r['rel_std']:.4f} "
+                           f"(theory {r['theory']:.4f}; ratio {iv.text()})"
+                           for r, iv in zip(est["rows"], ivs)),
         rule=f"the ratio's interval (2 se over the draws) inside 1 +- {EST_TOL:g} at every p "
         "(papers.md section 2)", passed=passed, source="Zhang & Sennrich 2019 [S]; papers.md [D]",
         inconclusive=passed is None,
@@ -311,7 +313,8 @@ def _speed_checks(sr: list[dict], machine: str) -> list[Check]:
               published="7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
               measured="time saved, per interleaved repeat: " + ", ".join(
                   f"{_pct(iv)} ({sh})" for iv, sh in zip(ivs, shapes)),
-              rule=f"the median saving's bootstrap interval over repeats > {MIN_SAVING:.0%} at every "
+              rule="the median saving's bootstrap interval over repeats "
+              f"> {MIN_SAVING:.0%} at every "
               "shape (papers.md section 2)", passed=passed,
               source="Zhang & Sennrich 2019 abstract [V]",
               inconclusive=passed is None,

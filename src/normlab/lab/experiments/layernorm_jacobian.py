@@ -274,7 +274,8 @@ def _identity_checks(data: dict) -> list[Check]:
               measured=f"max relative error {fmt(err['rmsnorm'])} over {grid}",
               rule=f"< {IDENTITY_TOL:g}",
               passed=err["rmsnorm"] < IDENTITY_TOL, source=src, identity=True),
-        Check(claim="With a gain gamma, power iteration on J^T J finds the Jacobian's largest singular "
+        Check(claim="With a gain gamma, power iteration on J^T J finds "
+              "the Jacobian's largest singular "
               "value, at most max|gamma| times the gain-free norm",
               published="- (the lemma has gamma = 1)",
               measured=
@@ -319,7 +320,8 @@ def _stream_checks(data: dict) -> list[Check]:
                          "The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
                      "(Post-LN)",
                      published="(1 + L/2) d <= E||x_L||^2 <= (1 + 3L/2) d; Post-LN 1.5 d",
-                     measured=f"E||x||^2 / d at L = {Ls}: pre " + ", ".join(f"{v:.2f}" for v in sq["pre"])
+                     measured=f"E||x||^2 / d at L = {Ls}: pre "
+                     + ", ".join(f"{v:.2f}" for v in sq["pre"])
                      + f" (inside the bounds: {in_bounds}); post "
                      + ", ".join(f"{v:.2f}" for v in sq["post"]),
                      rule="shown (gradients-at-init checks it)", passed=None,

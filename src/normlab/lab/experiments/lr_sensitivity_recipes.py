@@ -351,7 +351,8 @@ def _eps_checks(data: dict, config: Config) -> list[Check]:
     rows = [Check(claim="with a constant gradient AdamW's update RMS / lr is g / (|g| + eps)",
                   published="analytic (papers.md F)",
                   measured=f"max relative error {fmt(data['analytic']['max_rel_err'])}"
-                  f" over |g| in [1e-12, 1e-2], eps {', '.join(f'{v:g}' for v in config.eps_values)}",
+                  " over |g| in [1e-12, 1e-2], "
+                  f"eps {', '.join(f'{v:g}' for v in config.eps_values)}",
                   rule=f"within {F_ANALYTIC:.0%} everywhere",
                   passed=data["analytic"]["max_rel_err"] <
                   F_ANALYTIC, source=s, identity=True,
@@ -389,7 +390,8 @@ def _shrink_row(data: dict, config: Config) -> Check:
         pred = [float(np.mean(x)) for x in e["predicted"][name]]
         parts.append(f"eps {v:g}: " + ", ".join(f"block {i} {fmt(m)} (g/(g+eps) {fmt(p)})"
                                                 for i, (m, p) in enumerate(zip(meas, pred))))
-    return Check(claim="per block, the update RMS shrinks as g / (g + eps) of the block's gradient RMS",
+    return Check(claim="per block, the update RMS shrinks as g / (g + eps) "
+                 "of the block's gradient RMS",
                  published="update RMS falls with the gradient RMS near eps (Figs. 12, 13)",
                  measured="update RMS over the eps-free scaled run's (median over steps): "
                  + "; ".join(parts),
