@@ -159,7 +159,7 @@ def _implicit_lr(cfg: Config, rng) -> dict:
         if name == "prmsnorm":
             continue
 
-        def grad_w(Wm):
+        def grad_w(Wm, f=f):
             _, back = f(x @ Wm.T)
             return back(dout).T @ x  # (H, d_in)
 
@@ -196,9 +196,11 @@ def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
         g = np.ones(C, np.float32)
         b = np.zeros(C, np.float32)
         ops = {
-            "layernorm": lambda: layer_norm_backward(dout, layer_norm_forward(x, g, b)[1]),
-            "rmsnorm": lambda: rms_norm_backward(dout, rms_norm_forward(x, g)[1]),
-            "prmsnorm": lambda: rms_norm_backward(
+            "layernorm": lambda dout=dout, x=x, g=g, b=b: layer_norm_backward(
+                dout, layer_norm_forward(x, g, b)[1]),
+            "rmsnorm": lambda dout=dout, x=x, g=g: rms_norm_backward(
+                dout, rms_norm_forward(x, g)[1]),
+            "prmsnorm": lambda dout=dout, x=x, g=g: rms_norm_backward(
                 dout, rms_norm_forward(x, g, partial=cfg.speed_partial)[1]),
         }
         for f in ops.values():

@@ -146,7 +146,8 @@ def _unit_rows(cfg: Config, rng: np.random.Generator) -> list[dict]:
             for s in cfg.scales:
                 x = s * z  # (1, d)
                 _, vjp = _ops(kind, x, cfg.eps)
-                power = float(_power(lambda v: vjp(vjp(v)), rng.normal(size=(1, d)), cfg.iters)[0])
+                power = float(_power(lambda v, vjp=vjp: vjp(vjp(v)), rng.normal(size=(1, d)),
+                                     cfg.iters)[0])
                 J = _jacobian(kind, x[0], cfg.eps)
                 centre = x - x.mean() if kind == "layernorm" else x
                 rows.append({"kind": kind, "d": d, "scale": s, "power": power,
@@ -166,7 +167,8 @@ def _gain_rows(cfg: Config, rng: np.random.Generator) -> list[dict]:
             gamma = rng.normal(1.0, cfg.gain_std, size=d)
             _, vjp0 = _ops(kind, x, cfg.eps)
             _, vjp = _ops(kind, x, cfg.eps, gamma)
-            power = float(_power(lambda v: vjp(gamma * vjp0(v)), rng.normal(size=(1, d)),
+            power = float(_power(lambda v, vjp=vjp, gamma=gamma, vjp0=vjp0: vjp(gamma * vjp0(v)),
+                                 rng.normal(size=(1, d)),
                                  cfg.iters)[0])
             svd = float(np.linalg.norm(_jacobian(kind, x[0], cfg.eps, gamma), 2))
             rows.append({"kind": kind, "d": d, "power": power, "svd": svd,
@@ -184,7 +186,8 @@ def _offset_rows(cfg: Config, rng: np.random.Generator) -> list[dict]:
         out = {"offset": m, "d": d}
         for kind in ("layernorm", "rmsnorm"):
             _, vjp = _ops(kind, x, cfg.eps)
-            sigma = float(_power(lambda v: vjp(vjp(v)), rng.normal(size=(1, d)), cfg.iters)[0])
+            sigma = float(_power(lambda v, vjp=vjp: vjp(vjp(v)), rng.normal(size=(1, d)),
+                                 cfg.iters)[0])
             out[kind] = sigma * float(np.linalg.norm(x)) / np.sqrt(d)  # ||J|| ||x|| / sqrt(d)
         rows.append(out)
     return rows

@@ -118,7 +118,7 @@ SIZES = {
 def _arm_overrides(cfg: Config) -> dict[str, callable]:
     """Arm -> overrides of ``base`` for a peak learning rate."""
     b = cfg.base
-    w_long = max(int(round(cfg.long_warmup_frac * b.steps)), 1)
+    w_long = max(round(cfg.long_warmup_frac * b.steps), 1)
     return {
         "baseline": lambda lr: {},
         "long warmup": lambda lr: {"warmup": w_long},
