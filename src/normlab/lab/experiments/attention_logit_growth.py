@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
     """One run per (arm, width, lr, seed): the weight decay depends on the learning rate (so
     every (arm, width, lr) is its own variant), and the soft-cap arm has its own LRs and seeds.
     The soft-cap runs come first (a pool starts the points in order)."""
-    over = {"baseline": {}, "qk-norm": {"model.qk_norm": cfg.qk_norm},
+    over: dict[str, dict[str, Any]] = {"baseline": {}, "qk-norm": {"model.qk_norm": cfg.qk_norm},
             "soft-cap": {"model.attn_softcap": float(cfg.softcap)}}
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     out = []
@@ -162,7 +163,8 @@ def _arm(runs: list, arm: str, d: int, lrs) -> dict:
     for r in runs:
         if r.variant.startswith(f"{arm} d={d} "):
             by_seed.setdefault(r.seed, {})[r.lr] = r
-    out = {k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper", "peak", "end",
+    out: dict[str, list[Any]] = {k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper",
+                                                 "peak", "end",
                            "early", "diverged")}
     for seed, at in sorted(by_seed.items()):
         rs = [at[lr] for lr in lrs]

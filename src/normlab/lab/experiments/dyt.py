@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -187,7 +188,8 @@ def measure(config: Config, ctx) -> dict:
     if 0.5 in cfg.alphas:
         alpha_loss[0.5] = losses["dyt"]
     alphas = sorted(alpha_loss)
-    fits, scatter, again = [], {}, []
+    scatter: dict[Any, Any] = {}
+    fits, again = [], []
     for i, seed in enumerate(seeds):
         ctx.progress(total - len(seeds) + i, total, f"S-curve: LayerNorm model, seed {seed}")
         ln_config = cfg.base.with_overrides({**_parity_variant("layernorm"), "lr": lr,

@@ -205,7 +205,7 @@ def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
         }
         for f in ops.values():
             f()  # warm up
-        times = {k: [] for k in ops}
+        times: dict[str, list[float]] = {k: [] for k in ops}
         names = list(ops)
         for r in range(cfg.speed_repeats):  # interleaved, rotating order: same conditions
             for k in names[r % 3:] + names[: r % 3]:

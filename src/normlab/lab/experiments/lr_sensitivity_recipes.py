@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -115,7 +117,7 @@ SIZES = {
 }
 
 
-def _arm_overrides(cfg: Config) -> dict[str, callable]:
+def _arm_overrides(cfg: Config) -> dict[str, Callable[[float], dict[str, Any]]]:
     """Arm -> overrides of ``base`` for a peak learning rate."""
     b = cfg.base
     w_long = max(round(cfg.long_warmup_frac * b.steps), 1)
@@ -143,8 +145,9 @@ def _eps_name(e: float) -> str:
 
 def _series(cfg: Config) -> dict:
     L = cfg.base.model.n_layers * cfg.depth_scale
-    out = {"grad_rms": lambda rec: float(np.mean(rec["layer_grad_rms"])),
-           "nll": lambda rec: rec["nll"]}
+    out: dict[str, Callable[[dict[str, Any]], Any]] = {
+        "grad_rms": lambda rec: float(np.mean(rec["layer_grad_rms"])),
+        "nll": lambda rec: rec["nll"]}
     for i in range(L):
         out[f"g{i}"] = lambda rec, i=i: rec["layer_grad_rms"][i]
         out[f"u{i}"] = lambda rec, i=i: rec["layer_update_rms"][i] / rec["lr"]
@@ -221,7 +224,7 @@ def _eps(runs: list, cfg: Config, seeds: list) -> dict:
     get = {(r.variant, r.seed): r for r in runs}
     tiny = _eps_name(min(cfg.eps_values))
     L = cfg.base.model.n_layers
-    out = {"ratio": {}, "shrink": {}, "predicted": {}, "curves": {}}
+    out: dict[str, dict[str, Any]] = {"ratio": {}, "shrink": {}, "predicted": {}, "curves": {}}
     for e in cfg.eps_values:
         name = _eps_name(e)
         out["ratio"][name] = [reduction(get[name, s]) / max(reduction(get[REF, s]), 1e-12)
