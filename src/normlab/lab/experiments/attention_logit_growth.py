@@ -163,9 +163,9 @@ def _arm(runs: list, arm: str, d: int, lrs) -> dict:
     for r in runs:
         if r.variant.startswith(f"{arm} d={d} "):
             by_seed.setdefault(r.seed, {})[r.lr] = r
-    out: dict[str, list[Any]] = {k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper",
-                                                 "peak", "end",
-                           "early", "diverged")}
+    out: dict[str, list[Any]] = {
+        k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper", "peak", "end",
+                        "early", "diverged")}
     for seed, at in sorted(by_seed.items()):
         rs = [at[lr] for lr in lrs]
         loss0 = rs[0].loss_at_init

@@ -172,7 +172,7 @@ def _train_eval(cfg: Config, src: _Source, progress, step0: int, steps: int) -> 
         biased /= cfg.mc_batches
         sigma2 = src.s**2
         ratio_b = biased / sigma2  # (C,)
-        ratio_u = cum.running_var / sigma2  # (C,)
+        ratio_u = cum.running_var / sigma2  # type: ignore[operator]  # tracked: set  # (C,)
         # standard error of the pooled ratio: Var[s_B^2]/sigma^4 = 2/(m-1) for Gaussian data,
         # in the unbiased units; averaged over mc_batches * C independent batches.
         se = float(np.sqrt(2.0 / (m - 1) / (cfg.mc_batches * C)))

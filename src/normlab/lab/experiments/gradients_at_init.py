@@ -79,7 +79,9 @@ def _grad_norms(placement: str, L: int, cfg: Config, i: int) -> np.ndarray:
         idx = rng.integers(0, cfg.vocab, size=(cfg.batch, cfg.seq_len))  # (B, T)
         model.forward(idx, perm[idx])
         model.backward(1.0 / cfg.batches)  # the gradient of the mean loss: E_batch[g]
-    return np.array([np.linalg.norm(blk.mlp.branch.proj.grads["weight"].astype(np.float64))
+    return np.array([np.linalg.norm(
+        blk.mlp.branch.proj.grads["weight"]  # type: ignore[attr-defined]  # an MLP branch
+        .astype(np.float64))
                      for blk in model.blocks])
 
 

@@ -34,7 +34,7 @@ from ...functional import (
     relu_backward,
     relu_forward,
 )
-from ...nn import BatchNorm, Linear, ShiftNoise
+from ...nn import BatchNorm, Linear, Module, ShiftNoise
 from ...train import SGD
 from ...train.data import TextSource
 from .. import stats
@@ -122,7 +122,7 @@ class _Net:
         self.noise = []  # the ShiftNoise modules, whose generators a probe freezes
         self.layers, fan = [], n_in
         for _ in range(cfg.depth):
-            mods = [Linear(fan, cfg.width, bias=arm == "standard", rng=rng,
+            mods: list[Module] = [Linear(fan, cfg.width, bias=arm == "standard", rng=rng,
                            std=math.sqrt(2.0 / fan), dtype=dtype)]  # He init
             if arm != "standard":
                 mods.append(BatchNorm(cfg.width, track_running_stats=False, dtype=dtype))

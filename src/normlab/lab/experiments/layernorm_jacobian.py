@@ -106,8 +106,8 @@ def _ops(kind: str, x: np.ndarray, eps: float, gamma: np.ndarray | None = None):
         y, cache = layer_norm_forward(x, gamma, None, eps=eps)
         return y, lambda v: layer_norm_backward(v, cache)[0]
     w = np.ones(x.shape[-1]) if gamma is None else gamma
-    y, cache = rms_norm_forward(x, w, eps=eps)
-    return y, lambda v: rms_norm_backward(v, cache)[0]
+    y, rms_cache = rms_norm_forward(x, w, eps=eps)
+    return y, lambda v: rms_norm_backward(v, rms_cache)[0]
 
 
 def _power(jtj, v: np.ndarray, iters: int) -> np.ndarray:

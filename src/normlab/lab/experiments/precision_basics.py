@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -218,7 +219,7 @@ def _gradient_stats(data: dict, cfg: Config) -> dict:
     training, and the largest ratio flushed(S >= 1024) / flushed(1); intervals over the models."""
     per = data["grads_per_seed"]
     big = [S for S in cfg.scales if S >= 1024]
-    out = {}
+    out: dict[str, Any] = {}
     for when in ("init", "trained"):
         plain = [_row(g[when]["rows"], 1.0) for g in per]
         out[when] = {

@@ -316,7 +316,7 @@ def plot(result, out_dir) -> list[str]:
     from ..plotting import figure, save, style
 
     d = result.data
-    cycle = colormaps["tab10"].colors
+    cycle = colormaps["tab10"].colors  # type: ignore[attr-defined]  # a ListedColormap
     colors = {name: cycle[i % len(cycle)] for i, name in enumerate(d["recipes"])}
     fig, (a, b, c, e) = figure(2, 2, width=5.2, height=3.6)
     first = d["runs"][0]["seed"] if d["runs"] else 0
