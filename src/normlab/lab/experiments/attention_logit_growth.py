@@ -168,7 +168,7 @@ def _arm(runs: list, arm: str, d: int, lrs) -> dict:
                         "early", "diverged")}
     for seed, at in sorted(by_seed.items()):
         rs = [at[lr] for lr in lrs]
-        loss0 = rs[0].loss_at_init
+        loss0: Any = rs[0].loss_at_init  # set for every run that started
         losses = [_outcome(r) for r in rs]
         low = [j for j, lr in enumerate(lrs) if lr <= PAPER_TOP_LR]
         out["seeds"].append(seed)

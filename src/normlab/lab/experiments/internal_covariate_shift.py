@@ -242,7 +242,8 @@ def _train(arm: str, seed: int, cfg: Config, src: TextSource) -> dict:
         net.backward()
         opt.step(net.grads, cfg.lr)
     diverged = len(losses) < cfg.steps
-    tail = [stats.outcome(v, loss0) for v in losses[-max(int(LAST * cfg.steps), 1):]]
+    tail = [stats.outcome(v, loss0)  # type: ignore[arg-type]  # set at the first step
+            for v in losses[-max(int(LAST * cfg.steps), 1):]]
     train_loss = loss0 if diverged else float(np.mean(tail))
     return {"arm": arm, "seed": seed, "loss0": loss0, "diverged": diverged,
             "train_loss": train_loss, "clean_loss": loss0 if diverged else _clean(net, cfg, src),

@@ -145,7 +145,7 @@ def _eps_name(e: float) -> str:
 
 def _series(cfg: Config) -> dict:
     L = cfg.base.model.n_layers * cfg.depth_scale
-    out: dict[str, Callable[[dict[str, Any]], Any]] = {
+    out: dict[str, Callable[..., Any]] = {
         "grad_rms": lambda rec: float(np.mean(rec["layer_grad_rms"])),
         "nll": lambda rec: rec["nll"]}
     for i in range(L):
@@ -217,7 +217,7 @@ def _eps(runs: list, cfg: Config, seeds: list) -> dict:
     """The eps runs: per seed the loss reduction over the reference's, and per block the
     update shrinkage against the eps-free scaled run with the prediction g / (g + eps)."""
     def reduction(r: T.Run) -> float:
-        loss0 = r.loss_at_init
+        loss0: Any = r.loss_at_init  # set for every run that started
         return loss0 - min(stats.outcome(r.final_val_loss if r.status == "done" else None,
                                          loss0), loss0)
 
