@@ -134,7 +134,8 @@ class _Net:
             fan = cfg.width
         self.head = Linear(fan, V, bias=True, rng=rng, std=math.sqrt(1.0 / fan), dtype=dtype)
         self.params, self.grads = {}, {}
-        for i, mods in enumerate([*self.layers, [self.head]]):
+        stack: list[list[Module]] = [*self.layers, [self.head]]
+        for i, mods in enumerate(stack):
             for j, m in enumerate(mods):
                 for name in m.params:
                     self.params[f"{i}.{j}.{name}"] = m.params[name]

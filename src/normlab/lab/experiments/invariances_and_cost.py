@@ -197,7 +197,7 @@ def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
         dout = rng.normal(size=(n, C)).astype(np.float32)
         g = np.ones(C, np.float32)
         b = np.zeros(C, np.float32)
-        ops: dict[str, Callable[[], Any]] = {
+        ops: dict[str, Callable[..., Any]] = {
             "layernorm": lambda dout=dout, x=x, g=g, b=b: layer_norm_backward(
                 dout, layer_norm_forward(x, g, b)[1]),
             "rmsnorm": lambda dout=dout, x=x, g=g: rms_norm_backward(
