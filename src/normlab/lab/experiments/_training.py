@@ -161,7 +161,9 @@ def final_losses(runs: Sequence[Run], variant: str, *, clip: bool = True) -> dic
     return {lr: sum(v) / len(v) for lr, v in sorted(by_lr.items())}
 
 
-def seed_losses(runs: Sequence[Run], variant: str, *, clip: bool = True) -> dict[float, list[float]]:
+def seed_losses(
+    runs: Sequence[Run], variant: str, *, clip: bool = True
+) -> dict[float, list[float]]:
     """lr -> the variant's final validation loss per seed, in seed order (for intervals and
     paired differences over seeds). A run that diverged or failed, or whose loss is not finite,
     counts as its own loss at init (the variant's when it has none); with ``clip`` every loss is

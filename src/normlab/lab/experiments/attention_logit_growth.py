@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
     """One run per (arm, width, lr, seed): the weight decay depends on the learning rate (so
     every (arm, width, lr) is its own variant), and the soft-cap arm has its own LRs and seeds.
     The soft-cap runs come first (a pool starts the points in order)."""
-    over = {"baseline": {}, "qk-norm": {"model.qk_norm": cfg.qk_norm},
+    over: dict[str, dict[str, Any]] = {"baseline": {}, "qk-norm": {"model.qk_norm": cfg.qk_norm},
             "soft-cap": {"model.attn_softcap": float(cfg.softcap)}}
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     out = []
@@ -162,11 +163,12 @@ def _arm(runs: list, arm: str, d: int, lrs) -> dict:
     for r in runs:
         if r.variant.startswith(f"{arm} d={d} "):
             by_seed.setdefault(r.seed, {})[r.lr] = r
-    out = {k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper", "peak", "end",
-                           "early", "diverged")}
+    out: dict[str, list[Any]] = {
+        k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper", "peak", "end",
+                        "early", "diverged")}
     for seed, at in sorted(by_seed.items()):
         rs = [at[lr] for lr in lrs]
-        loss0 = rs[0].loss_at_init
+        loss0: Any = rs[0].loss_at_init  # set for every run that started
         losses = [_outcome(r) for r in rs]
         low = [j for j, lr in enumerate(lrs) if lr <= PAPER_TOP_LR]
         out["seeds"].append(seed)
@@ -299,7 +301,8 @@ def _trains_check(data: dict) -> Check:
         published="a 1.2B model with qk-layernorm trains at LR 0.3 (Wortsman section 3.1.1)",
         measured=f"d={d}, share of the best improvement over the loss at init recovered: "
         + "; ".join(parts),
-        rule=f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} of its best improvement",
+        rule=f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} "
+        "of its best improvement",
         passed=None, source="Wortsman et al. 2023 [V]",
         note="papers.md lists this as an expectation")
 

@@ -13,6 +13,7 @@ normlab's ``batch_norm_forward`` / ``BatchNorm`` and, for comparison, ``LayerNor
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,7 +110,7 @@ def _padding(cfg: Config, src: _Source, rng) -> dict:
     ref_ln = _ln(real)
     rows = []
     for f in cfg.pad_factors:
-        Tp = int(round(T * f))
+        Tp = round(T * f)
         x = np.zeros((B, Tp, C))  # (B, Tp, C) zero padding
         mask = np.zeros((B, Tp), dtype=bool)
         for b, s in enumerate(seqs):
@@ -129,7 +130,7 @@ def _padding(cfg: Config, src: _Source, rng) -> dict:
 
 def _companions(cfg: Config, src: _Source) -> dict:
     """Example 0 in many batches: the spread of its output across batches."""
-    T, C = cfg.max_len, cfg.width
+    T = cfg.max_len
     x0 = src.tokens(T)  # (T, C) the same example every time
     rows = []
     for B in cfg.batch_sizes:
@@ -171,7 +172,7 @@ def _train_eval(cfg: Config, src: _Source, progress, step0: int, steps: int) -> 
         biased /= cfg.mc_batches
         sigma2 = src.s**2
         ratio_b = biased / sigma2  # (C,)
-        ratio_u = cum.running_var / sigma2  # (C,)
+        ratio_u = cum.running_var / sigma2  # type: ignore[operator]  # tracked: set  # (C,)
         # standard error of the pooled ratio: Var[s_B^2]/sigma^4 = 2/(m-1) for Gaussian data,
         # in the unbiased units; averaged over mc_batches * C independent batches.
         se = float(np.sqrt(2.0 / (m - 1) / (cfg.mc_batches * C)))
@@ -283,7 +284,7 @@ def _train_eval_checks(te: dict) -> list[Check]:
     unb_ok = all(abs(r["unbiased_ratio"] - 1) <= t for r, t in zip(tr, tol))
     n = te.get("batches", 0)
     steps = [S.difference_interval(a["mismatch"], a["mismatch_se"], b["mismatch"],
-                                   b["mismatch_se"], n) for a, b in zip(tr, tr[1:])]
+                                   b["mismatch_se"], n) for a, b in itertools.pairwise(tr)]
     small = S.se_interval(tr[0]["mismatch"], tr[0]["mismatch_se"], n)
     passed = S.all_of([*(S.decide(iv, 0.0, S.ABOVE) for iv in steps),
                        S.decide(small, VISIBLE, S.ABOVE), te["ln_gap"] < EXACT])
@@ -316,7 +317,8 @@ def _decoding_checks(dec: dict) -> list[Check]:
         Check(claim="decoding one token at a time: no batch statistics exist; eval-mode BN differs "
               "from what training computed, LayerNorm is identical",
               published="qualitative ('there may be no meaningful batch at all')",
-              measured=f"BN train mode, 1 token: {'ValueError' if dec['single_token_error'] else 'ran'}; "
+              measured="BN train mode, 1 token: "
+              f"{'ValueError' if dec['single_token_error'] else 'ran'}; "
               f"BN eval step-by-step vs train: max |dy| = {fmt(dec['bn_step_vs_train'])}; "
               f"LN step-by-step vs full: {fmt(dec['ln_step_vs_full'])}",
               rule=f"BN refuses (ValueError), BN gap > {VISIBLE:g}, LN gap < {EXACT:g}",

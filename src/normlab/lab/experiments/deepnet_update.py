@@ -12,7 +12,9 @@ the logits (which also moves with the head's own learning) is recorded beside it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +86,8 @@ SIZES = {
 def measure(config: Config, ctx) -> dict:
     cfg = config
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
-    series = {k: (lambda rec, k=k: rec[k]) for k in ("model_update", "logit_update")}
+    series: dict[str, Callable[..., Any]] = {
+        k: (lambda rec, k=k: rec[k]) for k in ("model_update", "logit_update")}
     series["nll"] = lambda rec: rec["nll"]
     runs = run_grid(cfg.base, {p: {"model.placement": p} for p in PLACEMENTS}, ctx,
                     lrs=[cfg.base.lr], seeds=seeds, series=series, name="deepnet-update")

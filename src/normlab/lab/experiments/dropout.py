@@ -66,6 +66,7 @@ def _moments(x: np.ndarray, p: float, draws: int, rng: np.random.Generator) -> d
     n = r.size
     mean = float(r.mean())
     var = float(np.mean((r - 1.0) ** 2))  # around the exact mean 1
+    assert cache.keep is not None  # training=True always draws a mask
     kept = float(cache.keep.mean())
     var_exact = p / q
     z4 = p**4 / q**3 + p  # E[(r - 1)^4]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -187,7 +188,8 @@ def measure(config: Config, ctx) -> dict:
     if 0.5 in cfg.alphas:
         alpha_loss[0.5] = losses["dyt"]
     alphas = sorted(alpha_loss)
-    fits, scatter, again = [], {}, []
+    scatter: dict[Any, Any] = {}
+    fits, again = [], []
     for i, seed in enumerate(seeds):
         ctx.progress(total - len(seeds) + i, total, f"S-curve: LayerNorm model, seed {seed}")
         ln_config = cfg.base.with_overrides({**_parity_variant("layernorm"), "lr": lr,
@@ -242,7 +244,8 @@ def _s_curve_check(data: dict) -> Check:
             f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, {first.text()} in "
         f"the first; {100 * np.mean([f[-1]['linear_fraction'] for f in per]):.1f}% of the "
         "deepest LN's points in |bx| < 1",
-        rule=f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN and < {S_CURVE_GAIN} in the "
+        rule=f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN "
+        f"and < {S_CURVE_GAIN} in the "
         "first (papers.md section 10)", passed=passed, source="Zhu et al. 2025, Fig. 2-4 [S]",
         inconclusive=passed is None,
         note="the LayerNorm models retrained in-process end at " + ", ".join(

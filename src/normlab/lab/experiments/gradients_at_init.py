@@ -79,7 +79,9 @@ def _grad_norms(placement: str, L: int, cfg: Config, i: int) -> np.ndarray:
         idx = rng.integers(0, cfg.vocab, size=(cfg.batch, cfg.seq_len))  # (B, T)
         model.forward(idx, perm[idx])
         model.backward(1.0 / cfg.batches)  # the gradient of the mean loss: E_batch[g]
-    return np.array([np.linalg.norm(blk.mlp.branch.proj.grads["weight"].astype(np.float64))
+    return np.array([np.linalg.norm(
+        blk.mlp.branch.proj.grads["weight"]  # type: ignore[attr-defined]  # an MLP branch
+        .astype(np.float64))
                      for blk in model.blocks])
 
 
@@ -138,7 +140,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                         S.decide(st["pslope_gap"], 0.0, S.ABOVE)])
     return [
         Check.band(claim="Post-LN: the last layer's gradient does not depend on depth L",
-                   published="~1.6 at every depth 6..14 (Fig. 3c); theory O(d sqrt(ln d)), independent of L",
+                   published="~1.6 at every depth 6..14 (Fig. 3c); "
+                   "theory O(d sqrt(ln d)), independent of L",
                    interval=slope["post"], lo=POST_SLOPE[0], hi=POST_SLOPE[1],
                    measured=f"log-log slope {slope['post'].text()}; ||g|| = "
                    f"{', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",

@@ -34,7 +34,7 @@ from ...functional import (
     relu_backward,
     relu_forward,
 )
-from ...nn import BatchNorm, Linear, ShiftNoise
+from ...nn import BatchNorm, Linear, Module, ShiftNoise
 from ...train import SGD
 from ...train.data import TextSource
 from .. import stats
@@ -122,7 +122,7 @@ class _Net:
         self.noise = []  # the ShiftNoise modules, whose generators a probe freezes
         self.layers, fan = [], n_in
         for _ in range(cfg.depth):
-            mods = [Linear(fan, cfg.width, bias=arm == "standard", rng=rng,
+            mods: list[Module] = [Linear(fan, cfg.width, bias=arm == "standard", rng=rng,
                            std=math.sqrt(2.0 / fan), dtype=dtype)]  # He init
             if arm != "standard":
                 mods.append(BatchNorm(cfg.width, track_running_stats=False, dtype=dtype))
@@ -134,7 +134,8 @@ class _Net:
             fan = cfg.width
         self.head = Linear(fan, V, bias=True, rng=rng, std=math.sqrt(1.0 / fan), dtype=dtype)
         self.params, self.grads = {}, {}
-        for i, mods in enumerate([*self.layers, [self.head]]):
+        stack: list[list[Module]] = [*self.layers, [self.head]]
+        for i, mods in enumerate(stack):
             for j, m in enumerate(mods):
                 for name in m.params:
                     self.params[f"{i}.{j}.{name}"] = m.params[name]
@@ -242,7 +243,8 @@ def _train(arm: str, seed: int, cfg: Config, src: TextSource) -> dict:
         net.backward()
         opt.step(net.grads, cfg.lr)
     diverged = len(losses) < cfg.steps
-    tail = [stats.outcome(v, loss0) for v in losses[-max(int(LAST * cfg.steps), 1):]]
+    tail = [stats.outcome(v, loss0)  # type: ignore[arg-type]  # set at the first step
+            for v in losses[-max(int(LAST * cfg.steps), 1):]]
     train_loss = loss0 if diverged else float(np.mean(tail))
     return {"arm": arm, "seed": seed, "loss0": loss0, "diverged": diverged,
             "train_loss": train_loss, "clean_loss": loss0 if diverged else _clean(net, cfg, src),

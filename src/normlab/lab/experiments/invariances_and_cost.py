@@ -9,7 +9,9 @@ invariances (eps = 1e-12, so that eps does not blur an exact invariance), float3
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -159,7 +161,7 @@ def _implicit_lr(cfg: Config, rng) -> dict:
         if name == "prmsnorm":
             continue
 
-        def grad_w(Wm):
+        def grad_w(Wm, f=f):
             _, back = f(x @ Wm.T)
             return back(dout).T @ x  # (H, d_in)
 
@@ -195,15 +197,17 @@ def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
         dout = rng.normal(size=(n, C)).astype(np.float32)
         g = np.ones(C, np.float32)
         b = np.zeros(C, np.float32)
-        ops = {
-            "layernorm": lambda: layer_norm_backward(dout, layer_norm_forward(x, g, b)[1]),
-            "rmsnorm": lambda: rms_norm_backward(dout, rms_norm_forward(x, g)[1]),
-            "prmsnorm": lambda: rms_norm_backward(
+        ops: dict[str, Callable[..., Any]] = {
+            "layernorm": lambda dout=dout, x=x, g=g, b=b: layer_norm_backward(
+                dout, layer_norm_forward(x, g, b)[1]),
+            "rmsnorm": lambda dout=dout, x=x, g=g: rms_norm_backward(
+                dout, rms_norm_forward(x, g)[1]),
+            "prmsnorm": lambda dout=dout, x=x, g=g: rms_norm_backward(
                 dout, rms_norm_forward(x, g, partial=cfg.speed_partial)[1]),
         }
         for f in ops.values():
             f()  # warm up
-        times = {k: [] for k in ops}
+        times: dict[str, list[float]] = {k: [] for k in ops}
         names = list(ops)
         for r in range(cfg.speed_repeats):  # interleaved, rotating order: same conditions
             for k in names[r % 3:] + names[: r % 3]:
@@ -251,7 +255,8 @@ def judge(data: dict, config: Config) -> list[Check]:
     mismatches, lr, est = _mismatches(data["grid"]), data["implicit_lr"], data["estimation"]
     n_cells = sum(len(v) for v in TABLE.values())
     return [
-        Check(claim=f"the invariance table: {n_cells} cells (BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
+        Check(claim=f"the invariance table: {n_cells} cells "
+              "(BatchNorm, LayerNorm, RMSNorm, pRMSNorm x "
               f"6 transformations)",
               published="Table 1 of Ba et al. 2016 and Zhang & Sennrich 2019",
               measured=f"{n_cells - len(mismatches)} of {n_cells} cells match"
@@ -284,8 +289,9 @@ def _estimation_check(est: dict, config: Config) -> Check:
     return Check(
         claim="pRMSNorm's RMS estimate from k = ceil(p d) features has relative std 1/sqrt(2k)",
         published="p = 6.25% in the paper; 1/sqrt(2k) [D]",
-        measured=", ".join(f"k={r['k']}: {r['rel_std']:.4f} (theory {r['theory']:.4f}; ratio {iv.text()})"
-                  for r, iv in zip(est["rows"], ivs)),
+        measured=", ".join(f"k={r['k']}: {r['rel_std']:.4f} "
+                           f"(theory {r['theory']:.4f}; ratio {iv.text()})"
+                           for r, iv in zip(est["rows"], ivs)),
         rule=f"the ratio's interval (2 se over the draws) inside 1 +- {EST_TOL:g} at every p "
         "(papers.md section 2)", passed=passed, source="Zhang & Sennrich 2019 [S]; papers.md [D]",
         inconclusive=passed is None,
@@ -311,7 +317,8 @@ def _speed_checks(sr: list[dict], machine: str) -> list[Check]:
               published="7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
               measured="time saved, per interleaved repeat: " + ", ".join(
                   f"{_pct(iv)} ({sh})" for iv, sh in zip(ivs, shapes)),
-              rule=f"the median saving's bootstrap interval over repeats > {MIN_SAVING:.0%} at every "
+              rule="the median saving's bootstrap interval over repeats "
+              f"> {MIN_SAVING:.0%} at every "
               "shape (papers.md section 2)", passed=passed,
               source="Zhang & Sennrich 2019 abstract [V]",
               inconclusive=passed is None,

@@ -106,8 +106,8 @@ def _ops(kind: str, x: np.ndarray, eps: float, gamma: np.ndarray | None = None):
         y, cache = layer_norm_forward(x, gamma, None, eps=eps)
         return y, lambda v: layer_norm_backward(v, cache)[0]
     w = np.ones(x.shape[-1]) if gamma is None else gamma
-    y, cache = rms_norm_forward(x, w, eps=eps)
-    return y, lambda v: rms_norm_backward(v, cache)[0]
+    y, rms_cache = rms_norm_forward(x, w, eps=eps)
+    return y, lambda v: rms_norm_backward(v, rms_cache)[0]
 
 
 def _power(jtj, v: np.ndarray, iters: int) -> np.ndarray:
@@ -146,7 +146,8 @@ def _unit_rows(cfg: Config, rng: np.random.Generator) -> list[dict]:
             for s in cfg.scales:
                 x = s * z  # (1, d)
                 _, vjp = _ops(kind, x, cfg.eps)
-                power = float(_power(lambda v: vjp(vjp(v)), rng.normal(size=(1, d)), cfg.iters)[0])
+                power = float(_power(lambda v, vjp=vjp: vjp(vjp(v)), rng.normal(size=(1, d)),
+                                     cfg.iters)[0])
                 J = _jacobian(kind, x[0], cfg.eps)
                 centre = x - x.mean() if kind == "layernorm" else x
                 rows.append({"kind": kind, "d": d, "scale": s, "power": power,
@@ -166,7 +167,8 @@ def _gain_rows(cfg: Config, rng: np.random.Generator) -> list[dict]:
             gamma = rng.normal(1.0, cfg.gain_std, size=d)
             _, vjp0 = _ops(kind, x, cfg.eps)
             _, vjp = _ops(kind, x, cfg.eps, gamma)
-            power = float(_power(lambda v: vjp(gamma * vjp0(v)), rng.normal(size=(1, d)),
+            power = float(_power(lambda v, vjp=vjp, gamma=gamma, vjp0=vjp0: vjp(gamma * vjp0(v)),
+                                 rng.normal(size=(1, d)),
                                  cfg.iters)[0])
             svd = float(np.linalg.norm(_jacobian(kind, x[0], cfg.eps, gamma), 2))
             rows.append({"kind": kind, "d": d, "power": power, "svd": svd,
@@ -184,7 +186,8 @@ def _offset_rows(cfg: Config, rng: np.random.Generator) -> list[dict]:
         out = {"offset": m, "d": d}
         for kind in ("layernorm", "rmsnorm"):
             _, vjp = _ops(kind, x, cfg.eps)
-            sigma = float(_power(lambda v: vjp(vjp(v)), rng.normal(size=(1, d)), cfg.iters)[0])
+            sigma = float(_power(lambda v, vjp=vjp: vjp(vjp(v)), rng.normal(size=(1, d)),
+                                 cfg.iters)[0])
             out[kind] = sigma * float(np.linalg.norm(x)) / np.sqrt(d)  # ||J|| ||x|| / sqrt(d)
         rows.append(out)
     return rows
@@ -274,7 +277,8 @@ def _identity_checks(data: dict) -> list[Check]:
               measured=f"max relative error {fmt(err['rmsnorm'])} over {grid}",
               rule=f"< {IDENTITY_TOL:g}",
               passed=err["rmsnorm"] < IDENTITY_TOL, source=src, identity=True),
-        Check(claim="With a gain gamma, power iteration on J^T J finds the Jacobian's largest singular "
+        Check(claim="With a gain gamma, power iteration on J^T J finds "
+              "the Jacobian's largest singular "
               "value, at most max|gamma| times the gain-free norm",
               published="- (the lemma has gamma = 1)",
               measured=
@@ -319,7 +323,8 @@ def _stream_checks(data: dict) -> list[Check]:
                          "The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
                      "(Post-LN)",
                      published="(1 + L/2) d <= E||x_L||^2 <= (1 + 3L/2) d; Post-LN 1.5 d",
-                     measured=f"E||x||^2 / d at L = {Ls}: pre " + ", ".join(f"{v:.2f}" for v in sq["pre"])
+                     measured=f"E||x||^2 / d at L = {Ls}: pre "
+                     + ", ".join(f"{v:.2f}" for v in sq["pre"])
                      + f" (inside the bounds: {in_bounds}); post "
                      + ", ".join(f"{v:.2f}" for v in sq["post"]),
                      rule="shown (gradients-at-init checks it)", passed=None,

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -115,10 +117,10 @@ SIZES = {
 }
 
 
-def _arm_overrides(cfg: Config) -> dict[str, callable]:
+def _arm_overrides(cfg: Config) -> dict[str, Callable[[float], dict[str, Any]]]:
     """Arm -> overrides of ``base`` for a peak learning rate."""
     b = cfg.base
-    w_long = max(int(round(cfg.long_warmup_frac * b.steps)), 1)
+    w_long = max(round(cfg.long_warmup_frac * b.steps), 1)
     return {
         "baseline": lambda lr: {},
         "long warmup": lambda lr: {"warmup": w_long},
@@ -143,8 +145,9 @@ def _eps_name(e: float) -> str:
 
 def _series(cfg: Config) -> dict:
     L = cfg.base.model.n_layers * cfg.depth_scale
-    out = {"grad_rms": lambda rec: float(np.mean(rec["layer_grad_rms"])),
-           "nll": lambda rec: rec["nll"]}
+    out: dict[str, Callable[..., Any]] = {
+        "grad_rms": lambda rec: float(np.mean(rec["layer_grad_rms"])),
+        "nll": lambda rec: rec["nll"]}
     for i in range(L):
         out[f"g{i}"] = lambda rec, i=i: rec["layer_grad_rms"][i]
         out[f"u{i}"] = lambda rec, i=i: rec["layer_update_rms"][i] / rec["lr"]
@@ -214,14 +217,14 @@ def _eps(runs: list, cfg: Config, seeds: list) -> dict:
     """The eps runs: per seed the loss reduction over the reference's, and per block the
     update shrinkage against the eps-free scaled run with the prediction g / (g + eps)."""
     def reduction(r: T.Run) -> float:
-        loss0 = r.loss_at_init
+        loss0: Any = r.loss_at_init  # set for every run that started
         return loss0 - min(stats.outcome(r.final_val_loss if r.status == "done" else None,
                                          loss0), loss0)
 
     get = {(r.variant, r.seed): r for r in runs}
     tiny = _eps_name(min(cfg.eps_values))
     L = cfg.base.model.n_layers
-    out = {"ratio": {}, "shrink": {}, "predicted": {}, "curves": {}}
+    out: dict[str, dict[str, Any]] = {"ratio": {}, "shrink": {}, "predicted": {}, "curves": {}}
     for e in cfg.eps_values:
         name = _eps_name(e)
         out["ratio"][name] = [reduction(get[name, s]) / max(reduction(get[REF, s]), 1e-12)
@@ -351,7 +354,8 @@ def _eps_checks(data: dict, config: Config) -> list[Check]:
     rows = [Check(claim="with a constant gradient AdamW's update RMS / lr is g / (|g| + eps)",
                   published="analytic (papers.md F)",
                   measured=f"max relative error {fmt(data['analytic']['max_rel_err'])}"
-                  f" over |g| in [1e-12, 1e-2], eps {', '.join(f'{v:g}' for v in config.eps_values)}",
+                  " over |g| in [1e-12, 1e-2], "
+                  f"eps {', '.join(f'{v:g}' for v in config.eps_values)}",
                   rule=f"within {F_ANALYTIC:.0%} everywhere",
                   passed=data["analytic"]["max_rel_err"] <
                   F_ANALYTIC, source=s, identity=True,
@@ -389,7 +393,8 @@ def _shrink_row(data: dict, config: Config) -> Check:
         pred = [float(np.mean(x)) for x in e["predicted"][name]]
         parts.append(f"eps {v:g}: " + ", ".join(f"block {i} {fmt(m)} (g/(g+eps) {fmt(p)})"
                                                 for i, (m, p) in enumerate(zip(meas, pred))))
-    return Check(claim="per block, the update RMS shrinks as g / (g + eps) of the block's gradient RMS",
+    return Check(claim="per block, the update RMS shrinks as g / (g + eps) "
+                 "of the block's gradient RMS",
                  published="update RMS falls with the gradient RMS near eps (Figs. 12, 13)",
                  measured="update RMS over the eps-free scaled run's (median over steps): "
                  + "; ".join(parts),

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...models import GPTConfig
-from ...precision.headroom import HEADROOM_FORMATS as FORMATS
 from ...precision import get_format
+from ...precision.headroom import HEADROOM_FORMATS as FORMATS
 from ...train import TrainConfig
 from ..framework import Card, Check, fmt
 from ..stats import ABOVE, mean_interval, paired_interval

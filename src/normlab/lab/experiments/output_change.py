@@ -79,7 +79,9 @@ def _r2(x, y) -> tuple[float, float]:
 def validate(cfg: Config) -> None:
     """The cross-field rules (the framework calls this before ``measure``)."""
     if any(N % 2 or N < 2 for N in cfg.sublayers):
-        raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got {cfg.sublayers}")
+        raise ValueError(
+            f"sublayers must be even numbers >= 2 (two per block); got {cfg.sublayers}"
+        )
 
 
 def measure(config: Config, ctx) -> dict:

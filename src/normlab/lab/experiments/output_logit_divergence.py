@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -137,8 +138,9 @@ def _arm(rs: list) -> dict:
     """One arm, seed by seed: the final (late-mean) log Z, mean logit, unseen tokens' mean logit
     and head norm; the final validation loss (a diverged run: its loss at init), the late rise
     (final minus the lowest validation loss on the way), and the largest log Z of any step."""
-    out = {k: [] for k in ("seeds", "log_z", "mean_logit", "unseen", "head_norm", "loss",
-                           "rise", "loss0", "log_z_max", "diverged", "unseen_count")}
+    out: dict[str, list[Any]] = {
+        k: [] for k in ("seeds", "log_z", "mean_logit", "unseen", "head_norm", "loss",
+                        "rise", "loss0", "log_z_max", "diverged", "unseen_count")}
     for r in sorted(rs, key=lambda r: r.seed):
         loss0 = r.loss_at_init
         final = stats.outcome(r.final_val_loss if r.status == "done" else None, loss0)

@@ -137,7 +137,8 @@ def judge(data: dict, config: Config) -> list[Check]:
     rel = [f"lr {lr:g}: [{_pct(_interval(data, lr).lo, data, lr)}, "
            f"{_pct(_interval(data, lr).hi, data, lr)}]" for lr in data["lrs"]]
     checks.append(Check(
-        claim="the size of gap this scale can resolve (the paired interval, relative to Pre-LN's loss)",
+        claim="the size of gap this scale can resolve "
+        "(the paired interval, relative to Pre-LN's loss)",
         published=
             f"+{PUBLISHED_GAP:.2f} BLEU = {100 * PUBLISHED_GAP / 27.27:.1f}% of Pre-LN's BLEU",
         measured="; ".join(rel), rule="shown (a loss gap and a BLEU gap are not the same unit)",

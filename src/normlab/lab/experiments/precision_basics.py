@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -169,7 +170,8 @@ def measure(config: Config, ctx) -> dict:
     harm16 = demos.harmonic_stagnation("float16")
     harm_bf = demos.harmonic_stagnation("bfloat16")
     ctx.progress(4, 4, "done")
-    return {"grads": grads[0], "grads_per_seed": grads, "traj": tr, "harmonic": {"float16": harm16, "bfloat16": harm_bf},
+    return {"grads": grads[0], "grads_per_seed": grads, "traj": tr,
+            "harmonic": {"float16": harm16, "bfloat16": harm_bf},
             "fp16_range": [FP16.min_subnormal, FP16.min_normal, FP16.max_finite],
             "range": {"float16": [float(v) for v in fp16], "bfloat16": [float(v) for v in bf16]},
             "tiny_gradient": [float(g_plain), float(g_scaled)],
@@ -217,7 +219,7 @@ def _gradient_stats(data: dict, cfg: Config) -> dict:
     training, and the largest ratio flushed(S >= 1024) / flushed(1); intervals over the models."""
     per = data["grads_per_seed"]
     big = [S for S in cfg.scales if S >= 1024]
-    out = {}
+    out: dict[str, Any] = {}
     for when in ("init", "trained"):
         plain = [_row(g[when]["rows"], 1.0) for g in per]
         out[when] = {
@@ -239,10 +241,11 @@ def _pct(iv) -> str:
 def _gradient_checks(data: dict, cfg: Config) -> list[Check]:
     st, n = _gradient_stats(data, cfg), len(data["grads_per_seed"])
     trained = data["grads"]["trained"]
-    some = stats.all_of([stats.decide(st[w]["flushed"], 0.0, stats.ABOVE) for w in ("init", "trained")]
-                     + [stats.decide(st[w]["below"], 0.1, stats.ABOVE) for w in ("init", "trained")])
-    scaled = stats.all_of([stats.decide(st[w]["scaled"], 0.1, stats.BELOW) for w in ("init", "trained")]
-                       + [st["no_overflow"]])
+    phases = ("init", "trained")
+    some = stats.all_of([stats.decide(st[w]["flushed"], 0.0, stats.ABOVE) for w in phases]
+                        + [stats.decide(st[w]["below"], 0.1, stats.ABOVE) for w in phases])
+    scaled = stats.all_of([stats.decide(st[w]["scaled"], 0.1, stats.BELOW) for w in phases]
+                          + [st["no_overflow"]])
     S16 = 65536.0 if 65536.0 in cfg.scales else max(cfg.scales)
     return [
         Check(claim="real gradients fall below float16's normal range; some flush to zero",
@@ -308,7 +311,8 @@ def headline(data: dict, config: Config) -> str:
     st = _gradient_stats(data, config)
     return (f"fp16 flushes {_pct(st['init']['flushed'])} of nonzero gradients at init "
             f"({_pct(st['init']['below'])} below 2^-14); S >= 1024 leaves "
-            f"{st['init']['scaled'].text(2)} of that; bf16 weight stuck at {data['stagnation']['bfloat16']['direct']:g}; "
+            f"{st['init']['scaled'].text(2)} of that; "
+            f"bf16 weight stuck at {data['stagnation']['bfloat16']['direct']:g}; "
             f"bf16 sum {data['traj']['sum_bf16'][-1]:g}")
 
 

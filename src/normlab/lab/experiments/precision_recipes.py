@@ -289,7 +289,8 @@ def _shown_checks(data: dict, config: Config) -> list[Check]:
               rule="shown, not counted", passed=None,
               source="torch.amp.GradScaler; precision.md section 7"),
         Check(claim="fp8 recipes (TransformerEngine's HYBRID with delayed scaling; MXFP8)",
-              published="8-bit training matching 16-bit baselines is reported for GPT models (FP8 Formats "
+              published="8-bit training matching 16-bit baselines is reported "
+              "for GPT models (FP8 Formats "
               "for Deep Learning, Micikevicius et al. 2022) [R: not in the reference notes]",
               measured=f"fp8_hybrid - fp32 = {_g(data, 'fp8_hybrid')}; mxfp8 - fp32 = "
               f"{_g(data, 'mxfp8')} nats",
@@ -315,7 +316,7 @@ def plot(result, out_dir) -> list[str]:
     from ..plotting import figure, save, style
 
     d = result.data
-    cycle = colormaps["tab10"].colors
+    cycle = colormaps["tab10"].colors  # type: ignore[attr-defined]  # a ListedColormap
     colors = {name: cycle[i % len(cycle)] for i, name in enumerate(d["recipes"])}
     fig, (a, b, c, e) = figure(2, 2, width=5.2, height=3.6)
     first = d["runs"][0]["seed"] if d["runs"] else 0

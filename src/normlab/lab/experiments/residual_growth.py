@@ -91,9 +91,9 @@ def _chapter(cfg: Config) -> dict:
     for kind in ("aligned", "orthogonal"):
         x = np.zeros((1, 1, C))
         norms = [0.0]
-        for l in range(n):
+        for layer in range(n):
             v = np.zeros(C)
-            v[0 if kind == "aligned" else l] = a  # F_l: norm a, same or a new direction
+            v[0 if kind == "aligned" else layer] = a  # F_l: norm a, same or a new direction
             r = Residual(_Adds(v), "none", "none", C, n_layers=n, eps=1e-5, bias=False,
                          p_drop=0.0, rng=rng, dtype=np.float64)
             x = r(x)
@@ -130,12 +130,13 @@ def _profiles(cfg: Config, progress, steps) -> dict:
 
 def measure(config: Config, ctx) -> dict:
     steps = len(PLACEMENTS) * config.seeds
-    l = np.arange(1, config.n_layers + 1)
+    layers = np.arange(1, config.n_layers + 1)
     pr = _profiles(config, ctx.progress, steps)
     return {"chapter": _chapter(config),
             "profile": {p: v.mean(axis=0) for p, v in pr["profile"].items()},
             "per_seed": pr["profile"], "post5_per_seed": pr["post5"],
-            "post5": pr["post5"].mean(axis=0), "bounds": {"lo": 1 + l / 2, "hi": 1 + 1.5 * l},
+            "post5": pr["post5"].mean(axis=0),
+            "bounds": {"lo": 1 + layers / 2, "hi": 1 + 1.5 * layers},
             "n_layers": config.n_layers}
 
 
@@ -238,15 +239,15 @@ def plot(result, out_dir) -> list[str]:
     a.set_ylim(top=max(ch["aligned"]) * 1.12)
     style(a, "the chapter's sum x_L = x_0 + sum F_l", "blocks l", "||x_l||")
     L = d["n_layers"]
-    l = np.arange(1, L + 1)
+    layers = np.arange(1, L + 1)
     a2 = b
-    a2.fill_between(l, d["bounds"]["lo"], d["bounds"]["hi"], color=COLORS["pre"], alpha=0.12,
+    a2.fill_between(layers, d["bounds"]["lo"], d["bounds"]["hi"], color=COLORS["pre"], alpha=0.12,
                     label="Lemma 2 bounds (pre)")
     for p in ("none", "pre", "sandwich", "deepnorm", "post"):
         label = {"post": "post (stream)"}.get(p, p)
-        a2.plot(l, d["profile"][p], "x--" if p == "deepnorm" else "o-", ms=4, color=COLORS[p],
+        a2.plot(layers, d["profile"][p], "x--" if p == "deepnorm" else "o-", ms=4, color=COLORS[p],
                 label=label)
-    a2.plot(l, d["post5"], "^--", ms=4, color=COLORS["post"], label="post x^(post,5)")
+    a2.plot(layers, d["post5"], "^--", ms=4, color=COLORS["post"], label="post x^(post,5)")
     a2.axhline(1.5, color=COLORS["post"], lw=0.8, ls=":")
     a2.set_yscale("log")
     style(a2, "E||x_l||^2 / d at initialization", "layer l", "E||x||^2 / d")

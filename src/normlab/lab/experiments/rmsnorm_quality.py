@@ -175,7 +175,8 @@ def judge(data: dict, config: Config) -> list[Check]:
         claim="the time per training step, beside the loss",
         published="RMSNorm -6.9%, pRMSNorm -9.3% per step (Transformer-base, TensorFlow on a GPU); "
         "7%-64% over the paper's models",
-        measured="; ".join(f"{n} / LayerNorm = {r:.3f} ({100 * (r - 1):+.1f}%)" for n, r in ratios.items())
+        measured="; ".join(f"{n} / LayerNorm = {r:.3f} ({100 * (r - 1):+.1f}%)"
+                           for n, r in ratios.items())
         + f"; LayerNorm {1e3 * float(np.median(data['step_s']['layernorm'])):.1f} ms per step",
         rule="shown: median of the interleaved rounds' ratios; wall time on a shared machine, not "
         "a verdict", passed=None, source="Zhang & Sennrich 2019, timing tables [S]",

@@ -97,7 +97,7 @@ def _trains(loss: float, loss0: float, floor: float) -> bool:
 
 def measure(config: Config, ctx) -> dict:
     cfg = config
-    W = max(int(round(cfg.warmup_frac * cfg.base.steps)), 1)
+    W = max(round(cfg.warmup_frac * cfg.base.steps), 1)
     variants = {_variant(p, L, warm): {"model.placement": p, "model.n_layers": L,
                                        "warmup": W if warm else 0}
                 for L in sorted(cfg.depths, reverse=True) for p in PLACEMENTS
