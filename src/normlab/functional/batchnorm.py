@@ -130,7 +130,7 @@ def batch_norm_forward(
         if running_mean is None:
             raise ValueError("BatchNorm in eval mode needs running_mean and running_var; got None")
         mean = running_mean.astype(ct)
-        var = running_var.astype(ct)  # type: ignore[union-attr]  # given with running_mean
+        var = running_var.astype(ct)  # given with running_mean
         if np.any(var < 0):
             raise ValueError("running_var must be >= 0")
 

@@ -20,7 +20,7 @@ initialisation, say), so a comparison is never silently false.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -84,7 +84,7 @@ def difference_interval(a: float, se_a: float, b: float, se_b: float, n: int) ->
     return se_interval(a - b, math.hypot(se_a, se_b), n)._replace(method="difference +- 2 se")
 
 
-def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+def paired_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> Interval:
     """The interval of the difference a - b, seed by seed (arms that share seeds)."""
     va, vb = _values(a, "a"), _values(b, "b")
     if va.shape != vb.shape:
@@ -92,7 +92,8 @@ def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
     return mean_interval(va - vb)._replace(method="paired mean +- 2 se")
 
 
-def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
+def bootstrap_interval(values: Sequence[float] | np.ndarray,
+                       statistic: Callable[[np.ndarray], float] = np.mean,
                        *, resamples: int = 2000, seed: int = 0) -> Interval:
     """A percentile bootstrap 95% interval of ``statistic`` over the seeds (fixed resampling seed,
     so a result is judged alike every time)."""
@@ -154,7 +155,7 @@ def within(interval: Interval, lo: float, hi: float) -> bool | None:
     return None
 
 
-def all_of(decisions: Sequence[bool | None]) -> bool | None:
+def all_of(decisions: Iterable[bool | None]) -> bool | None:
     """Several decisions as one: False when any fails, True when all pass, else None."""
     decisions = list(decisions)
     if any(d is False for d in decisions):
@@ -162,7 +163,8 @@ def all_of(decisions: Sequence[bool | None]) -> bool | None:
     return True if all(d is True for d in decisions) else None
 
 
-def slopes(x: Sequence[float], ys: Sequence[Sequence[float]], *, log: bool = True) -> np.ndarray:
+def slopes(x: Sequence[float] | np.ndarray, ys: Sequence[Sequence[float]] | np.ndarray, *,
+           log: bool = True) -> np.ndarray:
     """The least-squares slope of each row of ``ys`` (a seed's curve over ``x``) against x.
     ``log``: the slope of ln y against ln x (a power law's exponent)."""
     xv = np.asarray(x, dtype=np.float64)
@@ -178,7 +180,7 @@ def slopes(x: Sequence[float], ys: Sequence[Sequence[float]], *, log: bool = Tru
     return (Y - Y.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
 
 
-def slope_interval(x: Sequence[float], ys: Sequence[Sequence[float]], *,
+def slope_interval(x: Sequence[float] | np.ndarray, ys: Sequence[Sequence[float]] | np.ndarray, *,
                    log: bool = True) -> Interval:
     """:func:`slopes`, one per seed, as a mean +- 2 se interval over the seeds."""
     return mean_interval(slopes(x, ys, log=log))._replace(method="slope per seed, mean +- 2 se")

@@ -225,7 +225,7 @@ _CLAIMS = [  # (claim, published, rule, source) of the counted rows, in order
 
 def _two_se(per_lr: list[list[float]]) -> list[float]:
     """2 standard errors over seeds at each learning rate (0 with one seed)."""
-    return [2 * S.standard_error(v) if len(v) > 1 else 0.0 for v in per_lr]
+    return [float(2 * S.standard_error(v)) if len(v) > 1 else 0.0 for v in per_lr]
 
 
 def plot(result, out_dir) -> list[str]:
