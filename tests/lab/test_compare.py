@@ -1,14 +1,19 @@
 """``normlab.lab.compare``: two results compared bit for bit, and the restructured lab checked
 against a tiny-size report made with the code before the restructuring (the fixture
 ``fixtures/tiny-before/``: each experiment's ``result.json`` at ``--tiny``, made by ``normlab
-report --tiny`` at main da85eb3, figures and sweep stores left out)."""
+report --tiny`` at main da85eb3, figures and sweep stores left out). The fixture was made under
+:mod:`normlab.portable`'s environment, and the experiments are rerun under it, in a process of their
+own with an empty numba cache: the last bits depend on the instruction set the libraries choose."""
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from normlab import portable
 from normlab.lab import compare as C
 from normlab.lab import framework as E
 
@@ -63,25 +68,52 @@ def test_the_command_compares_folders_and_files(tmp_path, capsys):
     assert C.main([str(tmp_path / "a" / "summary.json"), str(tmp_path / "b" / "summary.json")]) == 0
 
 
-def _after(name: str, tmp_path: Path) -> list[str]:
-    E.run_experiment(name, size="tiny", out_dir=tmp_path, plots=False)
-    diffs, _timing = C.experiment_differences(
-        name, json.loads((BEFORE / name / "result.json").read_text()),
-        json.loads((tmp_path / name / "result.json").read_text()), name)
-    return diffs
+def _measure(out: Path, names: list[str]) -> None:
+    """Each experiment measured at ``--tiny`` into ``out/NAME``, and judged again from the
+    fixture's data with today's code into ``out/judged/NAME``."""
+    for name in names:
+        E.run_experiment(name, size="tiny", out_dir=out, plots=False)
+        (out / "judged" / name).mkdir(parents=True)
+        (out / "judged" / name / "result.json").write_bytes(
+            (BEFORE / name / "result.json").read_bytes())
+        again = E.judge_cached(name, out / "judged").to_json()
+        (out / "judged" / name / "result.json").write_text(json.dumps(again))
+
+
+@pytest.fixture(scope="module")
+def after(tmp_path_factory):
+    """The fixture's experiments measured again at ``--tiny``, under the portable environment, in
+    one process; ``after(name)`` is the differences from the fixture (empty when equal)."""
+    why = portable.unsupported()
+    if why is not None:
+        pytest.skip(why)
+    tmp = tmp_path_factory.mktemp("tiny-after")
+    env = portable.environ()
+    env["NUMBA_CACHE_DIR"] = str(tmp / "numba")
+    subprocess.run([sys.executable, __file__, str(tmp), *MEASURED], env=env, check=True,
+                   timeout=1200)
+
+    def differences(name: str, judged: bool = False) -> list[str]:
+        diffs, _timing = C.experiment_differences(
+            name, json.loads((BEFORE / name / "result.json").read_text()),
+            json.loads((tmp / ("judged" if judged else ".") / name / "result.json").read_text()),
+            name)
+        return diffs
+
+    return differences
 
 
 @pytest.mark.parametrize("name", CHEAP)
-def test_a_tiny_result_is_the_one_before_the_restructuring_bit_for_bit(name, tmp_path):
+def test_a_tiny_result_is_the_one_before_the_restructuring_bit_for_bit(name, after):
     """Every number of the measured data, every check (its interval and verdict), the texts and
     the configuration equal the fixture's."""
-    assert _after(name, tmp_path) == []
+    assert after(name) == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in MEASURED if n not in CHEAP])
-def test_every_other_tiny_result_is_the_one_before_bit_for_bit(name, tmp_path):
-    assert _after(name, tmp_path) == []
+def test_every_other_tiny_result_is_the_one_before_bit_for_bit(name, after):
+    assert after(name) == []
 
 
 def test_the_fixture_holds_the_cheap_experiments():
@@ -113,13 +145,12 @@ def test_a_report_still_running_is_compared_on_what_it_finished(tmp_path, capsys
 
 
 @pytest.mark.parametrize("name", MEASURED)
-def test_todays_judge_reads_the_fixtures_data_to_the_same_rows(name, tmp_path):
+def test_todays_judge_reads_the_fixtures_data_to_the_same_rows(name, after):
     """Every experiment of the fixture, judged again from its data with today's code (cards,
     checks, intervals, verdict, headline), gives the fixture's result bit for bit: the judges'
     restructuring (keyword checks, one interval and bootstrap) changed no row."""
-    (tmp_path / name).mkdir()
-    (tmp_path / name / "result.json").write_bytes((BEFORE / name / "result.json").read_bytes())
-    again = json.loads(json.dumps(E.judge_cached(name, tmp_path).to_json()))
-    diffs, _ = C.experiment_differences(
-        name, json.loads((BEFORE / name / "result.json").read_text()), again, name)
-    assert diffs == []
+    assert after(name, judged=True) == []
+
+
+if __name__ == "__main__":
+    _measure(Path(sys.argv[1]), sys.argv[2:])
