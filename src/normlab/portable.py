@@ -25,7 +25,7 @@ import os
 import platform
 from collections.abc import Mapping
 
-__all__ = ["VARIABLES", "environ", "active", "unsupported"]
+__all__ = ["VARIABLES", "active", "environ", "unsupported"]
 
 #: LLVM's features of the Haswell processor, given to numba with ``NUMBA_CPU_NAME=haswell``.
 _HASWELL_FEATURES = (
