@@ -21,9 +21,11 @@ vectors left unused, on the machines that have them.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["VARIABLES", "active", "environ", "unsupported"]
 
@@ -47,10 +49,12 @@ VARIABLES: dict[str, str] = {
 }
 
 
-def _numpy_disabled() -> str:
-    from numpy._core._multiarray_umath import __cpu_dispatch__
+def _numpy_cpu(name: str) -> Any:  # NumPy's private lists of dispatch targets and features
+    return getattr(importlib.import_module("numpy._core._multiarray_umath"), name)
 
-    return " ".join(t for t in __cpu_dispatch__ if t != _NUMPY_TARGET)
+
+def _numpy_disabled() -> str:
+    return " ".join(t for t in _numpy_cpu("__cpu_dispatch__") if t != _NUMPY_TARGET)
 
 
 def environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -71,10 +75,8 @@ def unsupported() -> str | None:
     """Why this machine cannot run the portable environment, or None when it can."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return f"the portable environment is x86-64 code; this machine is {platform.machine()}"
-    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
-
-    if _NUMPY_TARGET not in __cpu_dispatch__:
+    if _NUMPY_TARGET not in _numpy_cpu("__cpu_dispatch__"):
         return f"this NumPy was built without the {_NUMPY_TARGET} dispatch target"
-    if not __cpu_features__.get(_NUMPY_TARGET):
+    if not _numpy_cpu("__cpu_features__").get(_NUMPY_TARGET):
         return f"this processor lacks {_NUMPY_TARGET} (AVX2, FMA, BMI2, F16C)"
     return None
