@@ -7,7 +7,8 @@
 #   make lint   ruff check . and mypy (configured in pyproject.toml)
 #   make docs   the documentation site (mkdocs, API reference from the docstrings) into site/
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
-#   make results     the quick report from scratch; its summary committed as docs/results/quick.json
+#   make results     the quick report from scratch, under normlab.portable's environment (the same
+#                    bits on any AVX2 machine); its summary committed as docs/results/quick.json
 #                    and the lab table of docs/lab.md generated from it
 #   make results ONLY=NAME   one experiment measured and merged into docs/results/quick.json and
 #                    docs/lab.md's table (a new experiment, or one whose rules changed)
@@ -57,12 +58,15 @@ docs-serve: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/normlab bench
 
+# results are measured under normlab.portable's environment: the same bits on any AVX2 machine
+PORTABLE := $(BIN)/python -m normlab.portable
+
 results: $(VENV)/.installed-lab
 ifdef ONLY
-	$(BIN)/normlab report --out normlab-results-$(ONLY) --no-cache --only $(ONLY)
+	$(PORTABLE) $(BIN)/normlab report --out normlab-results-$(ONLY) --no-cache --only $(ONLY)
 	$(BIN)/normlab report --merge normlab-results-$(ONLY)/summary.json --results docs/results/quick.json
 else
-	$(BIN)/normlab report --out normlab-results --no-cache
+	$(PORTABLE) $(BIN)/normlab report --out normlab-results --no-cache
 	mkdir -p docs/results
 	cp normlab-results/summary.json docs/results/quick.json
 endif

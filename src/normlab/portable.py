@@ -13,10 +13,12 @@ The portable environment pins all three to Haswell's instruction set (x86-64-v3:
 - ``NUMBA_CPU_NAME=haswell`` with Haswell's features, so numba compiles the same code everywhere.
 
 The libraries read these variables when they load, so they are given to a new process:
-``subprocess.run(cmd, env=portable.environ())``. Any x86-64 processor with AVX2 (Intel since 2013,
-AMD since 2015) runs it; :func:`unsupported` says why another cannot. The lab's committed results
-and the tests that compare runs bit for bit with a recording run under it. Its cost is the wider
-vectors left unused, on the machines that have them.
+``python -m normlab.portable CMD [ARG ...]`` runs CMD under them, and
+``subprocess.run(cmd, env=portable.environ())`` does it from Python. Any x86-64 processor with AVX2
+(Intel since 2013, AMD since 2015) runs it; :func:`unsupported` says why another cannot. ``make
+results`` measures the committed results under it, and the tests that compare runs bit for bit with
+a recording run under it. Its cost is the wider vectors left unused, on the machines that have
+them.
 """
 
 from __future__ import annotations
@@ -80,3 +82,29 @@ def unsupported() -> str | None:
     if not _numpy_cpu("__cpu_features__").get(_NUMPY_TARGET):
         return f"this processor lacks {_NUMPY_TARGET} (AVX2, FMA, BMI2, F16C)"
     return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m normlab.portable CMD [ARG ...]``: CMD run under the portable environment."""
+    import shutil
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0].startswith("-"):
+        print("usage: python -m normlab.portable CMD [ARG ...]  (CMD runs under the portable "
+              "environment)", file=sys.stderr)
+        return 2
+    why = unsupported()
+    if why is not None:
+        print(f"normlab.portable: {why}", file=sys.stderr)
+        return 2
+    exe = shutil.which(args[0])
+    if exe is None:
+        print(f"normlab.portable: CMD {args[0]!r} is not a program on PATH", file=sys.stderr)
+        return 2
+    os.execve(exe, args, environ())
+    return 0  # not reached: execve replaces this process
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

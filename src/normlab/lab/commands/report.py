@@ -29,6 +29,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from normlab import portable
+
 from ..arguments import add_output_arguments, add_size_arguments
 from ..framework import (
     BROKEN,
@@ -247,7 +249,8 @@ def _machine() -> str:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cpus = os.cpu_count()
-    return f"{platform.machine()}, {cpus} CPU(s) available"
+    isa = ", the portable instruction set (x86-64-v3)" if portable.active() else ""
+    return f"{platform.machine()}{isa}, {cpus} CPU(s) available"
 
 
 def write_report(
