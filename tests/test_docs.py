@@ -57,7 +57,7 @@ def test_the_api_reference_is_generated_from_the_docstrings(site):
     first = layer_norm_forward.__doc__.strip().splitlines()[0]
     words = re.findall(r"[A-Za-z]{4,}", first)[:4]
     assert words and all(w in html for w in words), (words, "not in the API page")
-    for pkg in ("nn", "models", "train", "precision", "kernels", "testing", "lab"):
+    for pkg in ("nn", "models", "train", "precision", "kernels", "testing", "lab", "portable"):
         page = (site / "api" / pkg / "index.html").read_text(encoding="utf-8")
         assert page.count('class="doc doc-heading"') >= 3, f"api/{pkg}: no members rendered"
 
