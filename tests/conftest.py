@@ -1,6 +1,11 @@
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
+
+from normlab import portable
 
 # The dtype grid of the parity tests: name -> numpy dtype.
 DTYPES = {
@@ -23,3 +28,21 @@ def ml_dtypes_before_0_7():
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261129)
+
+
+@pytest.fixture
+def ran_under_portable(request):
+    """For a bit-for-bit claim that holds for one instruction set (a transposed operand summed in
+    the same order as a copied one, say): True when the test was run again, in a process of its
+    own under ``normlab.portable``'s environment, and passed there; the caller then returns. Under
+    that environment (in the process run here) it is False and the test runs."""
+    if portable.active():
+        return False
+    why = portable.unsupported()
+    if why is not None:
+        pytest.skip(why)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        f"{request.node.path}::{request.node.name}"],
+                       env=portable.environ(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    return True
