@@ -326,7 +326,7 @@ def plot(result, out_dir) -> list[str]:
         if r["seed"] != first or not r["steps"]:
             continue
         ev = r["evals"]
-        ls = "--" if SMALL in r["variant"] else "-"
+        ls = "--" if r["variant"] in (S_UN, S_SC, S_BF) else "-"
         col = colors[r["variant"]]
         a.plot([x["step"] for x in ev], [x["val_loss"] for x in ev], ls, color=col,
                label=r["variant"], lw=1.2)
