@@ -39,6 +39,7 @@ from typing import Any
 
 from ...train import TrainConfig
 from ..framework import RunContext
+from ..sweep.summary import finite
 
 Series = Mapping[str, Callable[[dict], float]]  # name -> value from one step's history record
 MAX_POINTS = 200  # per-step curves are kept at about this many steps (the last step always)
@@ -121,11 +122,9 @@ def _value(fn: Callable[[dict], float], rec: dict) -> float | None:
         v = fn(rec)
     except (KeyError, IndexError, TypeError):  # a skipped or stopping step lacks some metrics
         return None
+    if isinstance(v, str):  # _files' "inf" / "-inf" / "nan"
+        return None
     return float(v) if v is not None and math.isfinite(v) else None
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
 def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], ctx: RunContext, *,
@@ -179,8 +178,8 @@ def run_points(base: TrainConfig, points: Sequence[Point], ctx: RunContext, *,
 def _read(rec, variant: str, fields: dict[str, Any], series: Series) -> Run:
     res = rec.result or {}
     run = Run(variant, fields["lr"], fields["seed"], rec.status, rec.reason,
-              _num(res.get("final_val_loss")), _num(res.get("loss_at_init")),
-              _num(res.get("entropy_floor")), int(res.get("steps_done") or 0),
+              finite(res.get("final_val_loss")), finite(res.get("loss_at_init")),
+              finite(res.get("entropy_floor")), int(res.get("steps_done") or 0),
               int(res.get("skipped_steps") or 0), cpu_s=float(rec.cpu_s or 0.0), fields=fields)
     if rec.finished:
         metrics = rec.metrics()
