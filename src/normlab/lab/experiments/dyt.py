@@ -29,7 +29,7 @@ from ...train import TrainConfig, Trainer
 from .. import stats as S
 from ..framework import Card, Check, fmt
 from . import _recipes as R
-from ._training import require_finished, run_grid
+from ._training import require_finished, run_grid, select
 
 CARD = Card(
     name="dyt",
@@ -177,8 +177,8 @@ def measure(config: Config, ctx) -> dict:
                                 for a in other}, at(len(NORMS) * len(seeds)), lrs=[lr],
                      seeds=seeds, name="dyt-alpha") if other else []
     require_finished(parity + sweep)
-    losses = {n: [_final(r) for r in _by_seed(parity, n)] for n in NORMS}
-    alpha_loss = {a: [_final(r) for r in _by_seed(sweep, _alpha_name(a))] for a in other}
+    losses = {n: [_final(r) for r in _by_seed(parity, norm=n)] for n in NORMS}
+    alpha_loss = {a: [_final(r) for r in _by_seed(sweep, dyt_alpha=float(a))] for a in other}
     if 0.5 in cfg.alphas:
         alpha_loss[0.5] = losses["dyt"]
     alphas = sorted(alpha_loss)
@@ -199,11 +199,12 @@ def measure(config: Config, ctx) -> dict:
             "fits": fits[0], "fits_per_seed": fits, "scatter": scatter,
             "s_curve_loss": [again, losses["layernorm"]],
             "curves": {n: [{"step": e["step"], "val_loss": e["val_loss"]} for e in r.evals]
-                       for n in NORMS for r in parity if r.variant == n and r.seed == seeds[0]}}
+                       for n in NORMS for r in select(parity, norm=n, seed=seeds[0])}}
 
 
-def _by_seed(runs, variant: str) -> list:
-    return sorted((r for r in runs if r.variant == variant), key=lambda r: r.seed)
+def _by_seed(runs, **fields) -> list:
+    """The runs with these fields, in seed order."""
+    return sorted(select(runs, **fields), key=lambda r: r.seed)
 
 
 def _final(r) -> float:

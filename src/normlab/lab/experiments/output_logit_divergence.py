@@ -96,14 +96,14 @@ SERIES = {k: (lambda rec, k=k: rec[k]) for k in ("nll", "log_z", "mean_logit",
                                                    "mean_logit_unseen", "head_norm")}
 
 
-def _points(cfg: Config) -> list[tuple[str, dict]]:
+def _points(cfg: Config) -> list[T.Point]:
     over = {"no fix": {}, "z-loss": {"model.z_loss": cfg.z_loss},
             "soft-cap": {"model.final_softcap": cfg.final_softcap},
             "weight decay": {"weight_decay": cfg.weight_decay}}
-    out = []
+    out: list[T.Point] = []
     for arm in ARMS:
         n = cfg.seeds if arm in ("no fix", "z-loss") else cfg.other_seeds
-        out += [(arm, {**over[arm], "seed": cfg.seed + i}) for i in range(n)]
+        out += [(arm, {**over[arm], "seed": cfg.seed + i}, {"arm": arm}) for i in range(n)]
     return out
 
 
@@ -120,7 +120,7 @@ def measure(config: Config, ctx) -> dict:
     cfg = config
     runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="arms")
     T.require_finished(runs)
-    per = {arm: _arm([r for r in runs if r.variant == arm]) for arm in ARMS}
+    per = {arm: _arm(T.select(runs, arm=arm)) for arm in ARMS}
     first = next(r for r in runs if r.curves.get("log_z"))
     return {"per": per, "runs": T.as_data(runs), "lr": cfg.base.lr,
             "vocab": cfg.base.model.vocab_size, "cap": cfg.final_softcap,
