@@ -152,7 +152,9 @@ def test_run_overrides_any_config_field(tmp_path):
 def _fake_outcome(name, **kwargs):
     module = framework.load(name)
     config = framework.configure(module, kwargs["size"], kwargs["seed"], kwargs["overrides"])
-    result = framework.Result(name, "t", "c", "cit", "p", "s", "m",
+    card = framework.Card(name=name, title="t", citation="cit", claim="c", published="p",
+                          method="")
+    result = framework.Result(card, "s", "m",
                               [framework.Check(claim="c", published="p", measured="m", rule="r",
                                                passed=True)], config={})
     return framework.Outcome(result, False, Path(kwargs["out_dir"]) / name), config

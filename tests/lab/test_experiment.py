@@ -20,6 +20,11 @@ def _check(passed):
     return E.Check(claim="c", published="p", measured="m", rule="r", passed=passed)
 
 
+def _card():
+    return E.Card(name="n", title="t", citation="cit", claim="claim", published="pub",
+                  method="how", explanation="why", short="in short")
+
+
 @pytest.mark.parametrize("passes, verdict", [
     ([True, True], E.REPRODUCED),
     ([True, False], E.PARTLY),
@@ -70,7 +75,7 @@ def test_decided_check_reads_the_interval():
     assert E.Check.decided(claim="c", published="p", interval=iv, threshold=0.2,
                            side="below").passed is False
     assert above.interval == [0.5, 1.5] and "[0.5, 1.5]" in above.measured and "> 0.2" in above.rule
-    back = E.Result.from_json(E.Result("n", "t", "c", "ci", "p", "s", "m", [straddle]).to_json())
+    back = E.Result.from_json(E.Result(_card(), "s", "m", [straddle]).to_json())
     assert back.checks[0].inconclusive and back.verdict == E.INCONCLUSIVE
 
 
@@ -80,7 +85,7 @@ def test_verdict_needs_a_counted_check():
 
 
 def test_result_json_round_trip():
-    r = E.Result("n", "t", "claim", "cit", "pub", "set", "meas", [_check(True), _check(None)],
+    r = E.Result(_card(), "set", "meas", [_check(True), _check(None)],
                  data={"a": np.arange(3.0), "b": np.float32(1.5), "inf": np.inf, "i": np.int64(2)})
     d = json.loads(json.dumps(r.to_json(), allow_nan=False))  # strict JSON: no NaN/Infinity
     assert d["verdict"] == E.REPRODUCED
@@ -88,6 +93,11 @@ def test_result_json_round_trip():
     assert back.checks[1].passed is None and back.verdict == r.verdict
     assert back.data["a"] == [0.0, 1.0, 2.0] and back.data["i"] == 2
     assert math.isinf(number(back.data["inf"]))
+    assert list(d)[:8] == ["name", "title", "claim", "citation", "published", "setting",
+                           "measured", "checks"]  # the card's texts at the top, in file order
+    assert (d["title"], d["explanation"], d["short"]) == ("t", "why", "in short")
+    assert back.card == r.card._replace(method="") and back.title == "t"  # no method in a file
+    assert back.to_json() == d
 
 
 def test_fmt():

@@ -10,7 +10,8 @@ import pytest
 
 from normlab.lab import experiments
 from normlab.lab.cli import main as cli
-from normlab.lab.commands.report import markdown_html, write_report
+from normlab.lab.report_page import markdown_html
+from normlab.lab.reporting import write_report
 
 REAL = ["dropout", "batchnorm-vs-layernorm"]  # two cheap real ones
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +128,7 @@ def test_the_chapters_differences_read_this_reports_measurements():
     every row's check names a claim its experiment really has."""
     from normlab.lab import framework as F
     from normlab.lab.chapters import DIFFERENCES
-    from normlab.lab.commands.report import differences_html
+    from normlab.lab.report_page import differences_html
 
     for d in DIFFERENCES:  # each named check exists in its experiment's judge
         if d.experiment:

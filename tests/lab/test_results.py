@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _result(name, checks):
-    return E.Result(name, name.title(), "a claim", "Someone et al. 2020, 'Title'; chapter", "pub",
-                    "set", f"{name} measured", checks, short=f"{name} in short")
+    card = E.Card(name=name, title=name.title(), claim="a claim", published="pub", method="",
+                  citation="Someone et al. 2020, 'Title'; chapter", short=f"{name} in short")
+    return E.Result(card, "set", f"{name} measured", checks)
 
 
 def _entries():

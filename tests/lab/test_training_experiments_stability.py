@@ -91,13 +91,14 @@ def test_attention_experiment_uses_the_paper_recipe_in_every_run():
     cfg = E.configure(E.load("attention-logit-growth"), "tiny")
     from normlab.lab.experiments.attention_logit_growth import _points
 
-    for _, over in _points(cfg):  # weight decay independent of the LR: lambda = wd * lr
+    for _, over, own in _points(cfg):  # weight decay independent of the LR: lambda = wd * lr
         assert over["weight_decay"] * over["lr"] == pytest.approx(cfg.independent_wd)
+        assert set(own) == {"arm"}  # the point names its arm as a field
     m = cfg.base.model
     assert (m.init, m.positions, m.norm_eps, m.z_loss, cfg.base.data) == (
         "fan_in", "rope", 1e-6, 1e-4, "pydoc")
-    assert {x["variant"].split(" d=")[0] for x in r.data["runs"]} == {
-        "baseline", "qk-norm", "soft-cap"}
+    assert set(r.data["per"]) == {f"{arm} d={d}" for arm in ("baseline", "qk-norm", "soft-cap")
+                                  for d in cfg.widths}
 
 
 # ---- output-logit-divergence -------------------------------------------------------------------
@@ -129,7 +130,7 @@ def test_output_experiment_arms_differ_only_in_their_fix():
     from normlab.lab.experiments.output_logit_divergence import _points
 
     cfg = E.configure(E.load("output-logit-divergence"), "tiny")
-    pts = dict((arm, over) for arm, over in _points(cfg) if over["seed"] == cfg.seed)
+    pts = {arm: over for arm, over, own in _points(cfg) if over["seed"] == cfg.seed}
     assert pts["no fix"] == {"seed": 0} and cfg.base.weight_decay == 0
     assert pts["z-loss"] == {"model.z_loss": 1e-4, "seed": 0}
     assert pts["soft-cap"] == {"model.final_softcap": 30.0, "seed": 0}

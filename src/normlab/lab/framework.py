@@ -171,18 +171,14 @@ def verdict_of(checks: list[Check]) -> str:
 
 @dataclass
 class Result:
-    """What the framework makes of a measurement: claims, numbers, checks, the data behind the
-    plots."""
+    """What the framework makes of a measurement: the experiment's card, the setting, the
+    checks, the data behind the plots. The card's texts read through it (``result.title``,
+    ``result.claim``, ...); ``to_json`` writes them at the top level, as result files hold them."""
 
-    name: str  # the experiment's CLI name
-    title: str  # a human title
-    claim: str  # the headline claim, one or two sentences
-    citation: str  # the papers (and chapter) the claim comes from
-    published: str  # the headline published number or figure, as text
+    card: Card  # the experiment's text: name, title, claim, citation, published, ...
     setting: str  # our setting: the method, then the configuration's values
     measured: str  # the headline measured numbers, as text
     checks: list[Check]  # the side-by-side rows; the verdict is computed from them
-    explanation: str = ""  # a short paragraph for the report
     notes: str = ""  # the experiment's notes (markdown): known differences, knobs tried
     data: dict[str, Any] = field(default_factory=dict)  # what measure() returned (JSON-able)
     config: dict[str, Any] = field(default_factory=dict)  # the configuration, as JSON
@@ -191,26 +187,66 @@ class Result:
     figures: list[str] = field(default_factory=list)  # PNG file names next to result.json
     cache_key: str = ""  # the hash of the configuration and the source (see cache_key)
     verdict_rule: str = VERDICT_RULE
-    short: str = ""  # the card's short claim
+
+    @property
+    def name(self) -> str:  # the experiment's CLI name
+        return self.card.name
+
+    @property
+    def title(self) -> str:
+        return self.card.title
+
+    @property
+    def claim(self) -> str:
+        return self.card.claim
+
+    @property
+    def citation(self) -> str:
+        return self.card.citation
+
+    @property
+    def published(self) -> str:
+        return self.card.published
+
+    @property
+    def explanation(self) -> str:
+        return self.card.explanation
+
+    @property
+    def short(self) -> str:
+        return self.card.short
 
     @property
     def verdict(self) -> str:
         return verdict_of(self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = {k: getattr(self, k) for k in _RESULT_KEYS}
+        d["checks"] = [dataclasses.asdict(c) for c in self.checks]
         d["verdict"] = self.verdict
         return jsonable(d)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Result:
+        """A Result from ``to_json``'s form (its card from the file's texts: a file holds the
+        setting, not the method on its own, nor the notebooks)."""
         d = dict(d)
         d.pop("verdict", None)
         d["checks"] = [Check(**c) for c in d.get("checks", [])]
         if isinstance(d.get("notes"), list):  # written before the notes became markdown
             d["notes"] = "\n".join(f"- {n}" for n in d["notes"])
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        card = Card(name=d.get("name", ""), title=d.get("title", ""),
+                    citation=d.get("citation", ""), claim=d.get("claim", ""),
+                    published=d.get("published", ""), method="",
+                    explanation=d.get("explanation", ""), short=d.get("short", ""))
+        names = {f.name for f in dataclasses.fields(cls)} - {"card"}
+        return cls(card=card, **{k: v for k, v in d.items() if k in names})
+
+
+# The keys of a result file, in their order (the card's texts among the Result's own fields).
+_RESULT_KEYS = ("name", "title", "claim", "citation", "published", "setting", "measured",
+                "checks", "explanation", "notes", "data", "config", "size", "wall_s", "figures",
+                "cache_key", "verdict_rule", "short")
 
 
 def fmt(x: float, digits: int = 3) -> str:
@@ -471,12 +507,10 @@ def result_of(module: ModuleType, config: Any, data: dict[str, Any], size: str) 
     card = module.CARD
     data = jsonable(data)
     return Result(
-        name=card.name, title=card.title, claim=card.claim, citation=card.citation,
-        published=card.published, setting=setting_of(module, config, size),
+        card=card, setting=setting_of(module, config, size),
         measured=module.headline(data, config), checks=list(module.judge(data, config)),
-        explanation=card.explanation, notes=notes_of(module), data=data,
-        config=config_dict(config), size=size,
-        cache_key=cache_key(module, config), short=card.short)
+        notes=notes_of(module), data=data, config=config_dict(config), size=size,
+        cache_key=cache_key(module, config))
 
 
 def evaluate(module: ModuleType, config: Any, ctx: RunContext | None = None,

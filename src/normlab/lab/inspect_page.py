@@ -7,6 +7,8 @@ import html
 import math
 from typing import Any
 
+from .html_page import page, table
+
 # colours of the format windows drawn over the histograms
 _COLOURS = {"bfloat16": "#1f77b4", "float16": "#2ca02c", "float8_e4m3fn": "#d62728",
             "float8_e5m2": "#9467bd", "float4_e2m1fn": "#8c564b"}
@@ -25,12 +27,6 @@ def _pct(v: float) -> str:
     if v == 0:
         return "0"
     return f"{100 * v:.2g}%"
-
-
-def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def histogram_svg(stats: dict, formats: list[dict], width: int = 560, height: int = 120) -> str:
@@ -130,7 +126,7 @@ def _tensors_section(result: dict, formats: list) -> str:
             rows.append(cells if not over
                         else [f'<span class="warn">{cells[0]}</span>'] + cells[1:])
         parts.append(f"<details open><summary>{kind}s ({len(names)})</summary>")
-        parts.append(_table(["tensor", "shape", "amax", "RMS"] + keys, rows))
+        parts.append(table(["tensor", "shape", "amax", "RMS"] + keys, rows))
         parts.append("</details>")
     return "".join(parts)
 
@@ -144,9 +140,7 @@ def render(result: dict, title: str) -> str:
            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
            "th{background:#f3f3f3}td:first-child{text-align:left}.warn{background:#fdd}"
            "details{margin:.3em 0}summary{cursor:pointer}")
-    parts = [(f"<!doctype html><html><head><meta charset='utf-8'>"
-              f"<title>{html.escape(title)}</title><style>{css}</style></head><body>"
-              f"<h1>normlab inspect: {html.escape(title)}</h1>")]
+    parts = [f"<h1>normlab inspect: {html.escape(title)}</h1>"]
     parts.append(f"<p>{result['model']['parameters']:,} parameters; {cfg['n_layers']} layers, "
                  f"d_model {cfg['d_model']}, {cfg['n_heads']} heads "
                  f"({cfg['n_kv_heads'] or cfg['n_heads']} key/value), "
@@ -160,7 +154,7 @@ def render(result: dict, title: str) -> str:
     parts.append("<h2>Loss under each precision policy (emulated)</h2>")
     rows = [[html.escape(k), f"{v['loss']:.5f}", f"{v['delta']:+.2e}"]
             for k, v in result["policies"].items()]
-    parts.append(_table(["policy", "loss", "minus fp32"], rows))
+    parts.append(table(["policy", "loss", "minus fp32"], rows))
 
     parts.append("<h2>Layers</h2>" + _layer_svg(result["layers"]))
     rows = []
@@ -174,7 +168,7 @@ def render(result: dict, title: str) -> str:
         ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
         rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
                      gains, heads(L["max_logit"]), heads(L["entropy"])])
-    parts.append(_table(["layer", "residual RMS", "max |x|", "max / RMS",
+    parts.append(table(["layer", "residual RMS", "max |x|", "max / RMS",
                          ("norm gains mean±std [min, max]"), "max attention logit per head",
                          "attention entropy per head (nats)"],
                         rows))
@@ -184,5 +178,4 @@ def render(result: dict, title: str) -> str:
     for n, t in result["tensors"].items():
         parts.append(f"<details><summary>{html.escape(n)} ({t['kind']}, "
                      f"amax {_f(t['amax'])})</summary>{histogram_svg(t, formats)}</details>")
-    parts.append("</body></html>")
-    return "".join(parts)
+    return page(title, parts, css=css)

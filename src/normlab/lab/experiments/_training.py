@@ -6,6 +6,7 @@ and per-step curves read back.
     runs = run_grid(config.base, {"baseline": {}, "qk-norm": {"model.qk_norm": "layernorm"}},
                     ctx, lrs=[1e-3, 1e-2, 1e-1], seeds=[0],
                     series={"max_logit_0": lambda rec: rec["max_attn_logit"][0]})
+    select(runs, qk_norm="layernorm", lr=1e-2)  # the runs whose point has these fields
     final_losses(runs, "qk-norm")            # {lr: mean final validation loss over seeds}
     sensitivity(runs, "qk-norm")             # Wortsman et al.'s LR sensitivity of that variant
     sensitivity_by_seed(runs, "qk-norm")     # {seed: that seed's LR sensitivity} (for intervals)
@@ -17,6 +18,13 @@ numbers, since every run is seeded. With a store (``normlab run`` and ``report``
 the experiment's output folder) an interrupted experiment keeps its finished runs; without one
 the sweep runs in a temporary directory that is removed afterwards. Either way ``measure``
 returns plain data.
+
+A run carries its point as data: ``Run.fields`` holds every override that made it under the
+override's last name (``model.placement`` -> ``placement``, ``lr``, ``seed``, ``warmup``, ...)
+and the coordinates the experiment names itself (``arm="qk-norm"``, ``d=32``: the third element
+of a point). Experiments pick runs with :func:`select` / :func:`one` by those fields, never by
+reading the variant's name back; the name stays the run's key in the data (``Result.data``
+keeps its shape) and is made from the fields by one helper per experiment.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Any
 
 from ...train import TrainConfig
 from ..framework import RunContext
+from ..sweep.summary import finite
 
 Series = Mapping[str, Callable[[dict], float]]  # name -> value from one step's history record
 MAX_POINTS = 200  # per-step curves are kept at about this many steps (the last step always)
@@ -55,6 +64,48 @@ class Run:
     peaks: dict[str, float | None] = field(default_factory=dict)  # series -> max over all steps
     evals: list[dict] = field(default_factory=list)  # {"step", "val_loss"}
     cpu_s: float = 0.0  # CPU seconds of the run's worker (not part of the numbers compared)
+    fields: dict[str, Any] = field(default_factory=dict)  # the point: see point_fields (not in
+    #                                                       the data: the name keys it there)
+
+
+Point = tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], Mapping[str, Any]]
+# (variant name, dotted overrides of base) or (name, overrides, the experiment's own fields)
+
+
+def point_fields(over: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A point's fields: each dotted override under its last name (``model.n_layers`` ->
+    ``n_layers``), and the experiment's ``own`` coordinates (``arm="baseline"``). Two overrides
+    with one last name, or an own field that contradicts an override, are refused."""
+    out: dict[str, Any] = {}
+    for key, value in over.items():
+        short = key.rsplit(".", 1)[-1]
+        if short in out:
+            raise ValueError(f"point overrides {key!r} and another field both end in {short!r}; "
+                             f"name the point's fields in its third element instead")
+        out[short] = value
+    for key, value in (own or {}).items():
+        if key in out and out[key] != value:
+            raise ValueError(f"point field {key}={value!r} contradicts its override "
+                             f"{key}={out[key]!r}")
+        out[key] = value
+    return out
+
+
+def select(runs: Sequence[Run], **fields: Any) -> list[Run]:
+    """The runs whose point has every one of these field values, in their order:
+    ``select(runs, placement="post", n_layers=12, warmup=0)``. A run without a field does not
+    match it."""
+    missing = object()
+    return [r for r in runs if all(r.fields.get(k, missing) == v for k, v in fields.items())]
+
+
+def one(runs: Sequence[Run], **fields: Any) -> Run:
+    """The one run with these field values; an error names the fields when there is none or
+    more than one."""
+    found = select(runs, **fields)
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} runs have the fields {fields}; expected exactly one")
+    return found[0]
 
 
 def _sample(n: int, points: int = MAX_POINTS) -> list[int]:
@@ -71,42 +122,47 @@ def _value(fn: Callable[[dict], float], rec: dict) -> float | None:
         v = fn(rec)
     except (KeyError, IndexError, TypeError):  # a skipped or stopping step lacks some metrics
         return None
+    if isinstance(v, str):  # _files' "inf" / "-inf" / "nan"
+        return None
     return float(v) if v is not None and math.isfinite(v) else None
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
 def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], ctx: RunContext, *,
              lrs: Sequence[float] | None = None, seeds: Sequence[int] = (0,),
-             series: Series | None = None, name: str = "grid") -> list[Run]:
+             series: Series | None = None, name: str = "grid",
+             fields: Mapping[str, Mapping[str, Any]] | None = None) -> list[Run]:
     """Train every variant at every learning rate and seed through ``run_sweep``.
 
     ``variants``: name -> dotted overrides of ``base`` (``TrainConfig.with_overrides``); ``lrs``:
     the peak learning rates (None: the base's, or the variant's own ``lr`` override); ``series``:
     per-step values to keep, sampled at about ``MAX_POINTS`` steps. ``name`` names the sweep's
-    store under the context's store root. Returns one :class:`Run` per (variant, lr, seed), in
-    that order.
+    store under the context's store root; ``fields``: name -> the variant's own fields beside its
+    overrides (:func:`point_fields`). Returns one :class:`Run` per (variant, lr, seed), in that
+    order.
     """
-    points = [(vname, {**over, "lr": float(lr), "seed": int(seed)})
-              for vname, over in variants.items()
-              for lr in (lrs if lrs is not None else [over.get("lr", base.lr)])
-              for seed in seeds]
+    own = fields or {}
+    points: list[Point] = [(vname, {**over, "lr": float(lr), "seed": int(seed)},
+                            own.get(vname, {}))
+                           for vname, over in variants.items()
+                           for lr in (lrs if lrs is not None else [over.get("lr", base.lr)])
+                           for seed in seeds]
     return run_points(base, points, ctx, series=series, name=name)
 
 
-def run_points(base: TrainConfig, points: Sequence[tuple[str, Mapping[str, Any]]],
-               ctx: RunContext, *, series: Series | None = None, name: str = "grid") -> list[Run]:
-    """Train one run per ``(variant name, dotted overrides of base)`` through ``run_sweep``, in
-    the order given (a pool starts them in that order: put the long runs first). Unlike
-    :func:`run_grid`, each point names its own ``lr`` and ``seed`` (the base's where it does
-    not), so variants may differ in their seeds or tie a field to the learning rate. Returns one
-    :class:`Run` per point, in that order."""
+def run_points(base: TrainConfig, points: Sequence[Point], ctx: RunContext, *,
+               series: Series | None = None, name: str = "grid") -> list[Run]:
+    """Train one run per ``(variant name, dotted overrides of base[, own fields])`` through
+    ``run_sweep``, in the order given (a pool starts them in that order: put the long runs
+    first). Unlike :func:`run_grid`, each point names its own ``lr`` and ``seed`` (the base's
+    where it does not), so variants may differ in their seeds or tie a field to the learning
+    rate. Returns one :class:`Run` per point, in that order, its ``fields`` the point's
+    (:func:`point_fields`, with the run's ``lr`` and ``seed``)."""
     jobs = []
-    for vname, over in points:
+    for vname, over, *own in points:
         cfg = base.with_overrides(dict(over))
-        jobs.append((vname, float(cfg.lr), int(cfg.seed), cfg))
+        fields = {**point_fields(over, own[0] if own else None),
+                  "lr": float(cfg.lr), "seed": int(cfg.seed)}
+        jobs.append((vname, fields, cfg))
     from ..sweep import as_points, run_id, run_sweep
     from ..sweep.executors import make_executor
 
@@ -115,16 +171,16 @@ def run_points(base: TrainConfig, points: Sequence[tuple[str, Mapping[str, Any]]
         store = Path(tmp) if ctx.store is None else Path(ctx.store) / name
         records = {r.id: r for r in run_sweep(as_points([c for *_, c in jobs]), store,
                                               executor=executor, progress=ctx.progress)}
-        return [_read(records[run_id(cfg)], vname, lr, seed, series or {})
-                for vname, lr, seed, cfg in jobs]
+        return [_read(records[run_id(cfg)], vname, fields, series or {})
+                for vname, fields, cfg in jobs]
 
 
-def _read(rec, variant: str, lr: float, seed: int, series: Series) -> Run:
+def _read(rec, variant: str, fields: dict[str, Any], series: Series) -> Run:
     res = rec.result or {}
-    run = Run(variant, lr, seed, rec.status, rec.reason, _num(res.get("final_val_loss")),
-              _num(res.get("loss_at_init")), _num(res.get("entropy_floor")),
-              int(res.get("steps_done") or 0), int(res.get("skipped_steps") or 0),
-              cpu_s=float(rec.cpu_s or 0.0))
+    run = Run(variant, fields["lr"], fields["seed"], rec.status, rec.reason,
+              finite(res.get("final_val_loss")), finite(res.get("loss_at_init")),
+              finite(res.get("entropy_floor")), int(res.get("steps_done") or 0),
+              int(res.get("skipped_steps") or 0), cpu_s=float(rec.cpu_s or 0.0), fields=fields)
     if rec.finished:
         metrics = rec.metrics()
         history = metrics["history"]
@@ -224,10 +280,12 @@ def cpu_seconds(runs: Sequence[Run]) -> float:
 
 def as_data(runs: Sequence[Run]) -> list[dict]:
     """The runs as JSON-able dicts (for ``Result.data``), without the CPU times (which vary
-    from run to run: the data stays a pure function of the config)."""
+    from run to run: the data stays a pure function of the config) and the fields (the
+    variant's name keys the run there)."""
     out = []
     for r in runs:
         d = dataclasses.asdict(r)
         d.pop("cpu_s")
+        d.pop("fields")
         out.append(d)
     return out

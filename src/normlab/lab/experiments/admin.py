@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...train import TrainConfig
 from .. import stats
 from ..framework import Card, Check, fmt
+from . import _recipes as R
 from ._setups import output_change
-from ._training import require_finished, run_grid, seed_losses
+from ._training import require_finished, run_grid, seed_losses, select
 
 CARD = Card(
     name="admin",
@@ -67,11 +67,8 @@ HALF = 0.5  # "trains": closes at least half the distance from ln V (the uniform
 #             ln V; the Xavier head's random logits start above it)
 PARITY = 0.03  # nats: "at or below Pre-LN" = Admin - Pre-LN < 0.03 (papers.md sec. 10's parity)
 
-BASE = TrainConfig(  # the papers' init: Xavier blocks, embeddings scaled to unit variance
-    model=GPTConfig(vocab_size=16, seq_len=16, n_layers=6, d_model=32, n_heads=4,
-                    init_std=32**-0.5, init="xavier", embed_scale=32**0.5),
-    data="markov", markov_order=1, steps=300, batch_size=16, schedule="cosine", lr=1e-2,
-    warmup=0, beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=75, eval_batches=4)
+BASE = R.derive(R.XIONG_MARKOV, "the ADMIN comparison: 300 steps at a fixed lr, no warmup", {
+    "steps": 300, "eval_interval": 75})
 
 
 @dataclass(frozen=True)
@@ -90,11 +87,10 @@ class Config:
 
 
 SIZES = {
-    "tiny": {"sublayers": (2, 4, 8, 16), "d_model": 16, "n_heads": 2, "seq_len": 8, "seeds": 3,
+    "tiny": {**R.tiny_model(embed_scale=True),  # the lab's tiny model
+             "sublayers": (2, 4, 8, 16), "d_model": 16, "n_heads": 2, "seq_len": 8, "seeds": 3,
              "base.steps": 40, "base.eval_interval": 20, "base.batch_size": 8,
-             "base.model.n_layers": 2, "base.model.d_model": 16, "base.model.n_heads": 2,
-             "base.model.seq_len": 8, "base.model.init_std": 16**-0.5,
-             "base.model.embed_scale": 16**0.5, "train_seeds": 2},
+             "base.model.n_layers": 2, "base.model.seq_len": 8, "train_seeds": 2},
     "quick": {},
     "full": {"sublayers": (2, 4, 10, 20, 50, 100, 200), "seeds": 32, "d_model": 128,
              "base.model.n_layers": 12, "base.steps": 1000, "base.eval_interval": 250,
@@ -153,10 +149,10 @@ def measure(config: Config, ctx) -> dict:
         "floor": next(r.entropy_floor for r in runs if r.entropy_floor is not None),
         "ln_v": float(np.log(cfg.base.model.vocab_size)),
         "loss": {p: seed_losses(runs, p)[cfg.base.lr] for p in PLACEMENTS},
-        "diverged": {p: sum(r.status == "diverged" for r in runs if r.variant == p)
+        "diverged": {p: sum(r.status == "diverged" for r in select(runs, placement=p))
                      for p in PLACEMENTS},
-        "curves": {r.variant: {"steps": r.steps, "nll": r.curves["nll"]} for r in runs
-                   if r.seed == cfg.seed}}
+        "curves": {r.fields["placement"]: {"steps": r.steps, "nll": r.curves["nll"]}
+                   for r in select(runs, seed=cfg.seed)}}
     return data
 
 

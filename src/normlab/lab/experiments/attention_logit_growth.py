@@ -18,16 +18,17 @@ q.k / sqrt(D) of any block at any step). The checks pair the arms seed by seed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...train import TrainConfig
 from .. import stats
 from ..framework import Card, Check, fmt
 from ..sweep import lr_sensitivity
+from . import _recipes as R
 from . import _training as T
 
 CARD = Card(
@@ -64,11 +65,7 @@ DIVERGED_LOGIT = 1e4  # Wortsman et al. 3.3: every run with max attention logit 
 PAPER_TOP_LR = 0.3  # the top of Wortsman et al.'s grid; a 1.2B qk-layernorm model trains there
 TRAINS_FRACTION = 0.5  # a run "trains" when it recovers this share of its arm's best improvement
 
-BASE = TrainConfig(  # Wortsman et al. 2023 section 2.1's recipe at CPU size
-    model=GPTConfig(vocab_size=16, seq_len=32, n_layers=2, d_model=32, n_heads=2, init="fan_in",
-                    positions="rope", norm_eps=1e-6, z_loss=1e-4),
-    data="pydoc", lr=1e-2, min_lr=1e-5, warmup=28, schedule="cosine", steps=550,
-    batch_size=8, weight_decay=1e-2, eval_interval=550)
+BASE = R.WORTSMAN  # Wortsman et al. 2023 section 2.1's recipe at CPU size
 
 
 @dataclass(frozen=True)
@@ -104,18 +101,24 @@ SERIES = {"max_logit": lambda rec: max(rec["max_attn_logit"]),
           "nll": lambda rec: rec["nll"]}
 
 
+def _arm_key(arm: str, d: int) -> str:
+    """The data's key of an arm at one width (``data["per"]``)."""
+    return f"{arm} d={d}"
+
+
 def _key(arm: str, d: int, lr: float) -> str:
-    return f"{arm} d={d} lr={lr:g}"
+    """The variant's name of a point: its arm, width and learning rate (the data's runs)."""
+    return f"{_arm_key(arm, d)} lr={lr:g}"
 
 
-def _points(cfg: Config) -> list[tuple[str, dict]]:
+def _points(cfg: Config) -> list[T.Point]:
     """One run per (arm, width, lr, seed): the weight decay depends on the learning rate (so
     every (arm, width, lr) is its own variant), and the soft-cap arm has its own LRs and seeds.
     The soft-cap runs come first (a pool starts the points in order)."""
     over: dict[str, dict[str, Any]] = {"baseline": {}, "qk-norm": {"model.qk_norm": cfg.qk_norm},
             "soft-cap": {"model.attn_softcap": float(cfg.softcap)}}
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
-    out = []
+    out: list[T.Point] = []
     for arm in ("soft-cap", "baseline", "qk-norm"):
         lrs, arm_seeds = ((cfg.softcap_lrs, seeds[:cfg.softcap_seeds]) if arm == "soft-cap"
                           else (cfg.lrs, seeds))
@@ -124,7 +127,8 @@ def _points(cfg: Config) -> list[tuple[str, dict]]:
                 for seed in arm_seeds:
                     out.append((_key(arm, d, lr), {
                         "model.d_model": d, "model.n_heads": max(d // 16, 1), "lr": float(lr),
-                        "weight_decay": cfg.independent_wd / lr, "seed": seed, **over[arm]}))
+                        "weight_decay": cfg.independent_wd / lr, "seed": seed, **over[arm]},
+                        {"arm": arm}))
     return out
 
 
@@ -142,7 +146,8 @@ def measure(config: Config, ctx) -> dict:
     cfg = config
     runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="lr-sweep")
     T.require_finished(runs)
-    per = {f"{arm} d={d}": _arm(runs, arm, d, cfg.softcap_lrs if arm == "soft-cap" else cfg.lrs)
+    per = {_arm_key(arm, d): _arm(T.select(runs, arm=arm, d_model=d),
+                                  cfg.softcap_lrs if arm == "soft-cap" else cfg.lrs)
            for d in cfg.widths for arm in ARMS}
     return {"per": per, "runs": T.as_data(runs), "lrs": list(cfg.lrs), "widths": list(cfg.widths),
             "top_lr": max(cfg.lrs), "softcap": cfg.softcap,
@@ -154,15 +159,14 @@ def _outcome(r: T.Run) -> float | None:
     return r.final_val_loss if r.status == "done" else None
 
 
-def _arm(runs: list, arm: str, d: int, lrs) -> dict:
-    """One arm at one width, seed by seed (lists over seeds, inner lists over ``lrs``): the
-    final losses (None: diverged), the loss at init, the LR sensitivity over the whole grid and
-    over the paper's range (<= 0.3), and per LR the peak attention logit of any block at any
-    step, the max logit of any block at the end and at 2% of training."""
+def _arm(runs: list, lrs) -> dict:
+    """The runs of one arm at one width, seed by seed (lists over seeds, inner lists over
+    ``lrs``): the final losses (None: diverged), the loss at init, the LR sensitivity over the
+    whole grid and over the paper's range (<= 0.3), and per LR the peak attention logit of any
+    block at any step, the max logit of any block at the end and at 2% of training."""
     by_seed: dict[int, dict[float, T.Run]] = {}
     for r in runs:
-        if r.variant.startswith(f"{arm} d={d} "):
-            by_seed.setdefault(r.seed, {})[r.lr] = r
+        by_seed.setdefault(r.seed, {})[r.lr] = r
     out: dict[str, list[Any]] = {
         k: [] for k in ("seeds", "loss", "loss0", "sens", "sens_paper", "peak", "end",
                         "early", "diverged")}
@@ -203,7 +207,7 @@ def judge(data: dict, config: Config) -> list[Check]:
 
 
 def _pair(data: dict, d: int, key: str) -> tuple[list, list]:
-    return data["per"][f"baseline d={d}"][key], data["per"][f"qk-norm d={d}"][key]
+    return data["per"][_arm_key("baseline", d)][key], data["per"][_arm_key("qk-norm", d)][key]
 
 
 def _sens_check(data: dict, d: int) -> Check:
@@ -232,7 +236,7 @@ def _lrs_text(lrs) -> str:
 def _diverged_note(data: dict, d: int) -> str:
     parts = []
     for arm in ("baseline", "qk-norm"):
-        p = data["per"][f"{arm} d={d}"]
+        p = data["per"][_arm_key(arm, d)]
         counts = [sum(row[j] for row in p["diverged"]) for j in range(len(p["lrs"]))]
         hit = [f"LR {lr:g}: {c}/{len(p['diverged'])}" for lr, c in zip(p["lrs"], counts) if c]
         parts.append(f"{arm} diverged at " + (", ".join(hit) if hit else "no LR"))
@@ -292,7 +296,7 @@ def _trains_check(data: dict) -> Check:
         j = lrs.index(lr)
         row = []
         for arm in ("baseline", "qk-norm"):
-            p = data["per"][f"{arm} d={d}"]
+            p = data["per"][_arm_key(arm, d)]
             fr = [_recovered(p, i, j) for i in range(len(p["seeds"]))]
             row.append(f"{arm} {stats.mean_interval(fr).text(2) if len(fr) > 1 else fmt(fr[0])}")
         parts.append(f"LR {lr:g}: " + ", ".join(row))
@@ -317,13 +321,14 @@ def _recovered(p: dict, i: int, j: int) -> float:
 
 def _cap_check(data: dict) -> Check:
     cap = data["softcap"]
-    runs = [r for r in data["runs"] if r["variant"].startswith("soft-cap")]
-    raw = [r["peaks"]["max_logit"] for r in runs if r["peaks"].get("max_logit") is not None]
+    arms = [data["per"][_arm_key("soft-cap", d)] for d in data["widths"]]
+    raw = [v for p in arms for row in p["peak"] for v in row if v is not None]
+    lrs = _lrs_of(lr for p in arms for lr in p["lrs"])
     capped = max((cap * math.tanh(v / cap) for v in raw), default=math.nan)
     return Check(
         claim=f"soft-capping bounds every attention logit by {cap:g}",
         published="cap tanh(s / cap) < cap by construction (Gemma 2: cap 50)",
-        measured=f"soft-cap runs at LR {_lrs_of(runs)}: largest capped logit {capped:.6g}, raw "
+        measured=f"soft-cap runs at LR {lrs}: largest capped logit {capped:.6g}, raw "
         f"q.k / sqrt(D) up to {fmt(max(raw, default=math.nan))}",
         rule="holds by construction (tanh < 1; in floating point it rounds to 1 past s = 19 cap)",
         passed=bool(capped <= cap), source="Gemma Team 2024 [V]", identity=True,
@@ -339,13 +344,13 @@ def _divergence_check(data: dict) -> Check:
         published="every run with max attention logit > 1e4 diverged (Wortsman section 3.3)",
         measured=f"{len(big)} run(s) passed {DIVERGED_LOGIT:g}; {stopped} of them diverged, "
         f"{len(big) - stopped} trained on (LRs "
-        f"{_lrs_of([r for r in big if r['status'] == 'done']) or '-'})",
+        f"{_lrs_of(r['lr'] for r in big if r['status'] == 'done') or '-'})",
         rule="shown, not counted (a 1e4 threshold of 1e5-step runs at scale)", passed=None,
         source="Wortsman et al. 2023 [V]")
 
 
-def _lrs_of(runs: list) -> str:
-    return ", ".join(f"{x:g}" for x in sorted({r["lr"] for r in runs}))
+def _lrs_of(lrs: Iterable[float]) -> str:
+    return ", ".join(f"{x:g}" for x in sorted(set(lrs)))
 
 
 def headline(data: dict, config: Config) -> str:
@@ -367,7 +372,7 @@ def plot(result, out_dir) -> list[str]:
     fig, (a, c, b, e) = figure(2, 2, width=5.0, height=3.5)
     w0 = d["widths"][0]
     for arm in ("baseline", "qk-norm"):
-        p = d["per"][f"{arm} d={w0}"]
+        p = d["per"][_arm_key(arm, w0)]
         loss = np.array([[stats.outcome(v, l0) for v in row]
                          for row, l0 in zip(p["loss"], p["loss0"])])
         a.errorbar(p["lrs"], loss.mean(0), yerr=loss.std(0), fmt="o-", color=colors[arm],
@@ -376,8 +381,8 @@ def plot(result, out_dir) -> list[str]:
         c.plot(p["lrs"], np.exp(np.log(peak).mean(0)), "o-", color=colors[arm], ms=4, label=arm)
         e.bar([arm], [np.mean(p["sens"])], yerr=[np.std(p["sens"])], color=colors[arm],
               capsize=3)
-    a.axhline(np.mean(d["per"][f"baseline d={w0}"]["loss0"]), color="#777777", ls="--", lw=0.9,
-              label="loss at init")
+    a.axhline(np.mean(d["per"][_arm_key("baseline", w0)]["loss0"]), color="#777777", ls="--",
+              lw=0.9, label="loss at init")
     for ax in (a, c):
         ax.set_xscale("log")
     style(a, f"final loss vs LR (mean, sd over seeds; diverged = loss at init), d={w0}",
@@ -388,11 +393,13 @@ def plot(result, out_dir) -> list[str]:
           "max q.k / sqrt(D)")
     first, top = d["seeds"][0], d["top_lr"]
     lr_b = PAPER_TOP_LR if PAPER_TOP_LR in d["lrs"] else top
-    for r in d["runs"]:
-        if r["seed"] == first and r["lr"] == lr_b and r["steps"]:
-            arm = r["variant"].split(" d=")[0]
-            b.plot(r["steps"], [np.nan if v is None else max(abs(v), 1e-2)
-                                for v in r["curves"]["max_logit"]], color=colors[arm], label=arm)
+    for arm in ARMS:
+        for r in d["runs"]:
+            if (r["variant"] in {_key(arm, w, lr_b) for w in d["widths"]}
+                    and r["seed"] == first and r["steps"]):
+                b.plot(r["steps"], [np.nan if v is None else max(abs(v), 1e-2)
+                                    for v in r["curves"]["max_logit"]], color=colors[arm],
+                       label=arm)
     b.axhline(d["softcap"], color=colors["soft-cap"], ls=":", lw=0.8, label="cap")
     b.set_yscale("log")
     style(b, f"max logit of any block during training, LR {lr_b:g}, seed {first}", "step",

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...train import TrainConfig
 from .. import stats
 from ..framework import Card, Check, fmt
-from ._training import require_finished, run_grid, seed_losses
+from . import _recipes as R
+from ._training import require_finished, run_grid, seed_losses, select
 
 CARD = Card(
     name="deepnet-update",
@@ -56,12 +56,9 @@ PLACEMENTS = ("post", "deepnorm", "pre", "admin")
 SPIKE = 3.0  # max over the first 20 steps: Post-LN's update > 3 x DeepNorm's (papers.md sec. 6)
 GAP = 0.1  # nats: DeepNorm's final loss below Post-LN's by > 0.1 (papers.md section 6)
 
-BASE = TrainConfig(  # the papers' init; the rule's depth M = 36 and 500 steps are the full size
-    model=GPTConfig(vocab_size=16, seq_len=16, n_layers=12, d_model=32, n_heads=4,
-                    init_std=32**-0.5, init="xavier", embed_scale=32**0.5),
-    data="markov", markov_order=1, steps=150, batch_size=16, schedule="cosine", lr=1e-3,
-    warmup=0, beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=50, eval_batches=4,
-    update_probe=20)
+BASE = R.derive(  # the rule's depth M = 36 and 500 steps are the full size
+    R.XIONG_MARKOV, "DeepNet's update bound: twelve blocks, a small lr, the update probe", {
+        "model.n_layers": 12, "steps": 150, "lr": 1e-3, "update_probe": 20})
 
 
 @dataclass(frozen=True)
@@ -73,10 +70,10 @@ class Config:
 
 
 SIZES = {
-    "tiny": {"base.steps": 30, "base.eval_interval": 15, "base.batch_size": 8,
-             "base.update_probe": 10, "base.model.n_layers": 2, "base.model.d_model": 16,
-             "base.model.n_heads": 2, "base.model.seq_len": 8, "base.model.init_std": 16**-0.5,
-             "base.model.embed_scale": 16**0.5, "seeds": 2},
+    "tiny": {**R.tiny_model(embed_scale=True),  # the lab's tiny model
+             "base.steps": 30, "base.eval_interval": 15, "base.batch_size": 8,
+             "base.update_probe": 10, "base.model.n_layers": 2, "base.model.seq_len": 8,
+             "seeds": 2},
     "quick": {},
     "full": {"base.model.n_layers": 36, "base.steps": 500, "base.eval_interval": 100,
              "base.update_probe": 100, "seeds": 5},
@@ -92,7 +89,7 @@ def measure(config: Config, ctx) -> dict:
     runs = run_grid(cfg.base, {p: {"model.placement": p} for p in PLACEMENTS}, ctx,
                     lrs=[cfg.base.lr], seeds=seeds, series=series, name="deepnet-update")
     require_finished(runs)
-    by = {p: sorted((r for r in runs if r.variant == p), key=lambda r: r.seed) for p in PLACEMENTS}
+    by = {p: sorted(select(runs, placement=p), key=lambda r: r.seed) for p in PLACEMENTS}
     return {
         "seeds": seeds, "lr": cfg.base.lr, "depth": cfg.base.model.n_layers,
         "steps": cfg.base.steps, "probe": cfg.base.update_probe,

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...train import TrainConfig, Trainer
 from .. import stats as S
 from ..framework import Card, Check, fmt
-from ._training import require_finished, run_grid
+from . import _recipes as R
+from ._training import require_finished, run_grid, select
 
 CARD = Card(
     name="dyt",
@@ -60,12 +60,7 @@ NORMS = ("layernorm", "rmsnorm", "dyt")
 PARITY_TOL = 0.03  # nats: papers.md section 10: parity = the paired interval inside +-0.03
 S_CURVE_GAIN = 0.01  # R^2_tanh - R^2_linear: > this in the deepest LN, below it in the first
 
-BASE = TrainConfig(  # Pre-LN, Xavier-like init N(0, 1/d), embeddings x sqrt(d), RoPE (LLaMA's
-    #                 input scale); AdamW (0.9, 0.95), wd 0.1, clip 1.0
-    model=GPTConfig(vocab_size=64, seq_len=32, n_layers=4, d_model=32, n_heads=4,
-                    placement="pre", init_std=32**-0.5, embed_scale=32**0.5, positions="rope"),
-    data="pydoc", steps=300, batch_size=16, lr=1e-2, warmup=40, eval_interval=100,
-    eval_batches=4)
+BASE = R.TEXT  # the lab's text recipe is dyt's
 
 
 @dataclass(frozen=True)
@@ -78,11 +73,10 @@ class Config:
 
 
 SIZES = {
-    "tiny": {"seeds": 2, "alphas": (0.5, 2.0), "fit_tokens": 128, "base.steps": 40,
+    "tiny": {**R.tiny_model(embed_scale=True),  # the lab's tiny model
+             "seeds": 2, "alphas": (0.5, 2.0), "fit_tokens": 128, "base.steps": 40,
              "base.warmup": 4, "base.eval_interval": 10, "base.batch_size": 8,
-             "base.model.n_layers": 2, "base.model.d_model": 16, "base.model.n_heads": 2,
-             "base.model.seq_len": 16, "base.model.init_std": 16**-0.5,
-             "base.model.embed_scale": 4.0},
+             "base.model.n_layers": 2, "base.model.seq_len": 16},
     "quick": {},
     "full": {"seeds": 5, "fit_tokens": 2048, "base.steps": 2000, "base.warmup": 200,
              "base.eval_interval": 500, "base.model.n_layers": 6, "base.model.d_model": 64,
@@ -183,8 +177,8 @@ def measure(config: Config, ctx) -> dict:
                                 for a in other}, at(len(NORMS) * len(seeds)), lrs=[lr],
                      seeds=seeds, name="dyt-alpha") if other else []
     require_finished(parity + sweep)
-    losses = {n: [_final(r) for r in _by_seed(parity, n)] for n in NORMS}
-    alpha_loss = {a: [_final(r) for r in _by_seed(sweep, _alpha_name(a))] for a in other}
+    losses = {n: [_final(r) for r in _by_seed(parity, norm=n)] for n in NORMS}
+    alpha_loss = {a: [_final(r) for r in _by_seed(sweep, dyt_alpha=float(a))] for a in other}
     if 0.5 in cfg.alphas:
         alpha_loss[0.5] = losses["dyt"]
     alphas = sorted(alpha_loss)
@@ -205,11 +199,12 @@ def measure(config: Config, ctx) -> dict:
             "fits": fits[0], "fits_per_seed": fits, "scatter": scatter,
             "s_curve_loss": [again, losses["layernorm"]],
             "curves": {n: [{"step": e["step"], "val_loss": e["val_loss"]} for e in r.evals]
-                       for n in NORMS for r in parity if r.variant == n and r.seed == seeds[0]}}
+                       for n in NORMS for r in select(parity, norm=n, seed=seeds[0])}}
 
 
-def _by_seed(runs, variant: str) -> list:
-    return sorted((r for r in runs if r.variant == variant), key=lambda r: r.seed)
+def _by_seed(runs, **fields) -> list:
+    """The runs with these fields, in seed order."""
+    return sorted(select(runs, **fields), key=lambda r: r.seed)
 
 
 def _final(r) -> float:

@@ -24,7 +24,6 @@ unscaled run, with the trainer's per-block gradient RMS and update RMS at every 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...train import AdamW, TrainConfig
 from .. import stats
 from ..framework import Card, Check, fmt
+from . import _recipes as R
 from . import _training as T
 
 CARD = Card(
@@ -79,12 +78,13 @@ F_ANALYTIC = 0.02  # papers.md F: measured update RMS / lr within 2% of g / (|g|
 TRAINS_FRACTION = 0.5  # a run trains when it recovers this share of its seed's best improvement
 REF = "reference"  # the unscaled eps run's variant
 
-BASE = TrainConfig(  # Wortsman et al.'s default recipe at tiny scale (section 2.1)
-    model=GPTConfig(vocab_size=16, seq_len=16, n_layers=2, d_model=32, n_heads=2,
-                    qk_norm="layernorm", z_loss=1e-4, norm_eps=1e-6, init_std=32**-0.5),
-    data="markov", markov_order=1, steps=150, batch_size=8, warmup=8, schedule="cosine",
-    min_lr=1e-5, weight_decay=0.1, beta2=0.95, adam_eps=1e-8, grad_clip=1.0,
-    eval_interval=150, eval_batches=4)
+BASE = R.derive(  # Wortsman et al.'s default recipe at tiny scale (section 2.1)
+    R.WORTSMAN, "the baseline arm of the LR sweep: qk-layernorm on, init N(0, 1/d) and learned "
+    "positions, weight decay 0.1 and clipping at 1, on the Markov source (its floor), 150 steps", {
+        "model.seq_len": 16, "model.qk_norm": "layernorm", "model.init": "normal",
+        "model.init_std": 32**-0.5, "model.positions": "learned", "data": "markov",
+        "markov_order": 1, "steps": 150, "warmup": 8, "weight_decay": 0.1, "beta2": 0.95,
+        "adam_eps": 1e-8, "grad_clip": 1.0, "eval_interval": 150, "eval_batches": 4})
 
 
 @dataclass(frozen=True)
@@ -164,18 +164,15 @@ def validate(cfg: Config) -> None:
 def measure(config: Config, ctx) -> dict:
     cfg = config
     over = _arm_overrides(cfg)
-    arm_of, variants = {}, {}
-    for arm in ("depth", "width", *[a for a in ARMS if a not in ("depth", "width")]):
-        for lr in cfg.lrs:  # the costliest arms first, for the pool
-            name = f"{arm} @{lr:g}"
-            variants[name], arm_of[name] = {**over[arm](lr), "lr": float(lr)}, arm
-    for name, v in _eps_variants(cfg).items():
-        variants[name], arm_of[name] = v, name
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
-    runs = T.run_grid(cfg.base, variants, ctx, lrs=None, seeds=seeds, series=_series(cfg),
-                      name="lr-sensitivity")
+    points: list[T.Point] = [  # the costliest arms first, for the pool
+        (arm, {**over[arm](lr), "lr": float(lr), "seed": s}, {"arm": arm})
+        for arm in ("depth", "width", *[a for a in ARMS if a not in ("depth", "width")])
+        for lr in cfg.lrs for s in seeds]
+    points += [(name, {**v, "seed": s}, {"arm": name})
+               for name, v in _eps_variants(cfg).items() for s in seeds]
+    runs = T.run_points(cfg.base, points, ctx, series=_series(cfg), name="lr-sensitivity")
     T.require_finished(runs)
-    runs = [dataclasses.replace(r, variant=arm_of[r.variant]) for r in runs]
     return {"lrs": list(cfg.lrs), "seeds": seeds,
             "floor": next((r.entropy_floor for r in runs if r.entropy_floor), None),
             "arms": {arm: _arm(runs, arm, seeds) for arm in ARMS},
@@ -191,10 +188,10 @@ def _arm(runs: list, arm: str, seeds: list) -> dict:
     """One arm: per seed the LR sensitivity, the clipped final loss at every lr, the
     high-side sensitivity (lrs at or above the seed's best), the largest lr that trains, and
     the end-of-training gradient RMS (mean over blocks, last 10% of the steps) per lr."""
-    sens = T.sensitivity_by_seed([r for r in runs if r.variant == arm], arm)
+    sens = T.sensitivity_by_seed(T.select(runs, arm=arm), arm)
     per_seed = []
     for s in seeds:
-        rs = sorted((r for r in runs if r.variant == arm and r.seed == s), key=lambda r: r.lr)
+        rs = sorted(T.select(runs, arm=arm, seed=s), key=lambda r: r.lr)
         loss0 = float(np.mean([r.loss_at_init for r in rs if r.loss_at_init is not None]))
         losses = [_clipped(r, loss0) for r in rs]
         best = int(np.argmin(losses))
@@ -221,7 +218,7 @@ def _eps(runs: list, cfg: Config, seeds: list) -> dict:
         return loss0 - min(stats.outcome(r.final_val_loss if r.status == "done" else None,
                                          loss0), loss0)
 
-    get = {(r.variant, r.seed): r for r in runs}
+    get = {(r.fields["arm"], r.seed): r for r in runs}
     tiny = _eps_name(min(cfg.eps_values))
     L = cfg.base.model.n_layers
     out: dict[str, dict[str, Any]] = {"ratio": {}, "shrink": {}, "predicted": {}, "curves": {}}
@@ -236,8 +233,7 @@ def _eps(runs: list, cfg: Config, seeds: list) -> dict:
     for name in [REF, *(_eps_name(e) for e in cfg.eps_values)]:
         r = get[name, seeds[0]]
         out["curves"][name] = {"steps": r.steps, "nll": r.curves.get("nll", []),
-                               **{k: r.curves[k] for k in r.curves if k[0] in "gu"
-                                  and k[1:].isdigit() and int(k[1:]) < L}}
+                               **{k: r.curves[k] for i in range(L) for k in (f"g{i}", f"u{i}")}}
         out.setdefault("final", {})[name] = [get[name, s].final_val_loss for s in seeds]
     return out
 
@@ -425,7 +421,7 @@ def headline(data: dict, config: Config) -> str:
     return (f"LR sensitivity (nats, mean over {len(data['seeds'])} seeds): "
             + _sens_text(data, *ARMS) + "; gradients x"
             f"{config.loss_multiplier:g}: loss reduction vs unscaled "
-            + ", ".join(f"{k.split('=')[1]} {fmt(v)}" for k, v in ratio.items()))
+            + ", ".join(f"{e:g} {fmt(ratio[_eps_name(e)])}" for e in config.eps_values))
 
 
 def plot(result, out_dir) -> list[str]:
@@ -453,23 +449,22 @@ def plot(result, out_dir) -> list[str]:
     c.set_xticks(range(len(ARMS)))
     c.set_xticklabels(ARMS, rotation=20, fontsize=8)
     style(c, "LR sensitivity per seed (line: mean)", "", "nats", legend=False)
-    _plot_eps(axes[3], d)
+    _plot_eps(axes[3], d, result.config["eps_values"])
     return [save(fig, out_dir, "lr_sensitivity_recipes.png")]
 
 
-def _plot_eps(ax, d: dict) -> None:
+def _plot_eps(ax, d: dict, eps_values) -> None:
     from ..plotting import style
 
     gs = np.logspace(-13, -1, 100)
     styles = ["-", "--", ":"]
-    for j, (name, cv) in enumerate(d["eps"]["curves"].items()):
-        if name == REF:
-            continue
-        e = float(name.split("=")[1])
+    for j, e in enumerate(eps_values, start=1):  # the reference's curves come first
+        cv = d["eps"]["curves"][_eps_name(e)]
         ax.plot(gs, gs / (gs + e), styles[j % 3], color="#777777", lw=0.8,
                 label=f"g / (g + {e:g})")
-        g = [x for k in cv if k.startswith("g") for x in cv[k]]
-        u = [x for k in cv if k.startswith("u") for x in cv[k]]
+        blocks = range(len(d["eps"]["shrink"][_eps_name(e)]))
+        g = [x for i in blocks for x in cv[f"g{i}"]]
+        u = [x for i in blocks for x in cv[f"u{i}"]]
         ok = [(a, b) for a, b in zip(g, u) if a and b]
         if ok:
             ax.scatter(*zip(*ok), s=4, label=f"eps {e:g}")

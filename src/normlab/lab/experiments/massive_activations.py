@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...precision import get_format
 from ...precision.headroom import HEADROOM_FORMATS as FORMATS
 from ...train import TrainConfig
 from ..framework import Card, Check, fmt
 from ..stats import ABOVE, mean_interval, paired_interval
-from ._training import require_finished, run_grid, seed_losses
+from . import _recipes as R
+from ._training import require_finished, run_grid, seed_losses, select
 
 CARD = Card(
     name="massive-activations",
@@ -68,12 +68,11 @@ THRESHOLD = 0.0  # every rule is a paired sign (Pre-LN larger); the sources give
 FP8 = "float8_e4m3fn"
 TAIL = 0.1  # "the end of training": the last 10% of the steps (per-step values are noisy)
 
-BASE = TrainConfig(  # the lab's text recipe (dyt): Xavier-like init N(0, 1/d), AdamW (0.9, 0.95),
-    #                  wd 0.1, clip 1.0, 10% warmup then cosine; six blocks for a depth profile
-    model=GPTConfig(vocab_size=64, seq_len=32, n_layers=6, d_model=32, n_heads=4,
-                    placement="pre", init_std=32**-0.5),
-    data="pydoc", steps=150, batch_size=16, lr=1e-2, warmup=15, eval_interval=50,
-    eval_batches=4, eval_headroom=True)
+BASE = R.derive(  # six blocks for a depth profile
+    R.TEXT, "six blocks, a shorter run, the headroom probe at every evaluation; no embedding "
+    "scale or RoPE, as measured", {
+        **R.TEXT_WITHOUT_ROPE_OR_EMBED_SCALE, "model.n_layers": 6, "steps": 150, "warmup": 15,
+        "eval_interval": 50, "eval_headroom": True})
 
 
 @dataclass(frozen=True)
@@ -85,10 +84,9 @@ class Config:
 
 
 SIZES = {
-    "tiny": {"seeds": 2, "base.steps": 30, "base.warmup": 3, "base.eval_interval": 15,
-             "base.batch_size": 8, "base.model.n_layers": 3, "base.model.d_model": 16,
-             "base.model.n_heads": 2, "base.model.seq_len": 16,
-             "base.model.init_std": 16**-0.5},
+    "tiny": {**R.tiny_model(),  # the lab's tiny model
+             "seeds": 2, "base.steps": 30, "base.warmup": 3, "base.eval_interval": 15,
+             "base.batch_size": 8, "base.model.n_layers": 3, "base.model.seq_len": 16},
     "quick": {},
     "full": {"seeds": 6, "lrs": (3e-3, 1e-2, 3e-2, 1e-1), "base.steps": 1000,
              "base.warmup": 100, "base.eval_interval": 100, "base.model.n_layers": 12,
@@ -126,6 +124,11 @@ def _stats(run, L: int) -> dict:
             "diverged": False}
 
 
+def _key(placement: str, lr: float) -> str:
+    """The data's key (and the plots' label) of an arm: placement and learning rate."""
+    return f"{placement} lr={lr:g}"
+
+
 def measure(config: Config, ctx) -> dict:
     cfg = config
     L = cfg.base.model.n_layers
@@ -137,13 +140,13 @@ def measure(config: Config, ctx) -> dict:
     arms = {}
     for p in PLACEMENTS:
         for lr in lrs:
-            mine = sorted((r for r in runs if r.variant == p and r.lr == lr), key=lambda r: r.seed)
-            arms[f"{p} lr={lr:g}"] = {"runs": [_stats(r, L) for r in mine],
-                                      "loss": seed_losses(runs, p, clip=False)[lr]}
-    curves = {f"{r.variant} lr={r.lr:g}": {"steps": r.steps, **{k: r.curves[k] for k in
-                                                                ("rms0", f"rms{L - 1}",
-                                                                 f"max{L - 1}")}}
-              for r in runs if r.seed == seeds[0]}
+            mine = sorted(select(runs, placement=p, lr=lr), key=lambda r: r.seed)
+            arms[_key(p, lr)] = {"runs": [_stats(r, L) for r in mine],
+                                 "loss": seed_losses(runs, p, clip=False)[lr]}
+    curves = {_key(p, lr): {"steps": r.steps, **{k: r.curves[k] for k in
+                                                 ("rms0", f"rms{L - 1}", f"max{L - 1}")}}
+              for p in PLACEMENTS for lr in lrs
+              for r in select(runs, placement=p, lr=lr, seed=seeds[0])}
     return {"lrs": lrs, "seeds": seeds, "n_layers": L, "arms": arms, "curves": curves,
             "fmax": {f: float(get_format(f).max_finite) for f in FORMATS}}
 
@@ -154,7 +157,7 @@ def values(data: dict, placement: str, lr: float, what: str) -> list[float]:
     block / RMS of the first), ``log_growth`` (log10 of the last block's max|x| at the end of
     training over its value at step 0) or ``fp8_overflow`` (the fraction of the residual stream
     that overflows float8_e4m3fn, non-finite values counted as overflowing)."""
-    rows = data["arms"][f"{placement} lr={lr:g}"]["runs"]
+    rows = data["arms"][_key(placement, lr)]["runs"]
     if what == "log_max":
         return [math.log10(r["max"][-1]) for r in rows]
     if what == "depth_ratio":
@@ -217,7 +220,7 @@ def _shown(data: dict) -> list[Check]:
     for f in FORMATS:
         cells = []
         for p in PLACEMENTS:
-            rows = data["arms"][f"{p} lr={lr:g}"]["runs"]
+            rows = data["arms"][_key(p, lr)]["runs"]
             out = mean_interval([r["formats"][f]["overflow"] + r["formats"][f]["flush"]
                                  for r in rows])
             room = np.mean([math.log2(data["fmax"][f] / max(r["max"][-1], 1e-30)) for r in rows])
@@ -272,7 +275,7 @@ def plot(result, out_dir) -> list[str]:
     blocks = np.arange(1, L + 1)
     for p in PLACEMENTS:
         for x in d["lrs"]:
-            rows = d["arms"][f"{p} lr={x:g}"]["runs"]
+            rows = d["arms"][_key(p, x)]["runs"]
             ls = "-" if x == lr else "--"
             a.plot(blocks, np.mean([r["rms"] for r in rows], axis=0), ls, marker="o", ms=3,
                    color=COLORS[p], label=f"{p} RMS, lr {x:g}")
@@ -281,10 +284,11 @@ def plot(result, out_dir) -> list[str]:
     a.set_yscale("log")
     style(a, "residual stream after each block (end of training)", "block", "RMS / max |x|")
     a.legend(fontsize=6)
-    for name, cv in d["curves"].items():
-        p = name.split()[0]
-        b.plot(cv["steps"], moving_average(cv[f"max{L - 1}"]), color=COLORS[p],
-               ls="-" if name.endswith(f"lr={lr:g}") else "--", lw=1.1, label=name)
+    for p in PLACEMENTS:
+        for x in d["lrs"]:
+            cv = d["curves"][_key(p, x)]
+            b.plot(cv["steps"], moving_average(cv[f"max{L - 1}"]), color=COLORS[p],
+                   ls="-" if x == lr else "--", lw=1.1, label=_key(p, x))
     b.axhline(d["fmax"][FP8], color="k", ls=":", lw=0.9, label=f"{FP8} max (448)")
     b.set_yscale("log")
     style(b, f"max |x| of block {L} during training, seed {d['seeds'][0]}", "step",
@@ -292,7 +296,7 @@ def plot(result, out_dir) -> list[str]:
     b.legend(fontsize=6)
     width = 0.35
     for j, p in enumerate(PLACEMENTS):
-        rows = d["arms"][f"{p} lr={lr:g}"]["runs"]
+        rows = d["arms"][_key(p, lr)]["runs"]
         fr = [np.mean([r["formats"][f]["overflow"] + r["formats"][f]["flush"] for r in rows])
               for f in FORMATS]
         c.bar(np.arange(len(FORMATS)) + (j - 0.5) * width, np.maximum(fr, 1e-7), width,

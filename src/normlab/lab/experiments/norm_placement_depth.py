@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...train import TrainConfig
 from .. import stats as S
 from ..framework import Card, Check, fmt
-from ._training import final_losses, require_finished, run_grid, seed_losses
+from . import _recipes as R
+from ._training import final_losses, require_finished, run_grid, seed_losses, select
 
 CARD = Card(
     name="norm-placement-depth",
@@ -51,12 +51,9 @@ CARD = Card(
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "admin", "rezero", "none")
 TOL = 0.1  # nats: "within 0.1 of Pre-LN" / "worse by more than 0.1" (papers.md's clear gap)
 
-BASE = TrainConfig(  # the shared recipe; each run overrides placement, depth and seed. The
-    #                 papers' init: Xavier block matrices, embeddings scaled to unit variance
-    model=GPTConfig(vocab_size=16, seq_len=16, n_layers=2, d_model=32, n_heads=4,
-                    init_std=32**-0.5, init="xavier", embed_scale=32**0.5),
-    data="markov", markov_order=1, steps=200, batch_size=16, schedule="cosine", lr=1e-2,
-    warmup=40, beta2=0.98, weight_decay=0.0, grad_clip=None, eval_interval=50, eval_batches=4)
+BASE = R.derive(  # each run overrides placement, depth and seed
+    R.XIONG_MARKOV, "one lr, warmup and init for every placement and depth: a 40-step warmup, "
+    "depth set per run", {"model.n_layers": 2, "warmup": 40})
 
 
 @dataclass(frozen=True)
@@ -68,10 +65,9 @@ class Config:
 
 
 SIZES = {
-    "tiny": {"depths": (1, 3), "base.steps": 40, "base.warmup": 8, "base.eval_interval": 10,
-             "base.batch_size": 8, "base.model.d_model": 16, "base.model.n_heads": 2,
-             "base.model.seq_len": 8, "base.model.init_std": 16**-0.5,
-             "base.model.embed_scale": 4.0, "seeds": 2},
+    "tiny": {**R.tiny_model(embed_scale=True),  # the lab's tiny model
+             "depths": (1, 3), "base.steps": 40, "base.warmup": 8, "base.eval_interval": 10,
+             "base.batch_size": 8, "base.model.seq_len": 8, "seeds": 2},
     "quick": {},
     "full": {"depths": (2, 4, 6, 8, 12, 16, 24), "seeds": 5, "base.steps": 1000,
              "base.warmup": 200, "base.eval_interval": 250, "base.model.d_model": 64,
@@ -100,15 +96,14 @@ def measure(config: Config, ctx) -> dict:
                      for p in PLACEMENTS},
             "seed_loss": {p: [seed_losses(runs, _variant(p, L))[lr] for L in depths]
                           for p in PLACEMENTS},  # (depths, seeds): a diverged run at its init
-            "loss_at_init": {p: [float(np.mean([r.loss_at_init for r in runs
-                                                if r.variant == _variant(p, L)]))
+            "loss_at_init": {p: [float(np.mean([r.loss_at_init for r in
+                                                select(runs, placement=p, n_layers=L)]))
                                  for L in depths] for p in PLACEMENTS},
-            "diverged": {p: [sum(r.status == "diverged" for r in runs
-                                 if r.variant == _variant(p, L)) for L in depths]
+            "diverged": {p: [sum(r.status == "diverged" for r in
+                                 select(runs, placement=p, n_layers=L)) for L in depths]
                          for p in PLACEMENTS},
             "curves": {p: {"steps": r.steps, "nll": r.curves["nll"]} for p in PLACEMENTS
-                       for r in runs if r.variant == _variant(p, depths[-1])
-                       and r.seed == cfg.seed}}
+                       for r in select(runs, placement=p, n_layers=depths[-1], seed=cfg.seed)}}
 
 
 def _seeds(data: dict, p: str) -> np.ndarray:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...models import GPTConfig
 from ...train import TrainConfig
 from ..framework import Card, Check, fmt
 from ..stats import ABOVE, mean_interval, paired_interval
-from ._training import loss_at_init, require_finished, run_grid, seed_losses
+from . import _recipes as R
+from ._training import loss_at_init, require_finished, run_grid, seed_losses, select
 
 CARD = Card(
     name="post-vs-pre-quality",
@@ -55,12 +55,11 @@ GAP_THRESHOLD = 0.0  # nats: the paper's claim is a sign (Post-LN lower); no siz
 PUBLISHED_GAP = 27.80 - 27.27  # BLEU, 6L-6L WMT14 En-De (Liu et al. [S: RealFormer Table 7])
 TRAINS = 0.5  # "trains": closes half the distance from init to the reference (warmup's rule)
 
-BASE = TrainConfig(  # the lab's text recipe (dyt): Xavier-like init N(0, 1/d), AdamW, wd 0.1,
-    #                  clip 1.0, 10% warmup then cosine; beta2 = 0.98 as Liu et al.'s Adam
-    model=GPTConfig(vocab_size=64, seq_len=32, n_layers=6, d_model=32, n_heads=4,
-                    init_std=32**-0.5),
-    data="pydoc", steps=250, batch_size=16, lr=1e-2, warmup=25, beta2=0.98, eval_interval=125,
-    eval_batches=4)
+BASE = R.derive(  # beta2 = 0.98 as Liu et al.'s Adam
+    R.TEXT, "six blocks, Liu et al.'s beta2 0.98, 250 steps; no embedding scale or RoPE, as "
+    "measured", {
+        **R.TEXT_WITHOUT_ROPE_OR_EMBED_SCALE, "model.n_layers": 6, "steps": 250, "warmup": 25,
+        "beta2": 0.98, "eval_interval": 125})
 
 
 @dataclass(frozen=True)
@@ -72,15 +71,19 @@ class Config:
 
 
 SIZES = {
-    "tiny": {"seeds": 2, "base.steps": 30, "base.warmup": 6, "base.eval_interval": 15,
-             "base.batch_size": 8, "base.model.n_layers": 2, "base.model.d_model": 16,
-             "base.model.n_heads": 2, "base.model.seq_len": 16,
-             "base.model.init_std": 16**-0.5},
+    "tiny": {**R.tiny_model(),  # the lab's tiny model
+             "seeds": 2, "base.steps": 30, "base.warmup": 6, "base.eval_interval": 15,
+             "base.batch_size": 8, "base.model.n_layers": 2, "base.model.seq_len": 16},
     "quick": {},
     "full": {"seeds": 6, "lrs": (1e-3, 3e-3, 1e-2), "base.steps": 2000, "base.warmup": 200,
              "base.eval_interval": 500, "base.model.d_model": 64,
              "base.model.init_std": 64**-0.5},
 }
+
+
+def _key(placement: str, lr: float) -> str:
+    """The data's key (and the plot's label) of a curve: placement and learning rate."""
+    return f"{placement} lr={lr:g}"
 
 
 def measure(config: Config, ctx) -> dict:
@@ -92,11 +95,12 @@ def measure(config: Config, ctx) -> dict:
     require_finished(runs)
     loss = {p: {str(lr): seed_losses(runs, p, clip=False)[lr] for lr in lrs}
             for p in PLACEMENTS}
-    curves = {f"{r.variant} lr={r.lr:g}": {"steps": r.steps, "nll": r.curves["nll"]}
-              for r in runs if r.seed == seeds[0]}
+    curves = {_key(p, lr): {"steps": r.steps, "nll": r.curves["nll"]}
+              for p in PLACEMENTS for lr in lrs
+              for r in select(runs, placement=p, lr=lr, seed=seeds[0])}
     return {"lrs": lrs, "seeds": seeds, "n_layers": cfg.base.model.n_layers, "loss": loss,
             "loss_at_init": {p: loss_at_init(runs, p) for p in PLACEMENTS},
-            "diverged": {p: sum(r.status == "diverged" for r in runs if r.variant == p)
+            "diverged": {p: sum(r.status == "diverged" for r in select(runs, placement=p))
                          for p in PLACEMENTS},
             "curves": curves}
 
@@ -210,11 +214,11 @@ def plot(result, out_dir) -> list[str]:
     b.set_xticks(range(len(lrs)))
     b.set_xticklabels([f"lr {lr:g}" for lr in lrs])
     style(b, "gap = Pre-LN - Post-LN (> 0: Post-LN lower)", "", "gap (nats)")
-    for name, cv in d["curves"].items():
-        p = name.split()[0]
-        lr = float(name.split("lr=")[1])
-        c.plot(cv["steps"], moving_average(cv["nll"]), color=COLORS[p],
-               ls="-" if lr == lrs[-1] else "--", lw=1.1, label=name)
+    for p in PLACEMENTS:
+        for lr in lrs:
+            cv = d["curves"][_key(p, lr)]
+            c.plot(cv["steps"], moving_average(cv["nll"]), color=COLORS[p],
+                   ls="-" if lr == lrs[-1] else "--", lw=1.1, label=_key(p, lr))
     style(c, f"training loss, seed {d['seeds'][0]} (solid: lr {lrs[-1]:g})", "step",
           "training NLL (smoothed)")
     return [save(fig, out_dir, "post_vs_pre_quality.png")]

@@ -139,10 +139,10 @@ def _late_update_rms(r: T.Run, frac: float = 0.1) -> float | None:
 
 def _swing(runs: list[T.Run], *variants: str) -> float | None:
     """The largest |validation loss - fp32's| at any evaluation, same seed, over ``variants``."""
-    ref = {(r.seed, e["step"]): e["val_loss"] for r in runs if r.variant == "fp32"
+    ref = {(r.seed, e["step"]): e["val_loss"] for r in T.select(runs, recipe="fp32")
            for e in r.evals}
-    diffs = [abs(e["val_loss"] - ref[(r.seed, e["step"])]) for r in runs if r.variant in variants
-             for e in r.evals if (r.seed, e["step"]) in ref]
+    diffs = [abs(e["val_loss"] - ref[(r.seed, e["step"])]) for r in runs
+             if r.fields["recipe"] in variants for e in r.evals if (r.seed, e["step"]) in ref]
     return max(diffs) if diffs else None
 
 
@@ -162,22 +162,22 @@ def measure(config: Config, ctx) -> dict:
     cfg = config
     recipes = _recipes(cfg)
     n = _seeds_per_recipe(cfg, recipes)
-    points = [(k, {"precision": v, "seed": cfg.seed + i}) for k, v in recipes.items()
-              for i in range(n[k])]
+    points: list[T.Point] = [(k, {"precision": v, "seed": cfg.seed + i}, {"recipe": k})
+                             for k, v in recipes.items() for i in range(n[k])]
     runs = T.run_points(cfg.base, points, ctx, series=SERIES, name="recipes")
     T.require_finished(runs)
-    ref = {r.seed: r for r in runs if r.variant == "fp32"}
+    ref = {r.seed: r for r in T.select(runs, recipe="fp32")}
     per: dict[str, dict] = {}
     for name in recipes:
-        rs = [r for r in runs if r.variant == name]
+        rs = T.select(runs, recipe=name)
         gaps = [_final(r) - _final(ref[r.seed]) for r in rs]  # paired: same seed, same batches
         per[name] = {"loss": _mean(r.final_val_loss for r in rs),
                      "gap": float(np.mean(gaps)) if gaps else math.nan, "gaps": gaps,
                      "skipped": int(sum(r.skipped_steps for r in rs)),
                      "stopped": [r.reason for r in rs if r.status != "done"],
                      "late_update_rms": _mean(_late_update_rms(r) for r in rs)}
-    scales = [r.curves["loss_scale"][-1] for r in runs
-              if r.variant == "amp_fp16" and r.curves.get("loss_scale")]
+    scales = [r.curves["loss_scale"][-1] for r in T.select(runs, recipe="amp_fp16")
+              if r.curves.get("loss_scale")]
     return {"per": per, "runs": T.as_data(runs), "recipes": list(recipes),
             "fp32_loss": per["fp32"]["loss"], "tolerance": TOLERANCE, "steps": cfg.base.steps,
             "final_scale": scales[0] if scales and scales[0] is not None else math.nan,
@@ -326,7 +326,7 @@ def plot(result, out_dir) -> list[str]:
         if r["seed"] != first or not r["steps"]:
             continue
         ev = r["evals"]
-        ls = "--" if SMALL in r["variant"] else "-"
+        ls = "--" if r["variant"] in (S_UN, S_SC, S_BF) else "-"
         col = colors[r["variant"]]
         a.plot([x["step"] for x in ev], [x["val_loss"] for x in ev], ls, color=col,
                label=r["variant"], lw=1.2)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...functional.rmsnorm import partial_width
-from ...models import GPTConfig
 from ...train import TrainConfig, Trainer
 from ..framework import Card, Check, fmt
 from ..stats import BELOW, mean_interval, paired_interval
+from . import _recipes as R
 from ._training import require_finished, run_grid, seed_losses
 
 CARD = Card(
@@ -64,12 +64,11 @@ NORMS = ("layernorm", "rmsnorm", "prmsnorm")
 REACH_TOL = (23.6 - 23.1) / 23.6  # = 0.0212
 PAPER_TIME = {"rmsnorm": -0.069, "prmsnorm": -0.093}  # Transformer-base, time vs LN [S]
 
-BASE = TrainConfig(  # the lab's text recipe (dyt): Pre-LN, Xavier-like init N(0, 1/d), AdamW
-    #                  (0.9, 0.95), wd 0.1, clip 1.0, 10% warmup then cosine
-    model=GPTConfig(vocab_size=64, seq_len=32, n_layers=2, d_model=64, n_heads=4,
-                    placement="pre", init_std=64**-0.5),
-    data="pydoc", steps=250, batch_size=16, lr=1e-2, warmup=25, eval_interval=125,
-    eval_batches=4)
+BASE = R.derive(
+    R.TEXT, "two blocks of width 64 (pRMSNorm's 6.25% of the features: 4 of them), 250 "
+    "steps; no embedding scale or RoPE, as measured", {
+        **R.TEXT_WITHOUT_ROPE_OR_EMBED_SCALE, "model.n_layers": 2, "model.d_model": 64,
+        "model.init_std": 64**-0.5, "steps": 250, "warmup": 25, "eval_interval": 125})
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..._files import jsonable
 from .spec import FIELDS, short_name
 from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord, check_result
 
@@ -94,20 +95,15 @@ class SweepSummary:
     counts: dict[str, int] = field(default_factory=dict)  # status -> runs
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(asdict(self))
+        """JSON-ready by ``_files``' one convention: a non-finite number (an LR sensitivity
+        where no learning rate trained) is the string ``"nan"`` / ``"inf"`` / ``"-inf"``."""
+        return jsonable(asdict(self))
 
 
-def _json_safe(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_json_safe(v) for v in obj]
-    return obj
-
-
-def _num(v: Any) -> float | None:
+def finite(v: Any) -> float | None:
+    """A figure of a run's result or history as a float, or None where it is not a finite
+    number: null (as files written before the one convention hold it), ``_files``' strings
+    ``"inf"`` / ``"-inf"`` / ``"nan"``, a non-finite float, or missing."""
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
@@ -153,7 +149,7 @@ def _variant(variant: str, by_x: dict, records: list[RunRecord],
     """One variant's cells (one per ``x``, averaged over seeds) and its LR sensitivity."""
     cells = []
     finished = [r for rs in by_x.values() for r in rs if r.finished]
-    inits = [v for r in finished if (v := _num((r.result or {}).get("loss_at_init"))) is not None]
+    inits = [v for r in finished if (v := finite((r.result or {}).get("loss_at_init"))) is not None]
     vocab = {r.value("model.vocab_size") for r in finished}
     if inits:
         loss0 = sum(inits) / len(inits)
@@ -165,13 +161,14 @@ def _variant(variant: str, by_x: dict, records: list[RunRecord],
         fin = [r for r in rs if r.finished]
         vals = []
         for r in fin:
-            v = _num((r.result or {}).get("final_val_loss"))
+            v = finite((r.result or {}).get("final_val_loss"))
             vals.append(loss0 if v is None else min(v, loss0))
         mean = sum(vals) / len(vals) if vals else None
         sd = (math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
               if mean is not None and len(vals) > 1 else None)
-        floors = [f for r in fin if (f := _num((r.result or {}).get("entropy_floor"))) is not None]
-        ci = [v for r in fin if (v := _num((r.result or {}).get("loss_at_init"))) is not None]
+        floors = [f for r in fin
+                  if (f := finite((r.result or {}).get("entropy_floor"))) is not None]
+        ci = [v for r in fin if (v := finite((r.result or {}).get("loss_at_init"))) is not None]
         status = [r.status for r in rs]
         cells.append(Cell(variant, float(xv), len(rs), status.count(DONE), status.count(DIVERGED),
                           status.count(FAILED), status.count(PENDING), mean, sd,
