@@ -77,17 +77,22 @@ def _state_views(
 
 
 def flat_buffer(arrays: list[np.ndarray]) -> np.ndarray | None:
-    """The 1-D buffer of which ``arrays`` are consecutive contiguous views covering all of it, in
-    order (as ``Module.flatten`` lays out parameters and gradients), else None."""
+    """The 1-D span of one C-contiguous buffer of which ``arrays`` are consecutive contiguous
+    views, in order (as ``Module.flatten`` lays out parameters and gradients; the whole buffer,
+    or one member's row of an ensemble's (members, n) buffer), else None."""
     base = arrays[0].base if arrays else None
-    if not isinstance(base, np.ndarray) or base.ndim != 1 or not base.flags.c_contiguous:
+    if not isinstance(base, np.ndarray) or not base.flags.c_contiguous:
         return None
-    addr, step = base.ctypes.data, base.itemsize
+    start = addr = arrays[0].ctypes.data
     for a in arrays:
-        if a.base is not base or not a.flags.c_contiguous or a.ctypes.data != addr:
+        if (a.base is not base or a.dtype != base.dtype or not a.flags.c_contiguous
+                or a.ctypes.data != addr):
             return None
-        addr += a.size * step
-    return base if addr == base.ctypes.data + base.size * step else None
+        addr += a.nbytes
+    lo = (start - base.ctypes.data) // base.itemsize
+    flat = base.reshape(-1)
+    return flat if lo == 0 and addr - start == base.nbytes else flat[lo:lo + (addr - start)
+                                                                       // base.itemsize]
 
 
 def _memory_order(p: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
