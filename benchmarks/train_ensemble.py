@@ -187,7 +187,7 @@ def normlab_ensemble(cfg: TrainConfig, M: int):
     return ens.train_step
 
 
-# ---- the sgemm limit ------------------------------------------------------------------------------
+# ---- the sgemm limit ---------------------------------------------------------------------------
 def model_flops(cfg: GPTConfig, B: int, T: int) -> tuple[float, dict]:
     """Matrix-multiply FLOPs of one step and those of each (M, K, N) linear product (as
     benchmarks/train_step.py counts them)."""
@@ -218,7 +218,7 @@ def sgemm_products(shapes: dict):
     return run
 
 
-# ---- timing -----------------------------------------------------------------------------------------
+# ---- timing ------------------------------------------------------------------------------------
 def timed(fns: dict, repeats: int, steps: int) -> dict[str, float]:
     """Median seconds per call of each function, round-robin over ``repeats`` rounds."""
     for f in fns.values():
@@ -243,7 +243,7 @@ def measure(name: str, cfg: TrainConfig, M: int, a: argparse.Namespace) -> dict:
         try:
             fns["torch vmap"] = torch_vmap(cfg, M)
             fns["torch vmap"]()
-        except Exception as exc:  # noqa: BLE001 - a torch without the batching rule: say so
+        except Exception as exc:  # a torch without the batching rules: say so
             print(f"  torch vmap unavailable: {type(exc).__name__}: {exc}")
             fns.pop("torch vmap")
     t = timed(fns, a.repeats, a.steps)
@@ -277,7 +277,7 @@ def main() -> None:
             rows.append(r := measure(name, SHAPES[name], M, a))
             if len(rows) == 1:
                 print("per-member ms per step\n" + head)
-            ms = lambda k: f"{1e3 * r[k]:.2f}" if k in r else "-"  # noqa: B023, E731
+            ms = lambda k: f"{1e3 * r[k]:.2f}" if k in r else "-"  # noqa: E731
             tb = min((r[k] for k in ("torch 1x1", "torch vmap") if k in r), default=None)
             vs = "-" if tb is None else f"{min(r['ensemble'], r['alone']) / tb:.2f}"
             print(f"{name:6} {M:>3} {ms('alone'):>8} {ms('ensemble'):>9} {ms('torch 1x1'):>10} "
