@@ -66,6 +66,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--steps", type=int, default=3, help="steps per timed round")
     p.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall time (perf_counter), or this process's CPU time (process_time: on "
+                        "a shared, loaded machine, the time the step had a core)")
     return p.parse_args()
 
 
@@ -219,7 +222,7 @@ def sgemm_products(shapes: dict):
 
 
 # ---- timing ------------------------------------------------------------------------------------
-def timed(fns: dict, repeats: int, steps: int) -> dict[str, float]:
+def timed(fns: dict, repeats: int, steps: int, clock=time.perf_counter) -> dict[str, float]:
     """Median seconds per call of each function, round-robin over ``repeats`` rounds."""
     for f in fns.values():
         f()
@@ -227,10 +230,10 @@ def timed(fns: dict, repeats: int, steps: int) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, f in fns.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(steps):
                 f()
-            times[k].append((time.perf_counter() - t0) / steps)
+            times[k].append((clock() - t0) / steps)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -246,7 +249,8 @@ def measure(name: str, cfg: TrainConfig, M: int, a: argparse.Namespace) -> dict:
         except Exception as exc:  # a torch without the batching rules: say so
             print(f"  torch vmap unavailable: {type(exc).__name__}: {exc}")
             fns.pop("torch vmap")
-    t = timed(fns, a.repeats, a.steps)
+    t = timed(fns, a.repeats, a.steps,
+              time.process_time if a.clock == "cpu" else time.perf_counter)
     rate = sum(shapes.values()) / t["sgemm"]
     per = {"alone": t["alone"], "ensemble": t["ensemble"] / M}
     for k in ("torch 1x1", "torch vmap"):
@@ -267,7 +271,7 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         pass
     print(f"normlab {normlab.__version__}, numpy {np.__version__}, torch {torch.__version__}, "
-          f"1 thread, medians of {a.repeats} rounds x {a.steps} steps")
+          f"1 thread, medians of {a.repeats} rounds x {a.steps} steps, {a.clock} clock")
     head = (f"{'shape':6} {'M':>3} {'alone':>8} {'ensemble':>9} {'torch 1x1':>10} "
             f"{'torch vmap':>11} {'limit':>7} {'GF/s':>6} {'ens/limit':>9} {'alone/limit':>11} "
             f"{'ens/torch':>9}")

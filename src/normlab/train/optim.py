@@ -208,8 +208,7 @@ class AdamW(Optimizer):
         hyper: dict[str, Any] = dict(lr=lr, b1=self.b1, b2=self.b2, eps=self.eps,
                                      weight_decay=self.weight_decay, t=self.t)
         m, v = self.flat_state["m"], self.flat_state["v"]
-        p = flat_buffer([self.params[n] for n in names])
-        g = flat_buffer([grads[n] for n in names])
+        p, g = self._flat_buffers([self.params[n] for n in names], [grads[n] for n in names])
         if p is not None and g is not None:
             starts = np.concatenate([[0], np.cumsum(sizes)])
             sq = adamw_update(p, g, m, v, starts, decay, **hyper)
@@ -222,6 +221,21 @@ class AdamW(Optimizer):
                               decay[i : i + 1], **hyper)
             out[n], lo = float(sq[0]), hi
         return out
+
+    def _flat_buffers(self, ps: list[np.ndarray], gs: list[np.ndarray]
+                      ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``flat_buffer`` of the parameters and of the gradients, found again only when an
+        array is not the one of the last step (the same arrays are the same buffers)."""
+        saved = self._flat_cache
+        if (saved is not None and len(saved[0]) == len(ps)
+                and all(a is b for a, b in zip(saved[0], ps))
+                and all(a is b for a, b in zip(saved[1], gs))):
+            return saved[2], saved[3]
+        p, g = flat_buffer(ps), flat_buffer(gs)
+        self._flat_cache = (ps, gs, p, g)
+        return p, g
+
+    _flat_cache: tuple | None = None  # (params, grads, flat params, flat grads) of the last step
 
     def step(self, grads: dict[str, np.ndarray], lr: float) -> dict[str, float]:
         """One update with learning rate ``lr``; returns ||update||^2 per parameter."""
