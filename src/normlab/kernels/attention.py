@@ -53,6 +53,25 @@ def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options
     """Attention; as ``normlab.functional.attention_forward`` (same arguments and cache)."""
     if not _fast(q, k, v, options):
         return _ref.attention_forward(q, k, v, q_norm_weight, k_norm_weight, **options)
+    out, cache, _ = _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options)
+    return out, cache
+
+
+def attention_forward_members(members: int, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                              **options: object) -> tuple | None:
+    """The fused attention of an ensemble's M = ``members`` members at once, their batches
+    concatenated along the batch axis (q (M B, H, T, D), ...): ``(out, cache, max_logits)``,
+    ``max_logits[m]`` the largest raw logit of member m's rows (each member's ``max_logit``).
+    None where the fused path does not compute the call (the caller then runs each member
+    alone)."""
+    if not _fast(q, k, v, options) or q.shape[0] % members:
+        return None
+    out, cache, rowmax = _fused_forward(q, k, v, None, None, options)
+    return out, cache, [float(r.max()) for r in rowmax.reshape(members, -1)]
+
+
+def _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options):
+    """The fused path: ``(out, cache, rowmax)``, rowmax the raw logits' maximum per row."""
     o = {"qk_norm": "none", "softcap": None, "p_drop": 0.0, "training": False, "rng": None,
          "causal": True, "scale": None, **options}
     q, k, v, softcap, _, _, causal, scale, _ = _ref.check_args(
@@ -66,7 +85,7 @@ def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options
     out = _mix(p, v)  # (B, H, T, D)
     cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
                            scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()))
-    return out, cache
+    return out, cache, rowmax
 
 
 def attention_backward(
@@ -90,4 +109,4 @@ def attention_backward(
     return dq, dk, dv, None, None
 
 
-__all__ = ["attention_backward", "attention_forward"]
+__all__ = ["attention_backward", "attention_forward", "attention_forward_members"]

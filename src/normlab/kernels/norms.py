@@ -22,6 +22,8 @@ kernel (see ``_rows``); other formats (float8, ...) run the reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -337,3 +339,200 @@ def rms_norm_backward(dout: np.ndarray, cache: RMSNormCache) -> tuple[np.ndarray
     launch(_rms_norm_bwd, x.size, xk, dyk, scale, np.ascontiguousarray(rstd).reshape(rows), k,
            dxk, part_w, fx, fdy, F16_TABLE, n)
     return dx, part_w.sum(axis=0).astype(ck.compute_dtype(weight_dt))
+
+
+# ---- an ensemble's members: one launch, each member's rows with its own parameters ---------------
+# Member g owns rows [g R, (g + 1) R) and is split into the chunks a call on its rows alone would
+# use (``nchunks(R, R C)``), so that its parameter-gradient partials, and their float64 sum, are
+# those of that call, bit for bit; the M n chunks run in one prange.
+
+
+@njit(parallel=True, cache=True)
+def _layer_norm_fwd_members(x, weight, bias, eps, y, mean, rstd, fmt, table, n, R):
+    C = x.shape[1]
+    G = weight.shape[0]
+    for c in prange(G * n):
+        g = c // n
+        lo, hi = chunk_bounds(c % n, n, R)
+        xbuf = np.empty(C, mean.dtype)
+        ybuf = np.empty(C, mean.dtype)
+        for i in range(g * R + lo, g * R + hi):
+            v = load_row(x[i], xbuf, fmt, table)
+            mu, r = ln_stats(v, eps)
+            o = out_row(y[i], ybuf)
+            ln_apply(v, mu, r, weight[g], bias[g], o)
+            store_row(y[i], o, fmt)
+            mean[i] = mu
+            rstd[i] = r
+
+
+@njit(parallel=True, cache=True)
+def _layer_norm_bwd_members(x, dy, weight, mean, rstd, dx, part_g, part_b, fx, fdy, table, n, R):
+    C = x.shape[1]
+    G = weight.shape[0]
+    for c in prange(G * n):
+        g = c // n
+        lo, hi = chunk_bounds(c % n, n, R)
+        lo += g * R
+        hi += g * R
+        xbuf = np.empty(C, mean.dtype)
+        gbuf = np.empty(C, mean.dtype)
+        obuf = np.empty(C, mean.dtype)
+        acc_g = np.zeros(C, mean.dtype)
+        acc_b = np.zeros(C, acc_g.dtype)
+        for i in range(lo, hi):
+            v = load_row(x[i], xbuf, fx, table)
+            gr = load_row(dy[i], gbuf, fdy, table)
+            o = out_row(dx[i], obuf)
+            ln_bwd_row(v, gr, weight[g], mean[i], rstd[i], acc_g, acc_b, o)
+            store_row(dx[i], o, fx)
+            if (i - lo + 1) % ROW_BLOCK == 0 or i == hi - 1:
+                flush(acc_g, part_g[c])
+                flush(acc_b, part_b[c])
+
+
+@njit(parallel=True, cache=True)
+def _rms_norm_fwd_members(x, scale, eps, k, y, rstd, fmt, table, n, R):
+    C = x.shape[1]
+    G = scale.shape[0]
+    for c in prange(G * n):
+        g = c // n
+        lo, hi = chunk_bounds(c % n, n, R)
+        xbuf = np.empty(C, rstd.dtype)
+        ybuf = np.empty(C, rstd.dtype)
+        for i in range(g * R + lo, g * R + hi):
+            v = load_row(x[i], xbuf, fmt, table)
+            r = rms_stats(v, k, eps)
+            o = out_row(y[i], ybuf)
+            rms_apply(v, r, scale[g], o)
+            store_row(y[i], o, fmt)
+            rstd[i] = r
+
+
+@njit(parallel=True, cache=True)
+def _rms_norm_bwd_members(x, dy, scale, rstd, k, dx, part_w, fx, fdy, table, n, R):
+    C = x.shape[1]
+    G = scale.shape[0]
+    for c in prange(G * n):
+        g = c // n
+        lo, hi = chunk_bounds(c % n, n, R)
+        lo += g * R
+        hi += g * R
+        xbuf = np.empty(C, rstd.dtype)
+        gbuf = np.empty(C, rstd.dtype)
+        obuf = np.empty(C, rstd.dtype)
+        acc_w = np.zeros(C, rstd.dtype)
+        for i in range(lo, hi):
+            v = load_row(x[i], xbuf, fx, table)
+            gr = load_row(dy[i], gbuf, fdy, table)
+            o = out_row(dx[i], obuf)
+            rms_bwd_row(v, gr, scale[g], rstd[i], k, acc_w, o)
+            store_row(dx[i], o, fx)
+            if (i - lo + 1) % ROW_BLOCK == 0 or i == hi - 1:
+                flush(acc_w, part_w[c])
+
+
+def members_native(x: np.ndarray, *params: np.ndarray | None) -> bool:
+    """Whether the member kernels compute a norm of ``x`` (M, ..., C) with stacked ``params``
+    ((M, C) each, or None): a dtype they read, at least one row per member, and parameters of
+    one float dtype (else the caller runs each member alone)."""
+    M = x.shape[0] if x.ndim >= 2 else 0
+    return (native(x.dtype) and x.size > 0 and M > 0
+            and all(p is None or (p.shape == (M, x.shape[-1]) and p.dtype.kind == "f")
+                    for p in params))
+
+
+def layer_norm_forward_members(x: np.ndarray, weight: np.ndarray | None,
+                               bias: np.ndarray | None, *, eps: float = 1e-5
+                               ) -> tuple[np.ndarray, LayerNormCache]:
+    """M members' LayerNorms in one launch: x (M, ..., C), weight and bias (M, C) or None;
+    member m's rows equal ``layer_norm_forward(x[m], weight[m], bias[m])``'s. The cache holds the
+    stacked x, gains and statistics (for ``layer_norm_backward_members``)."""
+    M, C = x.shape[0], x.shape[-1]
+    ct = ck.compute_dtype(x.dtype)
+    eps = ck.positive(eps, "eps")
+    g = None if weight is None else weight.astype(ct)
+    xk, fmt = kernel_view(rows_of(x))
+    rows = xk.shape[0]
+    R = rows // M
+    y = np.empty(x.shape, x.dtype)
+    yk, _ = kernel_view(y.reshape(rows, C))
+    mean, rstd = np.empty(rows, ct), np.empty(rows, ct)
+    launch(_layer_norm_fwd_members, x.size, xk, np.ones((M, C), ct) if g is None else g,
+           np.zeros((M, C), ct) if bias is None else bias.astype(ct), ct.type(eps),
+           yk, mean, rstd, fmt, F16_TABLE, nchunks(R, x.size // M), R)
+    stat_shape = x.shape[:-1] + (1,)
+    dtypes = (None if weight is None else weight.dtype, None if bias is None else bias.dtype)
+    return y, LayerNormCache(x, g, bias is not None, mean.reshape(stat_shape),
+                             rstd.reshape(stat_shape), dtypes)
+
+
+def layer_norm_backward_members(dout: np.ndarray, cache: LayerNormCache
+                                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Gradients of ``layer_norm_forward_members``: dx (M, ..., C), dweight and dbias (M, C),
+    each member's reduced over its own rows only."""
+    x, g, has_bias, mean, rstd, (weight_dt, bias_dt) = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
+    ct, M, C = mean.dtype, x.shape[0], x.shape[-1]
+    xk, fx = kernel_view(rows_of(x))
+    dyk, fdy = grad_view(dout, ct)
+    rows = xk.shape[0]
+    R = rows // M
+    dx = np.empty(x.shape, x.dtype)
+    dxk, _ = kernel_view(dx.reshape(rows, C))
+    n = nchunks(R, x.size // M)
+    part_g, part_b = np.zeros((M * n, C)), np.zeros((M * n, C))
+    launch(_layer_norm_bwd_members, x.size, xk, dyk, np.ones((M, C), ct) if g is None else g,
+           np.ascontiguousarray(mean).reshape(rows), np.ascontiguousarray(rstd).reshape(rows),
+           dxk, part_g, part_b, fx, fdy, F16_TABLE, n, R)
+    dweight = (None if g is None else
+               part_g.reshape(M, n, C).sum(axis=1).astype(ck.compute_dtype(weight_dt)))
+    dbias = (part_b.reshape(M, n, C).sum(axis=1).astype(ck.compute_dtype(bias_dt))
+             if has_bias else None)
+    return dx, dweight, dbias
+
+
+def rms_norm_forward_members(x: np.ndarray, weight: np.ndarray, *, eps: float = 1e-8,
+                             partial: float | None = None, offset: float = 0.0
+                             ) -> tuple[np.ndarray, RMSNormCache]:
+    """M members' RMSNorms in one launch: x (M, ..., C), weight (M, C); member m's rows equal
+    ``rms_norm_forward(x[m], weight[m], ...)``'s."""
+    M, C = x.shape[0], x.shape[-1]
+    _, _, eps, k = _ref_rms.check_args(x[0], weight[0], eps, partial, offset)
+    ct = ck.compute_dtype(x.dtype)
+    scale = weight.astype(ct) + ct.type(offset)
+    xk, fmt = kernel_view(rows_of(x))
+    rows = xk.shape[0]
+    R = rows // M
+    y = np.empty(x.shape, x.dtype)
+    yk, _ = kernel_view(y.reshape(rows, C))
+    rstd = np.empty(rows, ct)
+    launch(_rms_norm_fwd_members, x.size, xk, scale, ct.type(eps), k, yk, rstd, fmt, F16_TABLE,
+           nchunks(R, x.size // M), R)
+    return y, RMSNormCache(x, scale, rstd.reshape(x.shape[:-1] + (1,)), k, weight.dtype)
+
+
+def rms_norm_backward_members(dout: np.ndarray, cache: RMSNormCache
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """Gradients of ``rms_norm_forward_members``: dx (M, ..., C) and dweight (M, C)."""
+    x, scale, rstd, k, weight_dt = cache
+    dout = ck.float_array(dout, "dout")
+    ck.same_shape(dout, "dout", x.shape, "the shape of the forward's output")
+    ct, M, C = rstd.dtype, x.shape[0], x.shape[-1]
+    xk, fx = kernel_view(rows_of(x))
+    dyk, fdy = grad_view(dout, ct)
+    rows = xk.shape[0]
+    R = rows // M
+    dx = np.empty(x.shape, x.dtype)
+    dxk, _ = kernel_view(dx.reshape(rows, C))
+    n = nchunks(R, x.size // M)
+    part_w = np.zeros((M * n, C))
+    launch(_rms_norm_bwd_members, x.size, xk, dyk, scale, np.ascontiguousarray(rstd).reshape(rows),
+           k, dxk, part_w, fx, fdy, F16_TABLE, n, R)
+    return dx, part_w.reshape(M, n, C).sum(axis=1).astype(ck.compute_dtype(weight_dt))
+
+
+MEMBER_OPS: dict[str, tuple[Callable, Callable]] = {
+    "layer_norm": (layer_norm_forward_members, layer_norm_backward_members),
+    "rms_norm": (rms_norm_forward_members, rms_norm_backward_members)}

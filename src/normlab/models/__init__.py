@@ -5,6 +5,7 @@ from .block import Block, Residual, deepnorm_alpha, deepnorm_beta, make_norm
 from .config import NORMS, PLACEMENTS, POSITIONS, GPTConfig
 from .gpt import GPT, LossParts
 from .hf import load_hf, save_hf
+from .members import stack
 
 __all__ = [
     "GPT",
@@ -20,4 +21,5 @@ __all__ = [
     "load_hf",
     "make_norm",
     "save_hf",
+    "stack",
 ]

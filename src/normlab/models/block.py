@@ -137,10 +137,10 @@ class Residual(Module):
             y = N(self.alpha * x + D(F(x)))
         elif p == "rezero":
             self._f = D(F(x))
-            y = x + self.params["resweight"] * self._f
+            y = x + self._param("resweight", x) * self._f
         elif p == "admin":
             self._x, self._f = x, D(F(x))
-            y = N(self.params["omega"] * x + self._f)
+            y = N(self._param("omega", x) * x + self._f)
         elif p == "branch":
             y = x + D(N(F(x)))
         else:  # none
@@ -162,18 +162,30 @@ class Residual(Module):
             dz = N.backward(dy)
             dx = self.alpha * dz + F.backward(D.backward(dz))
         elif p == "rezero":
-            a = self.params["resweight"]
-            self.accumulate("resweight", np.sum(dy * self._f, dtype=np.float64))
+            a = self._param("resweight", dy)
+            self.accumulate("resweight", self._reduce(_sum64, dy * self._f))
             dx = dy + F.backward(D.backward(a * dy))
         elif p == "admin":
             dz = N.backward(dy)
-            self.accumulate("omega", reduce_rows(dz * self._x))
-            dx = self.params["omega"] * dz + F.backward(D.backward(dz))
+            self.accumulate("omega", self._reduce(reduce_rows, dz * self._x))
+            dx = self._param("omega", dz) * dz + F.backward(D.backward(dz))
         elif p == "branch":
             dx = dy + F.backward(N.backward(D.backward(dy)))
         else:  # none
             dx = dy + F.backward(D.backward(dy))
         return dx
+
+    def _param(self, name: str, x: np.ndarray) -> np.ndarray:
+        """The parameter ``name`` as it broadcasts against ``x``: itself, or an ensemble's
+        (M, ...) stack with x's batch axes inserted after the member axis."""
+        w = self.params[name]
+        if not self.members:
+            return w
+        return w.reshape(w.shape[:1] + (1,) * (x.ndim - w.ndim) + w.shape[1:])
+
+    def _reduce(self, fn: Any, a: np.ndarray) -> np.ndarray:
+        """``fn(a)``, the reduction of a parameter's gradient; an ensemble's member by member."""
+        return np.stack([fn(part) for part in a]) if self.members else fn(a)
 
     def profile_omega(self, x: np.ndarray, omega: float) -> tuple[np.ndarray, float]:
         """Admin's profiling step for this sublayer (Liu et al. 2020, the official code's
@@ -196,6 +208,11 @@ class Residual(Module):
         var = (np.var((w * self._x).astype(np.float64))
                + np.var(self._f.astype(np.float64)))  # type: ignore[union-attr]  # forward set it
         return y, float(np.sqrt(var))
+
+
+def _sum64(a: np.ndarray) -> np.float64:
+    """Sum of every value, accumulated in float64 (ReZero's scalar gradient)."""
+    return np.sum(a, dtype=np.float64)
 
 
 def xavier_init_(attn: CausalSelfAttention, mlp: MLP, rng: np.random.Generator,

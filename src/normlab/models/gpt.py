@@ -12,6 +12,10 @@ Forward (reads down), for token ids idx (B, T):
 Backward (reads up): the same lines in reverse order, each module adding its parameter gradients
 into its buffers.
 
+An ensemble's stacked model (``normlab.models.stack``: M models' parameters along a leading
+member axis) reads the same lines on idx (M, B, T); its forward returns one ``LossParts`` per
+member, each from the member's own loss settings, and its backward takes one dloss per member.
+
 The forward computes no statistics beyond the loss: a measurement observes the tensors through
 the numerics hooks every module calls (``normlab.train.probes``; ``normlab inspect``), so that
 inference pays for nothing it did not ask for.
@@ -19,7 +23,7 @@ inference pays for nothing it did not ask for.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -112,7 +116,8 @@ class GPT(Module):
             self.head = Linear(C, V, rng=rng, std=std["head"], dtype=dtype)
         self.numerics_root: Numerics = FULL_PRECISION  # what set_numerics installed
         self._head_cache: LinearCache | None = None
-        self._loss_cache: CrossEntropyCache | None = None
+        # the loss's cache (an ensemble's stacked model: one per member)
+        self._loss_cache: CrossEntropyCache | list[CrossEntropyCache] | None = None
         if flatten:  # parameters and gradients in two flat buffers: one fused optimizer pass
             self.flatten()
 
@@ -121,15 +126,19 @@ class GPT(Module):
         """The residual stream's start x_0 (B, T, C): scaled token embeddings plus positions."""
         cfg = self.config
         idx = np.asarray(idx)
-        if idx.ndim != 2:
-            raise ValueError(f"idx must be a (B, T) array of token ids; got shape {idx.shape}")
-        T = idx.shape[1]
+        M = self.members
+        if idx.ndim != 2 + (M > 0) or (M and idx.shape[0] != M):
+            shape = f"(M = {M}, B, T)" if M else "(B, T)"
+            raise ValueError(f"idx must be a {shape} array of token ids; got shape {idx.shape}")
+        T = idx.shape[-1]
         if not 1 <= T <= cfg.seq_len:
             raise ValueError(f"sequence length T = {T} must be in [1, seq_len = {cfg.seq_len}]")
         x = self.wte(idx)  # (B, T, C)
         if cfg.embed_scale != 1.0:
             x = x * x.dtype.type(cfg.embed_scale)  # (B, T, C)
-        if cfg.positions == "learned":
+        if cfg.positions == "learned" and M:
+            x = x + self.wpe(np.broadcast_to(np.arange(T), (M, T)))[:, None]  # (M, B, T, C)
+        elif cfg.positions == "learned":
             x = x + self.wpe(np.arange(T))  # (B, T, C) + (T, C)
         return self.numerics.stream(x, "x")
 
@@ -157,6 +166,8 @@ class GPT(Module):
         ``backward``. Targets equal to ``normlab.functional.IGNORE_INDEX`` carry no loss."""
         cfg = self.config
         logits = self._trunk(idx)
+        if self.members:
+            return self._members_loss(logits, targets)  # type: ignore[return-value]
         loss, cache = self.op("cross_entropy_forward")(
             logits, targets, softcap=cfg.final_softcap, z_loss=cfg.z_loss,
             label_smoothing=cfg.label_smoothing,
@@ -164,6 +175,24 @@ class GPT(Module):
         self._loss_cache = cache
         log_z = float(np.mean(cache.log_z, dtype=np.float64))
         return LossParts(float(loss), cache.nll, log_z)
+
+    # an ensemble's stacked model (``models.stack``): each member's loss settings (softcap,
+    # z_loss, label_smoothing) and the (M, n) buffers holding every parameter and gradient
+    member_losses: tuple[dict, ...] = ()
+    flat_parameters: np.ndarray | None = None
+    flat_gradients: np.ndarray | None = None
+
+    def _members_loss(self, logits: np.ndarray, targets: np.ndarray) -> list[LossParts]:
+        """Each member's loss of its targets (M, B, T) from its logits (M, B, T, V), with its
+        own soft-cap, z-loss and label smoothing; one cache per member for ``backward``."""
+        op, parts, caches = self.op("cross_entropy_forward"), [], []
+        for m, options in enumerate(self.member_losses):
+            loss, cache = op(logits[m], targets[m], **options)
+            caches.append(cache)
+            parts.append(LossParts(float(loss), cache.nll,
+                                   float(np.mean(cache.log_z, dtype=np.float64))))
+        self._loss_cache = caches
+        return parts
 
     def residual_stream(self, idx: np.ndarray) -> list[np.ndarray]:
         """The residual stream after every block on ``idx`` (B, T): L arrays (B, T, C), the
@@ -190,14 +219,20 @@ class GPT(Module):
 
     # ---- backward --------------------------------------------------------------------------
     # The model's backward starts from its scalar loss, not from an output gradient as a Module's.
-    def backward(self, dloss: float = 1.0) -> None:  # type: ignore[override]
+    def backward(self, dloss: Any = 1.0) -> None:
         """Add the gradient of ``dloss * loss`` (``dloss`` is the loss scale under loss scaling)
-        into every parameter's buffer; the same lines as ``_trunk`` and ``forward``, upwards."""
+        into every parameter's buffer; the same lines as ``_trunk`` and ``forward``, upwards. An
+        ensemble's stacked model takes one dloss per member (or one for all)."""
         if self._loss_cache is None:
             raise RuntimeError("GPT.backward called before forward(idx, targets)")
         cfg = self.config
         n = self.numerics
-        dlogits, _ = self.op("cross_entropy_backward")(dloss, self._loss_cache)  # (B, T, V)
+        if self.members:  # one dloss per member (its loss scale), one cache per member
+            bwd, dl = self.op("cross_entropy_backward"), np.broadcast_to(dloss, self.members)
+            dlogits = np.stack([bwd(float(d), c)[0]
+                                for d, c in zip(dl, self._loss_cache)])
+        else:
+            dlogits, _ = self.op("cross_entropy_backward")(dloss, self._loss_cache)  # (B, T, V)
         if cfg.tie_embeddings:
             assert self._head_cache is not None  # set with _loss_cache by forward's _trunk
             dx, dW, _ = linear_backward(n.grad(dlogits, "dhead"), self._head_cache)
@@ -208,8 +243,9 @@ class GPT(Module):
         dx = self.norm_f.backward(dx)
         for block in reversed(self.blocks):
             dx = block.backward(dx)
-        if cfg.positions == "learned":
-            self.wpe.backward(dx.sum(axis=0))  # (T, C): the table is shared by the batch
+        if cfg.positions == "learned":  # (T, C): the table is shared by the batch
+            self.wpe.backward(np.stack([d.sum(axis=0) for d in dx]) if self.members
+                              else dx.sum(axis=0))
         if cfg.embed_scale != 1.0:
             dx = dx * dx.dtype.type(cfg.embed_scale)  # (B, T, C)
         self.wte.backward(dx)

@@ -84,57 +84,131 @@ class CausalSelfAttention(Module):
         """The rows of ``qkv.weight`` that make v."""
         return slice((self.n_heads + self.n_kv_heads) * self.head_dim, None)
 
-    def _split(self, qkv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _split(self, qkv: np.ndarray, q_norm: Any = None,
+               k_norm: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(B, T, (H + 2 Hkv) D) -> q (B, H, T, D), k and v (B, Hkv, T, D), with the QK-norm
-        over the whole projections applied first (scope "all")."""
+        over the whole projections (gains ``q_norm``, ``k_norm``) applied first (scope
+        "all")."""
         B, T, _ = qkv.shape
         H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = qkv[..., : H * D], qkv[..., H * D : (H + K) * D], qkv[..., (H + K) * D :]
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            q, cq = qk_norm_forward(self.qk_norm, q, self.params["q_norm"], self.qk_norm_eps)
-            k, ck_ = qk_norm_forward(self.qk_norm, k, self.params["k_norm"], self.qk_norm_eps)
+            q, cq = qk_norm_forward(self.qk_norm, q, q_norm, self.qk_norm_eps)
+            k, ck_ = qk_norm_forward(self.qk_norm, k, k_norm, self.qk_norm_eps)
             self._qk_caches = (cq, ck_)
         heads = lambda a, n: a.reshape(B, T, n, D).transpose(0, 2, 1, 3)  # noqa: E731
         return heads(q, H), heads(k, K), heads(v, K)
 
-    def _merge(self, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
-        """The inverse of ``_split`` for gradients: (B, T, (H + 2 Hkv) D)."""
+    def _merge(self, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, qk_caches: Any = None
+               ) -> tuple[np.ndarray, Any, Any]:
+        """The inverse of ``_split`` for gradients: (B, T, (H + 2 Hkv) D), and the gradients of
+        the whole-projection QK-norm gains (None otherwise)."""
         B, _, T, _D = dq.shape
         flat = lambda a: a.transpose(0, 2, 1, 3).reshape(B, T, -1)  # noqa: E731
         dq, dk, dv = flat(dq), flat(dk), flat(dv)  # (B, T, H D), (B, T, Hkv D) x 2
+        dwq = dwk = None
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            # set by the forward of the same settings
-            (cq, ck_), self._qk_caches = self._qk_caches, None  # type: ignore[misc]
+            cq, ck_ = qk_caches
             dq, dwq = qk_norm_backward(self.qk_norm, dq, cq)
             dk, dwk = qk_norm_backward(self.qk_norm, dk, ck_)
-            self.accumulate("q_norm", dwq)
-            self.accumulate("k_norm", dwk)
-        return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1)
+        return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1), dwq, dwk
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        B, T, _C = x.shape
-        H, D = self.n_heads, self.head_dim
-        n = self.numerics
-        q, k, v = self._split(self.qkv(x))  # (B, H, T, D), (B, Hkv, T, D) x 2
+    def _core(self, qkv: np.ndarray, member: int | None = None) -> tuple[np.ndarray, Any, Any]:
+        """qkv (B, T, (H + 2 Hkv) D) -> the heads' outputs (B, H, T, D), the op's cache and the
+        whole-projection QK-norm caches (None without); with ``member``, an ensemble member's
+        gains and dropout generator."""
+        T = qkv.shape[1]
+        pick = (lambda a: a) if member is None else (lambda a: None if a is None else a[member])
+        q_norm, k_norm = pick(self.params.get("q_norm")), pick(self.params.get("k_norm"))
+        rng = self.rng if member is None else self.member_rngs[member]
+        self._qk_caches = None
+        q, k, v = self._split(qkv, q_norm, k_norm)  # (B, H, T, D), (B, Hkv, T, D) x 2
         per_head = self.qk_norm if self.qk_norm_scope == "head" else "none"
         rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
-        y, self._cache = self.op("attention_forward")(
-            q, k, v, self.params.get("q_norm") if per_head != "none" else None,
-            self.params.get("k_norm") if per_head != "none" else None, qk_norm=per_head,
+        y, cache = self.op("attention_forward")(
+            q, k, v, q_norm if per_head != "none" else None,
+            k_norm if per_head != "none" else None, qk_norm=per_head,
             qk_norm_eps=self.qk_norm_eps, rope=rope, softcap=self.softcap, p_drop=self.p_drop,
-            training=self.training, rng=self.rng, causal=self.causal, scale=self.scale,
+            training=self.training, rng=rng, causal=self.causal, scale=self.scale,
             window=self.window,
         )  # (B, H, T, D)
+        return y, cache, self._qk_caches
+
+    def _core_backward(self, dy: np.ndarray, saved: Any) -> tuple[np.ndarray, Any, Any]:
+        """The inverse of ``_core``: d qkv (B, T, (H + 2 Hkv) D) and the QK-norm gains'
+        gradients (None without QK-norm)."""
+        cache, qk_caches = saved
+        dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, cache)
+        dqkv, dwq, dwk = self._merge(dq, dk, dv, qk_caches)
+        if self.qk_norm_scope == "all":
+            dq_norm, dk_norm = dwq, dwk
+        return dqkv, dq_norm, dk_norm
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        if self.members:
+            return self._members_forward(x)
+        B, T, _C = x.shape
+        H, D = self.n_heads, self.head_dim
+        y, self._cache, self._qk_caches = self._core(self.qkv(x))  # (B, H, T, D)
         self.max_logit = self._cache.max_logit
-        y = n.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, H * D)  # (B, T, H D)
+        y = self.numerics.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, H * D)
         return self.proj(y)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
+        if self.members:
+            return self._members_backward(dout)
         B, T, _C = dout.shape
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
-        dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, self._last_cache())
-        if self.qk_norm != "none" and self.qk_norm_scope == "head":
+        dqkv, dq_norm, dk_norm = self._core_backward(dy, (self._last_cache(), self._qk_caches))
+        self._qk_caches = None
+        if self.qk_norm != "none":
             self.accumulate("q_norm", dq_norm)
             self.accumulate("k_norm", dk_norm)
-        return self.qkv.backward(self._merge(dq, dk, dv))  # (B, T, C)
+        return self.qkv.backward(dqkv)  # (B, T, C)
+
+    # ---- an ensemble's members (``members`` = M, x (M, B, T, C)) ------------------------------
+    member_rngs: tuple[np.random.Generator, ...] = ()  # member m's dropout generator
+    member_max_logit: tuple[float, ...] = ()  # after a forward: each member's max_logit
+
+    def _members_forward(self, x: np.ndarray) -> np.ndarray:
+        """The members' attention: the projections batched over the members, the fused op once
+        over the M B sequences where it computes the call, else member by member."""
+        M, B, T, _C = x.shape
+        H, D = self.n_heads, self.head_dim
+        qkv = self.qkv(x).reshape(M * B, T, -1)  # (M B, T, (H + 2 Hkv) D)
+        fused = None
+        if self.impl == "kernel" and self.qk_norm == "none":
+            from ..kernels.attention import attention_forward_members
+
+            fused = attention_forward_members(
+                M, *self._split(qkv), softcap=self.softcap, p_drop=self.p_drop,
+                training=self.training, rng=None, causal=self.causal, scale=self.scale,
+                window=self.window, rope=self.rope)
+        if fused is not None:
+            y, cache, maxes = fused  # (M B, H, T, D)
+            self._cache = ("fused", (cache, None))
+            self.member_max_logit = tuple(maxes)
+        else:
+            parts = [self._core(qkv[m * B:(m + 1) * B], m) for m in range(M)]
+            y = np.concatenate([p[0] for p in parts])  # (M B, H, T, D)
+            self._cache = ("members", [(p[1], p[2]) for p in parts])
+            self.member_max_logit = tuple(p[1].max_logit for p in parts)
+        self.max_logit = float(np.max(self.member_max_logit))
+        y = self.numerics.output(y.reshape(M, B, H, T, D), "attention")
+        return self.proj(y.transpose(0, 1, 3, 2, 4).reshape(M, B, T, H * D))
+
+    def _members_backward(self, dout: np.ndarray) -> np.ndarray:
+        M, B, T, _C = dout.shape
+        H, D = self.n_heads, self.head_dim
+        dy = self.proj.backward(dout).reshape(M * B, T, H, D).transpose(0, 2, 1, 3)
+        how, saved = self._last_cache()
+        if how == "fused":
+            dqkv = self._core_backward(dy, saved)[0]  # (M B, T, (H + 2 Hkv) D)
+        else:
+            parts = [self._core_backward(dy[m * B:(m + 1) * B], s) for m, s in enumerate(saved)]
+            dqkv = np.concatenate([p[0] for p in parts])
+            if self.qk_norm != "none":
+                self.accumulate("q_norm", np.stack([p[1] for p in parts]))
+                self.accumulate("k_norm", np.stack([p[2] for p in parts]))
+        return self.qkv.backward(dqkv.reshape(M, B, T, -1))  # (M, B, T, C)

@@ -66,11 +66,51 @@ class Norm(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         params = [self.params.get(n) for n in self.entry.param_names]
-        out, self._cache = self._ops()[0](x, *params, **self.options)
+        op = self._ops()[0]
+        grouped = self._member_ops(x, params)
+        if grouped is not None:  # one launch, each member's rows with its own parameters
+            out, cache = grouped[0](x, *params, **self.options)
+            self._cache = ("grouped", cache)
+            return out
+        if self.members:  # member by member: each its own parameters and reduction
+            outs, caches = [], []
+            for m in range(self.members):
+                out, cache = op(x[m], *[None if p is None else p[m] for p in params],
+                                **self.options)
+                outs.append(out)
+                caches.append(cache)
+            self._cache = ("each", caches)
+            return np.stack(outs)
+        out, self._cache = op(x, *params, **self.options)
         return out
 
+    def _member_ops(self, x: np.ndarray, params: list) -> tuple[Callable, Callable] | None:
+        """An ensemble's fused member kernels for this norm and these inputs, else None."""
+        e = self.entry
+        if not self.members or self.impl != "kernel" or e.kernel is None:
+            return None
+        from ..kernels import available
+
+        if not available():
+            return None
+        from ..kernels.norms import MEMBER_OPS, members_native
+
+        ops = MEMBER_OPS.get(e.kernel)
+        return ops if ops is not None and members_native(x, *params) else None
+
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        dx, *dparams = self._ops()[1](dout, self._last_cache())
+        op = self._ops()[1]
+        if self.members and self._last_cache()[0] == "grouped":
+            from ..kernels.norms import MEMBER_OPS
+
+            dx, *dparams = MEMBER_OPS[str(self.entry.kernel)][1](dout, self._cache[1])
+        elif self.members:
+            per = [op(dout[m], c) for m, c in enumerate(self._last_cache()[1])]
+            dx = np.stack([r[0] for r in per])
+            dparams = [None if per[0][i] is None else np.stack([r[i] for r in per])
+                       for i in range(1, len(per[0]))]
+        else:
+            dx, *dparams = op(dout, self._last_cache())
         for name, g in zip(self.entry.param_names, dparams, strict=True):
             if name in self.params:
                 self.accumulate(name, g)
@@ -160,9 +200,21 @@ class Dropout(Module):
         self.p_drop = ck.probability(p_drop, "p_drop")
         self.rng = ck.generator(rng)
 
+    # an ensemble's dropout: member m's masks from member m's generator, as its model draws them
+    member_rngs: tuple[np.random.Generator, ...] = ()
+
     def forward(self, x: np.ndarray) -> np.ndarray:
+        if self.members:
+            outs, caches = zip(*(dropout_forward(x[m], self.p_drop, training=self.training,
+                                                 rng=rng)
+                                 for m, rng in enumerate(self.member_rngs)))
+            self._cache = caches
+            return np.stack(outs)
         out, self._cache = dropout_forward(x, self.p_drop, training=self.training, rng=self.rng)
         return out
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
+        if self.members:
+            return np.stack([dropout_backward(dout[m], c)
+                             for m, c in enumerate(self._last_cache())])
         return dropout_backward(dout, self._last_cache())

@@ -72,12 +72,21 @@ class Embedding(Module):
         self.add_param("weight", _normal(rng, std, (num_embeddings, dim), dtype))
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
-        out, self._cache = embedding_forward(ids, self.numerics.param(self.params["weight"]))
+        weight = self.numerics.param(self.params["weight"])
+        if self.members:  # (M, V, C) tables, ids (M, ...): member m's rows of the (M V, C) table
+            M, V, C = weight.shape
+            ids = np.asarray(ids)
+            if ids.ndim < 1 or ids.shape[0] != M:
+                raise ValueError(f"ids must have a leading member axis of {M}; got {ids.shape}")
+            offset = (np.arange(M) * V).reshape((M,) + (1,) * (ids.ndim - 1))
+            flat, self._cache = embedding_forward(ids + offset, weight.reshape(M * V, C))
+            return flat
+        out, self._cache = embedding_forward(ids, weight)
         return out
 
     def backward(self, dout: np.ndarray) -> None:
         _, dweight = embedding_backward(dout, self._last_cache())
-        self.accumulate("weight", dweight)
+        self.accumulate("weight", dweight.reshape(self.params["weight"].shape))
 
 
 def _normal(rng: np.random.Generator | None, std: float, shape: tuple[int, int],

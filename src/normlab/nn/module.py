@@ -4,6 +4,11 @@ Modules hold no calculus. ``forward`` calls a pure ``*_forward`` and keeps the c
 call; ``backward`` calls the matching ``*_backward`` and *adds* the parameter gradients into
 ``self.grads`` (so tied or repeated parameters work), returning the input gradient.
 
+An ensemble's modules (``normlab.train.Ensemble``; ``normlab.models.stack``) hold M models'
+parameters stacked along a leading member axis, ``members = M`` (0: one model), and take inputs
+with that leading axis; each parameter gradient reduces over the axes its parameter was broadcast
+along, so that member m's gradient is the one its model alone would have.
+
 Children are found among the attributes: a ``Module``, or a list/tuple of them. Parameter names
 are dotted paths (``blocks.0.attn.norm.weight``), as in PyTorch's ``named_parameters``.
 """
@@ -20,6 +25,8 @@ from .._checks import compute_dtype
 
 class Module:
     """Base class: ``params`` and ``grads`` are dicts of arrays with the same keys."""
+
+    members: int = 0  # M > 0: the parameters are M members' (M, ...) stacked, inputs (M, ...)
 
     def __init__(self) -> None:
         self.params: dict[str, np.ndarray] = {}

@@ -218,3 +218,74 @@ def numerics_scope(model: Any, numerics: Numerics) -> Iterator[Numerics]:
         yield numerics
     finally:
         model.set_numerics(previous)
+
+
+# ---- an ensemble's members -----------------------------------------------------------------------
+_ROLES = {"param": ("params",), "weight": ("params", "compute"), "input": ("compute",),
+          "output": ("activations",), "stream": ("activations",), "grad": ("gradients",)}
+
+
+class MemberNumerics(Numerics):
+    """The hooks of an ensemble's stacked model (``normlab.models.stack``): member m's own hooks
+    (``members[m]``: its policy, its probes' watch) applied to member m's slice ``x[m]`` of every
+    tensor, so that each member rounds, scales and draws rounding noise as its model alone would.
+    A hook that is the identity for every member costs nothing; one whose rounding is the same
+    element-wise map for every member (no scaling, no stochastic rounding) runs once over the
+    stacked tensor. ``end_step``, state and checkpoints stay each member's own."""
+
+    def __init__(self, members: list[Numerics]):
+        if not members or not all(isinstance(m, Numerics) for m in members):
+            raise TypeError("members must be a non-empty list of Numerics")
+        self.members = list(members)
+
+    def bind(self, site: str) -> Numerics:
+        return _MemberSite([m.bind(site) for m in self.members])
+
+
+def _elementwise(views: list[Numerics], hook: str) -> bool:
+    """Whether ``hook`` is one element-wise rounding shared by every member's view: policy
+    sites (not watched) of equal roles, none scaled, none stochastic."""
+    if not all(type(v) is _Site for v in views):
+        return False
+    roles = [tuple(v.owner.roles[r] for r in _ROLES[hook]) for v in views]  # type: ignore[attr-defined]
+    quantizers = {id(v.owner.quantizer) for v in views}  # type: ignore[attr-defined]
+    return len(quantizers) == 1 and all(r == roles[0] for r in roles) and all(
+        p.scaling is None and p.rounding != "stochastic" for p in roles[0])
+
+
+class _MemberSite(Numerics):
+    """One module's view of a MemberNumerics: each hook applied member by member."""
+
+    def __init__(self, views: list[Numerics]):
+        self.views = views
+        self.identity = all(type(v) is Numerics for v in views)  # full precision, unwatched
+        self.shared = {h: _elementwise(views, h) for h in _ROLES}
+
+    def _each(self, hook: str, x: np.ndarray, key: str) -> np.ndarray:
+        if self.identity:
+            return x
+        if self.shared[hook]:
+            return getattr(self.views[0], hook)(x, key)
+        parts = list(x)
+        outs = [getattr(v, hook)(p, key) for v, p in zip(self.views, parts)]
+        if all(o is p for o, p in zip(outs, parts)):
+            return x
+        return np.stack(outs)
+
+    def param(self, w, key="param"):
+        return self._each("param", w, key)
+
+    def weight(self, w, key="weight"):
+        return self._each("weight", w, key)
+
+    def input(self, x, key="input"):
+        return self._each("input", x, key)
+
+    def output(self, y, key="output"):
+        return self._each("output", y, key)
+
+    def stream(self, x, key="stream"):
+        return self._each("stream", x, key)
+
+    def grad(self, g, key="grad"):
+        return self._each("grad", g, key)

@@ -4,6 +4,7 @@ policies, metrics and checkpoints."""
 from .checkpoint import CheckpointError
 from .config import DATA, OPTIMIZERS, TrainConfig, default_model
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
+from .ensemble import Ensemble, train_ensemble
 from .optim import SGD, AdamW, clip_grad_norm
 from .precision import PRECISIONS, TrainingPrecision
 from .schedules import SCHEDULES, learning_rate
@@ -19,6 +20,7 @@ __all__ = [
     "AlgorithmicSource",
     "CheckpointError",
     "DataSource",
+    "Ensemble",
     "MarkovSource",
     "TextSource",
     "TrainConfig",
@@ -30,4 +32,5 @@ __all__ = [
     "learning_rate",
     "make_source",
     "train",
+    "train_ensemble",
 ]

@@ -77,17 +77,22 @@ def _state_views(
 
 
 def flat_buffer(arrays: list[np.ndarray]) -> np.ndarray | None:
-    """The 1-D buffer of which ``arrays`` are consecutive contiguous views covering all of it, in
-    order (as ``Module.flatten`` lays out parameters and gradients), else None."""
+    """The 1-D span of one C-contiguous buffer of which ``arrays`` are consecutive contiguous
+    views, in order (as ``Module.flatten`` lays out parameters and gradients; the whole buffer,
+    or one member's row of an ensemble's (members, n) buffer), else None."""
     base = arrays[0].base if arrays else None
-    if not isinstance(base, np.ndarray) or base.ndim != 1 or not base.flags.c_contiguous:
+    if not isinstance(base, np.ndarray) or not base.flags.c_contiguous:
         return None
-    addr, step = base.ctypes.data, base.itemsize
+    start = addr = arrays[0].ctypes.data
     for a in arrays:
-        if a.base is not base or not a.flags.c_contiguous or a.ctypes.data != addr:
+        if (a.base is not base or a.dtype != base.dtype or not a.flags.c_contiguous
+                or a.ctypes.data != addr):
             return None
-        addr += a.size * step
-    return base if addr == base.ctypes.data + base.size * step else None
+        addr += a.nbytes
+    lo = (start - base.ctypes.data) // base.itemsize
+    flat = base.reshape(-1)
+    return flat if lo == 0 and addr - start == base.nbytes else flat[lo:lo + (addr - start)
+                                                                       // base.itemsize]
 
 
 def _memory_order(p: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -203,8 +208,7 @@ class AdamW(Optimizer):
         hyper: dict[str, Any] = dict(lr=lr, b1=self.b1, b2=self.b2, eps=self.eps,
                                      weight_decay=self.weight_decay, t=self.t)
         m, v = self.flat_state["m"], self.flat_state["v"]
-        p = flat_buffer([self.params[n] for n in names])
-        g = flat_buffer([grads[n] for n in names])
+        p, g = self._flat_buffers([self.params[n] for n in names], [grads[n] for n in names])
         if p is not None and g is not None:
             starts = np.concatenate([[0], np.cumsum(sizes)])
             sq = adamw_update(p, g, m, v, starts, decay, **hyper)
@@ -217,6 +221,21 @@ class AdamW(Optimizer):
                               decay[i : i + 1], **hyper)
             out[n], lo = float(sq[0]), hi
         return out
+
+    def _flat_buffers(self, ps: list[np.ndarray], gs: list[np.ndarray]
+                      ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``flat_buffer`` of the parameters and of the gradients, found again only when an
+        array is not the one of the last step (the same arrays are the same buffers)."""
+        saved = self._flat_cache
+        if (saved is not None and len(saved[0]) == len(ps)
+                and all(a is b for a, b in zip(saved[0], ps))
+                and all(a is b for a, b in zip(saved[1], gs))):
+            return saved[2], saved[3]
+        p, g = flat_buffer(ps), flat_buffer(gs)
+        self._flat_cache = (ps, gs, p, g)
+        return p, g
+
+    _flat_cache: tuple | None = None  # (params, grads, flat params, flat grads) of the last step
 
     def step(self, grads: dict[str, np.ndarray], lr: float) -> dict[str, float]:
         """One update with learning rate ``lr``; returns ||update||^2 per parameter."""

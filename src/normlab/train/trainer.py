@@ -187,16 +187,7 @@ class Trainer:
         if self.precision.param_round is not None:  # stored in the policy's format from the start
             for p in self.params.values():
                 p[...] = self.precision.param_round(p)
-        rounding: dict[str, Any] = dict(state_round=self.precision.state_round,
-                                        param_round=self.precision.param_round)
-        self.optimizer: AdamW | SGD
-        if config.optimizer == "adamw":
-            self.optimizer = AdamW(self.params, betas=(config.beta1, config.beta2),
-                                   eps=config.adam_eps, weight_decay=config.weight_decay,
-                                   **rounding)
-        else:
-            self.optimizer = SGD(self.params, momentum=config.momentum,
-                                 weight_decay=config.weight_decay, **rounding)
+        self.optimizer: AdamW | SGD = self._make_optimizer()
         self.val = source.val_batches(config.eval_batches, config.batch_size, T)
         self.step = 0
         self.probes = probes.build(config.active_probes(), self)  # by name
@@ -210,26 +201,62 @@ class Trainer:
         self.first_loss: float | None = None
         self.train_time = 0.0
 
+    def _make_optimizer(self) -> AdamW | SGD:
+        """The config's optimizer over ``self.params``, rounding as the precision policy says."""
+        cfg = self.config
+        rounding: dict[str, Any] = dict(state_round=self.precision.state_round,
+                                        param_round=self.precision.param_round)
+        if cfg.optimizer == "adamw":
+            return AdamW(self.params, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+                         weight_decay=cfg.weight_decay, **rounding)
+        return SGD(self.params, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                   **rounding)
+
     # ---- one step --------------------------------------------------------------------------
     def train_step(self) -> dict:
         """Run one step and return its record; sets ``stopped`` when the run must end."""
-        cfg, model, scaler = self.config, self.model, self.precision.scaler
-        x, y = self.source.train_batch(cfg.batch_size, cfg.model.seq_len, self.data_rng)
-        if not model.training:  # evaluate() and the probes hand it back in train mode
-            model.train()
+        model = self.model
+        x, y = self.next_batch()
         with np.errstate(over="ignore", invalid="ignore"), self._watching():
             parts = model.forward(x, y)  # a blow-up is detected just below
+        record = self.forward_record(parts, y)
+        if self.stopped is not None:
+            return record
+        self._zero_grads()
+        scale = self.loss_scale()
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is detected below
+            model.backward(scale * self.config.loss_multiplier)
+        return self.finish_step(record, scale)
+
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """The next training batch (x, y), each (B, T); the model back in train mode."""
+        cfg = self.config
+        x, y = self.source.train_batch(cfg.batch_size, cfg.model.seq_len, self.data_rng)
+        if not self.model.training:  # evaluate() and the probes hand it back in train mode
+            self.model.train()
+        return x, y
+
+    def loss_scale(self) -> float:
+        """This step's loss scale S (1 without a loss scaler)."""
+        scaler = self.precision.scaler
+        return 1.0 if scaler is None else float(scaler.scale)
+
+    def forward_record(self, parts: Any, y: np.ndarray) -> dict:
+        """The step's record after the forward (lr, loss, nll, log Z and the forward probes);
+        sets ``stopped`` when the loss is non-finite or exploding."""
+        cfg = self.config
         lr = learning_rate(self.step, schedule=cfg.schedule, lr=cfg.lr, warmup=cfg.warmup,
                            total=cfg.steps, min_lr=cfg.min_lr)
         record = {"step": self.step, "lr": lr, "loss": parts.loss, "nll": parts.nll,
                   "log_z": parts.log_z}
         self._probe("forward", record, y)
-        if self._diverged(parts.loss):
-            return record
-        self._zero_grads()
-        scale = 1.0 if scaler is None else float(scaler.scale)
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is detected below
-            model.backward(scale * cfg.loss_multiplier)
+        self._diverged(parts.loss)
+        return record
+
+    def finish_step(self, record: dict, scale: float) -> dict:
+        """After the backward (gradients of S x M x loss in the buffers): unscale, skip a step
+        with a non-finite gradient, clip, update, advance the loss scaler."""
+        cfg, scaler = self.config, self.precision.scaler
         self.precision.numerics.end_step()  # delayed scaling: this step's amax enters the history
         grad_sq = self._unscale(scale)
         record["grad_norm"] = grad_norm = math.sqrt(sum(grad_sq.values()))
@@ -241,7 +268,7 @@ class Trainer:
             return self._skip(record)
         if cfg.grad_clip is not None:
             record["clip_factor"] = clip_grad_norm(self.grads, cfg.grad_clip, grad_norm)
-        update_sq = self.optimizer.step(self.grads, lr)
+        update_sq = self.optimizer.step(self.grads, record["lr"])
         if scaler is not None:
             scaler.update(False)
         self._probe("update", record, update_sq)

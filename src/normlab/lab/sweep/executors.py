@@ -2,8 +2,9 @@
 
 An executor has one method, ``imap(fn, items)``: ``items`` yields ``(tag, arg)`` pairs and is read
 lazily (an item is taken when there is a free worker for it); ``imap`` yields ``(tag, fn(arg))``
-in the order the tasks finish. ``fn`` is :func:`task.run_point`, which never raises; a task lost
-to the machinery (a worker process killed, a Ray node gone) comes back as a ``failed`` payload.
+in the order the tasks finish. ``fn`` is :func:`task.run_points` (runs trained as one ensemble),
+which never raises; a task lost to the machinery (a worker process killed, a Ray node gone)
+comes back as a ``failed`` payload.
 Results travel back to the driver, which writes the store: on a cluster the driver's disk is the
 one place every result reaches, and workers need no shared filesystem.
 

@@ -13,7 +13,7 @@ from ...train.config import TrainConfig
 from .executors import ProcessPool, default_workers
 from .spec import Point, SweepSpec, load_spec, make_points
 from .store import DIVERGED, DONE, FAILED, RunRecord, RunStore, StoreError
-from .task import run_point
+from .task import run_points
 
 Progress = Callable[[float, float, str], None]  # (done, total, note), as the lab's progress bars
 
@@ -94,24 +94,80 @@ def _execute(todo: list[Point], store: RunStore, records: dict[str, RunRecord], 
         counts[FAILED] += 1
         report()
 
-    def items() -> Iterator[tuple[Point, dict]]:
-        for p in todo:  # read lazily by the executor: prepared when dispatched
-            try:
-                attempts[p.id] = store.prepare(p)
-            except StoreError as exc:
-                unwritable(p, exc)
-                continue
-            yield p, p.config.to_dict()
+    def items() -> Iterator[tuple[list[Point], list[dict]]]:
+        for group in ensembles(todo, getattr(executor, "workers", 1) or 1):
+            ready = []  # read lazily by the executor: prepared when dispatched
+            for p in group:
+                try:
+                    attempts[p.id] = store.prepare(p)
+                except StoreError as exc:
+                    unwritable(p, exc)
+                    continue
+                ready.append(p)
+            if ready:
+                yield ready, [p.config.to_dict() for p in ready]
 
-    with contextlib.closing(executor.imap(run_point, items())) as outcomes:
-        for p, payload in outcomes:
-            try:
-                records[p.id] = store.write(p, payload, attempts[p.id])
-            except StoreError as exc:
-                unwritable(p, exc)
-                continue
-            counts[payload["status"]] += 1
-            report()
+    with contextlib.closing(executor.imap(run_points, items())) as outcomes:
+        for group, payload in outcomes:
+            # one payload per run; a worker that died or a task that failed: the same for all
+            payloads = payload.get("payloads") or [payload] * len(group)
+            for p, one in zip(group, payloads):
+                try:
+                    records[p.id] = store.write(p, one, attempts[p.id])
+                except StoreError as exc:
+                    unwritable(p, exc)
+                    continue
+                counts[one["status"]] += 1
+                report()
+
+
+# the most runs one ensemble trains: beyond, a member's step is no faster (benchmarks/
+# train_ensemble.py) and one task would hold a worker for long
+MAX_MEMBERS = 16
+
+
+def ensemble_key(config: TrainConfig) -> str:
+    """What runs must share to train as one ensemble (``normlab.train.ensemble``): the model's
+    shape-changing fields and the batch size; equal keys can share a pass."""
+    import json
+
+    from ...models.members import LOSS_FIELDS
+
+    model = {k: v for k, v in config.model.to_dict().items() if k not in LOSS_FIELDS}
+    return json.dumps([config.batch_size, model], sort_keys=True, default=str)
+
+
+def ensembles(points: list[Point], workers: int) -> list[list[Point]]:
+    """``points`` grouped into ensembles: the points of one ``ensemble_key`` together, in their
+    order, at most ``MAX_MEMBERS`` and at most what the memory allows per group
+    (``train.budget``: every member's parameters, optimizer state and activations), the
+    largest groups halved until there is one for each of the executor's ``workers``."""
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        groups.setdefault(ensemble_key(p.config), []).append(p)
+    out: list[list[Point]] = []
+    for members in groups.values():
+        cap = _members_that_fit(members[0].config)
+        out += [members[i:i + cap] for i in range(0, len(members), cap)]
+    while len(out) < workers and any(len(g) > 1 for g in out):
+        big = max(range(len(out)), key=lambda i: len(out[i]))
+        g = out.pop(big)
+        out[big:big] = [g[: len(g) // 2], g[len(g) // 2:]]
+    return out
+
+
+def _members_that_fit(config: TrainConfig) -> int:
+    """How many runs like ``config`` one ensemble may hold: ``MAX_MEMBERS``, fewer where their
+    memory (all but the data source, which the members share) would pass half of what the
+    machine has available."""
+    from ...train.budget import available_memory, estimate
+
+    e = estimate(config)
+    per_run = e.parameters + e.optimizer + e.activations + e.evaluation + e.history
+    free = available_memory()
+    if free is None or per_run <= 0:
+        return MAX_MEMBERS
+    return max(1, min(MAX_MEMBERS, int(0.5 * free // per_run)))
 
 
 def check_points_fit(points: Iterable[Point]) -> None:

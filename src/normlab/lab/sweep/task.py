@@ -47,6 +47,31 @@ def run_point(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def run_points(configs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Train the runs ``configs`` describe as one ensemble (``normlab.train.Ensemble``: one pass
+    for all, each run's result its single run's); never raises. Returns ``{"payloads": [...]}``,
+    one ``run_point`` payload per config, in order, its ``wall_s`` and ``cpu_s`` the run's share
+    of the ensemble's. Runs that cannot train together (an exception building the ensemble, or
+    during it) are each trained alone, so every run gets its own outcome."""
+    if len(configs) == 1:
+        return {"payloads": [run_point(configs[0])]}
+    t0, c0 = time.perf_counter(), time.process_time()
+    base: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+    try:
+        from ...train import TrainConfig, train_ensemble
+        from ..allocator import keep_freed_memory
+
+        keep_freed_memory()
+        results = train_ensemble([TrainConfig.from_dict(c) for c in configs])
+    except Exception:
+        return {"payloads": [run_point(c) for c in configs]}
+    wall = (time.perf_counter() - t0) / len(configs)
+    cpu = (time.process_time() - c0) / len(configs)
+    return {"payloads": [
+        {**base, "status": "done" if r.stopped is None else "diverged", "reason": r.stopped,
+         "result": r.to_dict(), "wall_s": wall, "cpu_s": cpu} for r in results]}
+
+
 def failure(reason: str, tb: str | None = None) -> dict[str, Any]:
     """The payload of a run that failed (an exception, or a worker that died)."""
     return {"status": "failed", "reason": reason, "traceback": tb, "result": None}

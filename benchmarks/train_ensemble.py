@@ -1,0 +1,295 @@
+"""Ensembles: one training step per member, M members trained in one pass (normlab.train.Ensemble)
+against the same model trained alone, against PyTorch eager training the same members, and
+against the sgemm limit measured in the same run on the step's own shapes.
+
+    python benchmarks/train_ensemble.py [--members 1,4,8,16] [--shapes lab,bench] [--repeats 7]
+
+Shapes: ``lab`` is the lab's quick shape (the warmup experiment's recipe: post-LN LayerNorm,
+d 32, T 16, B 16, V 16, 12 blocks, Adam (0.9, 0.98), no weight decay, no clipping, Markov data)
+and ``bench`` the training benchmark's (benchmarks/train_step.py: pre-LN RMSNorm, d 128, T 64,
+B 16, V 64, 4 blocks). One thread (OpenBLAS, numba, torch), and a malloc that keeps freed memory,
+as ``normlab train`` sets it.
+
+Per shape and ensemble size M, medians over ``--repeats`` rounds (round-robin) of:
+
+    alone        normlab ``Trainer.train_step`` of one member (the single run, default probes)
+    ensemble     normlab ``Ensemble.train_step`` of M members, divided by M
+    torch        PyTorch eager, the same architecture, forward + backward + AdamW: one model at a
+                 time (``torch 1x1``) and the M models stacked with ``torch.func`` (functional_call,
+                 grad and vmap over the stacked parameters, one AdamW over the stacks:
+                 ``torch vmap``), each divided by M; the faster of the two is ``torch best``
+    limit        the step's matrix-multiply FLOPs (every linear product forward and backward,
+                 attention's four products) at the sgemm rate NumPy reaches on the linear products'
+                 own shapes, timed in the same rounds
+
+and prints per-member milliseconds, the fraction of the limit (limit / time) and normlab's best
+against PyTorch's best (ensemble / torch best).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import time
+
+for _var in ("OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ[_var] = "1"  # before NumPy, numba and torch start their pools
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from normlab.models import GPTConfig  # noqa: E402
+from normlab.train import Ensemble, TrainConfig, Trainer  # noqa: E402
+
+torch.set_num_threads(1)
+
+SHAPES = {
+    "lab": TrainConfig(
+        model=GPTConfig(vocab_size=16, seq_len=16, n_layers=12, d_model=32, n_heads=4,
+                        init_std=32**-0.5, placement="post"),
+        data="markov", markov_order=1, steps=10**6, batch_size=16, beta2=0.98, warmup=40,
+        weight_decay=0.0, grad_clip=None, eval_interval=10**6),
+    "bench": TrainConfig(
+        model=GPTConfig(vocab_size=64, seq_len=64, n_layers=4, d_model=128, n_heads=4,
+                        placement="pre", norm="rmsnorm"),
+        steps=10**6, batch_size=16, eval_interval=10**6),
+}
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--members", default="1,4,8,16")
+    p.add_argument("--shapes", default="lab,bench")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--steps", type=int, default=3, help="steps per timed round")
+    p.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall time (perf_counter), or this process's CPU time (process_time: on "
+                        "a shared, loaded machine, the time the step had a core)")
+    return p.parse_args()
+
+
+# ---- PyTorch: the same architecture in eager mode ------------------------------------------------
+class TorchGPT(torch.nn.Module):
+    """Learned positions, pre- or post-LN with LayerNorm or RMSNorm (no biases), GELU (tanh),
+    causal attention, untied head; a final norm with pre-LN (as normlab's GPT)."""
+
+    def __init__(self, cfg: GPTConfig, manual_attention: bool = False):
+        super().__init__()
+        C, V = cfg.d_model, cfg.vocab_size
+        self.cfg, self.manual = cfg, manual_attention
+        T = cfg.seq_len
+        self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).tril())
+        norm = ((lambda: torch.nn.RMSNorm(C, eps=cfg.norm_eps)) if cfg.norm == "rmsnorm"
+                else (lambda: torch.nn.LayerNorm(C, eps=cfg.norm_eps, bias=False)))
+        lin = lambda i, o: torch.nn.Linear(i, o, bias=False)  # noqa: E731
+        self.wte, self.wpe = torch.nn.Embedding(V, C), torch.nn.Embedding(cfg.seq_len, C)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(cfg.n_layers):
+            b = torch.nn.Module()
+            b.n1, b.n2 = norm(), norm()
+            b.qkv, b.proj = lin(C, 3 * C), lin(C, C)
+            b.fc, b.fc2 = lin(C, cfg.hidden), lin(cfg.hidden, C)
+            self.blocks.append(b)
+        self.norm_f = norm() if cfg.placement == "pre" else torch.nn.Identity()
+        self.head = lin(C, V)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        H, D = self.cfg.n_heads, self.cfg.head_dim
+        pre = self.cfg.placement == "pre"
+        x = self.wte(idx) + self.wpe.weight[:T]
+        for b in self.blocks:
+            h = b.n1(x) if pre else x
+            q, k, v = b.qkv(h).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+            a = b.proj(self.attention(q, k, v).transpose(1, 2).reshape(B, T, -1))
+            x = x + a if pre else b.n1(x + a)
+            h = b.n2(x) if pre else x
+            f = b.fc2(F.gelu(b.fc(h), approximate="tanh"))
+            x = x + f if pre else b.n2(x + f)
+        logits = self.head(self.norm_f(x))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+    def attention(self, q, k, v):
+        """Causal SDPA; under vmap (which has no batching rule for CPU SDPA) the same lines
+        written out: q k^T / sqrt(D), the causal mask, softmax, p v."""
+        if not self.manual:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        T = q.shape[-2]
+        s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+        s = s.masked_fill(~self.mask[:T, :T], float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+
+def torch_batches(cfg: TrainConfig, M: int):
+    rng = np.random.default_rng(0)
+    V, B, T = cfg.model.vocab_size, cfg.batch_size, cfg.model.seq_len
+    return (torch.from_numpy(rng.integers(0, V, (M, B, T))),
+            torch.from_numpy(rng.integers(0, V, (M, B, T))))
+
+
+def torch_one_at_a_time(cfg: TrainConfig, M: int):
+    """M eager models stepped one after the other."""
+    models = [TorchGPT(cfg.model) for _ in range(M)]
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(cfg.beta1, cfg.beta2),
+                              weight_decay=cfg.weight_decay) for m in models]
+    x, y = torch_batches(cfg, M)
+
+    def step():
+        for i, (m, o) in enumerate(zip(models, opts)):
+            loss = m(x[i], y[i])
+            o.zero_grad(set_to_none=True)
+            loss.backward()
+            o.step()
+
+    return step
+
+
+def torch_vmap(cfg: TrainConfig, M: int):
+    """M models stacked (torch.func.stack_module_state), gradients by vmap(grad(...)), one
+    AdamW over the stacked parameters."""
+    from torch.func import functional_call, grad, stack_module_state, vmap
+
+    models = [TorchGPT(cfg.model, manual_attention=True) for _ in range(M)]
+    params, buffers = stack_module_state(models)
+    base = TorchGPT(cfg.model, manual_attention=True).to("meta")
+    opt = torch.optim.AdamW(list(params.values()), lr=1e-3, betas=(cfg.beta1, cfg.beta2),
+                            weight_decay=cfg.weight_decay)
+    x, y = torch_batches(cfg, M)
+
+    def loss_fn(p, b, xi, yi):
+        return functional_call(base, (p, b), (xi, yi))
+
+    grads_of = vmap(grad(loss_fn))
+
+    def step():
+        g = grads_of(params, buffers, x, y)
+        for k, p in params.items():
+            p.grad = g[k]
+        opt.step()
+
+    return step
+
+
+# ---- normlab ------------------------------------------------------------------------------------
+def members(cfg: TrainConfig, M: int) -> list[TrainConfig]:
+    return [dataclasses.replace(cfg, seed=s) for s in range(M)]
+
+
+def normlab_alone(cfg: TrainConfig):
+    t = Trainer(cfg)
+    return t.train_step
+
+
+def normlab_ensemble(cfg: TrainConfig, M: int):
+    ens = Ensemble(members(cfg, M))
+    return ens.train_step
+
+
+# ---- the sgemm limit ---------------------------------------------------------------------------
+def model_flops(cfg: GPTConfig, B: int, T: int) -> tuple[float, dict]:
+    """Matrix-multiply FLOPs of one step and those of each (M, K, N) linear product (as
+    benchmarks/train_step.py counts them)."""
+    C, V, H, D, L = cfg.d_model, cfg.vocab_size, cfg.n_heads, cfg.head_dim, cfg.n_layers
+    N = B * T
+    linears = [(C, 3 * C), (C, C), (C, cfg.hidden), (cfg.hidden, C)] * L + [(C, V)]
+    shapes: dict = {}
+    for cin, cout in linears:
+        for m, k, n in ((N, cin, cout), (N, cout, cin), (cout, N, cin)):  # y, dx, dW
+            shapes[(m, k, n)] = shapes.get((m, k, n), 0.0) + 2.0 * m * k * n
+    attention = L * 6 * 2.0 * B * H * T * T * D
+    return sum(shapes.values()) + attention, shapes
+
+
+def sgemm_products(shapes: dict):
+    rng = np.random.default_rng(0)
+    work = []
+    for (m, k, n), f in shapes.items():
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        work.append((a, b, np.empty((m, n), np.float32), round(f / (2.0 * m * k * n))))
+
+    def run():
+        for a, b, out, times in work:
+            for _ in range(times):
+                np.matmul(a, b, out=out)
+
+    return run
+
+
+# ---- timing ------------------------------------------------------------------------------------
+def timed(fns: dict, repeats: int, steps: int, clock=time.perf_counter) -> dict[str, float]:
+    """Median seconds per call of each function, round-robin over ``repeats`` rounds."""
+    for f in fns.values():
+        f()
+        f()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            t0 = clock()
+            for _ in range(steps):
+                f()
+            times[k].append((clock() - t0) / steps)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def measure(name: str, cfg: TrainConfig, M: int, a: argparse.Namespace) -> dict:
+    flops, shapes = model_flops(cfg.model, cfg.batch_size, cfg.model.seq_len)
+    gemm = sgemm_products(shapes)
+    fns = {"alone": normlab_alone(cfg), "ensemble": normlab_ensemble(cfg, M), "sgemm": gemm}
+    if not a.no_torch:
+        fns["torch 1x1"] = torch_one_at_a_time(cfg, M)
+        try:
+            fns["torch vmap"] = torch_vmap(cfg, M)
+            fns["torch vmap"]()
+        except Exception as exc:  # a torch without the batching rules: say so
+            print(f"  torch vmap unavailable: {type(exc).__name__}: {exc}")
+            fns.pop("torch vmap")
+    t = timed(fns, a.repeats, a.steps,
+              time.process_time if a.clock == "cpu" else time.perf_counter)
+    rate = sum(shapes.values()) / t["sgemm"]
+    per = {"alone": t["alone"], "ensemble": t["ensemble"] / M}
+    for k in ("torch 1x1", "torch vmap"):
+        if k in t:
+            per[k] = t[k] / M
+    limit = flops / rate
+    return {"shape": name, "M": M, "limit": limit, "gflops": rate / 1e9, **per}
+
+
+def main() -> None:
+    a = parse()
+    import normlab
+
+    try:
+        from normlab.lab.commands.train import keep_freed_memory
+
+        keep_freed_memory()
+    except ImportError:  # pragma: no cover
+        pass
+    print(f"normlab {normlab.__version__}, numpy {np.__version__}, torch {torch.__version__}, "
+          f"1 thread, medians of {a.repeats} rounds x {a.steps} steps, {a.clock} clock")
+    head = (f"{'shape':6} {'M':>3} {'alone':>8} {'ensemble':>9} {'torch 1x1':>10} "
+            f"{'torch vmap':>11} {'limit':>7} {'GF/s':>6} {'ens/limit':>9} {'alone/limit':>11} "
+            f"{'ens/torch':>9}")
+    rows = []
+    for name in a.shapes.split(","):
+        for M in (int(m) for m in a.members.split(",")):
+            rows.append(r := measure(name, SHAPES[name], M, a))
+            if len(rows) == 1:
+                print("per-member ms per step\n" + head)
+            ms = lambda k: f"{1e3 * r[k]:.2f}" if k in r else "-"  # noqa: E731
+            tb = min((r[k] for k in ("torch 1x1", "torch vmap") if k in r), default=None)
+            vs = "-" if tb is None else f"{min(r['ensemble'], r['alone']) / tb:.2f}"
+            print(f"{name:6} {M:>3} {ms('alone'):>8} {ms('ensemble'):>9} {ms('torch 1x1'):>10} "
+                  f"{ms('torch vmap'):>11} {ms('limit'):>7} {r['gflops']:>6.1f} "
+                  f"{r['limit'] / r['ensemble']:>9.0%} {r['limit'] / r['alone']:>11.0%} "
+                  f"{vs:>9}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

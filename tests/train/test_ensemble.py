@@ -1,0 +1,146 @@
+"""An ensemble's member is its single run: losses, gradients and final parameters bit for bit.
+
+Every placement, every norm and every precision preset, at tiny sizes; the members differ in the
+seed and in per-member scalars (learning rate, warmup, weight decay, loss multiplier, z-loss,
+soft-cap, label smoothing, precision policy). The ensemble and the single runs are stepped in
+lockstep and compared after every step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from normlab.models import NORMS, PLACEMENTS, GPTConfig
+from normlab.train import PRECISIONS, Ensemble, TrainConfig, Trainer, train, train_ensemble
+
+
+def base(**model) -> TrainConfig:
+    m = dict(vocab_size=16, seq_len=8, n_layers=2, d_model=16, n_heads=2)
+    m.update(model)
+    return TrainConfig(model=GPTConfig(**m), steps=4, warmup=2, batch_size=2, eval_interval=2,
+                       eval_batches=2)
+
+
+def members(config: TrainConfig, precisions: tuple[str, ...] | None = None) -> list[TrainConfig]:
+    """Three members: the seed and every per-member scalar varied."""
+    a = config
+    b = dataclasses.replace(config, seed=1, lr=3e-3, warmup=1, weight_decay=0.0,
+                            model=dataclasses.replace(config.model, z_loss=1e-4))
+    c = dataclasses.replace(config, seed=2, loss_multiplier=2.0, min_lr=1e-4,
+                            model=dataclasses.replace(config.model, final_softcap=5.0,
+                                                      label_smoothing=0.1))
+    out = [a, b, c]
+    if precisions is not None:
+        out = [dataclasses.replace(x, precision=p) for x, p in zip(out, precisions)]
+    return out
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def assert_members_are_single_runs(configs: list[TrainConfig]) -> None:
+    ens = Ensemble(configs)
+    singles = [Trainer(c) for c in configs]
+    for _ in range(configs[0].steps):
+        records = ens.train_step()
+        for i, single in enumerate(singles):
+            member = ens.members[i]
+            if i not in records:
+                continue
+            want = single.train_step()
+            assert records[i] == want, f"member {i}: step {single.step} record differs"
+            for name, g in single.grads.items():
+                assert _bits(member.grads[name]) == _bits(g), f"member {i}: d{name} differs"
+            member.step += 1
+            single.step += 1
+    for i, single in enumerate(singles):
+        for name, p in single.params.items():
+            assert _bits(ens.members[i].params[name]) == _bits(p), f"member {i}: {name} differs"
+
+
+def _results_equal(configs: list[TrainConfig]) -> None:
+    for got, want in zip(train_ensemble(configs), [train(c) for c in configs]):
+        a, b = got.to_dict(), want.to_dict()
+        for k in ("wall_time_s", "tokens_per_s"):
+            a.pop(k), b.pop(k)
+        assert a == b
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_every_placement_member_equals_its_single_run(placement):
+    assert_members_are_single_runs(members(base(placement=placement)))
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_every_norm_member_equals_its_single_run(norm):
+    assert_members_are_single_runs(members(base(norm=norm, placement="sandwich")))
+
+
+@pytest.mark.parametrize("preset", PRECISIONS)
+def test_every_precision_preset_member_equals_its_single_run(preset):
+    assert_members_are_single_runs(members(base(), (preset, preset, preset)))
+
+
+def test_members_of_different_precision_policies_and_loss_scalers():
+    assert_members_are_single_runs(members(base(), ("fp32", "amp_fp16", "fp8_hybrid")))
+
+
+@pytest.mark.parametrize("model", [
+    dict(dropout=0.1, attn_dropout=0.1),
+    dict(positions="rope", qk_norm="rmsnorm", n_kv_heads=1, attn_softcap=3.0),
+    dict(qk_norm="layernorm", qk_norm_scope="all", tie_embeddings=True, bias=True),
+    dict(activation="swiglu", norm="rmsnorm", norm_offset=1.0, embed_scale=2.0),
+])
+def test_model_features_member_equals_its_single_run(model):
+    assert_members_are_single_runs(members(base(**model)))
+
+
+def test_whole_results_with_evaluations_and_probes_equal_the_single_runs():
+    cfg = dataclasses.replace(base(), update_probe=2, eval_headroom=True)
+    _results_equal(members(cfg))
+
+
+def test_members_with_their_own_evaluation_intervals_and_steps():
+    a, b, c = members(base())
+    _results_equal([a, dataclasses.replace(b, eval_interval=3), dataclasses.replace(c, steps=2)])
+
+
+def test_a_diverging_member_stops_and_the_others_go_on():
+    a, b, c = members(base())
+    wild = dataclasses.replace(b, lr=50.0, warmup=0, grad_clip=None, divergence_factor=1.01)
+    results = train_ensemble([a, wild, c])
+    assert results[1].stopped is not None and results[0].stopped is None
+    assert results[0].steps_done == results[2].steps_done == a.steps
+    _results_equal([a, wild, c])
+
+
+def test_configs_that_change_shapes_are_refused_by_field():
+    a = base()
+    with pytest.raises(ValueError, match=r"configs\[1\]\.model\.d_model = 32"):
+        Ensemble([a, dataclasses.replace(a, model=dataclasses.replace(a.model, d_model=32))])
+    with pytest.raises(ValueError, match=r"configs\[1\]\.batch_size"):
+        Ensemble([a, dataclasses.replace(a, batch_size=3)])
+    with pytest.raises(ValueError, match=r"model\.placement"):
+        Ensemble([a, dataclasses.replace(a, model=dataclasses.replace(a.model,
+                                                                      placement="post"))])
+    with pytest.raises(TypeError, match="non-empty list"):
+        Ensemble([])
+    with pytest.raises(TypeError, match="non-empty list"):
+        Ensemble(a)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"configs\[1\] must be a TrainConfig"):
+        Ensemble([a, "seed=1"])  # type: ignore[list-item]
+
+
+def test_the_stacked_model_holds_every_member_parameter_with_a_member_axis():
+    configs = members(base())
+    ens = Ensemble(configs)
+    stacked = ens.model.parameters()
+    for i, member in enumerate(ens.members):
+        for name, p in member.params.items():
+            assert stacked[name].shape == (3, *p.shape)
+            assert np.shares_memory(stacked[name], p)
+            np.testing.assert_array_equal(stacked[name][i], p)
