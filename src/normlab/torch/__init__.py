@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from .emulate import emulate
 from .inspect import Monitor, inspect, inspect_checkpoint
 from .optim import PolicyOptimizer
-from .quantize import MXTensor, mx_quantize, mx_scale, quantize, random_bits
+from .quantize import MXTensor, apply, mx_quantize, mx_scale, quantize, random_bits
 
-__all__ = ["MXTensor", "Monitor", "PolicyOptimizer", "emulate", "inspect", "inspect_checkpoint",
-           "mx_quantize", "mx_scale", "quantize", "random_bits"]
+__all__ = ["MXTensor", "Monitor", "PolicyOptimizer", "apply", "emulate", "inspect",
+           "inspect_checkpoint", "mx_quantize", "mx_scale", "quantize", "random_bits"]

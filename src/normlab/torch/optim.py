@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..precision import Precision, PrecisionPolicy, get_policy
-from .quantize import quantize
+from .quantize import apply
 
 
 def _round(p: Precision | None, t: torch.Tensor, rng: np.random.Generator | None) -> None:
@@ -44,12 +44,7 @@ def _round(p: Precision | None, t: torch.Tensor, rng: np.random.Generator | None
     if p is None or not p.rounds:
         return
     with torch.no_grad():
-        if p.scaling is None:
-            y = quantize(t, p.format, rounding=p.rounding, overflow=p.overflow, rng=rng)
-        else:  # a scaled format: the policy's own arithmetic on a CPU copy
-            a = t.detach().to("cpu", torch.float32).numpy()
-            y = torch.from_numpy(np.ascontiguousarray(p.apply(a, rng=rng)))
-        t.copy_(y)
+        t.copy_(apply(p, t, rng=rng))
 
 
 def _check_own(opt: torch.optim.Optimizer) -> bool:
