@@ -82,3 +82,32 @@ def test_bad_input():
         inspect(torch.nn.Linear(2, 2), [1])
     with pytest.raises(ValueError, match="every must be"):
         Monitor(torch.nn.Linear(2, 2), every=0)
+
+
+def test_monitor_watch_measures_the_step_itself():
+    """watch() on the training step: the statistics inspect gives for the same batch (eval
+    mode both, so no dropout), nothing installed on the unmeasured steps."""
+    rng = np.random.default_rng(1)
+    model = GPT(CFG, rng=rng)
+    twin = TwinGPT(CFG, model.parameters())
+    twin.eval()
+    tokens = rng.integers(0, CFG.vocab_size, CFG.seq_len + 1)
+    batch = {"idx": torch.from_numpy(tokens[None, :-1]),
+             "targets": torch.from_numpy(tokens[None, 1:])}
+    want = inspect(twin, batch)
+    mon = Monitor(twin, every=2)
+    for k in range(3):
+        with mon.watch():
+            if k == 1:  # not measured: no hooks
+                assert not any(m._forward_hooks or m._forward_pre_hooks
+                               for m in twin.modules())
+            twin.zero_grad()
+            twin(**batch).backward()
+    assert [r["step"] for r in mon.records] == [0, 2]
+    got = mon.records[0]
+    assert got["loss"] == want["loss"]
+    assert set(got["tensors"]) == set(want["tensors"])
+    for name, s in want["tensors"].items():
+        assert got["tensors"][name]["amax"] == s["amax"], name
+        assert got["tensors"][name]["formats"] == s["formats"], name
+    assert not any(m._forward_hooks for m in twin.modules())

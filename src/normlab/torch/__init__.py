@@ -21,7 +21,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from .emulate import emulate
 from .inspect import Monitor, inspect, inspect_checkpoint
-from .quantize import MXTensor, mx_quantize, mx_scale, quantize, random_bits
+from .optim import PolicyOptimizer
+from .quantize import MXTensor, apply, mx_quantize, mx_scale, quantize, random_bits
 
-__all__ = ["MXTensor", "Monitor", "emulate", "inspect", "inspect_checkpoint", "mx_quantize",
-           "mx_scale", "quantize", "random_bits"]
+__all__ = ["MXTensor", "Monitor", "PolicyOptimizer", "apply", "emulate", "inspect",
+           "inspect_checkpoint", "mx_quantize", "mx_scale", "quantize", "random_bits"]

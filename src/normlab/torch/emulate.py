@@ -2,9 +2,9 @@
 
 Inside ``with emulate(model, policy):`` the model's forward and backward are rounded at the same
 points as normlab's own modules (``normlab.nn.numerics``), each tied to one of the policy's
-roles. Every rounding is ``normlab.torch.quantize`` (unscaled formats, on the tensor's device) or
-``PrecisionPolicy``'s own ``apply`` (scaled formats: per-tensor, delayed and MX, on the CPU), so
-the values are normlab's bit for bit given the same inputs.
+roles. Every rounding is ``normlab.torch.apply``: ``Precision.apply`` in torch operations on the
+tensor's device (unscaled, per-tensor, delayed and MX scaling), so the values are normlab's bit
+for bit given the same inputs.
 
 ======================================  =========================================  ==============
 point                                   forward / backward                         role
@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from ..precision import PrecisionPolicy, get_policy
-from .quantize import quantize
+from .quantize import apply
 
 _ROLES = ("params", "compute", "activations", "gradients")
 
@@ -63,18 +63,13 @@ class _Rounder:
         if not p.rounds:
             return x
         with torch.no_grad():
-            if p.scaling is None:
-                y = quantize(x, p.format, rounding=p.rounding, overflow=p.overflow, rng=self.rng)
-                return y.to(x.dtype)
             state = None
-            if p.scaling.kind == "delayed":
+            if p.scaling is not None and p.scaling.kind == "delayed":
                 key = f"{name}/{role}"
                 state = self.states.get(key)
                 if state is None:
                     state = self.states[key] = p.new_state()
-            a = x.detach().to("cpu", torch.float32).numpy()
-            y = p.apply(a, rng=self.rng, state=state)
-            return torch.from_numpy(np.ascontiguousarray(y)).to(device=x.device, dtype=x.dtype)
+            return apply(p, x, rng=self.rng, state=state).to(x.dtype)
 
     def end_step(self) -> None:
         for s in self.states.values():

@@ -17,6 +17,7 @@ or any int64 (float64 input, read as unsigned).
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -25,11 +26,23 @@ import torch
 
 from .. import _checks as ck
 from ..precision.formats import FloatFormat, get_format
+from ..precision.policy import Precision
 from ..precision.rounding import OVERFLOWS, ROUNDINGS
-from ..precision.scaling import SCALE_RULES
+from ..precision.scaling import (
+    SCALE_RULES,
+    DelayedScalingState,
+    MXScaling,
+    TensorScaling,
+    tensor_scale,
+)
 
 _BLOCK = 1 << 17  # normlab.precision.quantize draws random bits block by block, as here
 _LOW_FLOATS = (torch.float16, torch.bfloat16)
+# formats that torch stores natively: a float32 cast to them rounds to nearest, ties to even,
+# and keeps subnormals; it overflows to inf (bfloat16, float16, E5M2) or saturates (E4M3, whose
+# overflow normlab sends to NaN past max + half an ulp: _cast)
+_NATIVE = {"bfloat16": torch.bfloat16, "float16": torch.float16,
+           "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
 
 
 class _Consts(NamedTuple):
@@ -147,6 +160,9 @@ def quantize(t: torch.Tensor, fmt: Any, *, rounding: str = "nearest_even",
             if overflow is None and not flush:
                 return x.clone()
             rounding = "toward_zero"
+        native = _native(fmt, rounding, overflow, flush)
+        if native is not None and not wide:
+            return _cast(x, native, fmt, overflow)
         r = None
         if rounding == "stochastic":
             if random_bits is None:
@@ -158,6 +174,37 @@ def quantize(t: torch.Tensor, fmt: Any, *, rounding: str = "nearest_even",
 
 
 _rand = random_bits
+
+
+def _native(fmt: FloatFormat, rounding: str, overflow: str | None,
+            flush: bool) -> torch.dtype | None:
+    """torch's dtype for ``fmt`` where a cast gives normlab's values: nearest-even rounding
+    with subnormals, and the format's own overflow or saturation."""
+    dt = _NATIVE.get(fmt.name or "")
+    if dt is None or rounding != "nearest_even" or flush or fmt != get_format(fmt.name):
+        return None
+    if overflow not in (None, "saturate", fmt.default_overflow):
+        return None
+    return dt
+
+
+def _cast(x: torch.Tensor, dt: torch.dtype, fmt: FloatFormat,
+          overflow: str | None) -> torch.Tensor:
+    """float32 x through torch's cast to ``dt`` and back: one rounding to nearest even (a
+    saturating overflow clamps first, as normlab sends every value past max to max, inf
+    included); NaN as normlab's, the quiet NaN with x's sign."""
+    if overflow == "saturate":
+        y = torch.clamp(x, -fmt.max_finite, fmt.max_finite).to(dt).to(torch.float32)
+    else:
+        y = x.to(dt).to(torch.float32)
+    if not fmt.has_inf and overflow != "saturate":  # E4M3: NaN past max + half an ulp (a tie
+        # goes to max, the even neighbour); torch's cast saturates there
+        half = 2.0 ** (fmt.emax - fmt.mantissa_bits - 1)
+        y = torch.where(torch.abs(x) > fmt.max_finite + half, float("nan"), y)
+    if not math.isfinite(float(torch.sum(y))):  # one pass; a NaN (or inf) needs a closer look
+        nan = torch.isnan(y)
+        y = torch.where(nan, torch.copysign(torch.full_like(y, float("nan")), x), y)
+    return y
 
 
 def _magnitude(x: torch.Tensor, c: _Consts) -> tuple[torch.Tensor, torch.Tensor]:
@@ -330,3 +377,59 @@ def mx_quantize(t: torch.Tensor, fmt: Any = "float8_e4m3fn", *, block_size: int 
     p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
     return MXTensor(elements=p.movedim(-1, ax), scales=X.to(ct).movedim(-1, ax), axis=ax,
                     block_size=k, fmt=fmt)
+
+
+def _amax(t: torch.Tensor) -> float:
+    """max |t| as a float (NaN when t holds one; 0 when empty), as ``scaling.amax``."""
+    if t.numel() == 0:
+        return 0.0
+    lo, hi = torch.aminmax(t)  # one pass, no |t| temporary; NaN propagates
+    return max(-float(lo), float(hi)) if not (torch.isnan(lo) or torch.isnan(hi)) else math.nan
+
+
+def _scaled_qdq(x: torch.Tensor, fmt: FloatFormat, scale: float, rounding: str,
+                overflow: str | None, rng: np.random.Generator | None) -> torch.Tensor:
+    """``normlab.precision.scaled_qdq`` for float32 x: quantize(x * s) * float32(1 / s), both
+    products in float32."""
+    s = np.float32(scale)
+    q = quantize(x * float(s), fmt, rounding=rounding, overflow=overflow, rng=rng)
+    return q.mul_(float(np.float32(1.0) / s))
+
+
+def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
+          state: DelayedScalingState | None = None) -> torch.Tensor:
+    """``Precision.apply`` in torch operations on ``t``'s device, the same values bit for bit:
+    unscaled, per-tensor (the scale from this tensor's amax), delayed (``state`` from
+    ``precision.new_state()``: its scale, and this tensor's amax recorded in its history) and MX
+    scaling (blocks along the recipe's axis). float32 (or float16 / bfloat16) input; returns
+    float32. A precision with ``sr_bits`` and float64 input go through ``Precision.apply`` on a
+    CPU copy."""
+    if not isinstance(precision, Precision):
+        raise TypeError(f"precision must be a normlab.precision.Precision; got "
+                        f"{type(precision).__name__}")
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise TypeError(f"t must be a floating-point torch.Tensor; got {type(t).__name__}")
+    s, p = precision.scaling, precision
+    if p.sr_bits is not None or t.dtype == torch.float64:
+        a = t.detach().to("cpu").numpy()
+        out = p.apply(a if t.dtype == torch.float64 else a.astype(np.float32), rng=rng,
+                      state=state)
+        return torch.from_numpy(np.ascontiguousarray(out)).to(t.device)
+    x = t.detach().to(torch.float32)
+    if s is None:
+        return quantize(x, p.format, rounding=p.rounding, overflow=p.overflow, rng=rng)
+    if isinstance(s, MXScaling):
+        return mx_quantize(x, p.format, block_size=s.block_size, axis=s.axis,
+                           scale_rule=s.scale_rule, rounding=p.rounding, rng=rng).dequantize()
+    overflow = "saturate" if p.overflow is None else p.overflow
+    if isinstance(s, TensorScaling):
+        scale = tensor_scale(_amax(x), p.format, margin=s.margin, power_of_two=s.power_of_two)
+        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng)
+    if not isinstance(state, DelayedScalingState):
+        raise TypeError("this precision uses delayed scaling: pass state= (from "
+                        "precision.new_state(), one per tensor, updated every step)")
+    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng)
+    am = np.float32(_amax(x))
+    h = state.amax_history
+    h[0] = np.nan if np.isnan(am) else max(h[0], am)
+    return y
