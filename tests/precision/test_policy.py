@@ -135,7 +135,8 @@ def test_bad_policy_documents():
 @settings(max_examples=50, deadline=None)
 @given(st.text(min_size=1, max_size=15))
 def test_any_unknown_key_is_named(key):
-    if key in ROLES or key in ("name", "loss_scaling", "accumulate_every"):
+    if key in ROLES or key in ("name", "loss_scaling", "accumulate_every", "norm_accumulate",
+                               "softmax_accumulate", "accumulate_chunk"):
         return
     with pytest.raises(ValueError, match="unknown role or key"):
         PrecisionPolicy.from_dict(_preset_dict(**{key: "bfloat16"}))

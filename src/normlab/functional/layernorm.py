@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
+from ..precision.accumulate import Accumulation, check_accumulation
 
 
 class LayerNormCache(NamedTuple):
@@ -45,7 +46,8 @@ def check_args(x, weight, bias, eps):
 
 
 def layer_norm_forward(
-    x: Array, weight: Array | None = None, bias: Array | None = None, *, eps: float = 1e-5
+    x: Array, weight: Array | None = None, bias: Array | None = None, *, eps: float = 1e-5,
+    accumulate: Accumulation | None = None,
 ) -> tuple[Array, LayerNormCache]:
     """LayerNorm over the last axis of ``x`` (any leading shape).
 
@@ -54,17 +56,27 @@ def layer_norm_forward(
         weight: (C,) gain, or None for no gain.
         bias: (C,) bias, or None for no bias.
         eps: > 0, added to the variance inside the square root.
+        accumulate: the accumulator of the mean's and the variance's sums
+            (``PrecisionPolicy.norm_accumulate``); None or the default: float32 (float64) means.
 
     Returns:
         out: (..., C) in x's dtype; cache for ``layer_norm_backward``.
     """
     x, weight, bias, eps = check_args(x, weight, bias, eps)
+    acc = check_accumulation(accumulate)
     ct = ck.compute_dtype(x.dtype)
 
     xc = x.astype(ct, copy=False)  # (..., C)
-    mean = xc.mean(axis=-1, keepdims=True)  # (..., 1)
+    n = ct.type(x.shape[-1])
+    if acc is None:
+        mean = xc.mean(axis=-1, keepdims=True)  # (..., 1)
+    else:  # two passes as below, each sum in the accumulator
+        mean = acc.sum(xc)[..., None].astype(ct) / n
     centered = xc - mean  # (..., C)
-    var = np.mean(centered * centered, axis=-1, keepdims=True)  # (..., 1) biased
+    if acc is None:
+        var = np.mean(centered * centered, axis=-1, keepdims=True)  # (..., 1) biased
+    else:
+        var = acc.sum(centered * centered)[..., None].astype(ct) / n
     rstd = 1.0 / np.sqrt(var + ct.type(eps))  # (..., 1)
     out = centered * rstd  # (..., C) xhat
     g = None if weight is None else weight.astype(ct)

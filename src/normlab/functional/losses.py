@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
+from ..precision.accumulate import Accumulation, check_accumulation
 from .embedding import token_ids
 
 IGNORE_INDEX = -100  # PyTorch's default: targets equal to it carry no loss
@@ -73,6 +74,7 @@ def cross_entropy_forward(
     z_loss: float = 0.0,
     label_smoothing: float = 0.0,
     ignore_index: int = IGNORE_INDEX,
+    accumulate: Accumulation | None = None,
 ) -> tuple[Array, CrossEntropyCache]:
     """Mean cross-entropy of integer targets under ``softmax(logits)``.
 
@@ -83,6 +85,8 @@ def cross_entropy_forward(
         z_loss: c >= 0, the weight of the mean of (log Z)^2.
         label_smoothing: eps in [0, 1): the target is (1 - eps) one-hot + eps uniform.
         ignore_index: the target value that marks a row without loss.
+        accumulate: the accumulator of the log-sum-exp's sum of exponentials
+            (``PrecisionPolicy.softmax_accumulate``); None or the default: float32 (float64).
 
     Returns:
         loss: a 0-d array in the compute dtype (float64 for float64 logits, else float32);
@@ -90,6 +94,7 @@ def cross_entropy_forward(
     """
     logits, targets, softcap, label_smoothing, keep = check_args(
         logits, targets, softcap, z_loss, label_smoothing, ignore_index)
+    acc = check_accumulation(accumulate)
     V = logits.shape[-1]
     ct = ck.compute_dtype(logits.dtype)
 
@@ -103,7 +108,8 @@ def cross_entropy_forward(
         z = ct.type(softcap) * tanh
     m = z.max(axis=-1, keepdims=True)  # (N, 1)
     p = np.exp(z - m)  # (N, V) unnormalized
-    sum_exp = p.sum(axis=-1, keepdims=True)
+    sum_exp = (p.sum(axis=-1, keepdims=True) if acc is None
+               else acc.sum(p)[:, None].astype(ct))  # (N, 1)
     p /= sum_exp
     log_z = (m + np.log(sum_exp))[:, 0]  # (N,)
     rows = np.arange(y.size)

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
+from ..precision.accumulate import Accumulation, check_accumulation
 
 
 class RMSNormCache(NamedTuple):
@@ -60,6 +61,7 @@ def rms_norm_forward(
     eps: float = 1e-8,
     partial: float | None = None,
     offset: float = 0.0,
+    accumulate: Accumulation | None = None,
 ) -> tuple[Array, RMSNormCache]:
     """RMSNorm over the last axis of ``x`` (any leading shape).
 
@@ -69,16 +71,22 @@ def rms_norm_forward(
         eps: > 0, added to the mean square inside the square root.
         partial: pRMSNorm's p in (0, 1]: the RMS comes from the first ceil(p * C) features.
         offset: 0 (standard) or 1 (Gemma's zero-centered ``(1 + w)``); any finite real.
+        accumulate: the accumulator of the mean square (``PrecisionPolicy.norm_accumulate``);
+            None or the default: the float32 (float64) mean as always.
 
     Returns:
         out: (..., C) in x's dtype; cache for ``rms_norm_backward``.
     """
     x, weight, eps, k = check_args(x, weight, eps, partial, offset)
+    acc = check_accumulation(accumulate)
     ct = ck.compute_dtype(x.dtype)
 
     xc = x.astype(ct, copy=False)  # (..., C)
     head = xc[..., :k]  # (..., k)
-    ms = np.mean(head * head, axis=-1, keepdims=True)  # (..., 1)
+    if acc is None:
+        ms = np.mean(head * head, axis=-1, keepdims=True)  # (..., 1)
+    else:  # the squares (compute dtype) summed in the accumulator, then divided by k
+        ms = acc.sum(head * head)[..., None].astype(ct) / ct.type(k)
     rstd = 1.0 / np.sqrt(ms + ct.type(eps))  # (..., 1)
     scale = weight.astype(ct) + ct.type(offset)  # (C,)
     out = xc * rstd * scale  # (..., C)

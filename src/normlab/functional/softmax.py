@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
+from ..precision.accumulate import Accumulation, check_accumulation
 
 
 class SoftmaxCache(NamedTuple):
@@ -43,12 +44,15 @@ def _axis(axis: Any, ndim: int) -> int:
     return int(axis) % ndim
 
 
-def softmax_forward(x: Array, axis: int = -1) -> tuple[Array, SoftmaxCache]:
+def softmax_forward(x: Array, axis: int = -1, *, accumulate: Accumulation | None = None
+                    ) -> tuple[Array, SoftmaxCache]:
     """Softmax of ``x`` along ``axis``.
 
     Args:
         x: float array, at least 1-D; -inf entries are masked out.
         axis: the axis that sums to one.
+        accumulate: the accumulator of the denominator's sum
+            (``PrecisionPolicy.softmax_accumulate``); None or the default: float32 (float64).
 
     Returns:
         p (x's shape and dtype); cache for ``softmax_backward``.
@@ -56,13 +60,17 @@ def softmax_forward(x: Array, axis: int = -1) -> tuple[Array, SoftmaxCache]:
     x = ck.float_array(x, "x")
     ck.at_least_nd(x, "x", 1)
     axis = _axis(axis, x.ndim)
+    acc = check_accumulation(accumulate)
     ct = ck.compute_dtype(x.dtype)
     p = x.astype(ct, copy=True)
     if p.shape[axis] == 0:  # nothing to normalize: the empty result, as PyTorch
         return ck.out_cast(p, x.dtype), SoftmaxCache(p, axis, x.dtype)
     p -= p.max(axis=axis, keepdims=True)
     np.exp(p, out=p)
-    p /= p.sum(axis=axis, keepdims=True)
+    if acc is None:
+        p /= p.sum(axis=axis, keepdims=True)
+    else:  # the exponentials summed in order in the accumulator
+        p /= np.expand_dims(acc.sum(p, axis=axis).astype(ct), axis)
     return ck.out_cast(p, x.dtype), SoftmaxCache(p, axis, x.dtype)
 
 
@@ -99,14 +107,17 @@ def check_capped_args(s: Any, softcap: Any, causal: Any) -> tuple[Array, float |
 
 
 def capped_softmax_forward(
-    s: Array, *, softcap: float | None = None, causal: bool = False
+    s: Array, *, softcap: float | None = None, causal: bool = False,
+    accumulate: Accumulation | None = None,
 ) -> tuple[Array, CappedSoftmaxCache]:
     """``softmax(cap * tanh(s / cap) + M)`` over the last axis: the soft-cap of Gemma 2 on the
     scaled attention logits, then the causal mask M (-inf above the diagonal of the last two
-    axes, (..., T, T)), then softmax. Returns p (s's shape and dtype) and the cache."""
+    axes, (..., T, T)), then softmax (its sum in ``accumulate``, as ``softmax_forward``). Returns
+    p (s's shape and dtype) and the cache."""
     from .attention import causal_mask  # attention imports this module
 
     s, softcap, causal = check_capped_args(s, softcap, causal)
+    acc = check_accumulation(accumulate)
     ct = ck.compute_dtype(s.dtype)
     z = s.astype(ct)
     tanh = None
@@ -115,7 +126,7 @@ def capped_softmax_forward(
         z = ct.type(softcap) * tanh
     if causal:
         z = z + causal_mask(s.shape[-1], ct)
-    y, c = softmax_forward(z, axis=-1)
+    y, c = softmax_forward(z, axis=-1, accumulate=acc)
     return y.astype(s.dtype), CappedSoftmaxCache(c.p, tanh, s.dtype)
 
 

@@ -22,9 +22,12 @@ within the tolerances of ``tests/kernels``, and dropout draws the same mask from
 ``rng`` on both.
 
 What runs fused: LayerNorm, RMSNorm, the residual add + norm, softmax (plain, and soft-capped
-with the causal mask), cross-entropy, GELU, quantization, and attention (``attention.py``: the
-matmuls around the capped causal softmax kernel). ``optim.adamw_update`` is AdamW's update in one
-pass over flat buffers, bit for bit NumPy's; ``normlab.train.AdamW`` calls it itself.
+with the causal mask), cross-entropy, GELU, quantization, low-precision accumulation
+(``accumulate.py``: the norms, softmax and cross-entropy take ``accumulate=``, a policy's
+``norm_accumulate`` / ``softmax_accumulate``, and equal the reference bit for bit), and
+attention (``attention.py``: the matmuls around the capped causal softmax kernel).
+``optim.adamw_update`` is AdamW's update in one pass over flat buffers, bit for bit NumPy's;
+``normlab.train.AdamW`` calls it itself.
 
 Compilation: every kernel is compiled on its first call for each combination of argument types
 (about 1 to 3 s each) and cached on disk (``cache=True``, in ``__pycache__`` beside this
@@ -77,6 +80,8 @@ OPS: dict[str, Op] = {
     "attention_backward": Op("attention", "normlab.functional.attention"),
     # quantization is a precision op, not a layer: its reference is normlab.precision's
     "quantize": Op("rounding", "normlab.precision.rounding"),
+    # a low-precision running sum, chunked: the accumulation roles' reference is precision's
+    "accumulate_sum": Op("accumulate", "normlab.precision.accumulate"),
 }
 
 __all__ = sorted(OPS) + ["IMPLS", "OPS", "Op", "available", "check_impl", "resolve", "warm_up"]

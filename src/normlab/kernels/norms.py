@@ -32,6 +32,7 @@ from ..functional import layernorm as _ref_ln
 from ..functional import rmsnorm as _ref_rms
 from ..functional.layernorm import LayerNormCache
 from ..functional.rmsnorm import RMSNormCache
+from ..precision.accumulate import Accumulation, check_accumulation
 from ._common import (
     REDUCE,
     ROW_BLOCK,
@@ -45,6 +46,7 @@ from ._common import (
     rows_of,
 )
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
+from .accumulate import acc_row_sum, acc_spec
 
 # ---- row helpers (shared with the fused add + norm) ----------------------------------------------
 
@@ -129,19 +131,45 @@ def rms_bwd_row(v, g, scale, r, k, acc_w, o):
         o[j] = g[j] * scale[j] * r
 
 
+@njit(cache=True)
+def ln_stats_acc(v, eps, spec, sq, tmp):
+    """``ln_stats`` with both sums in the accumulation ``spec`` (the reference's order)."""
+    n = v.dtype.type(v.shape[0])
+    mu = v.dtype.type(acc_row_sum(v, v.shape[0], spec, tmp)) / n
+    for j in range(v.shape[0]):
+        d = v[j] - mu
+        sq[j] = d * d
+    var = v.dtype.type(acc_row_sum(sq, v.shape[0], spec, tmp)) / n
+    return mu, v.dtype.type(1.0) / np.sqrt(var + eps)
+
+
+@njit(cache=True)
+def rms_stats_acc(v, k, eps, spec, sq, tmp):
+    """``rms_stats`` with the sum of squares in the accumulation ``spec``."""
+    for j in range(k):
+        sq[j] = v[j] * v[j]
+    ms = v.dtype.type(acc_row_sum(sq, k, spec, tmp)) / v.dtype.type(k)
+    return v.dtype.type(1.0) / np.sqrt(ms + eps)
+
+
 # ---- kernels -----------------------------------------------------------------------------------
 
 
 @njit(parallel=True, cache=True)
-def _layer_norm_fwd(x, weight, bias, eps, y, mean, rstd, fmt, table, n):
+def _layer_norm_fwd(x, weight, bias, eps, y, mean, rstd, fmt, table, n, spec):
     rows, C = x.shape
     for c in prange(n):
         lo, hi = chunk_bounds(c, n, rows)
         xbuf = np.empty(C, mean.dtype)
         ybuf = np.empty(C, mean.dtype)
+        sq = np.empty(C if spec[0] else 0, mean.dtype)
+        tmp = np.empty(1, np.float64)
         for i in range(lo, hi):
             v = load_row(x[i], xbuf, fmt, table)  # memory pass 1: read x
-            mu, r = ln_stats(v, eps)  # from the cache
+            if spec[0]:  # an emulated accumulator
+                mu, r = ln_stats_acc(v, eps, spec, sq, tmp)
+            else:
+                mu, r = ln_stats(v, eps)  # from the cache
             o = out_row(y[i], ybuf)
             ln_apply(v, mu, r, weight, bias, o)  # memory pass 2: write y
             store_row(y[i], o, fmt)
@@ -171,15 +199,20 @@ def _layer_norm_bwd(x, dy, weight, mean, rstd, dx, part_g, part_b, fx, fdy, tabl
 
 
 @njit(parallel=True, cache=True)
-def _rms_norm_fwd(x, scale, eps, k, y, rstd, fmt, table, n):
+def _rms_norm_fwd(x, scale, eps, k, y, rstd, fmt, table, n, spec):
     rows, C = x.shape
     for c in prange(n):
         lo, hi = chunk_bounds(c, n, rows)
         xbuf = np.empty(C, rstd.dtype)
         ybuf = np.empty(C, rstd.dtype)
+        sq = np.empty(C if spec[0] else 0, rstd.dtype)
+        tmp = np.empty(1, np.float64)
         for i in range(lo, hi):
             v = load_row(x[i], xbuf, fmt, table)  # memory pass 1: read x
-            r = rms_stats(v, k, eps)
+            if spec[0]:  # an emulated accumulator
+                r = rms_stats_acc(v, k, eps, spec, sq, tmp)
+            else:
+                r = rms_stats(v, k, eps)
             o = out_row(y[i], ybuf)
             rms_apply(v, r, scale, o)  # memory pass 2: write y
             store_row(y[i], o, fmt)
@@ -243,15 +276,17 @@ def _into(out, result):
 
 def layer_norm_forward(x: np.ndarray, weight: np.ndarray | None = None,
                        bias: np.ndarray | None = None, *, eps: float = 1e-5,
-                       out: np.ndarray | None = None) -> tuple[np.ndarray, LayerNormCache]:
+                       out: np.ndarray | None = None, accumulate: Accumulation | None = None
+                       ) -> tuple[np.ndarray, LayerNormCache]:
     """LayerNorm over the last axis; see ``normlab.functional.layer_norm_forward`` (same
-    arguments, result and cache). ``out``: an array of x's shape and dtype to write y into (then
-    returned as y), instead of a new one."""
+    arguments, result and cache; with an ``accumulate`` the same result bit for bit). ``out``: an
+    array of x's shape and dtype to write y into (then returned as y), instead of a new one."""
     x, weight, bias, eps = _ref_ln.check_args(x, weight, bias, eps)
+    acc = check_accumulation(accumulate)
     out = check_out(out, x)
     C = x.shape[-1]
     if not native(x.dtype) or x.size == 0:
-        return _into(out, _ref_ln.layer_norm_forward(x, weight, bias, eps=eps))
+        return _into(out, _ref_ln.layer_norm_forward(x, weight, bias, eps=eps, accumulate=acc))
     ct = ck.compute_dtype(x.dtype)
     g = None if weight is None else weight.astype(ct)
     xk, fmt = kernel_view(rows_of(x))
@@ -261,7 +296,7 @@ def layer_norm_forward(x: np.ndarray, weight: np.ndarray | None = None,
     mean, rstd = np.empty(rows, ct), np.empty(rows, ct)
     launch(_layer_norm_fwd, x.size, xk, np.ones(C, ct) if g is None else g,
            np.zeros(C, ct) if bias is None else bias.astype(ct), ct.type(eps),
-           yk, mean, rstd, fmt, F16_TABLE, nchunks(rows, x.size))
+           yk, mean, rstd, fmt, F16_TABLE, nchunks(rows, x.size), acc_spec(acc))
     stat_shape = x.shape[:-1] + (1,)
     dtypes = (None if weight is None else weight.dtype, None if bias is None else bias.dtype)
     return y, LayerNormCache(x, g, bias is not None, mean.reshape(stat_shape),
@@ -297,16 +332,18 @@ def layer_norm_backward(
 
 def rms_norm_forward(x: np.ndarray, weight: np.ndarray, *, eps: float = 1e-8,
                      partial: float | None = None, offset: float = 0.0,
-                     out: np.ndarray | None = None) -> tuple[np.ndarray, RMSNormCache]:
+                     out: np.ndarray | None = None, accumulate: Accumulation | None = None
+                     ) -> tuple[np.ndarray, RMSNormCache]:
     """RMSNorm over the last axis; see ``normlab.functional.rms_norm_forward`` (same arguments,
-    result and cache). ``out``: an array of x's shape and dtype to write y into (then returned as
-    y), instead of a new one."""
+    result and cache; with an ``accumulate`` the same result bit for bit). ``out``: an array of
+    x's shape and dtype to write y into (then returned as y), instead of a new one."""
     x, weight, eps, k = _ref_rms.check_args(x, weight, eps, partial, offset)
+    acc = check_accumulation(accumulate)
     out = check_out(out, x)
     C = x.shape[-1]
     if not native(x.dtype) or x.size == 0:
         return _into(out, _ref_rms.rms_norm_forward(x, weight, eps=eps, partial=partial,
-                                                    offset=offset))
+                                                    offset=offset, accumulate=acc))
     ct = ck.compute_dtype(x.dtype)
     scale = weight.astype(ct) + ct.type(offset)
     xk, fmt = kernel_view(rows_of(x))
@@ -315,7 +352,7 @@ def rms_norm_forward(x: np.ndarray, weight: np.ndarray, *, eps: float = 1e-8,
     yk, _ = kernel_view(y.reshape(rows, C))
     rstd = np.empty(rows, ct)
     launch(_rms_norm_fwd, x.size, xk, scale, ct.type(eps), k, yk, rstd, fmt, F16_TABLE,
-           nchunks(rows, x.size))
+           nchunks(rows, x.size), acc_spec(acc))
     return y, RMSNormCache(x, scale, rstd.reshape(x.shape[:-1] + (1,)), k, weight.dtype)
 
 

@@ -26,8 +26,10 @@ from ..functional import losses as _ref_losses
 from ..functional import softmax as _ref_softmax
 from ..functional.losses import IGNORE_INDEX, CrossEntropyCache
 from ..functional.softmax import CappedSoftmaxCache, SoftmaxCache
+from ..precision.accumulate import Accumulation, check_accumulation
 from ._common import REDUCE, chunk_bounds, launch, nchunks, rows_of
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
+from .accumulate import acc_row_sum, acc_spec
 
 
 @njit(cache=True)
@@ -40,12 +42,16 @@ def _row_max(v, k):
 
 
 @njit(cache=True)
-def _exp_normalize(z, k, p):
-    """p[:k] = exp(z - max) / sum, in the reference's order; returns (max, sum)."""
+def _exp_normalize(z, k, p, spec, tmp):
+    """p[:k] = exp(z - max) / sum, in the reference's order; returns (max, sum). The sum in the
+    accumulation ``spec`` when it is on."""
     m = _row_max(z, k)
     for j in range(k):
         p[j] = np.exp(z[j] - m)
-    s = _sum_first(p, k)
+    if spec[0]:
+        s = p.dtype.type(acc_row_sum(p, k, spec, tmp))
+    else:
+        s = _sum_first(p, k)
     for j in range(k):
         p[j] = p[j] / s
     return m, s
@@ -68,7 +74,7 @@ def _dot(a, b, k):
 
 
 @njit(parallel=True, cache=True)
-def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, rowmax, fx, table, n):
+def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, rowmax, fx, table, n, spec):
     """Rows of x -> p (compute dtype) and y (x's format), and each row's largest raw x over its
     kept keys (before the cap) in rowmax. With cap > 0 the logits are first capped,
     cap * tanh(x / cap) (tanh saved); with causal, row i sees keys j <= i mod T."""
@@ -78,6 +84,7 @@ def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, rowmax, fx, table, n):
         xbuf = np.empty(C, p.dtype)
         zbuf = np.empty(C, p.dtype)
         ybuf = np.empty(C, p.dtype)
+        tmp = np.empty(1, np.float64)
         zero = p.dtype.type(0.0)
         for i in range(lo, hi):
             v = load_row(x[i], xbuf, fx, table)  # read x
@@ -94,7 +101,7 @@ def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, rowmax, fx, table, n):
             else:
                 z = v
             pr = p[i]
-            m, _ = _exp_normalize(z, k, pr)  # write p
+            m, _ = _exp_normalize(z, k, pr, spec, tmp)  # write p
             if cap <= 0:
                 rowmax[i] = m
             for j in range(k, C):
@@ -127,14 +134,16 @@ def _softmax_bwd(p, dy, has_cap, tanh, dx, fdy, fx, table, n):
             store_row(dx[i], o, fx)  # write dx
 
 
-def softmax_forward(x: np.ndarray, axis: int = -1) -> tuple[np.ndarray, SoftmaxCache]:
+def softmax_forward(x: np.ndarray, axis: int = -1, *, accumulate: Accumulation | None = None
+                    ) -> tuple[np.ndarray, SoftmaxCache]:
     """Softmax along ``axis``; as ``normlab.functional.softmax_forward`` (same cache)."""
     x = ck.float_array(x, "x")
     ck.at_least_nd(x, "x", 1)
     ax = _ref_softmax._axis(axis, x.ndim)
+    acc = check_accumulation(accumulate)
     if ax != x.ndim - 1 or not native(x.dtype) or x.size == 0:
-        return _ref_softmax.softmax_forward(x, axis)
-    p, y, _, _ = _forward(x, causal=False, softcap=None)
+        return _ref_softmax.softmax_forward(x, axis, accumulate=acc)
+    p, y, _, _ = _forward(x, causal=False, softcap=None, acc=acc)
     return y, SoftmaxCache(p, ax, x.dtype)
 
 
@@ -149,7 +158,7 @@ def softmax_backward(dout: np.ndarray, cache: SoftmaxCache) -> np.ndarray:
     return _backward(dout, p, None, dtype)
 
 
-def _forward(x, causal, softcap):
+def _forward(x, causal, softcap, acc=None):
     """p (compute dtype), y (x's dtype; p itself when x has the compute dtype), tanh of the cap
     (None without one) and each row's largest raw logit over its kept keys (rows,)."""
     ct = ck.compute_dtype(x.dtype)
@@ -163,7 +172,7 @@ def _forward(x, causal, softcap):
     T = x.shape[-2] if causal else 1
     launch(_softmax_fwd, x.size, xk, p.reshape(rows, C), kernel_view(y.reshape(rows, C))[0],
            y is not p, T, causal, ct.type(softcap or 0.0), tanh.reshape(-1, C), rowmax, fx,
-           F16_TABLE, nchunks(rows, x.size))
+           F16_TABLE, nchunks(rows, x.size), acc_spec(acc))
     return p, y, (tanh if softcap else None), rowmax
 
 
@@ -182,7 +191,8 @@ def _backward(dout, p, tanh, dtype):
 
 
 def capped_softmax_forward(
-    s: np.ndarray, *, softcap: float | None = None, causal: bool = False
+    s: np.ndarray, *, softcap: float | None = None, causal: bool = False,
+    accumulate: Accumulation | None = None,
 ) -> tuple[np.ndarray, CappedSoftmaxCache]:
     """``softmax(cap * tanh(s / cap) + M)`` over the last axis, fused (the reference:
     ``normlab.functional.softmax.capped_softmax_forward``): the soft-cap of Gemma 2
@@ -192,9 +202,11 @@ def capped_softmax_forward(
     Returns p (s's shape and dtype) and a ``CappedSoftmaxCache``.
     """
     s, softcap, causal = _ref_softmax.check_capped_args(s, softcap, causal)
+    acc = check_accumulation(accumulate)
     if not native(s.dtype) or s.size == 0:
-        return _ref_softmax.capped_softmax_forward(s, softcap=softcap, causal=causal)
-    p, y, tanh, _ = _forward(s, causal, softcap)
+        return _ref_softmax.capped_softmax_forward(s, softcap=softcap, causal=causal,
+                                                   accumulate=acc)
+    p, y, tanh, _ = _forward(s, causal, softcap, acc)
     return y, CappedSoftmaxCache(p, tanh, s.dtype)
 
 
@@ -213,7 +225,7 @@ def capped_softmax_backward(dout: np.ndarray, cache: CappedSoftmaxCache) -> np.n
 
 
 @njit(parallel=True, cache=True)
-def _ce_fwd(logits, rows_idx, y, cap, p, tanh, log_z, nll, zmean, fx, table, n):
+def _ce_fwd(logits, rows_idx, y, cap, p, tanh, log_z, nll, zmean, fx, table, n, spec):
     """Kept rows r (logits row rows_idx[r]) -> p[r], tanh[r], log Z, nll and mean(z)."""
     N = rows_idx.shape[0]
     C = logits.shape[1]
@@ -221,6 +233,7 @@ def _ce_fwd(logits, rows_idx, y, cap, p, tanh, log_z, nll, zmean, fx, table, n):
         lo, hi = chunk_bounds(c, n, N)
         xbuf = np.empty(C, p.dtype)
         zbuf = np.empty(C, p.dtype)
+        tmp = np.empty(1, np.float64)
         for r in range(lo, hi):
             v = load_row(logits[rows_idx[r]], xbuf, fx, table)  # read logits
             if cap > 0:
@@ -231,7 +244,7 @@ def _ce_fwd(logits, rows_idx, y, cap, p, tanh, log_z, nll, zmean, fx, table, n):
                 z = zbuf
             else:
                 z = v
-            m, s = _exp_normalize(z, C, p[r])  # write p
+            m, s = _exp_normalize(z, C, p[r], spec, tmp)  # write p
             lz = m + np.log(s)
             log_z[r] = lz
             nll[r] = lz - z[y[r]]
@@ -266,17 +279,19 @@ def _ce_bwd(p, y, rows_idx, log_z, one_minus_eps, eps_over_v, two_c, g, has_cap,
 
 def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, *,
                           softcap: float | None = None, z_loss: float = 0.0,
-                          label_smoothing: float = 0.0, ignore_index: int = IGNORE_INDEX
+                          label_smoothing: float = 0.0, ignore_index: int = IGNORE_INDEX,
+                          accumulate: Accumulation | None = None
                           ) -> tuple[np.ndarray, CrossEntropyCache]:
     """Mean cross-entropy from logits; as ``normlab.functional.cross_entropy_forward`` (same
     arguments, loss and cache)."""
     logits, targets_, softcap, label_smoothing, keep = _ref_losses.check_args(
         logits, targets, softcap, z_loss, label_smoothing, ignore_index)
+    acc = check_accumulation(accumulate)
     V = logits.shape[-1]
     if not native(logits.dtype):
         return _ref_losses.cross_entropy_forward(logits, targets, softcap=softcap, z_loss=z_loss,
                                                  label_smoothing=label_smoothing,
-                                                 ignore_index=ignore_index)
+                                                 ignore_index=ignore_index, accumulate=acc)
     ct = ck.compute_dtype(logits.dtype)
     all_kept = bool(keep.all())
     flat_keep = keep.reshape(-1)
@@ -288,7 +303,7 @@ def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, *,
     tanh = np.empty((N, V) if softcap else (0, V), ct)
     log_z, nll, zmean = np.empty(N, ct), np.empty(N, ct), np.empty(N, ct)
     launch(_ce_fwd, N * V, xk, idx, y, ct.type(softcap or 0.0), p, tanh, log_z, nll, zmean, fx,
-           F16_TABLE, nchunks(N, N * V))
+           F16_TABLE, nchunks(N, N * V), acc_spec(acc))
     per_row = (1.0 - label_smoothing) * nll.astype(np.float64)
     if label_smoothing:
         per_row += label_smoothing * (log_z - zmean).astype(np.float64)

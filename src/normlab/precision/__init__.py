@@ -17,12 +17,20 @@ accumulator, chunked), ``conformance`` (the golden vectors and the table of othe
     array([448., 448.], dtype=float32)
 """
 
-from .accumulate import accumulate_sum
+from .accumulate import Accumulation, accumulate_sum
 from .formats import DIALECTS, FORMATS, FloatFormat, format_table, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler, find_nonfinite, has_nonfinite
 from .master import METHODS, WeightUpdater, apply_updates
 from .matmul import matmul
-from .policy import PRESETS, ROLES, LossScaling, Precision, PrecisionPolicy, get_policy
+from .policy import (
+    ACCUMULATION_ROLES,
+    PRESETS,
+    ROLES,
+    LossScaling,
+    Precision,
+    PrecisionPolicy,
+    get_policy,
+)
 from .rounding import OVERFLOWS, ROUNDINGS, cast, quantize, round_to_bfloat16
 from .scaling import (
     DelayedScaling,
@@ -41,6 +49,7 @@ from .scaling import (
 )
 
 __all__ = [
+    "ACCUMULATION_ROLES",
     "DIALECTS",
     "FORMATS",
     "METHODS",
@@ -48,6 +57,7 @@ __all__ = [
     "PRESETS",
     "ROLES",
     "ROUNDINGS",
+    "Accumulation",
     "DelayedScaling",
     "DelayedScalingState",
     "DynamicLossScaler",

@@ -19,14 +19,19 @@ error against float64 by width, format and chunk).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
-from .formats import get_format
-from .rounding import quantize
+from .formats import FORMATS, FloatFormat, get_format
+from .rounding import ROUNDINGS, _check_overflow, quantize
+
+_FORMAT_FIELDS = ("exponent_bits", "mantissa_bits", "bias", "inf_nan", "subnormals", "signed",
+                  "zero", "name")
 
 
 def accumulate_sum(x: Any, fmt: Any, *, axis: int = -1, chunk: int | None = None,
@@ -58,10 +63,167 @@ def accumulate_sum(x: Any, fmt: Any, *, axis: int = -1, chunk: int | None = None
     quantize(np.zeros(1, np.float32), fmt_, rounding=rounding, rng=rng)  # checks rounding/rng
     with np.errstate(over="ignore", invalid="ignore"):
         terms = np.moveaxis(x, ax, -1).astype(np.float32).astype(np.float64)
+    return _running_sums(terms, fmt_, k, promote_, rounding, None, rng)
+
+
+_FLOAT32 = get_format("float32")
+_DETERMINISTIC = tuple(r for r in ROUNDINGS if r != "stochastic")
+
+
+def _group_sum(terms: Array, lo: int, hi: int) -> Array:
+    """terms[..., lo:hi] summed in order in float32 (each addition in float64, rounded once)."""
+    part = terms[..., lo]
+    if hi - lo > 1:
+        part = part.astype(np.float32).astype(np.float64)
+    for j in range(lo + 1, hi):
+        part = (part + terms[..., j]).astype(np.float32).astype(np.float64)
+    return part
+
+
+def _running_sums(terms: Array, fmt: FloatFormat, k: int, promote: FloatFormat, rounding: str,
+                  overflow: str | None, rng: np.random.Generator | None, every: int = 1
+                  ) -> Array:
+    """The chunked running sum of float64 ``terms`` (..., n) along the last axis: running sums
+    of k terms in ``fmt`` (each addition in float64, rounded once), partials added in
+    ``promote``; with ``every`` > 1 the terms enter the running sum as float32 sums of
+    ``every`` terms (groups restart at each chunk). The one algorithm of ``accumulate_sum``, the
+    accumulation roles and the kernels (``normlab.kernels.accumulate``)."""
+    n = terms.shape[-1]
     total = np.zeros(terms.shape[:-1])
     for start in range(0, n, max(k, 1)):
         acc = np.zeros(terms.shape[:-1])
-        for j in range(start, min(n, start + k)):
-            acc = quantize(acc + terms[..., j], fmt_, rounding=rounding, rng=rng)
-        total = acc if start == 0 else quantize(total + acc, promote_)
+        stop = min(n, start + k)
+        for j in range(start, stop, every):
+            part = terms[..., j] if every == 1 else _group_sum(terms, j, min(stop, j + every))
+            acc = quantize(acc + part, fmt, rounding=rounding, overflow=overflow, rng=rng)
+        total = acc if start == 0 else quantize(total + acc, promote)
     return total
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """The accumulator of a reduction inside an op (a norm's statistics, a softmax's or
+    log-sum-exp's sum): a policy role (``PrecisionPolicy.norm_accumulate``,
+    ``softmax_accumulate``) and the ``accumulate=`` argument of the ops in
+    ``normlab.functional`` and ``normlab.kernels``.
+
+    Args:
+        format: the running sum's format (a name in FORMATS or a FloatFormat).
+        chunk: terms per running sum (>= 1), the partial sums then added in float32, as fused
+            kernels keep per-thread partials and fp8 GEMMs promote every 128 products; None:
+            one running sum over the whole row.
+        every: terms first summed in float32, ``every`` at a time, before each addition to the
+            running sum (a vector unit's tile reduction: tt-metal's softmax sums tiles of 32
+            before its 16-bit accumulator; the matmul's ``accumulate_every``); 1: every term.
+        rounding: the running sum's rounding, a deterministic mode of ``quantize`` (stochastic
+            rounding needs a Generator: ``accumulate_sum`` has it).
+        overflow: as ``quantize`` (None: the format's default).
+
+    ``Accumulation()`` (float32, no chunk) is the default: the ops reduce exactly as they do
+    without one (NumPy's pairwise float32 sums, the kernels' vectorized ones), bit for bit.
+    Any other setting is emulated: the terms (in the op's compute dtype, float32 or float64)
+    summed in order as ``accumulate_sum`` does, the same in the reference and in the kernels.
+    """
+
+    format: FloatFormat = _FLOAT32
+    chunk: int | None = None
+    rounding: str = "nearest_even"
+    overflow: str | None = None
+    every: int = 1
+
+    def __post_init__(self) -> None:
+        fmt = get_format(self.format, "accumulation format")
+        object.__setattr__(self, "format", fmt)
+        if self.chunk is not None:
+            object.__setattr__(self, "chunk", ck.integer(self.chunk, "chunk", lo=1,
+                                                         hi=1 << 40))
+        if self.rounding not in _DETERMINISTIC:
+            raise ValueError(f"an accumulation's rounding must be one of {_DETERMINISTIC}; got "
+                             f"{self.rounding!r}")
+        _check_overflow(self.overflow, fmt)
+        object.__setattr__(self, "every", ck.integer(self.every, "every", lo=1, hi=1 << 40))
+
+    @property
+    def default(self) -> bool:
+        """True for float32 without a chunk: the op's own float32 reduction, unchanged."""
+        return (self.format == _FLOAT32 and self.chunk is None and self.every == 1
+                and self.rounding == "nearest_even" and self.overflow is None)
+
+    def sum(self, terms: Any, *, axis: int = -1) -> Array:
+        """The emulated sum of ``terms`` along ``axis`` (float64 array holding float32 values,
+        ``format`` values with a single chunk); the terms are taken as they are (float64 of
+        the compute dtype's values), not rounded to float32 first."""
+        t = ck.float_array(terms, "terms")
+        if t.ndim == 0:
+            raise ValueError("terms must have at least 1 dimension to sum along; got a scalar")
+        ax = ck.integer(axis, "axis", lo=-t.ndim, hi=t.ndim - 1) % t.ndim
+        t64 = np.moveaxis(t, ax, -1).astype(np.float64)
+        n = t64.shape[-1]
+        k = n if self.chunk is None else self.chunk
+        return _running_sums(t64, self.format, k, _FLOAT32, self.rounding, self.overflow, None,
+                             self.every)
+
+    def to_value(self) -> Any:
+        """JSON value: the format's name alone when nothing else is set, else an object."""
+        fmt: Any = self.format.name if FORMATS.get(self.format.name or "") == self.format \
+            else {f: getattr(self.format, f) for f in _FORMAT_FIELDS}
+        if self.chunk is None and self.rounding == "nearest_even" and self.overflow is None \
+                and self.every == 1 and isinstance(fmt, str):
+            return fmt
+        out: dict[str, Any] = {"format": fmt, "chunk": self.chunk}
+        if self.every != 1:
+            out["every"] = self.every
+        if self.rounding != "nearest_even":
+            out["rounding"] = self.rounding
+        if self.overflow is not None:
+            out["overflow"] = self.overflow
+        return out
+
+    @classmethod
+    def from_value(cls, value: Any, where: str = "accumulation") -> Accumulation:
+        """From None (the default), a format name, a FloatFormat, an Accumulation, or an object
+        with ``format`` and optionally ``chunk``, ``rounding``, ``overflow``."""
+        if value is None:
+            return cls()
+        if isinstance(value, Accumulation):
+            return value
+        try:
+            if isinstance(value, (str, FloatFormat)):
+                return cls(get_format(value, where))
+            if not isinstance(value, Mapping):
+                raise TypeError(f"must be a format name or an object with 'format'; got "
+                                f"{value!r}")
+            unknown = set(value) - {"format", "chunk", "rounding", "overflow", "every"}
+            if unknown:
+                raise ValueError(f"unknown field(s) {sorted(unknown)}; an accumulation has "
+                                 f"format, chunk, rounding, overflow, every")
+            fmt = value.get("format", "float32")
+            if isinstance(fmt, Mapping):
+                fmt = FloatFormat(**fmt)
+            return cls(fmt, value.get("chunk"), value.get("rounding", "nearest_even"),
+                       value.get("overflow"), value.get("every", 1))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+
+    def __str__(self) -> str:
+        parts = [str(self.format.name or self.format)]
+        if self.every != 1:
+            parts.append(f"float32 sums of {self.every} added")
+        parts.append("one running sum" if self.chunk is None
+                     else f"chunks of {self.chunk}, promoted to float32")
+        if self.rounding != "nearest_even":
+            parts.append(self.rounding)
+        if self.overflow is not None:
+            parts.append(f"overflow={self.overflow}")
+        return ", ".join(parts)
+
+
+def check_accumulation(value: Any, name: str = "accumulate") -> Accumulation | None:
+    """An op's ``accumulate=`` argument: None or an Accumulation (else a TypeError naming it);
+    None for the default (the op's own float32 reduction)."""
+    if value is None:
+        return None
+    if not isinstance(value, Accumulation):
+        raise TypeError(f"{name} must be None or a normlab.precision.Accumulation; got "
+                        f"{type(value).__name__}")
+    return None if value.default else value

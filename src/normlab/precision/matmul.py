@@ -8,6 +8,10 @@ accumulate format the K products are summed ``accumulate_every`` at a time in fl
 partial sum is added to the accumulator and rounded to the accumulate format once (the addition
 in float64, so that the rounding is single): with ``accumulate_every=1`` that is a running sum
 in the low format, which stalls once the accumulator's half-ulp exceeds the terms (swamping).
+With ``accumulate_chunk`` (the policy's promotion interval) the accumulator restarts every
+``accumulate_chunk`` products and each chunk's sum is added to a float32 total (rounded once), as
+fp8 GEMMs promote their partial sums to CUDA-core float32 registers every 128 products
+(DeepSeek-V3, section 3.3.2: every 4 WGMMAs).
 """
 
 from __future__ import annotations
@@ -69,17 +73,30 @@ def matmul(a: Any, b: Any, policy: PrecisionPolicy | str = "fp32", *,
         a, rng=rng, state=states[0], axis=-1).astype(ct, copy=False)
     bq = policy.role(roles[1]).apply(  # type: ignore[union-attr]
         b, rng=rng, state=states[1], axis=-2).astype(ct, copy=False)
-    acc = policy.accumulate
-    if not acc.rounds:
+    K = aq.shape[-1]
+    if not policy.accumulate.rounds or K == 0:
         out = aq @ bq
-    else:
-        k, K = policy.accumulate_every, aq.shape[-1]
-        out = None
-        for i in range(0, K, k):
-            part = (aq[..., i:i + k] @ bq[..., i:i + k, :]).astype(np.float64)
-            total = part if out is None else out.astype(np.float64) + part
-            out = quantize(total, acc.format, rounding=acc.rounding, overflow=acc.overflow,
-                           rng=rng).astype(ct)
-        if out is None:  # K = 0
-            out = aq @ bq
+    elif policy.accumulate_chunk is None:
+        out = _accumulated(aq, bq, policy, rng, ct)
+    else:  # a fresh accumulator every accumulate_chunk products, added to a float32 total
+        c = policy.accumulate_chunk
+        out = _accumulated(aq[..., :c], bq[..., :c, :], policy, rng, ct)
+        for i in range(c, K, c):
+            part = _accumulated(aq[..., i:i + c], bq[..., i:i + c, :], policy, rng, ct)
+            out = quantize(out.astype(np.float64) + part, "float32").astype(ct)
     return policy.activations.apply(out, rng=rng).astype(ct, copy=False)
+
+
+def _accumulated(aq: Array, bq: Array, policy: PrecisionPolicy, rng: np.random.Generator | None,
+                 ct: np.dtype) -> Array:
+    """sum_k aq[..., k] bq[k, :] in the accumulate format: ``accumulate_every`` products at a
+    time in float32, each partial added to the accumulator and rounded once (K >= 1)."""
+    acc, k, K = policy.accumulate, policy.accumulate_every, aq.shape[-1]
+    out = None
+    for i in range(0, K, k):
+        part = (aq[..., i:i + k] @ bq[..., i:i + k, :]).astype(np.float64)
+        total = part if out is None else out.astype(np.float64) + part
+        out = quantize(total, acc.format, rounding=acc.rounding, overflow=acc.overflow,
+                       rng=rng).astype(ct)
+    assert out is not None
+    return out

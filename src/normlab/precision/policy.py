@@ -15,6 +15,20 @@ master         the master copy of the weights that the optimizer updates; None w
 communication  gradient reduction buffers (FSDP's reduce dtype)
 =============  =================================================================================
 
+Accumulation roles (``Accumulation``: a format and a chunk), the sums inside the reductions:
+
+===================  ==========================================================================
+norm_accumulate      LayerNorm's mean and variance sums, RMSNorm's mean square
+softmax_accumulate   the softmax denominator and the log-sum-exp sum of the cross-entropy
+accumulate_chunk     with a lower ``accumulate`` format, the matmul's promotion interval: every
+                     ``accumulate_chunk`` products the accumulator is added to a float32 total
+                     and restarted (fp8 GEMMs promote every 128 products, DeepSeek-V3)
+===================  ==========================================================================
+
+Their defaults (float32, no chunk, no promotion) are the reductions as they are without them, bit
+for bit, and a policy's JSON leaves them out; ``policy.norm_accumulate`` is passed to the ops as
+``accumulate=`` (``normlab.functional``, ``normlab.kernels``).
+
 The format ``float32`` means "no rounding" for float32 data: ``Precision("float32").rounds`` is
 False. Policies are data: ``to_json`` / ``from_json`` round-trip, and every value is checked when
 a policy is built, with errors that name the role.
@@ -41,6 +55,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
+from .accumulate import Accumulation
 from .formats import FORMATS, FloatFormat, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler
 from .rounding import _check_overflow, _check_rounding, quantize
@@ -57,6 +72,8 @@ from .scaling import (
 
 ROLES = ("params", "compute", "accumulate", "activations", "gradients", "optimizer", "master",
          "communication")
+ACCUMULATION_ROLES = ("norm_accumulate", "softmax_accumulate")
+_NO_ACCUMULATION = Accumulation()  # the default: float32, the reductions as they are
 _FLOAT32 = FORMATS["float32"]
 _FORMAT_FIELDS = ("exponent_bits", "mantissa_bits", "bias", "inf_nan", "subnormals", "signed",
                   "zero", "name")
@@ -298,6 +315,9 @@ class PrecisionPolicy:
     communication: Precision
     loss_scaling: LossScaling | None = None
     accumulate_every: int = 1
+    norm_accumulate: Accumulation = _NO_ACCUMULATION
+    softmax_accumulate: Accumulation = _NO_ACCUMULATION
+    accumulate_chunk: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -327,6 +347,14 @@ class PrecisionPolicy:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"accumulate_every must be an integer >= 1; got {k!r}")
         object.__setattr__(self, "accumulate_every", int(k))
+        for role in ACCUMULATION_ROLES:
+            object.__setattr__(self, role, Accumulation.from_value(getattr(self, role), role))
+        c = self.accumulate_chunk
+        if c is not None:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 1:
+                raise ValueError(f"accumulate_chunk must be None or an integer >= 1 (products "
+                                 f"between promotions to float32); got {c!r}")
+            object.__setattr__(self, "accumulate_chunk", int(c))
 
     @classmethod
     def preset(cls, name: str) -> PrecisionPolicy:
@@ -356,6 +384,12 @@ class PrecisionPolicy:
         out["loss_scaling"] = (None if self.loss_scaling is None
                                else dataclasses.asdict(self.loss_scaling))
         out["accumulate_every"] = self.accumulate_every
+        for role in ACCUMULATION_ROLES:  # only when set: the JSON of a policy without is as before
+            acc = getattr(self, role)
+            if not acc.default:
+                out[role] = acc.to_value()
+        if self.accumulate_chunk is not None:
+            out["accumulate_chunk"] = self.accumulate_chunk
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -365,7 +399,8 @@ class PrecisionPolicy:
     def from_dict(cls, data: Mapping[str, Any]) -> PrecisionPolicy:
         if not isinstance(data, Mapping):
             raise TypeError(f"a policy must be a JSON object; got {type(data).__name__}")
-        other = ("name", "loss_scaling", "accumulate_every")
+        other = ("name", "loss_scaling", "accumulate_every", *ACCUMULATION_ROLES,
+                 "accumulate_chunk")
         unknown = [k for k in data if k not in ROLES and k not in other]
         if unknown:
             raise ValueError(f"unknown role or key {unknown[0]!r} in the policy; roles: "
@@ -376,7 +411,12 @@ class PrecisionPolicy:
                              f"needs a format ('float32' for none; master may be null)")
         return cls(name=data.get("name", "custom"), **{r: data[r] for r in ROLES},
                    loss_scaling=data.get("loss_scaling"),
-                   accumulate_every=data.get("accumulate_every", 1))
+                   accumulate_every=data.get("accumulate_every", 1),
+                   norm_accumulate=Accumulation.from_value(data.get("norm_accumulate"),
+                                                           "norm_accumulate"),
+                   softmax_accumulate=Accumulation.from_value(data.get("softmax_accumulate"),
+                                                              "softmax_accumulate"),
+                   accumulate_chunk=data.get("accumulate_chunk"))
 
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any]) -> PrecisionPolicy:
@@ -400,6 +440,13 @@ class PrecisionPolicy:
         ls = self.loss_scaling
         lines.append(f"  {'loss scaling':<14} "
                      f"{'none' if ls is None else f'{ls.kind}, initial scale {ls.init_scale:g}'}")
+        for role in ACCUMULATION_ROLES:
+            acc = getattr(self, role)
+            if not acc.default:
+                lines.append(f"  {role:<14} {acc}")
+        if self.accumulate_chunk is not None:
+            lines.append(f"  {'accumulate_chunk':<14} promoted to float32 every "
+                         f"{self.accumulate_chunk} products")
         return "\n".join(lines)
 
 

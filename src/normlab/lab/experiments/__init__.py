@@ -19,6 +19,7 @@ EXPERIMENTS: dict[str, str] = {
     "attention-logit-growth": "normlab.lab.experiments.attention_logit_growth",
     "output-logit-divergence": "normlab.lab.experiments.output_logit_divergence",
     "precision-recipes": "normlab.lab.experiments.precision_recipes",
+    "accumulation-precision": "normlab.lab.experiments.accumulation_precision",
     "warmup": "normlab.lab.experiments.warmup",
     "dyt": "normlab.lab.experiments.dyt",
     "norm-placement-depth": "normlab.lab.experiments.norm_placement_depth",

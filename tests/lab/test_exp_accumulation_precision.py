@@ -1,0 +1,68 @@
+"""accumulation-precision at its tiny size (seconds, in this process): the data's shape, the
+swamping facts the checks read (a one-sum bfloat16 accumulator is off, promotion fixes it), the
+issue row's explanation (eps, not the sum), the Student-t intervals, the matrix product's inner
+sums equal to precision.matmul under the policy, and the three training arms."""
+
+import json
+
+import numpy as np
+import pytest
+
+from normlab.lab import framework as E
+from normlab.lab.experiments import accumulation_precision as X
+from normlab.precision import PRESETS, Precision, matmul, quantize
+
+_CACHE = {}
+
+
+def tiny():
+    if "r" not in _CACHE:
+        _CACHE["r"] = E.run_experiment("accumulation-precision", size="tiny", seed=0).result
+    return _CACHE["r"]
+
+
+def test_data_and_swamping_facts():
+    r = tiny()
+    d, cfg = r.data, E.configure(X, "tiny")
+    assert len(d["ops"]) == cfg.seeds == 2 and set(d["train"][0]) == set(X.TRAIN_ARMS)
+    for s in d["ops"]:
+        wide = s[str(max(cfg.widths))]
+        assert wide["bfloat16/none"]["rowsum"] > 1.5  # the denominator stalls: rows sum above 1
+        assert abs(wide["bfloat16/32"]["rowsum"] - 1) < 0.01
+        assert wide["bfloat16/none"]["rms"] > 1.2 and abs(wide["bfloat16/32"]["rms"] - 1) < 0.01
+        assert wide["float16/none"]["lse"] > wide["float16/32"]["lse"]
+    for s in d["matmul"]:
+        k = s[str(X.DEEPSEEK_K)]
+        assert k[f"tc14/{X.DEEPSEEK_NC}"] < k["tc14/none"] / 2
+    json.dumps(r.to_json(), allow_nan=False)
+
+
+def test_the_issue_row_is_eps_not_accumulation():
+    r = tiny()
+    issue = r.checks[0]
+    assert issue.passed is False and "finfo(bfloat16).eps" in issue.note
+    eps = np.mean([v["eps"] for v in r.data["issue"]])
+    assert 1.6 < eps < 2.0 and all(abs(v["acc"] - 1) < 0.02 for v in r.data["issue"])
+
+
+def test_t_interval():
+    iv = X._t_interval([1.0, 2.0, 3.0])
+    se = 1.0 / np.sqrt(3)
+    assert iv.mean == 2.0 and iv.hi == pytest.approx(2.0 + 4.303 * se) and iv.n == 3
+    assert X._t_interval([1.0] * 40).lo == 1.0  # beyond the table: its last quantile
+
+
+@pytest.mark.parametrize("chunk", [None, 128])
+def test_inner_sums_are_the_policy_matmul(chunk):
+    """kernels.accumulate_sum of the exact fp8 products (what the experiment measures) equals
+    precision.matmul with accumulate_every=1 and accumulate_chunk under the same format."""
+    from normlab import kernels
+
+    rng = np.random.default_rng(0)
+    a = quantize(rng.standard_normal((3, 600)), "float8_e4m3fn")
+    b = quantize(rng.standard_normal((600, 2)), "float8_e4m3fn")
+    pol = PRESETS["fp32"].replace(accumulate=Precision(X.TC14, rounding="toward_zero"),
+                                  accumulate_chunk=chunk)
+    terms = np.moveaxis(a.astype(np.float64)[:, :, None] * b.astype(np.float64)[None], 1, -1)
+    got = kernels.accumulate_sum(terms, X.TC14, chunk=chunk, rounding="toward_zero")
+    np.testing.assert_array_equal(got.astype(np.float32), matmul(a, b, pol))
