@@ -1,7 +1,8 @@
 """``normlab.lab.compare``: two results compared bit for bit, and the restructured lab checked
 against a tiny-size report made with the code before the restructuring (the fixture
 ``fixtures/tiny-before/``: each experiment's ``result.json`` at ``--tiny``, made by ``normlab
-report --tiny`` at main da85eb3, figures and sweep stores left out). The fixture was made under
+report --tiny`` at main da85eb3 with today's reduction flags ``kernels._common.REDUCE``, figures
+and sweep stores left out). The fixture was made under
 :mod:`normlab.portable`'s environment, and the experiments are rerun under it, in a process of their
 own with an empty numba cache: the last bits depend on the instruction set the libraries choose."""
 

@@ -1,20 +1,18 @@
 """Existing runs reproduce bit for bit: short runs of several placements, norms and precision
 presets, and shortened versions of the lab recipes that read the per-step metrics, against the
 results recorded before the measurements moved into probes (``data/pinned_runs.json``, written by
-``data/record_pinned.py`` with the code of commit da85eb3). Every loss, metric, evaluation and
-the final parameters (a SHA-256 of their bytes) must be equal, and the records' keys in the same
-order.
+``data/record_pinned.py`` with the code of commit da85eb3 and the reductions' fast-math flags of
+today's kernels, ``kernels._common.REDUCE``, which changed the last bits of every run once).
+Every loss, metric, evaluation and the final parameters (a SHA-256 of their bytes) must be equal,
+and the records' keys in the same order.
 
 The runs are made in a process of their own under :mod:`normlab.portable`'s environment (the one
 the recording was made under), with an empty numba cache: the last bits of a float32 run depend on
 the instruction set NumPy, OpenBLAS and numba choose, and this pins it, so the comparison holds on
 any x86-64 machine with AVX2.
 
-One case has a second recorded result: with RMSNorm and fp8_hybrid, numba's kernels give one
-result when compiled in the process and another when loaded from numba's on-disk cache (the same
-code recorded with an empty ``NUMBA_CACHE_DIR`` and with a warm one; the first difference is in the
-third step's gradient norm, at the tenth significant digit). The runs here compile in their
-process, so the first is the one compared."""
+Compiled in the process or loaded from numba's disk cache, the kernels give the same bits
+(``tests/kernels/test_cache_bits.py``); the runs here compile in their process."""
 
 import hashlib
 import json

@@ -33,9 +33,12 @@ from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 
-# Fast-math flags for reductions only: reassociation (vectorized partial sums) and no signed
-# zeros. No 'nnan'/'ninf': NaN and inf propagate as in NumPy.
-REDUCE = {"reassoc", "nsz"}
+# Fast-math flags for reductions only: reassociation (vectorized partial sums). No 'nnan'/'ninf':
+# NaN and inf propagate as in NumPy. No 'nsz' either: with it, a reduction called from another
+# kernel compiled to different code in the process that compiled it and in one that loaded it
+# from numba's disk cache (RMSNorm's input gradient differed in its last bits between a first and
+# a second run; tests/kernels/test_cache_bits.py).
+REDUCE = {"reassoc"}
 
 # Parameter gradients: each thread sums ROW_BLOCK rows into float32 partials (for float32
 # compute), then adds them into its float64 accumulator; the threads' accumulators are summed in
