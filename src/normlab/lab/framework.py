@@ -30,7 +30,6 @@ import hashlib
 import importlib
 import inspect
 import json
-import math
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._files import jsonable, read_json, write_json
+from .formatting import fmt as fmt  # the lab's formatter, imported from here by experiments
 from .sweep.executors import check_executor
 
 if TYPE_CHECKING:
@@ -249,16 +249,6 @@ _RESULT_KEYS = ("name", "title", "claim", "citation", "published", "setting", "m
                 "cache_key", "verdict_rule", "short")
 
 
-def fmt(x: float, digits: int = 3) -> str:
-    """A number for a table: 3 significant digits, scientific outside [1e-3, 1e5)."""
-    x = float(x)
-    if x == 0 or not math.isfinite(x):
-        return repr(x) if not math.isfinite(x) else "0"
-    if 1e-3 <= abs(x) < 1e5:
-        return f"{x:.{digits}g}"
-    return f"{x:.{max(digits - 1, 0)}e}"
-
-
 # ---- the run context -----------------------------------------------------------------------
 class Progress(Protocol):
     def __call__(self, done: float, total: float, note: str = "") -> None: ...
@@ -454,7 +444,7 @@ def _changed_text(config: Any, default: Any, prefix: str) -> str:
 def _value_text(v: Any) -> str:
     if isinstance(v, tuple):
         return "(" + ", ".join(_value_text(x) for x in v) + ")"
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    return fmt(v, spec="g") if isinstance(v, float) else str(v)  # a setting as it was typed
 
 
 def notes_of(module: ModuleType) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
 
+from .formatting import fmt
 from .html_page import page, table
 
 # colours of the format windows drawn over the histograms
@@ -15,18 +15,8 @@ _COLOURS = {"bfloat16": "#1f77b4", "float16": "#2ca02c", "float8_e4m3fn": "#d627
 _FRACTIONS = ("overflow", "flush", "subnormal")
 
 
-def _f(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and (v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4)):
-        return f"{v:.{digits}e}"
-    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
-
-
 def _pct(v: float) -> str:
-    if v == 0:
-        return "0"
-    return f"{100 * v:.2g}%"
+    return "0" if v == 0 else fmt(100 * v, spec=".2g") + "%"
 
 
 def histogram_svg(stats: dict, formats: list[dict], width: int = 560, height: int = 120) -> str:
@@ -116,8 +106,8 @@ def _tensors_section(result: dict, formats: list) -> str:
         rows = []
         for n in names:
             t = result["tensors"][n]
-            cells = [html.escape(n), "&times;".join(map(str, t["shape"])), _f(t["amax"]),
-                     _f(t["rms"])]
+            cells = [html.escape(n), "&times;".join(map(str, t["shape"])), fmt(t["amax"]),
+                     fmt(t["rms"])]
             over = False
             for k in keys:
                 fr = t["formats"][k]
@@ -152,22 +142,23 @@ def render(result: dict, title: str) -> str:
                  f"{result['output']['mean_logit']:.3f}</p>")
 
     parts.append("<h2>Loss under each precision policy (emulated)</h2>")
-    rows = [[html.escape(k), f"{v['loss']:.5f}", f"{v['delta']:+.2e}"]
+    rows = [[html.escape(k), fmt(v['loss'], spec=".5f"), fmt(v['delta'], spec="+.2e")]
             for k, v in result["policies"].items()]
     parts.append(table(["policy", "loss", "minus fp32"], rows))
 
     parts.append("<h2>Layers</h2>" + _layer_svg(result["layers"]))
     rows = []
     for L in result["layers"]:
-        gains = "; ".join(f"{k} {g['mean']:.3g}±{g['std']:.2g} [{g['min']:.3g}, {g['max']:.3g}]"
+        gains = "; ".join(f"{k} {fmt(g['mean'])}±{fmt(g['std'], 2)} "
+                          f"[{fmt(g['min'])}, {fmt(g['max'])}]"
                           for k, g in L["norms"].items()) or "-"
 
         def heads(v: list[float]) -> str:
-            return " ".join(f"{x:.3g}" for x in v)
+            return " ".join(fmt(x) for x in v)
 
         ratio = L["residual_max"] / L["residual_rms"] if L["residual_rms"] else float("nan")
-        rows.append([str(L["layer"]), _f(L["residual_rms"]), _f(L["residual_max"]), f"{ratio:.1f}",
-                     gains, heads(L["max_logit"]), heads(L["entropy"])])
+        rows.append([str(L["layer"]), fmt(L["residual_rms"]), fmt(L["residual_max"]),
+                     fmt(ratio, spec=".1f"), gains, heads(L["max_logit"]), heads(L["entropy"])])
     parts.append(table(["layer", "residual RMS", "max |x|", "max / RMS",
                          ("norm gains mean±std [min, max]"), "max attention logit per head",
                          "attention entropy per head (nats)"],
@@ -177,5 +168,5 @@ def render(result: dict, title: str) -> str:
     parts.append("<h2>Histograms of log2 |x| with each format's window</h2>")
     for n, t in result["tensors"].items():
         parts.append(f"<details><summary>{html.escape(n)} ({t['kind']}, "
-                     f"amax {_f(t['amax'])})</summary>{histogram_svg(t, formats)}</details>")
+                     f"amax {fmt(t['amax'])})</summary>{histogram_svg(t, formats)}</details>")
     return page(title, parts, css=css)

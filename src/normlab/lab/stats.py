@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .formatting import fmt
+
 INCONCLUSIVE = "inconclusive"
 ABOVE, BELOW = "above", "below"
 
@@ -39,13 +41,12 @@ class Interval(NamedTuple):
     method: str  # "mean +- 2 se", "paired mean +- 2 se", "bootstrap 95%"
 
     def text(self, digits: int = 3) -> str:
-        """'0.412 [0.301, 0.523] (n=5)'."""
-        f = _fmt(digits)
-        return f"{f(self.mean)} [{f(self.lo)}, {f(self.hi)}] (n={self.n})"
-
-
-def _fmt(digits: int) -> Callable[[float], str]:
-    return lambda v: "nan" if not math.isfinite(v) else f"{v:.{digits}g}"
+        """'0.412 [0.301, 0.523] (n=5)': each number through :func:`~.formatting.fmt` with the
+        spec ``.{digits}g``, Python's general form, fixed down to 1e-4 ('0.000182'): the form the
+        committed results' intervals are written in (fmt's own rule would write 1.82e-04)."""
+        spec = f".{digits}g"
+        return (f"{fmt(self.mean, spec=spec)} [{fmt(self.lo, spec=spec)}, "
+                f"{fmt(self.hi, spec=spec)}] (n={self.n})")
 
 
 def _values(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:

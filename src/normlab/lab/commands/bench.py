@@ -18,6 +18,8 @@ import argparse
 import sys
 from typing import Any
 
+from ..formatting import fmt
+
 OPS = ("layer_norm", "rms_norm", "add_layer_norm")
 
 
@@ -145,12 +147,9 @@ def _op_rows(op: str, d: int, t: dict, p: Any) -> dict:
                kern / t["copy/fresh"], "kernel_over_same_form_copy": kern / floor}
         rows[ps] = row
 
-        def fmt(v: float | None, spec: str) -> str:
-            return "-" if v is None else format(v, spec)
-
-        p(f"{op:<15}{d:>6} {ps:<9}{kern * 1e3:10.2f}{fmt(row['reference_ms'], '9.2f')}"
-          f"{fmt(row['torch_ms'], '9.2f')}{fmt(row['torch_over_kernel'], '11.2f')}"
-          f"{fmt(row['reference_over_kernel'], '9.1f')}{kern / floor:10.2f}")
+        p(f"{op:<15}{d:>6} {ps:<9}{kern * 1e3:10.2f}{fmt(row['reference_ms'], spec='9.2f')}"
+          f"{fmt(row['torch_ms'], spec='9.2f')}{fmt(row['torch_over_kernel'], spec='11.2f')}"
+          f"{fmt(row['reference_over_kernel'], spec='9.1f')}{kern / floor:10.2f}")
     return rows
 
 

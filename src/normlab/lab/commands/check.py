@@ -22,6 +22,7 @@ import numpy as np
 from ... import functional as Fn
 from ...testing import gradcheck
 from ...testing.parity import DEFAULT, GEMM, Tolerance, dyt_scales
+from ..formatting import fmt
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 
@@ -252,7 +253,7 @@ def run_checks(ops: list[OpCheck] | None = None, dtypes: Sequence[str] = DTYPES,
 
 def format_table(rows: list[Row]) -> str:
     def f(v):
-        return "-" if v is None else f"{v:.1e}"
+        return fmt(v, spec=".1e")
 
     head = (f"{'op':<30} {'dtype':<9} {'fwd err':>8} {'torch':>8} {'bwd err':>8} {'torch':>8} "
             f"{'vs FD':>8}  result")

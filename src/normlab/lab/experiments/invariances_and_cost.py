@@ -305,7 +305,8 @@ def _saving(row: dict):
 
 
 def _pct(iv) -> str:
-    return f"{100 * iv.mean:.0f}% [{100 * iv.lo:.0f}%, {100 * iv.hi:.0f}%] (n={iv.n})"
+    mean, lo, hi = (fmt(100 * v, spec=".0f") for v in (iv.mean, iv.lo, iv.hi))
+    return f"{mean}% [{lo}%, {hi}%] (n={iv.n})"
 
 
 def _speed_checks(sr: list[dict], machine: str) -> list[Check]:

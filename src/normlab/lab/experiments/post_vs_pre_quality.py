@@ -154,7 +154,7 @@ def judge(data: dict, config: Config) -> list[Check]:
 
 
 def _pct(v: float, data: dict, lr: float) -> str:
-    return f"{100 * v / float(np.mean(data['loss']['pre'][str(lr)])):+.2f}%"
+    return fmt(100 * v / float(np.mean(data['loss']['pre'][str(lr)])), spec="+.2f") + "%"
 
 
 def trained_fraction(data: dict, lr: float) -> list[float]:

@@ -20,7 +20,7 @@ from ..._files import number
 from ...nn import FULL_PRECISION, Numerics
 from ...precision import WeightUpdater, demos, get_format, quantize
 from .. import stats
-from ..framework import Card, Check
+from ..framework import Card, Check, fmt
 
 CARD = Card(
     name="precision-basics",
@@ -235,7 +235,8 @@ def _gradient_stats(data: dict, cfg: Config) -> dict:
 
 
 def _pct(iv) -> str:
-    return f"{100 * iv.mean:.3g}% [{100 * iv.lo:.3g}%, {100 * iv.hi:.3g}%]"
+    mean, lo, hi = (fmt(100 * v, spec=".3g") for v in (iv.mean, iv.lo, iv.hi))
+    return f"{mean}% [{lo}%, {hi}%]"
 
 
 def _gradient_checks(data: dict, cfg: Config) -> list[Check]:

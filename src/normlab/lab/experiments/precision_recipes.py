@@ -193,7 +193,7 @@ def _gap(data: dict, name: str) -> float:
 
 
 def _g(data: dict, name: str) -> str:
-    return f"{_gap(data, name):+.4f}"
+    return fmt(_gap(data, name), spec="+.4f")
 
 
 def _iv(data: dict, name: str):

@@ -191,7 +191,8 @@ def judge(data: dict, config: Config) -> list[Check]:
 
 
 def _pct_text(iv) -> str:
-    return f"{100 * iv.mean:+.2f}% [{100 * iv.lo:+.2f}%, {100 * iv.hi:+.2f}%] (n={iv.n})"
+    mean, lo, hi = (fmt(100 * v, spec="+.2f") for v in (iv.mean, iv.lo, iv.hi))
+    return f"{mean}% [{lo}%, {hi}%] (n={iv.n})"
 
 
 def headline(data: dict, config: Config) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._files import jsonable
+from ..formatting import fmt
 from .spec import FIELDS, short_name
 from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord, check_result
 
@@ -185,18 +186,19 @@ def _variant(variant: str, by_x: dict, records: list[RunRecord],
 
 
 # ---- text ------------------------------------------------------------------------------------
-def _f(v: float | None, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+def _f(v: float | None, sd: float | None = None) -> str:
+    """A loss (or an LR sensitivity, in nats) to 0.0001 nats, a fixed column, and `` ± sd``
+    where a spread over seeds is given; "-" where there is no finite value."""
+    if v is None or not math.isfinite(v):
         return "-"
-    return f"{v:.{digits}g}" if abs(v) < 1e-3 or abs(v) >= 1e4 else f"{v:.{digits}f}"
+    return fmt(v, spec=".4f") + ("" if sd is None else f" ± {fmt(sd, spec='.2g')}")
 
 
 def tables(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str]]]]:
     """The summary as ``(title, header, rows)`` tables of text."""
     s = summary
     runs = [[c.variant, f"{c.x:g}", str(c.runs), str(c.done), str(c.diverged), str(c.failed),
-             str(c.pending), _f(c.loss) + ("" if c.loss_sd is None else f" ± {c.loss_sd:.2g}"),
-             _f(c.loss_at_init)] for c in s.cells]
+             str(c.pending), _f(c.loss, c.loss_sd), _f(c.loss_at_init)] for c in s.cells]
     sens = [[t.variant, ", ".join(f"{v:g}" for v in t.xs) or "-", _f(t.loss_at_init),
              _f(t.best_loss), "-" if t.best_x is None else f"{t.best_x:g}", _f(t.value)]
             for t in sorted(s.sensitivity, key=lambda t: (math.isnan(t.value), t.value))]
