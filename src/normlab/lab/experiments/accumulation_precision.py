@@ -49,6 +49,7 @@ CARD = Card(
                 "sums, promotion of the partial sum to float32 every N_C terms (DeepSeek-V3: "
                 "every 4 WGMMAs, 128 products), or a float32 accumulator from the start.",
     short="16-bit accumulators stall in long sums; promotion every 32-128 terms fixes it",
+    notebooks=("16.3-mixed-precision.ipynb",),  # its float32 accumulator in a long sum
 )
 
 
