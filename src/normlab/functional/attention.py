@@ -114,14 +114,14 @@ def _scores_backward(ds: Array, q: Array, k: Array) -> tuple[Array, Array]:
     return dq, dk
 
 
-def qk_norm_forward(kind: str, x: Array, weight: Array, eps: float) -> tuple[Array, Any]:
-    """QK-norm ``kind`` (a registry entry with ``qk``) over the last axis with the gain alone."""
-    return get_norm(kind).forward(x, weight, eps=eps)
+def qk_norm_forward(x: Array, weight: Array, *, norm: str, eps: float) -> tuple[Array, Any]:
+    """QK-norm ``norm`` (a registry entry with ``qk``) over the last axis with the gain alone."""
+    return get_norm(norm).forward(x, weight, eps=eps)
 
 
-def qk_norm_backward(kind: str, dout: Array, cache: Any) -> tuple[Array, Array]:
+def qk_norm_backward(dout: Array, cache: Any, *, norm: str) -> tuple[Array, Array]:
     """``(dx, dweight)`` of ``qk_norm_forward`` (a gain-only norm's other gradients are None)."""
-    dx, dweight, *_ = get_norm(kind).backward(dout, cache)
+    dx, dweight, *_ = get_norm(norm).backward(dout, cache)
     return dx, dweight
 
 
@@ -172,10 +172,10 @@ def _normed_rotated(q: Array, k: Array, q_norm_weight: Array | None,
     """q and k (B, H, T, D) after the QK-norm, then RoPE: (q, k, q_norm, k_norm, rope_caches)."""
     q_norm = k_norm = rope_caches = None
     if qk_norm != "none":  # check_args refused a missing gain
-        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight,  # type: ignore[arg-type]
-                                    qk_norm_eps)  # (B, H, T, D)
-        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight,  # type: ignore[arg-type]
-                                    qk_norm_eps)
+        q, q_norm = qk_norm_forward(q, q_norm_weight,  # type: ignore[arg-type]
+                                    norm=qk_norm, eps=qk_norm_eps)  # (B, H, T, D)
+        k, k_norm = qk_norm_forward(k, k_norm_weight,  # type: ignore[arg-type]
+                                    norm=qk_norm, eps=qk_norm_eps)
     if rope is not None:
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)
@@ -286,7 +286,7 @@ def attention_backward(
         dk = rope_backward(dk, c.rope[1])[0]
     dwq = dwk = None
     if c.qk_norm != "none":
-        dq, dwq = qk_norm_backward(c.qk_norm, dq, c.q_norm)
-        dk, dwk = qk_norm_backward(c.qk_norm, dk, c.k_norm)
+        dq, dwq = qk_norm_backward(dq, c.q_norm, norm=c.qk_norm)
+        dk, dwk = qk_norm_backward(dk, c.k_norm, norm=c.qk_norm)
     q_dt, k_dt, v_dt = c.dtypes
     return ck.out_cast(dq, q_dt), ck.out_cast(dk, k_dt), ck.out_cast(dv, v_dt), dwq, dwk

@@ -93,8 +93,8 @@ class CausalSelfAttention(Module):
         H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = qkv[..., : H * D], qkv[..., H * D : (H + K) * D], qkv[..., (H + K) * D :]
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            q, cq = qk_norm_forward(self.qk_norm, q, q_norm, self.qk_norm_eps)
-            k, ck_ = qk_norm_forward(self.qk_norm, k, k_norm, self.qk_norm_eps)
+            q, cq = qk_norm_forward(q, q_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
+            k, ck_ = qk_norm_forward(k, k_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
             self._qk_caches = (cq, ck_)
         heads = lambda a, n: a.reshape(B, T, n, D).transpose(0, 2, 1, 3)  # noqa: E731
         return heads(q, H), heads(k, K), heads(v, K)
@@ -109,8 +109,8 @@ class CausalSelfAttention(Module):
         dwq = dwk = None
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
             cq, ck_ = qk_caches
-            dq, dwq = qk_norm_backward(self.qk_norm, dq, cq)
-            dk, dwk = qk_norm_backward(self.qk_norm, dk, ck_)
+            dq, dwq = qk_norm_backward(dq, cq, norm=self.qk_norm)
+            dk, dwk = qk_norm_backward(dk, ck_, norm=self.qk_norm)
         return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1), dwq, dwk
 
     def _core(self, qkv: np.ndarray, member: int | None = None) -> tuple[np.ndarray, Any, Any]:
