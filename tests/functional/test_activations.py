@@ -22,7 +22,7 @@ def _x(rng, shape=(3, 4, 5)):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_gradcheck(approximate):
     rng = np.random.default_rng(1)
-    fwd = lambda x: gelu_forward(x, approximate)  # noqa: E731
+    fwd = lambda x: gelu_forward(x, approximate=approximate)  # noqa: E731
     assert gradcheck(fwd, gelu_backward, {"x": _x(rng)}, rng=rng).passed
 
 
@@ -30,7 +30,7 @@ def test_gelu_gradcheck(approximate):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_matches_torch(approximate, dtype):
     rng = np.random.default_rng(2)
-    check_against_torch(lambda x: gelu_forward(x, approximate), gelu_backward,
+    check_against_torch(lambda x: gelu_forward(x, approximate=approximate), gelu_backward,
                         lambda x: TF.gelu(x, approximate=approximate), {"x": _x(rng, (64, 33))},
                         dtype, rng, **GEMM)
 
@@ -74,7 +74,7 @@ def test_low_precision_returns_input_dtype():
 
     x = np.linspace(-3, 3, 11).astype(ml_dtypes.bfloat16)
     for fwd, bwd in (
-        (lambda v: gelu_forward(v, "tanh"), gelu_backward),
+        (lambda v: gelu_forward(v, approximate="tanh"), gelu_backward),
         (relu_forward, relu_backward),
     ):
         y, cache = fwd(x)
@@ -83,7 +83,7 @@ def test_low_precision_returns_input_dtype():
 
 def test_bad_input():
     with pytest.raises(ValueError, match="approximate must be"):
-        gelu_forward(np.ones(3), "erf")
+        gelu_forward(np.ones(3), approximate="erf")
     with pytest.raises(ValueError, match="b must have shape"):
         swiglu_forward(np.ones(3), np.ones(4))
     with pytest.raises(TypeError, match="x must be a floating-point array"):

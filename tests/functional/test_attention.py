@@ -77,6 +77,32 @@ def test_max_logit_and_softcap_bound():
     assert np.all(np.abs(5.0 * capped.tanh) <= 5.0)  # tanh rounds to 1 when saturated
 
 
+@pytest.mark.parametrize("softcap,window", [(None, None), (5.0, None), (None, 2)])
+def test_head_stats_are_each_heads_largest_logit_and_mean_row_entropy(softcap, window):
+    rng = np.random.default_rng(9)
+    d = _inputs(rng, shape=(2, 4, 5, 4))
+    d["k"] = d["k"][:, :2]  # grouped: query heads 0, 1 read key head 0; 2, 3 read head 1
+    d["v"] = d["v"][:, :2]
+    out, cache = attention_forward(**d, softcap=softcap, window=window, head_stats=True)
+    plain, without = attention_forward(**d, softcap=softcap, window=window)
+    assert without.heads is None
+    np.testing.assert_array_equal(out, plain)  # recording changes nothing computed
+    assert without.max_logit == cache.max_logit
+    k = np.repeat(d["k"], 2, axis=1)  # (B, H, T, D)
+    s = np.einsum("bhtd,bhsd->bhts", d["q"], k) / 2.0  # scale 1 / sqrt(D), before the cap
+    T = s.shape[-1]
+    keep = np.tri(T, dtype=bool) & ~np.tri(T, k=-(window or T), dtype=bool)
+    np.testing.assert_allclose(cache.heads.max_logit, s[..., keep].max(axis=(0, 2)),
+                               rtol=1e-14)
+    assert cache.heads.max_logit.max() == cache.max_logit
+    p = cache.softmax.p
+    entropy = -np.sum(np.where(keep, p * np.log(np.where(keep, p, 1.0)), 0.0), axis=-1)
+    np.testing.assert_allclose(cache.heads.entropy, entropy.mean(axis=(0, 2)), rtol=1e-13)
+    assert cache.heads.entropy[0] <= np.log(np.minimum(np.arange(1, T + 1), window or T)).mean()
+    with pytest.raises(TypeError, match="head_stats"):
+        attention_forward(**d, head_stats="yes")
+
+
 def test_dropout_on_probabilities_is_seeded_and_checked():
     rng = np.random.default_rng(5)
     d = _inputs(rng)

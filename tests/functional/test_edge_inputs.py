@@ -22,7 +22,7 @@ RNG = np.random.default_rng(0)
 def test_gelu_of_a_0d_array_equals_torch(forward, backward, approximate, dtype):
     x = np.array(0.7, dtype)
     dout = np.array(1.3, dtype)
-    out, cache = forward(x, approximate)
+    out, cache = forward(x, approximate=approximate)
     ref, grads = oracles.vjp(lambda x: oracles.gelu(x, approximate), {"x": x}, dout)
     dx = backward(dout, cache)
     assert out.shape == () and dx.shape == () and out.dtype == x.dtype and dx.dtype == x.dtype

@@ -16,8 +16,8 @@ from normlab.functional import activations as FA
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 4, 33), (5000,)])
 def test_gelu_exact_forward_is_bitwise(rng, shape, dtype):
     x = (rng.normal(size=shape) * 3).astype(DTYPES[dtype])
-    y, c = K.gelu_forward(x, "none")
-    y_ref, c_ref = FA.gelu_forward(x, "none")
+    y, c = K.gelu_forward(x, approximate="none")
+    y_ref, c_ref = FA.gelu_forward(x, approximate="none")
     assert type(c) is type(c_ref) and y.dtype == x.dtype
     np.testing.assert_array_equal(as64(y), as64(y_ref))
     np.testing.assert_array_equal(as64(c.s), as64(c_ref.s))
@@ -30,8 +30,8 @@ def test_gelu_exact_forward_is_bitwise(rng, shape, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gelu_tanh_form(rng, dtype):
     x = (rng.normal(size=(6, 50)) * 3).astype(DTYPES[dtype])
-    y, _c = K.gelu_forward(x, "tanh")
-    y_ref, c_ref = FA.gelu_forward(x, "tanh")
+    y, _c = K.gelu_forward(x, approximate="tanh")
+    y_ref, c_ref = FA.gelu_forward(x, approximate="tanh")
     assert_rowwise(y, y_ref, ulps_ct=4, scale=float(np.max(np.abs(as64(x)))))
     dy = rng.normal(size=x.shape).astype(x.dtype)
     # given the same cache the backward is plain arithmetic (a few roundings, in an order that
@@ -80,11 +80,11 @@ def test_gelu_tanh_form_float32_fast_path(rng, shape):
     """The float32 path (one loop, rational tanh): y within 4 float32 units of the reference and
     the saved x the input itself; the backward of its cache matches the reference's."""
     x = (rng.normal(size=shape) * 3).astype(np.float32)
-    y, c = K.gelu_forward(x, "tanh")  # the default: the fast path
-    y_ref, c_ref = FA.gelu_forward(x, "tanh")
+    y, c = K.gelu_forward(x, approximate="tanh")  # the default: the fast path
+    y_ref, c_ref = FA.gelu_forward(x, approximate="tanh")
     assert_rowwise(y, y_ref, ulps_ct=4, scale=float(np.max(np.abs(x))))
     assert_rowwise(c.s, c_ref.s, ulps_ct=4, scale=1.0)
-    y_exact, _ = K.gelu_forward(x, "tanh", fast_tanh=False)  # the reference, bit for bit
+    y_exact, _ = K.gelu_forward(x, approximate="tanh", fast_tanh=False)  # the reference
     np.testing.assert_array_equal(y_exact, y_ref)
     np.testing.assert_array_equal(c.x, x)
     dy = rng.normal(size=shape).astype(np.float32)

@@ -136,3 +136,26 @@ def test_sliding_window_runs_the_reference(rng):
     out, _ = K.attention_forward(q, k, v, window=3)
     ref, _ = FA.attention_forward(q, k, v, window=3)
     np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal,softcap,kv_heads", [(True, None, 4), (True, 5.0, 2),
+                                                     (False, None, 1), (False, 5.0, 4)])
+def test_head_stats_match_reference(rng, dtype, causal, softcap, kv_heads):
+    """The fused path's per-head statistics: the largest logit from the kernel's row maxima
+    (the reference's bits), the entropy from its probabilities (within their tolerance)."""
+    q = (rng.normal(size=(2, 4, 9, 8)) * 2.0).astype(dtype)
+    k, v = ((rng.normal(size=(2, kv_heads, 9, 8)) * 2.0).astype(dtype) for _ in range(2))
+    opts = dict(causal=causal, softcap=softcap, head_stats=True)
+    out, c = K.attention_forward(q, k, v, **opts)
+    _, c_ref = FA.attention_forward(q, k, v, **opts)
+    assert c.heads is not None and c.heads.max_logit.shape == c.heads.entropy.shape == (4,)
+    np.testing.assert_array_equal(c.heads.max_logit, c_ref.heads.max_logit)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(c.heads.entropy, c_ref.heads.entropy, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(out, K.attention_forward(q, k, v, causal=causal,
+                                                           softcap=softcap)[0])
+    assert K.attention_forward(q, k, v, causal=causal)[1].heads is None
+    # an option the kernel does not fuse (a window) runs the reference, heads included
+    windowed = K.attention_forward(q, k, v, window=3, head_stats=True)[1]
+    assert windowed.heads is not None

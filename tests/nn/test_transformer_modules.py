@@ -6,6 +6,7 @@ import pytest
 
 from normlab.functional import attention_forward, linear_forward
 from normlab.nn import MLP, CausalSelfAttention, Embedding, Identity, Linear, Numerics
+from normlab.nn.attention import recording_heads
 from normlab.testing import gradcheck
 
 
@@ -93,6 +94,27 @@ def test_attention_module_matches_the_op_on_split_heads():
                for i in range(3))
     y = attention_forward(q, k, v)[0].transpose(0, 2, 1, 3).reshape(2, 5, 12)
     np.testing.assert_allclose(attn(x), y @ attn.proj.params["weight"].T, rtol=1e-13)
+
+
+def test_recording_heads_gives_the_ops_per_head_statistics_and_then_stops():
+    rng = _rng(5)
+    attn = CausalSelfAttention(12, 3, rng=rng, dtype=np.float64, softcap=4.0)
+    x = rng.normal(size=(2, 5, 12))
+    y = attn(x)
+    assert attn.heads is None and not attn.record_heads
+    with recording_heads(attn) as recording:
+        assert recording == [attn]
+        np.testing.assert_array_equal(attn(x), y)  # recording changes nothing computed
+    assert not attn.record_heads  # as before the block
+    heads = attn.heads
+    assert heads is not None and heads.max_logit.shape == heads.entropy.shape == (3,)
+    assert float(heads.max_logit.max()) == attn.max_logit
+    assert np.all((heads.entropy > 0) & (heads.entropy <= np.log(5)))
+    attn(x)
+    assert attn.heads is None
+    with pytest.raises(KeyError), recording_heads(attn):
+        raise KeyError("the block raises")
+    assert not attn.record_heads
 
 
 def test_attention_module_bad_arguments():

@@ -45,7 +45,7 @@ class GeluCache(NamedTuple):
     dtype: np.dtype  # x's dtype as given
 
 
-def gelu_forward(x: Array, approximate: str = "none") -> tuple[Array, GeluCache]:
+def gelu_forward(x: Array, *, approximate: str = "none") -> tuple[Array, GeluCache]:
     """GELU (Hendrycks & Gimpel 2016), elementwise.
 
     Args:

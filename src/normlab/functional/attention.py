@@ -26,7 +26,9 @@ Backward, the same lines read upwards:
     then RoPE's and the norm's backward on dq and dk.
 
 The cache also holds the largest raw logit ``max_logit`` (before the cap, over the positions the
-mask keeps): Wortsman et al. 2023's diagnostic for attention-logit growth.
+mask keeps): Wortsman et al. 2023's diagnostic for attention-logit growth. With
+``head_stats=True`` it holds the same per query head, and the mean entropy of each head's rows
+(``HeadStats``: what ``normlab inspect`` reports per head).
 """
 
 from __future__ import annotations
@@ -48,6 +50,23 @@ from .softmax import SoftmaxCache, softmax_backward, softmax_forward
 QK_NORMS = qk_names()  # the built-in vocabulary; ``norms.qk_names()`` is the registry's now
 
 
+class HeadStats(NamedTuple):
+    """Per query head, over the batch and the queries: the largest raw logit (scale q.k after
+    QK-norm and RoPE, before the soft-cap, over the positions the mask keeps) and the mean
+    entropy in nats of the attention rows (p before dropout)."""
+
+    max_logit: Array  # (H,) compute dtype
+    entropy: Array  # (H,) compute dtype
+
+
+def row_entropy(p: Array) -> Array:
+    """The mean over the batch and the queries of the entropy (nats) of the rows of
+    p (B, H, T, T): (H,), a masked key (p = 0) contributing 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)  # (B, H, T)
+    return ent.mean(axis=(0, 2))
+
+
 class AttentionCache(NamedTuple):
     """Saved: q and k as they entered the product (after norm and RoPE), v, the probabilities
     (in the softmax cache), the tanh of the soft-cap and the caches of the optional steps."""
@@ -67,6 +86,7 @@ class AttentionCache(NamedTuple):
     rope: tuple[RopeCache, RopeCache] | None  # caches of q's and k's rotation, None without RoPE
     dtypes: tuple  # (q, k, v) dtypes as given
     max_logit: float  # the largest raw logit scale q.k over the unmasked positions
+    heads: HeadStats | None = None  # with head_stats=True; None otherwise
 
 
 def causal_mask(T: int, dtype: DTypeLike, window: int | None = None) -> Array:
@@ -114,14 +134,14 @@ def _scores_backward(ds: Array, q: Array, k: Array) -> tuple[Array, Array]:
     return dq, dk
 
 
-def qk_norm_forward(kind: str, x: Array, weight: Array, eps: float) -> tuple[Array, Any]:
-    """QK-norm ``kind`` (a registry entry with ``qk``) over the last axis with the gain alone."""
-    return get_norm(kind).forward(x, weight, eps=eps)
+def qk_norm_forward(x: Array, weight: Array, *, norm: str, eps: float) -> tuple[Array, Any]:
+    """QK-norm ``norm`` (a registry entry with ``qk``) over the last axis with the gain alone."""
+    return get_norm(norm).forward(x, weight, eps=eps)
 
 
-def qk_norm_backward(kind: str, dout: Array, cache: Any) -> tuple[Array, Array]:
+def qk_norm_backward(dout: Array, cache: Any, *, norm: str) -> tuple[Array, Array]:
     """``(dx, dweight)`` of ``qk_norm_forward`` (a gain-only norm's other gradients are None)."""
-    dx, dweight, *_ = get_norm(kind).backward(dout, cache)
+    dx, dweight, *_ = get_norm(norm).backward(dout, cache)
     return dx, dweight
 
 
@@ -172,10 +192,10 @@ def _normed_rotated(q: Array, k: Array, q_norm_weight: Array | None,
     """q and k (B, H, T, D) after the QK-norm, then RoPE: (q, k, q_norm, k_norm, rope_caches)."""
     q_norm = k_norm = rope_caches = None
     if qk_norm != "none":  # check_args refused a missing gain
-        q, q_norm = qk_norm_forward(qk_norm, q, q_norm_weight,  # type: ignore[arg-type]
-                                    qk_norm_eps)  # (B, H, T, D)
-        k, k_norm = qk_norm_forward(qk_norm, k, k_norm_weight,  # type: ignore[arg-type]
-                                    qk_norm_eps)
+        q, q_norm = qk_norm_forward(q, q_norm_weight,  # type: ignore[arg-type]
+                                    norm=qk_norm, eps=qk_norm_eps)  # (B, H, T, D)
+        k, k_norm = qk_norm_forward(k, k_norm_weight,  # type: ignore[arg-type]
+                                    norm=qk_norm, eps=qk_norm_eps)
     if rope is not None:
         q, rq = rope_forward(q, *rope)
         k, rk = rope_forward(k, *rope)
@@ -183,22 +203,24 @@ def _normed_rotated(q: Array, k: Array, q_norm_weight: Array | None,
     return q, k, q_norm, k_norm, rope_caches
 
 
-def _logits(q: Array, k: Array, scale: Any, softcap: float | None,
-            mask: Array | None) -> tuple[Array, float, Array | None]:
+def _logits(q: Array, k: Array, scale: Any, softcap: float | None, mask: Array | None,
+            per_head: bool = False) -> tuple[Array, float, Array | None, Array | None]:
     """The scaled, masked and (optionally) soft-capped logits (B, H, T, T), their largest value
-    before the cap, and the cap's tanh (saved for the backward)."""
+    before the cap, the cap's tanh (saved for the backward) and, with ``per_head``, each head's
+    largest value before the cap (H,) (None without)."""
     s = _scores(q, k)  # (B, H, T, T)
     s *= scale
     if mask is not None:
         s += mask
     max_logit = float(s.max())  # over the kept positions: the masked ones are -inf
+    head_max = s.max(axis=(0, 2, 3)) if per_head else None  # (H,)
     tanh = None
     if softcap is not None:
         tanh = np.tanh(s / s.dtype.type(softcap))  # -1 where masked
         s = s.dtype.type(softcap) * tanh
         if mask is not None:
             s += mask  # the mask after the cap, as Gemma 2
-    return s, max_logit, tanh
+    return s, max_logit, tanh, head_max
 
 
 def attention_forward(
@@ -218,9 +240,9 @@ def attention_forward(
     causal: bool = True,
     scale: float | None = None,
     window: int | None = None,
+    head_stats: bool = False,
 ) -> tuple[Array, AttentionCache]:
-    """Scaled dot-product attention with optional QK-norm, RoPE, soft-cap, dropout, grouped
-    key/value heads and a sliding window.
+    """Scaled dot-product attention; optional QK-norm, RoPE, soft-cap, dropout, GQA, a window.
 
     Args:
         q: (B, H, T, D) float array (views are fine).
@@ -232,11 +254,12 @@ def attention_forward(
         rope: ``(cos, sin)``, each (T, D/2), from ``rope_tables``; None for no rotation.
         softcap: cap > 0 for ``cap * tanh(s / cap)`` on the scaled logits; None for none.
         p_drop: dropout probability on the attention probabilities, in [0, 1).
-        training: dropout is applied only in training.
-        rng: a numpy Generator; required for dropout in training.
+        training, rng: dropout is applied only in training, drawn from rng (a numpy
+            Generator, required then).
         causal: position t sees positions <= t only; False: every position sees every other.
         scale: > 0, the factor on q.k; None for 1 / sqrt(D).
         window: W >= 1, position t sees positions t - W + 1 .. t (causal only); None for all.
+        head_stats: also record each head's largest logit and mean row entropy (cache.heads).
 
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
@@ -246,19 +269,19 @@ def attention_forward(
         q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
         scale, window)
     T, dtypes, ct = q.shape[2], (q.dtype, k.dtype, v.dtype), ck.compute_dtype(q.dtype)
-
     q, k, v = (a.astype(ct, copy=False) for a in (q, k, v))
     q, k, q_norm, k_norm, rope_caches = _normed_rotated(q, k, q_norm_weight, k_norm_weight,
                                                        qk_norm, qk_norm_eps, rope)
     mask = causal_mask(T, ct, window) if causal else None  # (T, T) -inf above the diagonal
-    s, max_logit, tanh = _logits(q, k, ct.type(scale), softcap, mask)  # (B, H, T, T)
+    s, max_logit, tanh, head_max = _logits(q, k, ct.type(scale), softcap, mask,
+                                           ck.flag(head_stats, "head_stats"))  # (B, H, T, T)
     p, sm_cache = softmax_forward(s, axis=-1)  # (B, H, T, T)
-    p_used, drop = p, None
-    if training and p_drop > 0.0:
-        p_used, drop = dropout_forward(p, p_drop, training=True, rng=rng)
+    heads = None if head_max is None else HeadStats(head_max, row_entropy(sm_cache.p))
+    p_used, drop = (dropout_forward(p, p_drop, training=True, rng=rng)
+                    if training and p_drop > 0.0 else (p, None))
     out = _mix(p_used, v)  # (B, H, T, D)
     cache = AttentionCache(q, k, v, sm_cache, p_used, drop, tanh, softcap, scale, q_norm, k_norm,
-                           qk_norm, rope_caches, dtypes, max_logit)
+                           qk_norm, rope_caches, dtypes, max_logit, heads)
     return ck.out_cast(out, dtypes[0]), cache
 
 
@@ -286,7 +309,7 @@ def attention_backward(
         dk = rope_backward(dk, c.rope[1])[0]
     dwq = dwk = None
     if c.qk_norm != "none":
-        dq, dwq = qk_norm_backward(c.qk_norm, dq, c.q_norm)
-        dk, dwk = qk_norm_backward(c.qk_norm, dk, c.k_norm)
+        dq, dwq = qk_norm_backward(dq, c.q_norm, norm=c.qk_norm)
+        dk, dwk = qk_norm_backward(dk, c.k_norm, norm=c.qk_norm)
     q_dt, k_dt, v_dt = c.dtypes
     return ck.out_cast(dq, q_dt), ck.out_cast(dk, k_dt), ck.out_cast(dv, v_dt), dwq, dwk

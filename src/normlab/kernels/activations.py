@@ -164,7 +164,7 @@ def _gelu_tanh_bwd(x, s, dy, dx, fdy, fx, table):
         store_row(dx[lo:hi], o, fx)  # write dx
 
 
-def gelu_forward(x: np.ndarray, approximate: str = "none", *,
+def gelu_forward(x: np.ndarray, *, approximate: str = "none",
                  fast_tanh: bool = True) -> tuple[np.ndarray, GeluCache]:
     """GELU, elementwise; as ``normlab.functional.gelu_forward`` (same cache). The tanh form of
     float32 inputs runs the kernel with the rational tanh (within 4 float32 units of tanh; 6x
@@ -176,7 +176,7 @@ def gelu_forward(x: np.ndarray, approximate: str = "none", *,
     ct = ck.compute_dtype(x.dtype)
     if not native(x.dtype) or x.size == 0 or (approximate == "tanh"
                                               and (ct != np.float32 or not fast_tanh)):
-        return _ref.gelu_forward(x, approximate)
+        return _ref.gelu_forward(x, approximate=approximate)
     flat = np.ascontiguousarray(x).reshape(-1)
     xk, fx = kernel_view(flat)
     write_xc = x.dtype != ct

@@ -26,13 +26,21 @@ import numpy as np
 
 from .. import _checks as ck
 from ..functional import attention as _ref
-from ..functional.attention import AttentionCache, _mix, _mix_backward, _scores, _scores_backward
+from ..functional.attention import (
+    AttentionCache,
+    HeadStats,
+    _mix,
+    _mix_backward,
+    _scores,
+    _scores_backward,
+    row_entropy,
+)
 from ..functional.softmax import SoftmaxCache
 from .softmax import _backward as _softmax_backward
 from .softmax import _forward as _softmax_forward
 
 _FAST_OPTIONS = {"qk_norm", "qk_norm_eps", "rope", "softcap", "p_drop", "training", "rng",
-                 "causal", "scale", "window"}
+                 "causal", "scale", "window", "head_stats"}
 
 
 def _fast(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: dict) -> bool:
@@ -78,13 +86,17 @@ def _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options):
         q, k, v, q_norm_weight, k_norm_weight, o["qk_norm"], o["softcap"], o["p_drop"],
         o["training"], o["rng"], o["causal"], o["scale"])
     ck.positive(o.get("qk_norm_eps", 1e-6), "qk_norm_eps")
+    head_stats = ck.flag(o.get("head_stats", False), "head_stats")
     ct = q.dtype
     s = _scores(q, k)  # (B, H, T, T)
     s *= ct.type(scale)
     p, _, tanh, rowmax = _softmax_forward(s, causal, softcap)  # (B, H, T, T), rows (B H T,)
     out = _mix(p, v)  # (B, H, T, D)
+    heads = (HeadStats(rowmax.reshape(p.shape[:3]).max(axis=(0, 2)), row_entropy(p))
+             if head_stats else None)  # (H,) each: the rows' maxima are the raw logits'
     cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
-                           scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()))
+                           scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()),
+                           heads)
     return out, cache, rowmax
 
 

@@ -28,12 +28,13 @@ with float4_e2m1fn.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..functional.attention import causal_mask
+from ..nn.attention import CausalSelfAttention, recording_heads
 from ..nn.numerics import FULL_PRECISION, Numerics, PolicyNumerics, numerics_scope
 from ..precision import PRESETS, DelayedScaling
 from ..precision.headroom import (
@@ -82,22 +83,15 @@ class _Probe(Numerics):
 
 def _attention_stats(model: GPT) -> list[dict]:
     """Per block and head: the largest logit (after the scale, before a soft-cap, over the kept
-    positions) and the mean entropy (nats) of the attention rows, from the forward's caches."""
+    positions) and the mean entropy (nats) of the attention rows, as the attention op recorded
+    them in the last forward (``recording_heads``)."""
     out = []
     for block in model.blocks:
-        c = block.attn.branch._cache
-        B, H, T, D = c.q.shape
-        G = H // c.k.shape[1]
-        s = (c.q.reshape(B, H // G, G, T, D) @ c.k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)
-        s = s * s.dtype.type(c.scale)
-        # branch is typed as a Module; in a GPT block's attention it is the attention
-        if block.attn.branch.causal:  # type: ignore[attr-defined]
-            s = s + causal_mask(T, s.dtype, block.attn.branch.window)  # type: ignore[attr-defined]
-        p = c.softmax.p  # (B, H, T, T)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ent = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)  # (B, H, T)
-        out.append({"max_logit": s.max(axis=(0, 2, 3)).astype(float).tolist(),
-                    "entropy": ent.mean(axis=(0, 2)).astype(float).tolist()})
+        attn = block.attn.branch
+        if not isinstance(attn, CausalSelfAttention) or attn.heads is None:
+            raise RuntimeError("the attention of every block must have recorded its heads")
+        out.append({"max_logit": attn.heads.max_logit.astype(float).tolist(),
+                    "entropy": attn.heads.entropy.astype(float).tolist()})
     return out
 
 
@@ -249,7 +243,8 @@ def _amax(x: np.ndarray) -> float:
 def _pass(model: GPT, idx: np.ndarray, targets: np.ndarray,
           record: Callable[[str, str, np.ndarray], None], *, attention: bool = False) -> dict:
     """One forward and backward at full precision with every hook's tensor recorded."""
-    with numerics_scope(model, _Probe(record)):
+    heads = recording_heads(model) if attention else contextlib.nullcontext()
+    with numerics_scope(model, _Probe(record)), heads:
         parts = model.forward(idx, targets)
         res: dict[str, Any] = {"loss": parts.loss, "nll": parts.nll, "log_z": parts.log_z}
         if attention:

@@ -4,13 +4,15 @@ sliding window) and the output projection."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from .. import _checks as ck
-from ..functional.attention import qk_norm_backward, qk_norm_forward
+from ..functional.attention import HeadStats, qk_norm_backward, qk_norm_forward
 from ..functional.norms import qk_names
 from .linear import Linear
 from .module import Module
@@ -30,10 +32,14 @@ class CausalSelfAttention(Module):
     is a pair of (T_max, D/2) tables or None. ``rng`` draws the initial
     weights, ``dropout_rng`` (default: rng) the dropout masks. ``causal=False`` lets every
     position see every other (an encoder). After a forward, ``max_logit`` holds the largest raw
-    attention logit.
+    attention logit; with ``record_heads`` set (``recording_heads(model)``), ``heads`` holds the
+    op's per-head statistics (``normlab.functional.attention.HeadStats``: each head's largest
+    logit and mean row entropy), None otherwise.
     """
 
     numerics: Numerics = FULL_PRECISION
+    record_heads: bool = False  # ask the attention op for its per-head statistics
+    heads: HeadStats | None = None  # the last forward's, when recorded
 
     def __init__(self, C: int, n_heads: int, *, rng: np.random.Generator,
                  dropout_rng: np.random.Generator | None = None, qk_norm: str = "none",
@@ -93,8 +99,8 @@ class CausalSelfAttention(Module):
         H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = qkv[..., : H * D], qkv[..., H * D : (H + K) * D], qkv[..., (H + K) * D :]
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            q, cq = qk_norm_forward(self.qk_norm, q, q_norm, self.qk_norm_eps)
-            k, ck_ = qk_norm_forward(self.qk_norm, k, k_norm, self.qk_norm_eps)
+            q, cq = qk_norm_forward(q, q_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
+            k, ck_ = qk_norm_forward(k, k_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
             self._qk_caches = (cq, ck_)
         heads = lambda a, n: a.reshape(B, T, n, D).transpose(0, 2, 1, 3)  # noqa: E731
         return heads(q, H), heads(k, K), heads(v, K)
@@ -109,8 +115,8 @@ class CausalSelfAttention(Module):
         dwq = dwk = None
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
             cq, ck_ = qk_caches
-            dq, dwq = qk_norm_backward(self.qk_norm, dq, cq)
-            dk, dwk = qk_norm_backward(self.qk_norm, dk, ck_)
+            dq, dwq = qk_norm_backward(dq, cq, norm=self.qk_norm)
+            dk, dwk = qk_norm_backward(dk, ck_, norm=self.qk_norm)
         return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1), dwq, dwk
 
     def _core(self, qkv: np.ndarray, member: int | None = None) -> tuple[np.ndarray, Any, Any]:
@@ -130,7 +136,7 @@ class CausalSelfAttention(Module):
             k_norm if per_head != "none" else None, qk_norm=per_head,
             qk_norm_eps=self.qk_norm_eps, rope=rope, softcap=self.softcap, p_drop=self.p_drop,
             training=self.training, rng=rng, causal=self.causal, scale=self.scale,
-            window=self.window,
+            window=self.window, head_stats=self.record_heads,
         )  # (B, H, T, D)
         return y, cache, self._qk_caches
 
@@ -150,7 +156,7 @@ class CausalSelfAttention(Module):
         B, T, _C = x.shape
         H, D = self.n_heads, self.head_dim
         y, self._cache, self._qk_caches = self._core(self.qkv(x))  # (B, H, T, D)
-        self.max_logit = self._cache.max_logit
+        self.max_logit, self.heads = self._cache.max_logit, self._cache.heads
         y = self.numerics.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, H * D)
         return self.proj(y)
 
@@ -194,7 +200,7 @@ class CausalSelfAttention(Module):
             y = np.concatenate([p[0] for p in parts])  # (M B, H, T, D)
             self._cache = ("members", [(p[1], p[2]) for p in parts])
             self.member_max_logit = tuple(p[1].max_logit for p in parts)
-        self.max_logit = float(np.max(self.member_max_logit))
+        self.max_logit, self.heads = float(np.max(self.member_max_logit)), None
         y = self.numerics.output(y.reshape(M, B, H, T, D), "attention")
         return self.proj(y.transpose(0, 1, 3, 2, 4).reshape(M, B, T, H * D))
 
@@ -212,3 +218,20 @@ class CausalSelfAttention(Module):
                 self.accumulate("q_norm", np.stack([p[1] for p in parts]))
                 self.accumulate("k_norm", np.stack([p[2] for p in parts]))
         return self.qkv.backward(dqkv.reshape(M, B, T, -1))  # (M, B, T, C)
+
+
+@contextmanager
+def recording_heads(model: Module) -> Iterator[list[CausalSelfAttention]]:
+    """Every ``CausalSelfAttention`` of ``model`` (in ``model.modules()`` order, yielded) records
+    its per-head statistics (``heads``) in the forwards inside the ``with`` block; each then
+    records as it did before, also when the block raises. An ensemble's stacked attention
+    records none."""
+    attentions = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
+    before = [a.record_heads for a in attentions]
+    for a in attentions:
+        a.record_heads = True
+    try:
+        yield attentions
+    finally:
+        for a, was in zip(attentions, before):
+            a.record_heads = was

@@ -57,14 +57,15 @@ class MLP(Module):
             h, self._cache = swiglu_forward(h[..., : self.d_ff], h[..., self.d_ff :])
         elif self.activation == "geglu":
             up = h[..., self.d_ff :]  # (B, T, d_ff)
-            g, gelu_cache = self.op("gelu_forward")(h[..., : self.d_ff], "tanh")
+            g, gelu_cache = self.op("gelu_forward")(h[..., : self.d_ff], approximate="tanh")
             self._cache = (gelu_cache, g, up)
             h = g * up  # (B, T, d_ff)
         elif self.activation == "relu":
             h, self._cache = relu_forward(h)
         else:
             gelu = self.op("gelu_forward")  # the kernel or the reference (Module.set_impl)
-            h, self._cache = gelu(h, "tanh" if self.activation == "gelu_tanh" else "none")
+            approximate = "tanh" if self.activation == "gelu_tanh" else "none"
+            h, self._cache = gelu(h, approximate=approximate)
         return self.proj(h)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:

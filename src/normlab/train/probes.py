@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..nn.numerics import FULL_PRECISION, Numerics
+from ..nn.numerics import FULL_PRECISION, Numerics, numerics_scope
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models import GPT
@@ -221,13 +221,11 @@ class UpdateProbe(Probe):
     def outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """The stack's output (B, T, C) and the logits (B, T, V) on the probe batch, in eval mode
         and at full precision (no rounding noise drawn, no amax recorded), as float64."""
-        model, policy = self.model, self.model.numerics_root
+        model = self.model
         model.eval()
-        model.set_numerics(FULL_PRECISION)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with numerics_scope(model, FULL_PRECISION), np.errstate(over="ignore", invalid="ignore"):
             h = model.hidden(self.probe).astype(np.float64)  # (B, T, C)
             z = model.logits(self.probe).astype(np.float64)  # (B, T, V)
-        model.set_numerics(policy)
         model.release()
         model.train()
         return h, z
@@ -369,11 +367,7 @@ def observe(model: GPT, *names: str) -> Iterator[dict]:
     policy = model.numerics_root
     watch = Watch(policy, {k: f for p in probes for k, f in p.hooks().items()})
     seen: dict = {}
-    model.set_numerics(watch)
-    try:
-        with watch.armed_for():
-            yield seen
-    finally:
-        model.set_numerics(policy)
+    with numerics_scope(model, watch), watch.armed_for():
+        yield seen
     for p in probes:
         p.forward(seen, np.zeros((0,), np.int64))

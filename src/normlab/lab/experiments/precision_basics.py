@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..._files import number
-from ...nn import FULL_PRECISION, Numerics
+from ...nn import Numerics
+from ...nn.numerics import numerics_scope
 from ...precision import WeightUpdater, demos, get_format, quantize
 from .. import stats
 from ..framework import Card, Check, fmt
@@ -83,14 +84,13 @@ class _Recorder(Numerics):
 
 def _gradients(trainer, rng) -> np.ndarray:
     """Every value at the gradient rounding point of one backward pass of the trainer's model."""
-    rec = _Recorder()
-    model = trainer.model
-    model.set_numerics(rec)
-    x, y = trainer.source.train_batch(trainer.config.batch_size, trainer.config.model.seq_len, rng)
-    model.forward(x, y)
-    model.zero_grad()
-    model.backward(1.0)
-    model.set_numerics(FULL_PRECISION)
+    model, rec = trainer.model, _Recorder()
+    with numerics_scope(model, rec):
+        x, y = trainer.source.train_batch(trainer.config.batch_size,
+                                          trainer.config.model.seq_len, rng)
+        model.forward(x, y)
+        model.zero_grad()
+        model.backward(1.0)
     return np.concatenate(rec.seen)
 
 
