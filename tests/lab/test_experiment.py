@@ -42,7 +42,7 @@ def _inconclusive():
 
 
 def _identity(holds):
-    return E.Check(claim="c", published="p", measured="m", rule="r", passed=holds, identity=True)
+    return E.Check(claim="c", published="p", measured="m", rule="r", passed=holds, kind="identity")
 
 
 @pytest.mark.parametrize("checks, verdict", [

@@ -24,9 +24,9 @@ def _entries():
         return E.Check(claim="c", published="p", measured="m", rule="r", passed=passed, **kw)
 
     return [
-        ("one", _result("one", [c(True), c(True), c(None), c(True, identity=True)]), None, ""),
+        ("one", _result("one", [c(True), c(True), c(None), c(True, kind="identity")]), None, ""),
         ("two", _result("two", [c(True), c(False), c(None, inconclusive=True)]), None, ""),
-        ("three", _result("three", [c(True, identity=True), c(True, identity=True)]), None, ""),
+        ("three", _result("three", [c(True, kind="identity"), c(True, kind="identity")]), None, ""),
         ("four", None, None, "Traceback\nValueError: boom"),
     ]
 

@@ -7,15 +7,43 @@ import pytest
 
 from normlab.lab import stats as S
 
+# Student's t, 97.5% quantiles to 6 digits (any statistics table: Fisher & Yates; NIST/SEMATECH
+# e-Handbook 1.3.6.7.2), and two one-sided points.
+T_TABLE = [(0.975, 1, 12.706205), (0.975, 2, 4.302653), (0.975, 3, 3.182446),
+           (0.975, 4, 2.776445), (0.975, 5, 2.570582), (0.975, 9, 2.262157),
+           (0.975, 23, 2.068658), (0.975, 120, 1.979930), (0.95, 1, 6.313752),
+           (0.995, 10, 3.169273), (0.9995, 2, 31.599055)]
 
-def test_mean_interval_is_two_standard_errors():
+
+@pytest.mark.parametrize("p, df, want", T_TABLE)
+def test_t_quantile_matches_the_table(p, df, want):
+    assert abs(S.t_quantile(p, df) - want) <= 5e-7  # the table's sixth decimal
+    assert abs(S.t_quantile(1 - p, df) + want) <= 5e-7
+    assert math.isclose(S.t_cdf(want, df), p, rel_tol=1e-6)
+
+
+def test_t_quantile_tends_to_the_normal():
+    assert math.isclose(S.t_quantile(0.975, 1e7), 1.959964, rel_tol=1e-6)
+
+
+def test_mean_interval_is_student_t():
     v = [1.0, 2.0, 3.0, 4.0]
     iv = S.mean_interval(v)
-    se = np.std(v, ddof=1) / 2
-    assert (
-        iv.mean == 2.5 and math.isclose(iv.lo, 2.5 - 2 * se) and math.isclose(iv.hi, 2.5 + 2 * se)
-    )
-    assert iv.n == 4 and "2 se" in iv.method and iv.text() == "2.5 [1.21, 3.79] (n=4)"
+    half = 3.182446 * np.std(v, ddof=1) / 2
+    assert iv.mean == 2.5 and math.isclose(iv.hi - iv.mean, half, rel_tol=1e-6)
+    assert math.isclose(iv.mean - iv.lo, half, rel_tol=1e-6)
+    assert iv.n == 4 and "t se (95%)" in iv.method and iv.text() == "2.5 [0.446, 4.55] (n=4)"
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_mean_interval_covers_95_percent(n):
+    """The coverage a 95% interval promises, over 20000 draws of n normal seeds (binomial
+    s.e. 0.0015): mean +- 2 se would cover 70% at n = 2 and 82% at n = 3."""
+    rng = np.random.default_rng(n)
+    x = rng.normal(0.0, 1.0, (20000, n))
+    half = S.t_factor(n) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    covered = (np.abs(x.mean(axis=1)) <= half).mean()
+    assert abs(covered - 0.95) < 0.006
 
 
 def test_paired_interval_removes_the_shared_seed_effect():
@@ -25,6 +53,33 @@ def test_paired_interval_removes_the_shared_seed_effect():
     paired, unpaired_a = S.paired_interval(a, b), S.mean_interval(a)
     assert paired.lo > 0.9 and paired.hi < 1.1  # the difference is resolved ...
     assert unpaired_a.hi - unpaired_a.lo > 5  # ... where each arm alone is not
+
+
+def test_bootstrap_needs_ten_seeds():
+    with pytest.raises(ValueError, match="at least 10 seeds"):
+        S.bootstrap_interval([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match="at least 10 seeds"):
+        S.bootstrap_rows(np.ones((5, 3)), np.mean)
+
+
+def test_difference_interval_is_welch():
+    # equal standard errors: Welch's df = 2 (n - 1), the pooled two-sample t
+    iv = S.difference_interval(1.0, 0.1, 0.5, 0.1, 5)
+    assert math.isclose(iv.hi - iv.mean, S.t_quantile(0.975, 8) * math.hypot(0.1, 0.1))
+
+
+def test_form_comparison_tells_log_from_linear():
+    x = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+    rng = np.random.default_rng(3)
+    logs = np.log(x) * 0.7 + 1.0 + rng.normal(0, 0.02, (6, x.size))
+    lines = 0.05 * x + 1.0 + rng.normal(0, 0.02, (6, x.size))
+    log_iv = S.form_comparison(x, logs, claimed=np.log, other=lambda v: v)
+    lin_iv = S.form_comparison(x, lines, claimed=np.log, other=lambda v: v)
+    assert log_iv.lo > 0 and lin_iv.hi < 0 and log_iv.n == 6
+    slopes, _ = S.form_fits(x, logs, np.log)
+    assert np.allclose(slopes, 0.7, atol=0.03)
+    with pytest.raises(ValueError, match="non-constant"):
+        S.form_fits(x, logs, lambda v: np.ones_like(v))
 
 
 def test_bootstrap_interval_covers_the_mean_and_is_repeatable():
@@ -103,6 +158,11 @@ def test_bootstrap_rows_resamples_whole_seeds():
 
 def test_intervals_from_standard_errors():
     iv = S.se_interval(1.0, 0.25, 100)
-    assert (iv.lo, iv.hi, iv.n) == (0.5, 1.5, 100)
+    k = 1.984217  # t(0.975, 99)
+    assert iv.lo == pytest.approx(1 - k * 0.25) and iv.hi == pytest.approx(1 + k * 0.25)
+    assert iv.n == 100
     d = S.difference_interval(3.0, 0.3, 1.0, 0.4, 50)
-    assert d.mean == 2.0 and d.lo == pytest.approx(2.0 - 2 * 0.5) and d.hi == pytest.approx(3.0)
+    # Welch-Satterthwaite: df = 49 (0.09 + 0.16)^2 / (0.09^2 + 0.16^2) = 90.9
+    k = S.t_quantile(0.975, 49 * 0.25**2 / (0.09**2 + 0.16**2))
+    assert d.mean == 2.0 and d.lo == pytest.approx(2.0 - k * 0.5)
+    assert d.hi == pytest.approx(2.0 + k * 0.5)

@@ -23,6 +23,7 @@ from .framework import (
     HOLDS,
     INCONCLUSIVE,
     NOT_REPRODUCED,
+    NOT_TESTED,
     PARTLY,
     REPRODUCED,
     VERDICT_RULE,
@@ -38,7 +39,8 @@ ERROR = "error"
 def check_row(c: Any) -> dict[str, Any]:
     """One check as the summary holds it: what the tables and the tests read."""
     return {"claim": c.claim, "status": c.status, "measured": c.measured, "rule": c.rule,
-            "interval": c.interval, "identity": c.identity, "counted": c.counted}
+            "interval": c.interval, "identity": c.identity, "counted": c.counted,
+            "kind": c.kind, "form": c.form, "threshold": c.threshold, "estimate": c.estimate}
 
 
 def experiment_row(name: str, r: Result | None, error: str) -> dict[str, Any]:
@@ -58,9 +60,11 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
     empirical = [c for c in checks if c["counted"]]
     identities = [c for c in checks if c["identity"]]
     t = {"experiments": len(rows)}
-    for v in (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, HOLDS, BROKEN, ERROR):
+    premises = [c for c in checks if c.get("kind") == "premise"]
+    for v in (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTED, HOLDS, BROKEN, ERROR):
         t[v] = sum(r["verdict"] == v for r in rows)
-    t.update(claims=len(rows) - t[HOLDS] - t[BROKEN] - t[ERROR],
+    t.update(claims=len(rows) - t[HOLDS] - t[BROKEN] - t[ERROR] - t[NOT_TESTED],
+             premises=len(premises), premises_hold=sum(c["status"] == "pass" for c in premises),
              checks_counted=len(empirical),
              checks_passed=sum(c["status"] == "pass" for c in empirical),
              checks_inconclusive=sum(c["status"] == INCONCLUSIVE for c in empirical),
@@ -80,6 +84,8 @@ def headline(t: dict[str, int]) -> str:
     text += (f": {t['checks_passed']} of {t['checks_counted']} counted checks pass"
              + (f", {t['checks_inconclusive']} inconclusive" if t["checks_inconclusive"] else ""))
     text += f"; {t['identities_hold']} of {t['identities']} identities hold"
+    if t.get(NOT_TESTED):
+        text += f"; {t[NOT_TESTED]} not tested at this size (a premise did not hold)"
     if t.get(ERROR):
         text += f"; {t[ERROR]} experiment(s) did not finish"
     return text

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 from . import _recipes as R
 from ._setups import output_change
 from ._training import require_finished, run_grid, seed_losses, select
@@ -220,7 +220,7 @@ def _change_checks(data: dict) -> list[Check]:
               measured=f"max |row mean|, |row variance - 1| of Admin's output: "
               f"{fmt(data['admin_norm_err'])}",
               rule="< 1e-3 (true by construction)", passed=data["admin_norm_err"] < 1e-3,
-              source="Liu et al. 2020, Admin [V]", identity=True),
+              source="Liu et al. 2020, Admin [V]", kind=IDENTITY),
         Check(claim="The profiled omega of the last sublayer grows like sqrt(N)",
               published="omega_i^2 = Var[x_0] + sum_{j<i} Var[F_j] (official adaptive-profiling)",
               measured="omega_N / sqrt(N) = " + ", ".join(f"{v / np.sqrt(n):.2f}"

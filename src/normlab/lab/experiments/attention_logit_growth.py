@@ -26,7 +26,7 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 from ..sweep import lr_sensitivity
 from . import _recipes as R
 from . import _training as T
@@ -331,7 +331,7 @@ def _cap_check(data: dict) -> Check:
         measured=f"soft-cap runs at LR {lrs}: largest capped logit {capped:.6g}, raw "
         f"q.k / sqrt(D) up to {fmt(max(raw, default=math.nan))}",
         rule="holds by construction (tanh < 1; in floating point it rounds to 1 past s = 19 cap)",
-        passed=bool(capped <= cap), source="Gemma Team 2024 [V]", identity=True,
+        passed=bool(capped <= cap), source="Gemma Team 2024 [V]", kind=IDENTITY,
         note="the cap bounds what the softmax sees, not the raw q.k, which keeps growing: the "
              "cap hides the growth rather than removing its cause")
 

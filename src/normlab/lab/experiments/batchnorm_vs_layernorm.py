@@ -21,7 +21,7 @@ import numpy as np
 from ...functional import batch_norm_forward, layer_norm_forward
 from ...nn import BatchNorm, LayerNorm
 from .. import stats as S
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 
 CARD = Card(
     name="batchnorm-vs-layernorm",
@@ -246,19 +246,19 @@ def _padding_checks(pr: list[dict]) -> list[Check]:
                   f"max |dy| on real tokens = {fmt(worst['bn'])} at {worst['pad_fraction']:.0%} "
               f"padding ({fmt(pr[0]['bn'])} at {pr[0]['pad_fraction']:.0%})",
               rule=f"max |dy| > {VISIBLE:g} at the most padding", passed=worst["bn"] > VISIBLE,
-              source="chapter 2.4 section 3", identity=True),
+              source="chapter 2.4 section 3", kind=IDENTITY),
         Check(claim="masking the padding out of the statistics fixes it",
               published="- (normlab's mask= argument)",
               measured=
                   f"max |dy| = {fmt(max(r['bn_masked'] for r in pr))} over every padding amount",
               rule=f"< {EXACT:g} (float64)", passed=max(r["bn_masked"] for r in pr) < EXACT,
               source="Ioffe & Szegedy 2015, statistics over the real positions only",
-              identity=True),
+              kind=IDENTITY),
         Check(claim="LayerNorm's output for a real token does not depend on padding",
               published="per-token statistics (Ba et al. 2016)",
               measured=f"max |dy| = {fmt(max(r['ln'] for r in pr))}", rule=f"< {EXACT:g}",
               passed=max(r["ln"] for r in pr) < EXACT, source="Ba et al. 2016; chapter 2.4",
-              identity=True),
+              kind=IDENTITY),
     ]
 
 
@@ -273,7 +273,7 @@ def _companions_check(cr: list[dict], config: Config) -> Check:
         rule=f"BN spread > {VISIBLE:g} at every B and LN spread < {EXACT:g}",
         passed=
             all(r["bn_spread"] > VISIBLE for r in cr) and max(r["ln_spread"] for r in cr) < EXACT,
-        source="chapter 16.1 'In practice'", identity=True)
+        source="chapter 16.1 'In practice'", kind=IDENTITY)
 
 
 def _train_eval_checks(te: dict) -> list[Check]:
@@ -307,7 +307,7 @@ def _train_eval_checks(te: dict) -> list[Check]:
               + "; corrected: " + ", ".join(f"{r['unbiased_ratio']:.4f}" for r in tr),
               rule="each within max(1%, 4 standard errors) (papers.md: 1%)",
               passed=bias_ok and unb_ok,
-              source="Ioffe & Szegedy 2015, Alg. 2 [V]", identity=True,
+              source="Ioffe & Szegedy 2015, Alg. 2 [V]", kind=IDENTITY,
               note="a property of the sample variance, checked by Monte Carlo"),
     ]
 
@@ -323,7 +323,7 @@ def _decoding_checks(dec: dict) -> list[Check]:
               f"LN step-by-step vs full: {fmt(dec['ln_step_vs_full'])}",
               rule=f"BN refuses (ValueError), BN gap > {VISIBLE:g}, LN gap < {EXACT:g}",
               passed=bool(dec["single_token_error"]) and dec["bn_step_vs_train"] > VISIBLE
-              and dec["ln_step_vs_full"] < EXACT, source="chapter 2.4 section 3", identity=True),
+              and dec["ln_step_vs_full"] < EXACT, source="chapter 2.4 section 3", kind=IDENTITY),
         Check(claim="in training, BatchNorm over (B, T) lets a future token change earlier outputs",
               published=
                   "qualitative ('statistics that would need to differ depending on how far into "
@@ -332,7 +332,7 @@ def _decoding_checks(dec: dict) -> list[Check]:
               f"{fmt(dec['leak_ln'])} (LN)", rule=f"BN > {EXACT:g}, LN < {EXACT:g}",
               passed=dec["leak_bn"] > EXACT and dec["leak_ln"] < EXACT,
               source="chapter 2.4 section 3",
-              identity=True),
+              kind=IDENTITY),
     ]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...functional import dropout_forward
 from ...nn import Dropout
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 
 CARD = Card(
     name="dropout",
@@ -153,28 +153,28 @@ def judge(data: dict, config: Config) -> list[Check]:
               measured="E[y]/x = " + ", ".join(f"{r['mean_ratio']:.4f}" for r in rows)
               + f" at p = {ps}",
               rule=f"|E[y]/x - 1| <= {Z:g} standard errors at every p", passed=all(mean_ok),
-              source="chapter 16.2; Srivastava et al. 2014", identity=True),
+              source="chapter 16.2; Srivastava et al. 2014", kind=IDENTITY),
         Check(claim="Var[dropout(x)] = x^2 p / (1 - p)", published="p/(1-p) = "
               + ", ".join(f"{r['var_exact']:.4g}" for r in rows),
               measured="Var[y]/x^2 = " + ", ".join(f"{r['var_ratio']:.4g}" for r in rows),
               rule=f"|measured - p/(1-p)| <= {Z:g} standard errors at every p", passed=all(var_ok),
-              source="follows from the Bernoulli mask", identity=True),
+              source="follows from the Bernoulli mask", kind=IDENTITY),
         Check(claim="a value is kept with probability 1 - p", published="1 - p",
               measured="kept = " + ", ".join(f"{r['kept']:.4f}" for r in rows),
               rule=f"within {Z:g} standard errors at every p", passed=all(kept_ok),
-              source="definition of p_drop", identity=True),
+              source="definition of p_drop", kind=IDENTITY),
         Check(claim="inference is the identity (eval mode)", published="y = x exactly",
               measured=
                   f"max |y_eval - x| = {fmt(eval_diff)}; in train max |y - x| = {fmt(train_diff)}",
               rule="max |y_eval - x| == 0 and the train output differs", passed=eval_diff == 0.0
-              and train_diff > 0, source="chapter 16.2", identity=True),
+              and train_diff > 0, source="chapter 16.2", kind=IDENTITY),
         Check(claim="through a linear map h = dropout(x) W the variance adds up: "
               "Var[h_j] = p/(1-p) sum_i W_ij^2 x_i^2", published="exact formula",
               measured=
                   f"measured / predicted (summed over {config.fan_out} outputs) = {lin_ratio:.4f} "
               f"at p = {p_mid:g}; mean error {fmt(data['lin_mean_err'])}",
               rule="|ratio - 1| < 0.05", passed=abs(lin_ratio - 1) < 0.05,
-              source="follows from independence", identity=True),
+              source="follows from independence", kind=IDENTITY),
         Check(claim="after a nonlinearity the train-mode mean is not the eval-mode value",
               published="- (the chapter's identity-at-inference is exact for linear maps only)",
               measured=f"mean ReLU(h): train {relu_train:.4f} vs eval {relu_eval:.4f} "

@@ -25,7 +25,7 @@ from ...functional import (
 )
 from ...functional.rmsnorm import partial_width
 from .. import stats as S
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 
 CARD = Card(
     name="invariances-and-cost",
@@ -264,18 +264,18 @@ def judge(data: dict, config: Config) -> list[Check]:
               rule=f"max|dh| < {INVARIANT:g} where the table says invariant, > {VARIANT:g} where "
               "it says not (papers.md section 2)", passed=not mismatches,
               source="Ba et al. 2016 Table 1 [V]; Zhang & Sennrich 2019 Table 1 [V]",
-              identity=True),
+              kind=IDENTITY),
         Check(claim="implicit learning-rate adaptation: scaling W by a scales dL/dW by 1/a",
               published="exact (Ioffe & Szegedy 3.3; Ba et al. 5.2)",
               measured="max relative error: " + ", ".join(f"{k} {fmt(v)}" for k, v in lr.items())
               + f" (a in {', '.join(f'{a:g}' for a in config.lr_scales)})",
               rule="relative error < 1e-8 for each norm", passed=all(v < 1e-8 for v in lr.values()),
-              source="Ioffe & Szegedy 2015 section 3.3 [V]", identity=True),
+              source="Ioffe & Szegedy 2015 section 3.3 [V]", kind=IDENTITY),
         _estimation_check(est, config),
         Check(claim="RMSNorm equals LayerNorm on zero-mean input", published="exact",
               measured=f"max |RMSNorm - LayerNorm| = {fmt(est['rms_eq_ln_zero_mean'])}",
               rule="< 1e-12",
-              passed=est["rms_eq_ln_zero_mean"] < 1e-12, source="definition", identity=True),
+              passed=est["rms_eq_ln_zero_mean"] < 1e-12, source="definition", kind=IDENTITY),
         *_speed_checks(data["speed"]["rows"], data["machine"]),
     ]
 

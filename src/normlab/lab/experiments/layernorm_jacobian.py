@@ -30,7 +30,7 @@ from ...functional import (
     rms_norm_forward,
 )
 from .. import stats
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 from ._setups import xiong_model
 
 CARD = Card(
@@ -264,19 +264,19 @@ def _identity_checks(data: dict) -> list[Check]:
                   "J_0 = (I - 1 1^T/d - xhat xhat^T/d) / sigma (LN), (I - x x^T/(d rms^2)) / rms",
               measured=f"max |J - J^T| / max |J| = {fmt(asym)} over {grid}",
               rule=f"< {IDENTITY_TOL:g} (so power iteration may use J v = J^T v)",
-              passed=asym < IDENTITY_TOL, source=src, identity=True),
+              passed=asym < IDENTITY_TOL, source=src, kind=IDENTITY),
         Check(claim="||J_LN||_2 = 1 / sqrt(Var[x] + eps) = sqrt(d) / sqrt(||x - mean||^2 + d eps)",
               published="O(sqrt(d) / ||x||_2) (Lemma 3)",
               measured=f"power iteration on normlab's VJPs vs the closed form: max relative error "
               f"{fmt(err['layernorm'])} over {grid}", rule=f"< {IDENTITY_TOL:g}",
               passed=err["layernorm"] < IDENTITY_TOL,
               source="Xiong et al. 2020, Lemma 3 [V]; " + src,
-              identity=True),
+              kind=IDENTITY),
         Check(claim="||J_RMS||_2 = 1 / sqrt(mean(x^2) + eps) = sqrt(d) / sqrt(||x||^2 + d eps)",
               published="- (RMSNorm: the same lemma without the mean)",
               measured=f"max relative error {fmt(err['rmsnorm'])} over {grid}",
               rule=f"< {IDENTITY_TOL:g}",
-              passed=err["rmsnorm"] < IDENTITY_TOL, source=src, identity=True),
+              passed=err["rmsnorm"] < IDENTITY_TOL, source=src, kind=IDENTITY),
         Check(claim="With a gain gamma, power iteration on J^T J finds "
               "the Jacobian's largest singular "
               "value, at most max|gamma| times the gain-free norm",
@@ -284,7 +284,7 @@ def _identity_checks(data: dict) -> list[Check]:
               measured=
                   f"vs the SVD of the Jacobian built from d VJPs: max relative error {fmt(g_err)} "
               f"({len(gain)} inputs); bound holds: {g_bound}", rule="< 1e-6 and the bound holds",
-              passed=g_err < 1e-6 and g_bound, source=src, identity=True),
+              passed=g_err < 1e-6 and g_bound, source=src, kind=IDENTITY),
         Check(claim="Lemma 3 is an equality up to eps: ||J|| <= sqrt(d)/||x - mean|| (LN), "
               "sqrt(d)/||x|| (RMSNorm)", published="O(sqrt(d) / ||x||_2) (Lemma 3)",
               measured=f"||J|| ||x - mean|| / sqrt(d): max {lemma['layernorm']:.6f} (LN), "
@@ -292,7 +292,7 @@ def _identity_checks(data: dict) -> list[Check]:
               f"{tight['rmsnorm']:.6f}; at scale {small:g} eps dominates: {sat:.3g}",
               rule="max <= 1 and min at scale >= 1 > 0.999", passed=max(lemma.values()) <= 1 + 1e-12
               and min(tight.values()) > 0.999, source="Xiong et al. 2020, Lemma 3 [V]",
-              identity=True),
+              kind=IDENTITY),
         Check(claim="For an uncentered input LayerNorm's norm follows ||x - mean||, not ||x||",
               published="the lemma's ||x|| (its inputs are centered at initialization)",
               measured="||J|| ||x|| / sqrt(d) at mean offset " + ", ".join(

@@ -33,7 +33,7 @@ import numpy as np
 
 from ...train import AdamW, TrainConfig
 from .. import stats
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 from . import _recipes as R
 from . import _training as T
 
@@ -354,7 +354,7 @@ def _eps_checks(data: dict, config: Config) -> list[Check]:
                   f"eps {', '.join(f'{v:g}' for v in config.eps_values)}",
                   rule=f"within {F_ANALYTIC:.0%} everywhere",
                   passed=data["analytic"]["max_rel_err"] <
-                  F_ANALYTIC, source=s, identity=True,
+                  F_ANALYTIC, source=s, kind=IDENTITY,
                   note="bias correction makes m_hat = g and v_hat = g^2 exactly")]
     if 1e-8 in by:
         iv = stats.mean_interval(e["ratio"][by[1e-8]])

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 from . import _recipes as R
 from . import _training as T
 
@@ -280,7 +280,7 @@ def _cap_identity(data: dict) -> Check:
         f"{fmt(top)} (bound {fmt(cap + math.log(V))})",
         rule="holds by construction (every capped logit < cap)",
         passed=bool(top <= cap + math.log(V)),
-        source="Gemma Team 2024 [V]", identity=True)
+        source="Gemma Team 2024 [V]", kind=IDENTITY)
 
 
 def _cap_row(data: dict) -> Check:

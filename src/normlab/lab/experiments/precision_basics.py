@@ -21,7 +21,7 @@ from ...nn import Numerics
 from ...nn.numerics import numerics_scope
 from ...precision import WeightUpdater, demos, get_format, quantize
 from .. import stats
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 
 CARD = Card(
     name="precision-basics",
@@ -199,18 +199,18 @@ def _format_checks(data: dict) -> list[Check]:
               published="65504; 6.1e-5; 6.0e-8 (Micikevicius et al.; the chapter)",
               measured=f"{FP16.max_finite:g}; {FP16.min_normal:.3g}; {FP16.min_subnormal:.3g} "
               f"(bfloat16 max {BF16.max_finite:.3g})", rule="exact", passed=fmt_ok,
-              source="Micikevicius et al. 2017 [S]; chapter 16.3", identity=True),
+              source="Micikevicius et al. 2017 [S]; chapter 16.3", kind=IDENTITY),
         Check(claim="[1e5, 1e30] overflow in float16 but stay finite in bfloat16 (Listing 16.4)",
               published="float16: inf, inf; bfloat16 keeps float32's range",
               measured=f"float16 {fp16.tolist()}; bfloat16 {bf16.tolist()}",
               rule="float16 both inf; bfloat16 both finite within 2^-8 relative", passed=range_ok,
-              source="chapter Listing 16.4", identity=True),
+              source="chapter Listing 16.4", kind=IDENTITY),
         Check(claim="a gradient of 1e-8 underflows in float16 and survives a loss scale of 2^16",
               published="0 without scaling; recovered with scaling (Listing 16.4)",
               measured=f"{g_plain:g} unscaled; {g_scaled:.6g} with S = 2^16",
               rule="0 exactly, then within float16's half-ulp (2^-11) of 1e-8",
               passed=g_plain == 0.0 and abs(g_scaled / 1e-8 - 1) <= 2.0**-11,
-              source="chapter Listing 16.4", identity=True),
+              source="chapter Listing 16.4", kind=IDENTITY),
     ]
 
 
@@ -284,7 +284,7 @@ def _update_checks(data: dict, cfg: Config) -> list[Check]:
               rule="direct == 1.0 exactly; master == the exact result rounded once to bfloat16",
               passed=stag_bf["direct"] == 1.0
               and stag_bf["master"] == float(quantize(np.float64(stag_bf["exact"]), "bfloat16")),
-              source="chapter 16.3; normlab.precision.master", identity=True),
+              source="chapter 16.3; normlab.precision.master", kind=IDENTITY),
         Check(claim="float16: an update of 2^-12 to a weight of 1 is lost; an fp32 master keeps it",
               published=
                   f"1 + {n_up} x 2^-12 = {1 + n_up * 2.0**-12:.9g} with a master copy, 1 without "
@@ -292,14 +292,14 @@ def _update_checks(data: dict, cfg: Config) -> list[Check]:
               measured=f"direct {stag_fp['direct']:.9g}, master {stag_fp['master']:.9g}",
               rule="exact equality", passed=stag_fp["direct"] == 1.0
               and stag_fp["master"] == 1 + n_up * 2.0**-12, source="Micikevicius et al. 2017 [D]",
-              identity=True),
+              kind=IDENTITY),
         Check(claim="a bfloat16 running sum of values in [0, 1) stalls at 256",
               published="256 (the spacing there is 2; every term is below half of it)",
               measured=f"bfloat16 sum {sum_bf:g}; float32 {sum_32:.6g}; exact {exact:.6g}",
               rule="bfloat16 == 256 exactly; float32 within 1e-4 relative of exact",
               passed=sum_bf == 256.0 and abs(sum_32 / exact - 1) < 1e-4,
               source="ml_dtypes README; chapter 16.3",
-              identity=True),
+              kind=IDENTITY),
         Check(claim="the harmonic series stagnates under round-to-nearest",
               published="float16 at n = 513 (7.0859375), bfloat16 at n = 65 (5.0625) (Higham)",
               measured=f"float16 at n = {harm16[0]} ({harm16[1]:g}); bfloat16 at n = {harm_bf[0]} "

@@ -19,7 +19,7 @@ from ...models import Residual
 from ...nn import Module
 from ...train.probes import observe
 from .. import stats as S
-from ..framework import Card, Check, fmt
+from ..framework import IDENTITY, Card, Check, fmt
 from ._setups import xiong_model
 
 CARD = Card(
@@ -196,7 +196,7 @@ def judge(data: dict, config: Config) -> list[Check]:
               measured=f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}",
               rule="|measured - 20| < 1e-12",
               passed=abs(s["aligned"] - expected) < 1e-12, source="chapter 2.4, section 2 and quiz",
-              identity=True),
+              kind=IDENTITY),
         Check(claim="the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
               published=f"2 sqrt(10) = {orth:.4f} (arithmetic)",
               measured=f"||x_L|| = {s['orth']:.4f}",
@@ -204,7 +204,7 @@ def judge(data: dict, config: Config) -> list[Check]:
               source="arithmetic",
               note="random branches at initialization are close to orthogonal: the stream's "
                    "norm grows as sqrt(L) when the branches do not scale with the stream",
-              identity=True),
+              kind=IDENTITY),
         Check(claim="without normalization the stream grows with depth",
               published="'the scale of the running sum can grow roughly with the number of blocks'",
               measured=f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
@@ -213,7 +213,7 @@ def judge(data: dict, config: Config) -> list[Check]:
               source="chapter 2.4, section 2",
               note="each branch scales with its input here (no norm in front of it), so the "
                    "growth is geometric, not linear; a sum of branches that read the stream "
-                   "grows by construction", identity=True),
+                   "grows by construction", kind=IDENTITY),
     ]
 
 
