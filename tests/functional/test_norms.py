@@ -107,3 +107,56 @@ def test_kernel_table_pairs_each_kernel_with_a_reference_in_functional_or_precis
         ref = kernels.resolve("reference", name)
         assert ref.__module__.startswith(("normlab.functional.", "normlab.precision.")), name
         assert ref.__name__ == name
+
+
+def test_the_fused_add_norm_runs_a_registered_norm_through_its_entry():
+    """A norm with a fused name is computed by the add + norm through the entry's forward and
+    backward (the kernel's own norms aside: another one runs the reference on both paths)."""
+    from normlab.functional.layernorm import layer_norm_backward, layer_norm_forward
+
+    calls = []
+
+    def forward(x, weight, bias=None, *, eps=1e-5):
+        calls.append("forward")
+        return layer_norm_forward(x, weight, bias, eps=eps)
+
+    def backward(dout, cache):
+        calls.append("backward")
+        return layer_norm_backward(dout, cache)
+
+    entry = norms.NormEntry("counted", forward, backward,
+                            params=(norms.Param("weight"), norms.Param("bias", init=0.0)),
+                            options={"eps": 1e-5}, fused="counted",
+                            row_stats=norms.LAYER_NORM_ROWS)
+    rng = np.random.default_rng(3)
+    x, res = rng.normal(size=(2, 3, 8)).astype(np.float32), rng.normal(size=(2, 3, 8))
+    res = res.astype(np.float32)
+    w, b = rng.normal(1.0, 0.3, 8).astype(np.float32), rng.normal(0.0, 0.3, 8).astype(np.float32)
+    dy = rng.normal(size=x.shape).astype(np.float32)
+    opts = dict(eps=1e-5, p_drop=0.25, training=True)
+    (y_ln, r_ln), c_ln = add_norm.add_norm_forward(x, res, w, b, norm="layer",
+                                                   rng=np.random.default_rng(1), **opts)
+    g_ln = add_norm.add_norm_backward((dy, dy), c_ln)
+    norms.register(entry)
+    try:
+        assert "counted" in norms.fused_names()
+        for op in (add_norm, kernels):
+            calls.clear()
+            (y, r), c = op.add_norm_forward(x, res, w, b, norm="counted",
+                                            rng=np.random.default_rng(1), **opts)
+            grads = op.add_norm_backward((dy, dy), c)
+            assert calls == ["forward", "backward"]
+            np.testing.assert_array_equal(y, y_ln)
+            np.testing.assert_array_equal(r, r_ln)
+            for g, g_ref in zip(grads, g_ln):
+                np.testing.assert_array_equal(g, g_ref)
+    finally:
+        norms.unregister("counted")
+    with pytest.raises(TypeError, match="'counted': a fused name needs row_stats"):
+        norms.register(norms.NormEntry("counted", forward, backward, params=entry.params,
+                                       fused="counted"))
+    with pytest.raises(ValueError, match="passes weight and bias only"):
+        norms.register(norms.NormEntry("counted", forward, backward,
+                                       params=(norms.Param("alpha"),), fused="counted",
+                                       row_stats=norms.LAYER_NORM_ROWS))
+    assert "counted" not in norms.names()

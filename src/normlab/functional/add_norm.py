@@ -36,9 +36,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
-from .layernorm import LayerNormCache, layer_norm_backward, layer_norm_forward
-from .norms import by_fused, fused_names
-from .rmsnorm import RMSNormCache, rms_norm_backward, rms_norm_forward
+from .norms import NormEntry, RowStats, by_fused, fused_names
 
 NORMS = fused_names()  # ("layer", "rms"): the registry's norms with a fused name
 
@@ -189,13 +187,11 @@ def forward_checked(x, residual, weight, bias, eps, round_sum, offset, ct, res_d
     s = xd + residual.astype(ct, copy=False) if residual is not None else xd.copy()  # (..., C)
     residual_out = s.astype(res_dt)  # (..., C) the new stream
     n = s.astype(x.dtype).astype(ct) if round_sum else s  # (..., C) the norm's input
-    mean: Array | None
-    if norm == "layer":
-        y, ln_cache = layer_norm_forward(n, weight, bias, eps=eps)
-        mean, rstd, g = ln_cache.mean, ln_cache.rstd, ln_cache.weight
-    else:
-        y, rms_cache = rms_norm_forward(n, weight, eps=eps, offset=offset)
-        mean, rstd, g = None, rms_cache.rstd, rms_cache.scale
+    entry = by_fused(norm)  # the registry's norm: its forward, and what its cache keeps
+    given = {"weight": weight, "bias": bias}
+    options = {k: v for k, v in (("eps", eps), ("offset", offset)) if k in entry.options}
+    y, norm_cache = entry.forward(n, *(given[p] for p in entry.param_names), **options)
+    mean, rstd, g = _row_stats(entry).stats(norm_cache)
     # What the backward needs to rebuild n exactly: residual_out (rounded to x's dtype when
     # round_sum), unless residual_out is a rounding of an unrounded n.
     if round_sum:
@@ -206,8 +202,7 @@ def forward_checked(x, residual, weight, bias, eps, round_sum, offset, ct, res_d
         norm_in, round_to = s, None
     dtypes = (weight.dtype, None if bias is None else bias.dtype)
     # g: weight is required, so the LayerNorm cache's gain is an array too
-    cache = AddNormCache(norm_in, round_to, mean, rstd, g,  # type: ignore[arg-type]
-                         bias is not None, norm, key, x.dtype,
+    cache = AddNormCache(norm_in, round_to, mean, rstd, g, bias is not None, norm, key, x.dtype,
                          None if residual is None else res_dt, dtypes)
     return (y.astype(x.dtype), residual_out), cache
 
@@ -229,14 +224,10 @@ def add_norm_backward(
     ct = rstd.dtype
     n = norm_in if round_to is None else norm_in.astype(round_to)
     n = n.astype(ct, copy=False)  # (..., C) the norm's input, rebuilt
-    if norm == "layer":
-        # the LayerNorm forward stored its row means
-        dn, dw, db = layer_norm_backward(dy, LayerNormCache(n, g, has_bias,
-                                                            mean,  # type: ignore[arg-type]
-                                                            rstd, (w_dt, b_dt)))
-    else:
-        dn, dw = rms_norm_backward(dy, RMSNormCache(n, g, rstd, n.shape[-1], w_dt))
-        db = None
+    entry = by_fused(norm)
+    norm_cache = _row_stats(entry).cache(n, mean, rstd, g, has_bias, (w_dt, b_dt))
+    dn, dw, *rest = entry.backward(dy, norm_cache)  # (dx, dweight[, dbias])
+    db = rest[0] if rest else None
     ds = dn if dres is None else dn + dres.astype(ct, copy=False)  # (..., C) compute dtype
     if key is not None:
         C = ds.shape[-1]
@@ -246,6 +237,12 @@ def add_norm_backward(
         dx = ds
     dresidual = None if res_dt is None else ds.astype(res_dt)
     return dx.astype(x_dt), dresidual, dw, db
+
+
+def _row_stats(entry: NormEntry) -> RowStats:
+    """The entry's RowStats (``register`` refuses a fused name without them)."""
+    assert entry.row_stats is not None
+    return entry.row_stats
 
 
 def _split_dout(dout):

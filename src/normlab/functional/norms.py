@@ -14,6 +14,8 @@ An entry holds what a norm is made of, in one place:
     kernel      the op name in ``normlab.kernels`` (``layer_norm`` for ``layer_norm_forward`` /
                 ``layer_norm_backward``), None where only the reference exists
     fused       the name the fused add + norm knows it by (``add_norm_forward(norm=...)``), or None
+    row_stats   with ``fused``: the row statistics its cache holds (``RowStats``), which the fused
+                op saves in its own cache, and how the cache is rebuilt from them
     qk          usable as QK-norm: ``forward(x, weight, eps=...)`` with the gain alone
 
 The users, each reading the registry instead of a list of its own: ``models.block.make_norm``
@@ -44,8 +46,8 @@ from typing import Any
 
 from .. import _checks as ck
 from .dyt import ALPHA_INIT, dyt_backward, dyt_forward
-from .layernorm import layer_norm_backward, layer_norm_forward
-from .rmsnorm import rms_norm_backward, rms_norm_forward
+from .layernorm import LayerNormCache, layer_norm_backward, layer_norm_forward
+from .rmsnorm import RMSNormCache, rms_norm_backward, rms_norm_forward
 
 NONE = "none"  # the identity: no norm (a name in every vocabulary, not an entry)
 
@@ -70,6 +72,21 @@ class Param:
 
 
 @dataclass(frozen=True)
+class RowStats:
+    """How the fused add + norm keeps a norm's cache: it saves the row statistics and rebuilds
+    the norm's input instead of saving it (``functional.add_norm``).
+
+    ``stats(cache) -> (mean, rstd, gain)``: the forward cache's row means (None for a norm without
+    them), reciprocal standard deviations (..., 1) and gain (C,), in the compute dtype.
+    ``cache(x, mean, rstd, gain, has_bias, param_dtypes)``: the forward's cache again, over the
+    rebuilt input ``x``, for the entry's backward.
+    """
+
+    stats: Callable[[Any], tuple[Any, Any, Any]]
+    cache: Callable[..., Any]
+
+
+@dataclass(frozen=True)
 class NormEntry:
     """A norm: see the module docstring for what each field means."""
 
@@ -84,6 +101,7 @@ class NormEntry:
     config: Mapping[str, str] = field(default_factory=dict)  # module option -> GPTConfig field
     kernel: str | None = None
     fused: str | None = None
+    row_stats: RowStats | None = None  # required with ``fused``
     qk: bool = False
     title: str = ""
 
@@ -127,6 +145,11 @@ def register(entry: NormEntry) -> NormEntry:
         raise ValueError(f"norm name {entry.name!r} is taken; registered: {names()}")
     if entry.fused is not None and entry.fused in fused_names():
         raise ValueError(f"fused name {entry.fused!r} is taken; fused: {fused_names()}")
+    if entry.fused is not None and not isinstance(entry.row_stats, RowStats):
+        raise TypeError(f"norm {entry.name!r}: a fused name needs row_stats (a RowStats)")
+    if entry.fused is not None and not set(entry.param_names) <= {"weight", "bias"}:
+        raise ValueError(f"norm {entry.name!r}: the fused add + norm passes weight and bias "
+                         f"only; its params are {entry.param_names}")
     _REGISTRY[entry.name] = entry
     return entry
 
@@ -188,12 +211,23 @@ def _alpha_init(options: Mapping[str, Any]) -> float:
     return float(options["alpha_init"])
 
 
+LAYER_NORM_ROWS = RowStats(
+    stats=lambda c: (c.mean, c.rstd, c.weight),
+    cache=lambda x, mean, rstd, gain, has_bias, dtypes: LayerNormCache(x, gain, has_bias, mean,
+                                                                       rstd, dtypes))
+RMS_NORM_ROWS = RowStats(  # the gain is offset + weight; the RMS over every feature (no partial)
+    stats=lambda c: (None, c.rstd, c.scale),
+    cache=lambda x, mean, rstd, gain, has_bias, dtypes: RMSNormCache(x, gain, rstd, x.shape[-1],
+                                                                     dtypes[0]))
+
+
 register(NormEntry(
     "layernorm", layer_norm_forward, layer_norm_backward,
     params=(Param("weight"), Param("bias", init=0.0, flag="bias")),
     options={"eps": 1e-5}, module_options={"bias": True},
     module="normlab.nn.layers:LayerNorm", twin="normlab.testing.oracles:layer_norm",
-    config={"eps": "norm_eps", "bias": "bias"}, kernel="layer_norm", fused="layer", qk=True,
+    config={"eps": "norm_eps", "bias": "bias"}, kernel="layer_norm", fused="layer",
+    row_stats=LAYER_NORM_ROWS, qk=True,
     title="LayerNorm (Ba et al. 2016)",
 ))
 register(NormEntry(
@@ -202,7 +236,7 @@ register(NormEntry(
     options={"eps": 1e-8, "partial": None, "offset": 0.0},
     module="normlab.nn.layers:RMSNorm", twin="normlab.testing.oracles:rms_norm",
     config={"eps": "norm_eps", "partial": "norm_partial", "offset": "norm_offset"},
-    kernel="rms_norm", fused="rms", qk=True,
+    kernel="rms_norm", fused="rms", row_stats=RMS_NORM_ROWS, qk=True,
     title="RMSNorm (Zhang & Sennrich 2019)",
 ))
 register(NormEntry(
@@ -215,5 +249,6 @@ register(NormEntry(
     title="Dynamic Tanh (Zhu et al. 2025)",
 ))
 
-__all__ = ["NONE", "NormEntry", "Param", "block_names", "by_fused", "config_fields",
-           "fused_names", "get", "names", "qk_names", "register", "unregister"]
+__all__ = ["LAYER_NORM_ROWS", "NONE", "RMS_NORM_ROWS", "NormEntry", "Param", "RowStats",
+           "block_names", "by_fused", "config_fields", "fused_names", "get", "names", "qk_names",
+           "register", "unregister"]

@@ -43,6 +43,10 @@ from .norms import (
     rms_stats,
 )
 
+# The norms the kernel computes (is_rms picks one); another fused norm of the registry runs the
+# reference, which calls the entry's forward and backward.
+FUSED = ("layer", "rms")
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -178,7 +182,7 @@ def add_norm_forward(x: np.ndarray, residual: np.ndarray | None, weight: np.ndar
     args = check_add_norm(x, residual, weight, bias, eps, norm, p_drop, training, rng, round_sum,
                           residual_in_fp32, offset)
     x, residual, weight, bias, eps, round_sum, offset, ct, res_dt, key = args
-    if not native(x.dtype) or x.size == 0:
+    if not native(x.dtype) or x.size == 0 or norm not in FUSED:
         return _ref.forward_checked(*args, norm=norm)  # same key, so the same mask
     C = x.shape[-1]
     xk, fx = kernel_view(rows_of(x))
@@ -219,7 +223,7 @@ def add_norm_backward(dout: Any, cache: AddNormCache) -> Any:
     ck.same_shape(dy, "dy", norm_in.shape, "the shape of the forward's output")
     if dres is not None:
         ck.same_shape(dres, "dresidual_out", norm_in.shape, "the shape of residual_out")
-    if not (native(x_dt) and native(norm_in.dtype)) or norm_in.size == 0:
+    if not (native(x_dt) and native(norm_in.dtype)) or norm_in.size == 0 or norm not in FUSED:
         return _ref.add_norm_backward(dout, cache)
     ct = rstd.dtype
     C = norm_in.shape[-1]
