@@ -55,6 +55,16 @@ CONFIDENCE = ("Intervals are 95% Student-t intervals over seeds (mean +- t(0.975
               "a bootstrap over whole seeds only from 10 seeds).")
 
 
+OLD_CONFIDENCE = ("The intervals of this file are those of its schema-2 layout, before the "
+                  "Student-t intervals: mean +- 2 standard errors over seeds (paired where the "
+                  "arms share seeds) or a bootstrap over whole seeds, at any n.")
+
+
+def confidence(summary: dict[str, Any]) -> str:
+    """How the intervals of a summary were made: :data:`CONFIDENCE` from schema 3 on."""
+    return CONFIDENCE if summary.get("schema", SCHEMA) >= 3 else OLD_CONFIDENCE
+
+
 def check_row(c: Any) -> dict[str, Any]:
     """One check as the summary holds it: what the tables, the forest plot and the tests read."""
     return {"claim": c.claim, "status": c.status, "measured": c.measured, "rule": c.rule,
@@ -189,10 +199,14 @@ def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
     rows = summary["experiments"]
     fulls = {r["name"]: r["verdict"] for r in (full or {}).get("experiments", [])}
     lines = [f"**{headline(summary['tally'])}** {_setting(summary)}.", "", _full_line(full), "",
-             CONFIDENCE, ""]
+             confidence(summary), ""]
     if figure:
         lines += [f"![The verdicts of the {summary['size']} report: each counted row's 95% "
-                  f"interval against its margin]({figure})", "", forest_caption(), ""]
+                  f"interval against its margin]({figure})", ""]
+        if full is not None:
+            lines += [f"![The verdicts of the full report: each counted row's 95% interval "
+                      f"against its margin]({figure.replace(summary['size'], 'full')})", ""]
+        lines += [forest_caption(), ""]
     listed = forest_rows(summary)[1]
     if listed:
         per: dict[str, int] = {}
@@ -222,7 +236,7 @@ def summary_markdown(summary: dict[str, Any], full: dict[str, Any] | None = None
     the forest plot are."""
     return "\n".join([f"**{headline(summary['tally'])}** {_setting(summary)}.", "",
                       _full_line(full), "",
-                      f"{CONFIDENCE} Each experiment's verdict at both sizes: [the lab's table]"
+                      f"{confidence(summary)} Each experiment's verdict at both sizes: [the lab's table]"
                       f"({table}); each counted row against its margin: [the forest plot]"
                       f"({figure})."])
 
