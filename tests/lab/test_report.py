@@ -30,8 +30,16 @@ def test_report_is_well_formed_and_self_contained(tmp_path):
     assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.IGNORECASE)
     imgs = root.findall(".//img")
     n_figures = sum(len(r.figures) for _, r, _, _ in entries)
-    assert n_figures >= len(REAL) and len(imgs) == n_figures
+    assert n_figures >= len(REAL) and len(imgs) == n_figures + 1  # and the forest plot, first
+    assert "forest plot" in imgs[0].get("alt") and (tmp_path / "verdicts.png").is_file()
     assert all(img.get("src").startswith("data:image/png;base64,") for img in imgs)
+    # the page states the confidence level and the verdict rule before the table
+    from normlab.lab.framework import VERDICT_RULE
+    from normlab.lab.results import CONFIDENCE
+
+    head = page[:page.index("<table>")]
+    assert CONFIDENCE.replace("'", "&#x27;") in head and "Student-t" in head
+    assert VERDICT_RULE.replace("'", "&#x27;") in head
     for tag in ("script", "link", "iframe"):
         assert root.find(f".//{tag}") is None
     # the page opens with the summary table: one row per experiment, with a verdict

@@ -126,8 +126,6 @@ def forest(summary: dict[str, Any], out_dir: str | Path, name: str = FOREST_FILE
     """The forest plot of a report's verdicts (``results.forest_rows``), one line per counted row
     grouped by experiment, each on its own scale normalised to its margin
     (``results.forest_caption`` says how): written as ``out_dir/name``; returns the name."""
-    from matplotlib.lines import Line2D
-
     from .results import FOREST_CLIP, forest_rows
 
     drawn, listed = forest_rows(summary)
@@ -139,35 +137,57 @@ def forest(summary: dict[str, Any], out_dir: str | Path, name: str = FOREST_FILE
             lines += [("row", r) for r in rows]
     n = max(len(lines), 1)
     fig, (ax,) = figure(width=13.0, height=1.3 + 0.24 * n)
-    labels, texts, ys = [], [], []
+    labels: list[str] = []
+    texts: list[str] = []
+    ys: list[float] = []
     for i, (what, item) in enumerate(lines):
         y = n - i
+        ys.append(y)
         if what == "head":
             labels.append(f"{item['name']}: {item['verdict']}")
             texts.append("")
-            ys.append(y)
             ax.axhline(y + 0.5, color="#dddddd", lw=0.6)
-            continue
-        r = item
-        status = r["status"] if r["judged"] else "not judged"
-        color = STATUS_COLORS[status]
-        premise = r["kind"] == "premise"
-        face = "white" if premise else color
-        ax.plot([r["lo"], r["hi"]], [y, y], color=color, lw=2.2, solid_capstyle="butt")
-        if abs(r["x"]) < FOREST_CLIP:
-            ax.plot([r["x"]], [y], marker="o", ms=5.5, color=color, markerfacecolor=face,
-                    markeredgewidth=1.4)
-        else:  # past the axis' end: an arrow at the edge
-            ax.plot([r["x"]], [y], marker=">" if r["x"] > 0 else "<", ms=7, color=color,
-                    markerfacecolor=face, markeredgewidth=1.4)
-        labels.append(("premise: " if premise else "") + _short(r["claim"]))
-        texts.append(_short(r["text"], 60))
-        ys.append(y)
+        else:
+            _forest_row(ax, y, item, FOREST_CLIP)
+            prefix = "premise: " if item["kind"] == "premise" else ""
+            labels.append(prefix + _short(item["claim"]))
+            texts.append(_short(item["text"], 60))
+    _forest_axes(fig, ax, n, ys, labels, texts, [w for w, _ in lines], FOREST_CLIP)
+    size = summary.get("size", "")
+    title = f"The verdicts of the {size} report: each counted row's 95% interval against its margin"
+    if not drawn:
+        title += " (no row of this summary has an interval against a threshold)"
+        ax.text(0.5, 0.5, "nothing to draw: the summary's rows have no interval against a "
+                "threshold (a file written before the rows recorded them)", ha="center",
+                va="center", transform=ax.transAxes, fontsize=9, color="#555555")
+    elif listed:
+        title += f"; {len(listed)} counted row(s) decided from a single number are listed apart"
+    ax.set_title(title, fontsize=10, loc="left")
+    return save(fig, out_dir, name, metadata={KEY_FIELD: forest_key(summary)})
+
+
+def _forest_row(ax: Any, y: float, r: dict[str, Any], clip: float) -> None:
+    """One row: its bar, and its estimate (a dot; an arrow at the edge past the axis' end), open
+    for a premise, grey for a claim not judged."""
+    color = STATUS_COLORS[r["status"] if r["judged"] else "not judged"]
+    face = "white" if r["kind"] == "premise" else color
+    ax.plot([r["lo"], r["hi"]], [y, y], color=color, lw=2.2, solid_capstyle="butt")
+    inside = abs(r["x"]) < clip
+    ax.plot([r["x"]], [y], marker="o" if inside else (">" if r["x"] > 0 else "<"),
+            ms=5.5 if inside else 7, color=color, markerfacecolor=face, markeredgewidth=1.4)
+
+
+def _forest_axes(fig: Any, ax: Any, n: int, ys: list[float], labels: list[str],
+                 texts: list[str], kinds: list[str], clip: float) -> None:
+    """The axes: the claims at the left (the experiments' headers bold), each row's interval
+    against its margin in its own units at the right, the margin at 0, the legend below."""
+    from matplotlib.lines import Line2D
+
     ax.axvline(0, color="#000000", lw=1.0)
-    ax.set_xlim(-FOREST_CLIP - 0.5, FOREST_CLIP + 0.5)
+    ax.set_xlim(-clip - 0.5, clip + 0.5)
     ax.set_ylim(0.3, n + 0.7)
     ax.set_yticks(ys, labels, fontsize=7)
-    for tick, (what, _) in zip(ax.get_yticklabels(), lines):
+    for tick, what in zip(ax.get_yticklabels(), kinds):
         if what == "head":
             tick.set_fontweight("bold")
     ax.tick_params(axis="y", length=0)
@@ -183,18 +203,6 @@ def forest(summary: dict[str, Any], out_dir: str | Path, name: str = FOREST_FILE
                           label="premise"))
     fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=len(handles),
                frameon=False)
-    size = summary.get("size", "")
-    title = (f"The verdicts of the {size} report: each counted row's 95% interval against its "
-             f"margin")
-    if not drawn:
-        title += " (no row of this summary has an interval against a threshold)"
-        ax.text(0.5, 0.5, "nothing to draw: the summary's rows have no interval against a "
-                "threshold (a file written before the rows recorded them)", ha="center",
-                va="center", transform=ax.transAxes, fontsize=9, color="#555555")
-    elif listed:
-        title += f"; {len(listed)} counted row(s) decided from a single number are listed apart"
-    ax.set_title(title, fontsize=10, loc="left")
-    return save(fig, out_dir, name, metadata={KEY_FIELD: forest_key(summary)})
 
 
 def png_text(path: str | Path) -> dict[str, str]:

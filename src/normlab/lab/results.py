@@ -236,9 +236,9 @@ def summary_markdown(summary: dict[str, Any], full: dict[str, Any] | None = None
     the forest plot are."""
     return "\n".join([f"**{headline(summary['tally'])}** {_setting(summary)}.", "",
                       _full_line(full), "",
-                      f"{confidence(summary)} Each experiment's verdict at both sizes: [the lab's table]"
-                      f"({table}); each counted row against its margin: [the forest plot]"
-                      f"({figure})."])
+                      f"{confidence(summary)} Each experiment's verdict at both sizes: "
+                      f"[the lab's table]({table}); each counted row against its margin: "
+                      f"[the forest plot]({figure})."])
 
 
 def forest_caption() -> str:
