@@ -151,3 +151,43 @@ def test_the_chapters_differences_read_this_reports_measurements():
 
 def _parse_fragment(html_text: str):
     return ET.fromstring(f"<div>{html_text}</div>")
+
+
+def test_an_interrupted_full_report_keeps_its_finished_training_runs(monkeypatch, tmp_path):
+    """The size of record is resumable run by run: a full report stopped after its first training
+    run keeps it in the sweep store, and the next invocation trains only the other one; the
+    result equals an uninterrupted report's, number for number."""
+    import _fake_training_experiment as ft
+
+    import normlab.train
+    from normlab.lab import experiments
+
+    reg = {**experiments.EXPERIMENTS, "fake-training": "_fake_training_experiment"}
+    monkeypatch.setattr(experiments, "EXPERIMENTS", reg)
+    trained = []
+    one, many = normlab.train.train, normlab.train.train_ensemble
+
+    def train(cfg, *a, **kw):
+        trained.append(cfg.seed)
+        return one(cfg, *a, **kw)
+
+    def train_ensemble(cfgs, *a, **kw):
+        trained.extend(c.seed for c in cfgs)
+        return many(cfgs, *a, **kw)
+
+    monkeypatch.setattr(normlab.train, "train", train)
+    monkeypatch.setattr(normlab.train, "train_ensemble", train_ensemble)
+    ft.INTERRUPT["on"] = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            write_report(tmp_path / "a", size="full", names=["fake-training"],
+                         show_progress=False)
+    finally:
+        ft.INTERRUPT["on"] = False
+    assert len(trained) == 1 and not (tmp_path / "a" / "fake-training" / "result.json").exists()
+    _, entries, _ = write_report(tmp_path / "a", size="full", names=["fake-training"],
+                                 show_progress=False)
+    assert len(trained) == 2  # the first run came from the store
+    _, fresh, _ = write_report(tmp_path / "b", size="full", names=["fake-training"],
+                               show_progress=False)
+    assert entries[0][1].data == fresh[0][1].data and entries[0][1].size == "full"
