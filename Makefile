@@ -8,17 +8,27 @@
 #   make docs   the documentation site (mkdocs, API reference from the docstrings) into site/
 #   make notebooks   the companion notebooks executed and rendered to HTML in notebooks-html/
 #   make results     the quick report from scratch, under normlab.portable's environment (the same
-#                    bits on any AVX2 machine); its summary committed as docs/results/quick.json
-#                    and the lab table of docs/lab.md generated from it
+#                    bits on any AVX2 machine); its summary committed as docs/results/quick.json,
+#                    and the lab table of docs/lab.md, the README's summary and the forest plot
+#                    docs/img/verdicts-quick.png generated from it (`make tables` alone redraws
+#                    them from the committed files)
 #   make results ONLY=NAME   one experiment measured and merged into docs/results/quick.json and
 #                    docs/lab.md's table (a new experiment, or one whose rules changed)
+#   make results-full    the full report (the size of record; hours), under the same environment,
+#                    into normlab-results-full/ and committed as docs/results/full.json; the
+#                    tables show its verdicts beside the quick ones. It resumes: an interrupted
+#                    run keeps its finished experiments and training runs (each keyed by its
+#                    configuration and the whole package's source); FRESH=1 measures from
+#                    scratch, RAY=auto|HOST:PORT sends the training runs to a Ray cluster, and
+#                    ONLY=NAME measures one experiment and merges it into docs/results/full.json
 #   make conformance the golden vectors, the other tools' results on them (in a venv of their own,
 #                    .venv-conformance) and the conformance table of docs/numerics.md
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint docs docs-serve check bench notebooks results conformance clean
+.PHONY: demo test lint docs docs-serve check bench notebooks results results-full tables \
+	conformance clean
 
 LINT ?= lint
 ORACLES ?= .venv-conformance
@@ -70,7 +80,32 @@ else
 	mkdir -p docs/results
 	cp normlab-results/summary.json docs/results/quick.json
 endif
-	$(BIN)/normlab report --markdown --results docs/results/quick.json --readme docs/lab.md
+	$(MAKE) tables
+
+# the generated tables (docs/lab.md, the README) and the forest plots, from the committed results
+FULL_RESULTS = $(if $(wildcard docs/results/full.json),--full-results docs/results/full.json)
+tables: $(VENV)/.installed-lab
+	$(BIN)/normlab report --markdown --results docs/results/quick.json $(FULL_RESULTS) \
+		--forest docs/img/verdicts-quick.png --readme docs/lab.md README.md
+	$(if $(FULL_RESULTS),$(BIN)/normlab report --markdown --results docs/results/full.json \
+		--forest docs/img/verdicts-full.png > /dev/null)
+
+FULL_OUT := normlab-results-full
+FULL_FLAGS = --full $(if $(FRESH),--no-cache) $(if $(RAY),--ray $(RAY))
+
+results-full: $(VENV)/.installed-lab
+	mkdir -p docs/results
+ifdef ONLY
+	$(PORTABLE) $(BIN)/normlab report --out $(FULL_OUT)-$(ONLY) $(FULL_FLAGS) --only $(ONLY)
+	if [ -f docs/results/full.json ]; then \
+		$(BIN)/normlab report --merge $(FULL_OUT)-$(ONLY)/summary.json \
+			--results docs/results/full.json; \
+	else cp $(FULL_OUT)-$(ONLY)/summary.json docs/results/full.json; fi
+else
+	$(PORTABLE) $(BIN)/normlab report --out $(FULL_OUT) $(FULL_FLAGS)
+	cp $(FULL_OUT)/summary.json docs/results/full.json
+endif
+	$(MAKE) tables
 
 $(ORACLES)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(ORACLES)

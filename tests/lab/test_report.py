@@ -30,8 +30,16 @@ def test_report_is_well_formed_and_self_contained(tmp_path):
     assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.IGNORECASE)
     imgs = root.findall(".//img")
     n_figures = sum(len(r.figures) for _, r, _, _ in entries)
-    assert n_figures >= len(REAL) and len(imgs) == n_figures
+    assert n_figures >= len(REAL) and len(imgs) == n_figures + 1  # and the forest plot, first
+    assert "forest plot" in imgs[0].get("alt") and (tmp_path / "verdicts.png").is_file()
     assert all(img.get("src").startswith("data:image/png;base64,") for img in imgs)
+    # the page states the confidence level and the verdict rule before the table
+    from normlab.lab.framework import VERDICT_RULE
+    from normlab.lab.results import CONFIDENCE
+
+    head = page[:page.index("<table>")]
+    assert CONFIDENCE.replace("'", "&#x27;") in head and "Student-t" in head
+    assert VERDICT_RULE.replace("'", "&#x27;") in head
     for tag in ("script", "link", "iframe"):
         assert root.find(f".//{tag}") is None
     # the page opens with the summary table: one row per experiment, with a verdict
@@ -143,3 +151,43 @@ def test_the_chapters_differences_read_this_reports_measurements():
 
 def _parse_fragment(html_text: str):
     return ET.fromstring(f"<div>{html_text}</div>")
+
+
+def test_an_interrupted_full_report_keeps_its_finished_training_runs(monkeypatch, tmp_path):
+    """The size of record is resumable run by run: a full report stopped after its first training
+    run keeps it in the sweep store, and the next invocation trains only the other one; the
+    result equals an uninterrupted report's, number for number."""
+    import _fake_training_experiment as ft
+
+    import normlab.train
+    from normlab.lab import experiments
+
+    reg = {**experiments.EXPERIMENTS, "fake-training": "_fake_training_experiment"}
+    monkeypatch.setattr(experiments, "EXPERIMENTS", reg)
+    trained = []
+    one, many = normlab.train.train, normlab.train.train_ensemble
+
+    def train(cfg, *a, **kw):
+        trained.append(cfg.seed)
+        return one(cfg, *a, **kw)
+
+    def train_ensemble(cfgs, *a, **kw):
+        trained.extend(c.seed for c in cfgs)
+        return many(cfgs, *a, **kw)
+
+    monkeypatch.setattr(normlab.train, "train", train)
+    monkeypatch.setattr(normlab.train, "train_ensemble", train_ensemble)
+    ft.INTERRUPT["on"] = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            write_report(tmp_path / "a", size="full", names=["fake-training"],
+                         show_progress=False)
+    finally:
+        ft.INTERRUPT["on"] = False
+    assert len(trained) == 1 and not (tmp_path / "a" / "fake-training" / "result.json").exists()
+    _, entries, _ = write_report(tmp_path / "a", size="full", names=["fake-training"],
+                                 show_progress=False)
+    assert len(trained) == 2  # the first run came from the store
+    _, fresh, _ = write_report(tmp_path / "b", size="full", names=["fake-training"],
+                               show_progress=False)
+    assert entries[0][1].data == fresh[0][1].data and entries[0][1].size == "full"

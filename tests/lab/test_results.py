@@ -57,9 +57,15 @@ def test_the_markdown_block():
     lines = text.splitlines()
     assert lines[0].startswith("**1 of 2 empirical claims reproduced") and "2 min 05 s" in lines[0]
     assert "seed 0" in lines[0] and "OPENBLAS_NUM_THREADS=1" in lines[0]
-    assert lines[2].startswith("| Experiment |") and len(lines) == 4 + 4
-    row = "| `one` | one in short (Someone et al. 2020; chapter) | reproduced | one measured |"
+    head = next(i for i, line in enumerate(lines) if line.startswith("| Experiment |"))
+    assert "Quick verdict | Full verdict" in lines[head] and len(lines) == head + 2 + 4
+    assert "Student-t" in text and "95%" in text  # the confidence level is stated
+    row = ("| `one` | one in short (Someone et al. 2020; chapter) | reproduced | not yet measured "
+           "| one measured |")
     assert row in text
+    full = R.summarize(_entries()[:1], {**META, "size": "full"})
+    assert "| reproduced | reproduced | one measured |" in R.markdown(R.summarize(_entries(), META),
+                                                                    full)
 
 
 def test_update_readme_rewrites_only_the_block(tmp_path):
@@ -69,7 +75,8 @@ def test_update_readme_rewrites_only_the_block(tmp_path):
     assert R.update_readme(readme, s)
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n") and text.endswith(f"{R.END}\nafter\n")
-    assert R.markdown(s) in text and "old table" not in text
+    assert R.markdown(s, figure="docs/img/verdicts-quick.png") in text
+    assert "old table" not in text
     assert not R.update_readme(readme, s)  # unchanged: not rewritten
     (tmp_path / "bare.md").write_text("no markers\n")
     with pytest.raises(ValueError, match="no generated lab block"):
@@ -84,7 +91,8 @@ def test_report_markdown_from_the_command_line(tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text(f"x\n{R.BEGIN}\n{R.END}\n")
     assert main(["report", "--markdown", "--results", str(summary), "--readme", str(readme)]) == 0
-    assert R.markdown(json.loads(summary.read_text())) in readme.read_text()
+    assert R.markdown(json.loads(summary.read_text()),
+                      figure="docs/img/verdicts-quick.png") in readme.read_text()
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"size": "quick", "experiments": []}))
     for argv, flag in ((["--results", str(old)], "schema"),

@@ -129,6 +129,7 @@ class Check:
     threshold: list[float] | None = None  # the margin (one value) or band (two) compared with
     margin_source: str = ""  # where the margin comes from (the paper, the reference notes)
     estimate: float | None = None  # the interval's centre, for the forest plot
+    side: str = ""  # with one threshold: the side that passes ("above" / "below"), else ''
 
     def __post_init__(self) -> None:
         if self.inconclusive and self.passed is not None:
@@ -168,7 +169,8 @@ class Check:
         word = ">" if side == "above" else "<"
         return cls._from_interval(decide(interval, threshold, side), interval, [threshold], form,
                                   rule or f"{interval.method} interval {word} {threshold:g}",
-                                  measured, digits, claim=claim, published=published, **kw)
+                                  measured, digits, claim=claim, published=published,
+                                  side=side, **kw)
 
     @classmethod
     def superiority(cls, *, claim: str, published: str, interval: Interval, side: str,

@@ -1,7 +1,9 @@
-"""The report's page, rendered from the results: the table of claims, one section per experiment
-(figures embedded as base64 PNG, the side-by-side check table, the notes as HTML, the
-configuration) and the chapters' differences. Pure rendering: nothing is measured or written
-here (:mod:`normlab.lab.reporting` runs the experiments and writes the page)."""
+"""The report's page, rendered from the results: the forest plot of the verdicts (each counted
+row's 95% interval against its margin) and the rows it does not draw, the table of claims, one
+section per experiment (figures embedded as base64 PNG, the side-by-side check table with each
+row's kind, the notes as HTML, the configuration) and the chapters' differences. Pure rendering:
+nothing is measured or written here (:mod:`normlab.lab.reporting` runs the experiments, draws the
+forest plot and writes the page)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,17 @@ from pathlib import Path
 
 from .framework import (
     BROKEN,
+    CLAIM,
+    DERIVATION,
     HOLDS,
+    IDENTITY,
     INCONCLUSIVE,
     NOT_REPRODUCED,
+    NOT_TESTED,
     PARTLY,
+    PREMISE,
     REPRODUCED,
+    SHOWN,
     VERDICT_RULE,
     Result,
     load,
@@ -37,10 +45,12 @@ td.num { font-family: ui-monospace, Menlo, Consolas, monospace; }
 .v-partly { background: #fff0c2; color: #6b4e00; }
 .v-not { background: #f8d4d4; color: #7a1010; }
 .v-inconclusive { background: #e4e4f4; color: #2b2b6b; }
+.v-not-tested { background: #eeeeee; color: #444; border: 1px dashed #999; }
 .v-error { background: #ddd; color: #333; }
 .pass, .holds { color: #145214; font-weight: 600; } .FAIL { color: #a01010; font-weight: 600; }
 .inconclusive { color: #2b2b6b; font-weight: 600; }
-tr.identity td { background: #fafafa; }
+tr.identity td, tr.shown td { background: #fafafa; } tr.premise td { background: #f6f6ee; }
+.kind { color: #555; font-size: 0.85em; }
 .shown { color: #555; font-style: italic; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 .meta { color: #555; font-size: 0.9em; }
@@ -52,7 +62,8 @@ pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.82em; 
 
 def _verdict_badge(verdict: str) -> str:
     cls = {REPRODUCED: "v-reproduced", PARTLY: "v-partly", NOT_REPRODUCED: "v-not",
-           INCONCLUSIVE: "v-inconclusive", HOLDS: "v-reproduced", BROKEN: "v-not"}.get(
+           INCONCLUSIVE: "v-inconclusive", NOT_TESTED: "v-not-tested", HOLDS: "v-reproduced",
+           BROKEN: "v-not"}.get(
                verdict, "v-error")
     return f'<span class="v {cls}">{_e(verdict)}</span>'
 
@@ -82,14 +93,18 @@ def _section(result: Result, exp_dir: Path | None) -> str:
             parts.append(f'<img alt="{_e(r.name)}: {_e(fig)}" src="{_png_data_uri(path)}" />')
     parts.append("<table><tr><th>Claim</th><th>Source</th><th>Published</th><th>Measured</th>"
                  "<th>Rule</th><th>Result</th></tr>")
-    for c in sorted(r.checks, key=lambda c: c.identity):  # the empirical claims first
+    order = {PREMISE: 0, CLAIM: 1, SHOWN: 2, IDENTITY: 3, DERIVATION: 3}
+    for c in sorted(r.checks, key=lambda c: order.get(c.kind, 4)):  # premises, then claims
         note = f"<br /><span class='shown'>{_e(c.note)}</span>" if c.note else ""
-        kind = " (identity)" if c.identity else ""
+        rule = _e(c.rule) + (f"<br /><span class='kind'>{_e(c.form)}; margin from "
+                             f"{_e(c.margin_source)}</span>" if c.margin_source else
+                             (f"<br /><span class='kind'>{_e(c.form)}</span>" if c.form else ""))
         parts.append(
-            f"<tr class='{'identity' if c.identity else 'claim'}'><td>{_e(c.claim)}{note}</td>"
+            f"<tr class='{_e(c.kind)}'><td>{_e(c.claim)}{note}</td>"
             f"<td>{_e(c.source)}</td><td>{_e(c.published)}</td>"
-            f"<td class='num'>{_e(c.measured)}</td><td>{_e(c.rule)}</td>"
-            f"<td class='{_e(c.status)}'>{_e(c.status)}{kind}</td></tr>")
+            f"<td class='num'>{_e(c.measured)}</td><td>{rule}</td>"
+            f"<td><span class='{_e(c.status)}'>{_e(c.status)}</span><br />"
+            f"<span class='kind'>{_e(c.kind)}</span></td></tr>")
     parts.append("</table>")
     if r.notes.strip():
         parts.append("<div class='note'><p><b>Notes and known differences.</b></p>"
@@ -140,9 +155,11 @@ def _error_section(name: str, error: str) -> str:
             f"<p>The experiment did not finish:</p><pre>{_e(error)}</pre></section>")
 
 
-def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta: dict) -> str:
-    """The page. ``entries``: (name, result or None, its directory, error text)."""
-    from .results import headline, summarize
+def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta: dict, *,
+               forest: Path | None = None) -> str:
+    """The page. ``entries``: (name, result or None, its directory, error text); ``forest``: the
+    forest plot of the verdicts (a PNG, embedded) when it was drawn."""
+    from .results import CONFIDENCE, headline, summarize
 
     rows = []
     for name, r, _, err in entries:
@@ -155,7 +172,8 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
             f"<tr><td><a href='#{_e(name)}'>{_e(r.title)}</a></td>"
             f"<td>{_e(r.claim)}<br /><i>{_e(r.citation)}</i></td><td>{_e(r.published)}</td>"
             f"<td>{_e(r.measured)}</td><td>{_verdict_badge(r.verdict)}</td></tr>")
-    tally = headline(summarize(entries, {})["tally"])
+    summary = summarize(entries, {})
+    tally = headline(summary["tally"])
     sections = [(_section(r, d) if r is not None else _error_section(n, err))
                 for n, r, d, err in entries]
     meta_line = " &#183; ".join(_e(f"{k}: {v}") for k, v in meta.items())
@@ -165,9 +183,13 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
         "papers' claims measured on this machine with normlab's own layers, next to the "
         "published numbers.</p>"),
         f"<p class='meta'>{meta_line}</p>",
-        (f"<p><b>{_e(tally)}.</b> Verdict rule: {_e(VERDICT_RULE)} Each rule is fixed in advance "
-        "from the reference notes; none is tuned to the measurement. A check on a training or "
-        "random quantity is decided from an interval over seeds (shown beside its number).</p>"),
+        f"<p><b>{_e(tally)}.</b></p>",
+        (f"<p><b>Confidence.</b> {_e(CONFIDENCE)} A check on a training or random quantity is "
+         "decided from its interval (shown beside its number) against a margin written in the "
+         "experiment before measuring, with where the margin comes from; the seed count of each "
+         "experiment is fixed on its configuration from a pilot at seeds no verdict uses.</p>"),
+        f"<p><b>Verdict rule.</b> {_e(VERDICT_RULE)}</p>",
+        forest_html(summary, forest),
         ("<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
         "<th>Verdict</th></tr>"),
         *rows,
@@ -175,6 +197,29 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
         differences_html({n: r for n, r, _, _ in entries if r is not None}),
         *sections,
     ], css=_CSS)
+
+
+def forest_html(summary: dict, forest: Path | None) -> str:
+    """The forest plot (embedded), its caption, and the counted rows it does not draw (decided
+    from a single number), listed by experiment."""
+    from .results import forest_caption, forest_rows
+
+    parts = ["<h2 id='verdicts'>The verdicts, row by row</h2>"]
+    if forest is not None and forest.is_file():
+        parts.append(f'<img alt="forest plot: each counted row\'s 95% interval against its '
+                     f'margin" src="{_png_data_uri(forest)}" />')
+    parts.append(f"<p class='meta'>{_e(forest_caption())}</p>")
+    listed = forest_rows(summary)[1]
+    if listed:
+        items = "".join(
+            f"<li><a href='#{_e(x['experiment'])}'>{_e(x['experiment'])}</a>"
+            f"{' (premise)' if x['kind'] == PREMISE else ''}: {_e(x['claim'])}: "
+            f"<span class='num'>{_e(x['measured'])}</span> "
+            f"<span class='{_e(x['status'])}'>({_e(x['status'])})</span></li>"
+            for x in listed)
+        parts.append("<p><b>Counted rows not drawn</b> (decided from a single number, not an "
+                     f"interval against a margin):</p><ul>{items}</ul>")
+    return "\n".join(parts)
 
 
 def differences_html(results: dict[str, Result]) -> str:

@@ -1,4 +1,5 @@
 """``normlab report``'s orchestration: run (or reuse, or judge again) each experiment, then write
+``OUT/verdicts.png`` (the forest plot of the verdicts, :func:`normlab.lab.plotting.forest`),
 ``OUT/report.html`` (:mod:`normlab.lab.report_page`) and ``OUT/summary.json``
 (:mod:`normlab.lab.results`), each atomically. An experiment that raises is reported on the page;
 the others still run. The command (:mod:`normlab.lab.commands.report`) parses and checks the
@@ -138,10 +139,14 @@ def _meta_line(meta: dict, n: int) -> dict:
 
 def _write_page(out: Path, entries: Any, meta: dict, elapsed: float, reused: list[str],
                 size: str) -> None:
-    """``report.html`` and ``summary.json``, each written atomically."""
+    """``verdicts.png`` (the forest plot of the verdicts), ``report.html`` and ``summary.json``,
+    each written atomically."""
     from .._files import atomic_write, write_json
+    from .plotting import FOREST_FILE, forest
     from .results import summarize
 
-    atomic_write(out / REPORT_FILE, build_html(entries, _meta_line(meta, len(entries))),
-                 what="report page")
-    write_json(out / SUMMARY_FILE, summarize(entries, meta), what="report summary")
+    summary = summarize(entries, meta)
+    forest(summary, out, FOREST_FILE)
+    atomic_write(out / REPORT_FILE, build_html(entries, _meta_line(meta, len(entries)),
+                                               forest=out / FOREST_FILE), what="report page")
+    write_json(out / SUMMARY_FILE, summary, what="report summary")

@@ -1,9 +1,12 @@
 """``normlab report``: run every experiment and write one self-contained HTML page.
 
-The page opens with a table of claim vs published vs measured vs verdict, then has a section per
-experiment with its figures (PNG, embedded as base64), the side-by-side check table, notes on known
-differences from the papers, and the configuration. It references nothing outside itself: no
-scripts, fonts, style sheets or images from the network.
+The page opens with the tally, the confidence level and the verdict rule, the forest plot of the
+verdicts (each counted row's 95% interval against its margin; ``OUT/verdicts.png``) and a table
+of claim vs published vs measured vs verdict, then has a section per experiment with its figures
+(PNG, embedded as base64), the side-by-side check table, notes on known differences from the
+papers, and the configuration. It references nothing outside itself: no scripts, fonts, style
+sheets or images from the network. ``--quick`` (the default) runs the quick sizes, ``--full`` the
+size of record (hours: resumable, and ``--ray`` sends the training runs to a cluster).
 
 Each experiment's result is cached in ``OUT/<name>/result.json`` (with its figures) as soon as it
 finishes, so an interrupted report resumes where it stopped; a result is reused only when the
@@ -44,42 +47,78 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", metavar="FILE", default=None,
                    help="with --markdown: the summary to render (default OUT/summary.json; the "
                    "committed one is docs/results/quick.json)")
-    p.add_argument("--readme", metavar="FILE", default=None,
-                   help="with --markdown: replace the generated lab block of this README")
+    p.add_argument("--full-results", metavar="FILE", default=None,
+                   help="with --markdown: the full report's summary, whose verdicts fill the "
+                   "table's full column (docs/results/full.json; without it the column says "
+                   "'not yet measured')")
+    p.add_argument("--readme", metavar="FILE", nargs="+", default=None,
+                   help="with --markdown: replace the generated lab blocks of these files (the "
+                   "table of docs/lab.md, the README's summary)")
+    p.add_argument("--forest", metavar="FILE", default=None,
+                   help="with --markdown: also draw the forest plot of --results' verdicts as "
+                   "this PNG (docs/img/verdicts-quick.png)")
     p.add_argument("--merge", metavar="SUMMARY", default=None,
                    help="measure nothing: merge the experiments of this report summary into "
                    "--results FILE (rewritten; `make results ONLY=NAME`)")
 
 
+def _summary(path: str, flag: str) -> dict:
+    """A report summary read and checked: a dict of a layout the tables read (results.READABLE)."""
+    from ..._files import read_json
+    from ..results import READABLE
+
+    summary = read_json(path, what=flag)
+    if not isinstance(summary, dict) or summary.get("schema") not in READABLE:
+        raise ValueError(f"{flag}: {path!r} is not a report summary of schema "
+                         f"{' or '.join(map(str, READABLE))} (rerun normlab report)")
+    return summary
+
+
 def _markdown(args: argparse.Namespace) -> int:
-    """``--markdown``: the README's lab table from a summary; every input checked first."""
-    from ..._files import check_input_file, read_json
+    """``--markdown``: the lab's tables from a summary (and the full one); every input checked
+    first, then the forest plot and the files written."""
+    from ..._files import check_input_file, check_output_dir, check_output_path
     from ..cli import UsageError
-    from ..results import SCHEMA, markdown, readme_block, update_readme
+    from ..results import blocks_of, markdown, update_readme
 
     if args.rejudge or args.no_cache or args.seed is not None or args.only:
         raise UsageError("--markdown measures nothing: it takes no --rejudge, --no-cache, "
                          "--seed or --only")
     source = args.results or str(Path(args.out) / SUMMARY_FILE)
     try:
-        summary = read_json(source, what="--results")
-        if not isinstance(summary, dict) or summary.get("schema") != SCHEMA:
-            raise ValueError(f"--results: {source!r} is not a report summary of schema {SCHEMA} "
-                             "(rerun normlab report)")
-        text = markdown(summary)
-        if args.readme is not None:
-            readme = check_input_file(args.readme, what="--readme")
-            readme_block(readme.read_text(encoding="utf-8"))
+        summary = _summary(source, "--results")
+        full = None
+        if args.full_results is not None:
+            full = _summary(args.full_results, "--full-results")
+            if full.get("size") != "full":
+                raise ValueError(f"--full-results: {args.full_results!r} is a summary of the "
+                                 f"{full.get('size')!r} size, not of the full size")
+        text = markdown(summary, full)
+        for name in args.readme or []:
+            readme = check_input_file(name, what="--readme")
+            try:
+                blocks_of(readme.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise ValueError(f"--readme: {name}: {exc}") from None
+        if args.forest is not None:
+            check_output_dir(Path(args.forest).parent, what="--forest")
+            check_output_path(args.forest, what="--forest")
     except (KeyError, TypeError) as exc:
         raise UsageError(f"--results: {source!r} lacks a summary field ({exc})") from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.forest is not None:
+        from ..plotting import forest
+
+        out = Path(args.forest)
+        forest(summary, out.parent, out.name)
+        print(f"{args.forest}: the forest plot of {source}'s verdicts")
     if args.readme is None:
         print(text)
-    else:
-        changed = update_readme(args.readme, summary)
-        print(f"{args.readme}: lab block {'rewritten' if changed else 'already up to date'} "
-              f"from {source}")
+    for name in args.readme or []:
+        changed = update_readme(name, summary, full)
+        print(f"{name}: lab blocks {'rewritten' if changed else 'already up to date'} "
+              f"from {source}" + (f" and {args.full_results}" if full is not None else ""))
     return 0
 
 
@@ -90,9 +129,11 @@ def _merge(args: argparse.Namespace) -> int:
     from ..cli import UsageError
     from ..results import SCHEMA, merge
 
-    if args.results is None or args.markdown or args.rejudge or args.only or args.readme:
+    if (args.results is None or args.markdown or args.rejudge or args.only or args.readme
+            or args.full_results or args.forest):
         raise UsageError("--merge SUMMARY needs --results FILE (the committed summary) and "
-                         "takes no --markdown, --rejudge, --only or --readme")
+                         "takes no --markdown, --rejudge, --only, --readme, --full-results or "
+                         "--forest")
     try:
         both = [read_json(p, what=flag) for p, flag in ((args.results, "--results"),
                                                          (args.merge, "--merge"))]
@@ -150,14 +191,15 @@ def main(args: argparse.Namespace) -> int:
     from ..arguments import check_output_arguments, check_output_files, make_output_dir
     from ..cli import UsageError
     from ..framework import RESULT_FILE, load, read_cached
+    from ..plotting import FOREST_FILE
     from ..sweep.executors import executor_from_args
 
     if args.merge is not None:
         return _merge(args)
     if args.markdown:
         return _markdown(args)
-    if args.results is not None or args.readme is not None:
-        raise UsageError("--results and --readme go with --markdown")
+    if any(v is not None for v in (args.results, args.readme, args.full_results, args.forest)):
+        raise UsageError("--results, --full-results, --readme and --forest go with --markdown")
     seed = check_output_arguments(args)
     names = check_names(args.only)
     executor = executor_from_args(args)
@@ -166,7 +208,8 @@ def main(args: argparse.Namespace) -> int:
     selected = list(registry()) if names is None else names
     dirs = [load(n).CARD.name for n in selected]
     check_output_files(args.out,
-                       [REPORT_FILE, "summary.json", *(f"{d}/{RESULT_FILE}" for d in dirs)])
+                       [REPORT_FILE, SUMMARY_FILE, FOREST_FILE,
+                        *(f"{d}/{RESULT_FILE}" for d in dirs)])
     if args.rejudge:
         check_rejudgeable(args.out, selected)
     if args.rejudge and not any(read_cached(Path(args.out) / d, None) for d in dirs):
