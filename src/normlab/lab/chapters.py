@@ -57,4 +57,88 @@ DIFFERENCES: tuple[Difference, ...] = (
         "internal-covariate-shift explanation is contested.",
         evidence="the lab's internal-covariate-shift experiment, where present, measures both "
                  "explanations."),
+    Difference(
+        "chapter 2.4, section 2",
+        "\"If you stack many residual blocks without any renormalization, the scale of the "
+        "running sum can grow roughly with the number of blocks\"",
+        "Xiong et al. 2020 (Lemma 2): with Pre-LN E||x_l||^2 grows linearly in l, (1 + l/2) d <= "
+        "E||x_l||^2 <= (1 + 3l/2) d, so the norm grows as sqrt(l), not l; without any norm each "
+        "branch reads the growing stream and the growth is geometric. Random branches add in "
+        "quadrature, not in line.",
+        "residual-growth", "Pre-LN: E||x_l||^2 grows linearly in l"),
+    Difference(
+        "chapter 2.4, self-check quiz",
+        "\"10 x 2 = 20 ... illustrating how the running sum's scale grows roughly with the number "
+        "of blocks when nothing renormalizes it\"",
+        "20 holds only when the ten contributions point the same way; independent (orthogonal) "
+        "contributions of norm 2 add in quadrature, to 2 sqrt(10) = 6.32, and random residual "
+        "branches at initialization are close to orthogonal (Xiong et al. 2020, Lemma 2: the "
+        "squared norm, not the norm, grows linearly).",
+        "residual-growth", "the chapter's 20 assumes aligned updates"),
+    Difference(
+        "chapter 2.4, section 4",
+        "\"an essentially unimpeded additive path from input to output, along which gradients can "
+        "flow with a magnitude that doesn't depend on network depth the way Post-LN's does\"",
+        "Xiong et al. 2020 (Theorem 1, Fig. 3c-d): the reverse. Post-LN's last-layer gradient "
+        "does not shrink with depth (about 1.6 at every depth 6..14); Pre-LN's scales as "
+        "O(d sqrt(ln d / L)), shrinking as 1/sqrt(L).",
+        "gradients-at-init", "Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)"),
+    Difference(
+        "chapter 2.4, section 6",
+        "\"In Post-LN, normalization sits directly on that path after every addition, which Xiong "
+        "et al. show leads to gradient magnitudes at early layers that scale poorly with depth\"",
+        "The interview answer repeats section 4's error: Xiong et al. 2020 (Fig. 3a) find "
+        "Post-LN's gradient largest at the layers nearest the output, growing with the layer "
+        "index; the early layers' gradients are the small ones.",
+        "gradients-at-init", "Post-LN's gradient grows with the layer index"),
+    Difference(
+        "chapter 2.4, sections 4 and 6",
+        "\"the normalization applied before every sublayer, on every layer, constrains the range "
+        "of functions each sublayer can express slightly more than applying it only once per "
+        "block after the residual sum\"",
+        "Liu et al. 2020 (Admin) explain Pre-LN's quality cost by its light dependence on the "
+        "residual branches: each branch's share of a growing stream shrinks, which limits the "
+        "model's potential, while Post-LN's heavy dependence amplifies updates (O(N) against "
+        "O(log N) output change). Nothing constrains the functions a sublayer can express.",
+        "output-change", "Post-LN amplifies a perturbation far more than Pre-LN"),
+    Difference(
+        "chapter 2.4, section 5",
+        "\"QK-norm ... normalizes the query and key vectors (typically with RMSNorm) before "
+        "computing their dot product inside attention, which bounds the dot product's magnitude "
+        "regardless of how large the individual query and key components might otherwise grow\"",
+        "With RMSNorm on q and k the logit q.k / sqrt(D) is bounded by sqrt(D) g_q g_k, and the "
+        "gains g_q, g_k are learned: the bound moves with them (Henry et al. 2020 learn the scale "
+        "outright; Wortsman et al. 2023 see QK-norm lower, not remove, the logit growth).",
+        "attention-logit-growth", "without QK-norm the attention logits grow"),
+    Difference(
+        "chapter 2.4, section 4",
+        "\"Xiong et al.'s theoretical and empirical analysis shows Pre-LN Transformers ... can be "
+        "trained successfully at depths where Post-LN configurations become unstable\"",
+        "Xiong et al. 2020 train 6-layer translation models and 12-layer BERT; the depth results "
+        "are Liu et al. 2020's (Post-LN 'failed' at 12L-12L and 18L-18L where Pre-LN and Admin "
+        "train) and Wang et al. 2022's (DeepNet to 1,000 layers).",
+        "norm-placement-depth", "Post-LN matches Pre-LN when shallow but fails"),
+    Difference(
+        "chapter 16.1, equation 16.3",
+        "\"where $s$ is the row standard deviation\"",
+        "The forward divides by sqrt(var + eps) (eq. 16.1), so the backward's s is "
+        "sqrt(var + eps), not the standard deviation: without eps the gradient of a row of small "
+        "variance is too large, and infinite for a constant row. LayerNorm's Jacobian has norm "
+        "1 / sqrt(Var[x] + eps) (Xiong et al. 2020, Lemma 3, with eps).",
+        "layernorm-jacobian", "||J_LN||_2 = 1 / sqrt(Var[x] + eps)"),
+    Difference(
+        "chapter 16.2, Listing 16.3",
+        "\"var = x.var(axis=0) ... running_var += (1 - momentum) * var\"",
+        "Ioffe & Szegedy 2015 (Algorithm 2) use the unbiased m/(m - 1) Var_B[x] for the inference "
+        "statistics, and PyTorch's BatchNorm stores the unbiased variance in running_var; the "
+        "listing stores the biased one, (m - 1)/m sigma^2 in expectation.",
+        "batchnorm-vs-layernorm", "E[biased batch variance] = (m-1)/m sigma^2"),
+    Difference(
+        "chapter 16.3",
+        "\"Mixed precision is standard: fp16 needs loss scaling, whereas bf16 often avoids it\"",
+        "Micikevicius et al. 2017 need loss scaling for some networks only: the ImageNet CNNs "
+        "trained in fp16 to fp32's accuracy without it (ResNet-50 75.92% against 76.04%), Faster "
+        "R-CNN ended 0.5 mAP below fp32 without it (68.6 against 69.1), SSD diverged: it is "
+        "needed where gradients fall below fp16's range.",
+        "precision-recipes", "fp16 without loss scaling, gradients as they come"),
 )
