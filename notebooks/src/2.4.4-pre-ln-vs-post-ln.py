@@ -52,9 +52,11 @@ for placement, by_hand in (("post", lambda F, N, x: N(x + F(x))),
 # Gaussian inputs) and measures their statistic, the Frobenius norm of the expected gradient of
 # each block's FFN output weight $W^{2,l}$. Theorem 1: the last layer's gradient is
 # $O(d\sqrt{\ln d})$ for Post-LN, *independent of depth*, and $O(d\sqrt{\ln d / L})$ for Pre-LN.
-# Here at d = 128, depths 6, 12, 24, 4 seeds (the lab's quick size goes to L = 48 with 6 seeds):
+# Here at d = 128, depths 6, 12, 24, 4 seeds; the lab's quick size, read from its config:
 
 # %%
+quick = configure(gradients_at_init, "quick")
+print(f"the lab's quick size: depths {quick.depths}, {quick.seeds} seeds")
 cfg = configure(gradients_at_init, "quick",
                 overrides=dict(batch=8, depths=(6, 12, 24), profile_depth=12, seeds=4))
 result = evaluate(gradients_at_init, cfg)

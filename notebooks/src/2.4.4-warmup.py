@@ -18,17 +18,22 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: one BLAS t
 import matplotlib.pyplot as plt
 import numpy as np
 
+from normlab.lab.experiments import warmup as warmup_experiment
+from normlab.lab.framework import configure
 from normlab.models import GPTConfig
 from normlab.train import TrainConfig, Trainer, make_source
 
 # %% [markdown]
-# The setting is the lab's `warmup` experiment at a notebook size (its quick size runs 300 steps
-# at depths 6 and 12 and three learning rates): Xavier-like initialization (std d^-1/2, the
+# The setting is the lab's `warmup` experiment at a notebook size (its quick size is printed
+# below, read from its config): Xavier-like initialization (std d^-1/2, the
 # papers' init; GPT-2's 0.02 hides the effect), Adam with β = (0.9, 0.98) as Xiong et al., no
 # weight decay, no gradient clipping, cosine decay, warmup over the first 20% of the steps; here
 # with Xiong et al.'s ReLU feed-forward of width 2d.
 
 # %%
+quick = configure(warmup_experiment, "quick")
+print(f"the lab's quick size: {quick.base.steps} steps, depths {quick.depths}, "
+      f"learning rates {quick.lrs}, {quick.seeds} seeds per point")
 STEPS, LR, DEPTH, WIDTH = 100, 1e-2, 12, 32
 
 

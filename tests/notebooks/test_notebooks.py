@@ -9,6 +9,7 @@ sees ``src/`` the way this process does, through PYTHONPATH.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -135,3 +136,14 @@ def test_notebook_runs_and_its_numbers_hold(name, record_property):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
+
+
+def test_the_lab_sizes_a_notebook_quotes_are_read_from_the_configs():
+    """A notebook's text never types the lab's quick or full size (depths, seeds, steps): it
+    prints them from the experiment's config, so they cannot go stale when a size changes."""
+    typed = []
+    for src in sorted((ROOT / "notebooks" / "src").glob("*.py")):
+        for i, line in enumerate(src.read_text().splitlines(), 1):
+            if line.startswith("#") and re.search(r"(quick|full) size[^.;:]*\d", line):
+                typed.append(f"{src.name}:{i}: {line}")
+    assert not typed, typed
