@@ -106,18 +106,149 @@ def test_report_markdown_from_the_command_line(tmp_path, capsys):
     assert "--markdown" in capsys.readouterr().err
 
 
+def _committed():
+    full = ROOT / "docs" / "results" / "full.json"
+    return (json.loads((ROOT / "docs" / "results" / "quick.json").read_text()),
+            json.loads(full.read_text()) if full.is_file() else None)
+
+
 def test_the_readme_table_is_the_committed_results_file():
-    """The lab table (docs/lab.md, the README's block before) is generated: it equals the
-    rendering of docs/results/quick.json (``make results`` regenerates both)."""
-    results = ROOT / "docs" / "results" / "quick.json"
-    summary = json.loads(results.read_text())
-    text = (ROOT / "docs" / "lab.md").read_text()
-    a, b = R.readme_block(text)
-    assert text[a:b].strip() == R.markdown(summary).strip()
-    assert summary["size"] == "quick" and summary["schema"] == R.SCHEMA
+    """The lab's tables are generated: docs/lab.md's table and the README's summary equal their
+    rendering from docs/results/quick.json and docs/results/full.json (the full column 'not yet
+    measured' until that file exists); ``make results`` / ``make tables`` regenerate them. It reads
+    whichever layout the committed file has (schema 2 until the quick report is measured again)."""
+    summary, full = _committed()
+    for path in (ROOT / "docs" / "lab.md", ROOT / "README.md"):
+        text = path.read_text()
+        assert R.blocks_of(text) and R.rendered(path, summary, full) == text, path
+    assert summary["size"] == "quick" and summary["schema"] in R.READABLE
+    if full is None:
+        assert R.NOT_MEASURED in (ROOT / "docs" / "lab.md").read_text()
+    else:
+        assert full["size"] == "full" and full["schema"] in R.READABLE
     committed = [r["name"] for r in summary["experiments"]]
     registered = list(E.registry())
     assert committed == [n for n in registered if n in committed]  # registered, in its order
+
+
+def test_the_committed_forest_plot_was_drawn_from_the_committed_results():
+    from normlab.lab.plotting import KEY_FIELD, forest_key, png_text
+
+    summary, full = _committed()
+    for s, name in ((summary, "verdicts-quick.png"), (full, "verdicts-full.png")):
+        if s is not None:
+            assert png_text(ROOT / "docs" / "img" / name)[KEY_FIELD] == forest_key(s), name
+
+
+def _iv(lo, hi):
+    from normlab.lab.stats import Interval
+
+    return Interval((lo + hi) / 2, lo, hi, 5, "mean +- t se (95%)")
+
+
+def _every_form(lo, hi):
+    """One check of each rule form on the interval [lo, hi]."""
+    kw = {"claim": "c", "published": "p", "interval": _iv(lo, hi)}
+    return [E.Check.superiority(side="above", margin=0.1, **kw),
+            E.Check.superiority(side="below", margin=-0.2, **kw),
+            E.Check.non_inferiority(side="below", margin=0.3, **kw),
+            E.Check.non_inferiority(side="above", margin=0.3, **kw),
+            E.Check.equivalence(margin=0.5, centre=0.2, **kw),
+            E.Check.band(lo=-1.0, hi=0.4, **kw),
+            E.Check.decided(threshold=0.0, side="above", kind=E.PREMISE, **kw)]
+
+
+def test_the_forest_plot_puts_every_form_on_its_margin():
+    """Normalised to its margin, each row passes exactly when its whole bar lies right of 0,
+    fails when it lies wholly left, and is inconclusive when it crosses 0: for every rule form,
+    either passing side, bands, and rows written without their side (read back from the
+    decision); its text gives the interval in the row's own units."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    seen = set()
+    for _ in range(300):
+        lo, hi = np.sort(rng.uniform(-2, 2, 2))
+        for c in _every_form(float(lo), float(hi)):
+            row = R.check_row(c)
+            for r in (row, {**row, "side": ""}):
+                where = R.placement(r)
+                if where is None:  # a row without its side, inconclusive: listed, not drawn
+                    assert not r["side"] and len(r["threshold"]) == 1
+                    assert r["status"] == E.INCONCLUSIVE
+                    continue
+                drawn = ("pass" if where["lo"] > 0 else "FAIL" if where["hi"] < 0
+                         else E.INCONCLUSIVE)
+                assert drawn == c.status or where["lo"] == 0 or where["hi"] == 0, (c, where)
+                assert where["lo"] <= where["x"] <= where["hi"]
+                seen.add(c.status)
+    assert seen == {"pass", "FAIL", E.INCONCLUSIVE}
+    summary = R.summarize([("one", _result("one", _every_form(0.5, 0.7) + [
+        E.Check(claim="one number", published="p", measured="3", rule="r", passed=True),
+        E.Check(claim="shown", published="p", measured="3", rule="r", passed=None,
+                kind=E.SHOWN)]), None, "")], META)
+    drawn, listed = R.forest_rows(summary)
+    assert drawn[0]["kind"] == E.PREMISE  # premises first, marked apart
+    assert len(drawn) == 7 and [x["claim"] for x in listed] == ["one number"]
+    assert drawn[1]["text"] == "0.6 [0.5, 0.7] vs > 0.1"
+
+
+def test_an_experiment_not_tested_is_counted_apart(tmp_path):
+    """A failed premise: the verdict 'not tested at this size', its claims out of the counted
+    checks, the premise counted, the headline and the table say so, the forest plot greys its
+    claims (not judged) and still draws the premise."""
+    kw = {"published": "p"}
+    premise = E.Check.decided(claim="the no-fix arm diverges", interval=_iv(-1.0, -0.5),
+                              threshold=0.0, side="above", kind=E.PREMISE, **kw)
+    claim = E.Check.superiority(claim="the fix wins", interval=_iv(1.0, 2.0), side="above", **kw)
+    entries = [("gated", _result("gated", [premise, claim]), None, ""),
+               ("plain", _result("plain", [claim]), None, "")]
+    s = R.summarize(entries, META)
+    t = s["tally"]
+    assert s["schema"] == R.SCHEMA == 3 and s["experiments"][0]["verdict"] == E.NOT_TESTED
+    assert (t[E.NOT_TESTED], t["claims"], t["checks_counted"]) == (1, 1, 1)
+    assert (t["premises"], t["premises_hold"]) == (1, 0)
+    assert R.headline(t) == ("1 of 1 empirical claims reproduced: 1 of 1 counted checks pass; 0 "
+                             "of 1 premises hold; 1 experiment not tested at this size (a premise "
+                             "did not hold)")
+    assert "| not tested at this size | not yet measured |" in R.markdown(s)
+    drawn, _ = R.forest_rows(s)
+    assert [(r["experiment"], r["kind"], r["judged"]) for r in drawn] == [
+        ("gated", E.PREMISE, True), ("gated", E.CLAIM, False), ("plain", E.CLAIM, True)]
+    from normlab.lab.plotting import KEY_FIELD, forest, forest_key, png_text
+
+    assert forest(s, tmp_path) == "verdicts.png"
+    assert png_text(tmp_path / "verdicts.png")[KEY_FIELD] == forest_key(s)
+
+
+def test_the_full_column_from_a_full_report(with_fake, tmp_path, capsys):
+    """The size of record's machinery with a stand-in: a --tiny report for the quick column and
+    a --full report of the cheap fake experiment for the full one; the table reads the full
+    verdict where the full summary has the experiment, 'not yet measured' elsewhere; a summary
+    of another size is refused as --full-results; --forest draws the PNG; --readme rewrites every
+    file named."""
+    quick, full = tmp_path / "quick", tmp_path / "full"
+    assert main(["report", "--tiny", "--only", "fake", "dropout", "--out", str(quick)]) == 0
+    assert main(["report", "--full", "--only", "fake", "--out", str(full)]) == 0
+    capsys.readouterr()
+    assert json.loads((full / "summary.json").read_text())["size"] == "full"
+    lab, readme = tmp_path / "docs" / "lab.md", tmp_path / "README.md"
+    lab.parent.mkdir()
+    lab.write_text(f"x\n{R.BEGIN}\n{R.END}\n")
+    readme.write_text(f"y\n{R.SUMMARY_BEGIN}\n{R.SUMMARY_END}\n")
+    png = tmp_path / "docs" / "img" / "verdicts-tiny.png"
+    png.parent.mkdir()
+    assert main(["report", "--markdown", "--results", str(quick / "summary.json"),
+                 "--full-results", str(full / "summary.json"), "--forest", str(png),
+                 "--readme", str(lab), str(readme)]) == 0
+    table = lab.read_text()
+    assert "| `fake` |" in table and "| reproduced | reproduced |" in table
+    assert "| identities hold | not yet measured |" in table  # dropout: no full result
+    assert "img/verdicts-tiny.png" in table and png.is_file()
+    assert "at the full size" in readme.read_text() and R.NOT_MEASURED not in readme.read_text()
+    assert main(["report", "--markdown", "--results", str(quick / "summary.json"),
+                 "--full-results", str(quick / "summary.json")]) == 2
+    assert "not of the full size" in capsys.readouterr().err
 
 
 def test_every_registered_experiment_is_in_the_committed_results():
