@@ -110,9 +110,15 @@ def test_gradients_at_init_numbers():
     assert all(a > b for a, b in zip(d["last"]["post"], d["last"]["pre"]))  # post > pre
     from normlab.lab.experiments.gradients_at_init import _stats
 
-    slope = _stats(d)["slope"]  # log-log slopes vs L, one per seed
+    st = _stats(d)
+    slope = st["slope"]  # log-log slopes vs L, one per seed
     assert slope["pre"].mean < -0.2  # pre shrinks with depth
     assert abs(slope["post"].mean) < abs(slope["pre"].mean)  # post much flatter
+    # per layer: Post-LN grows toward the output, Pre-LN falls (the source's "flat" disconfirmed)
+    assert st["pslope"]["post"].mean > 0 > st["pslope"]["pre"].mean
+    rows = {c.claim.split(":")[0].split(" (")[0]: c for c in tiny("gradients-at-init").checks}
+    flat = rows["Pre-LN's per-layer gradient is 'almost the same' at every layer"]
+    assert flat.kind == "claim" and flat.form == "equivalence" and flat.counted
 
 
 def test_output_change_numbers():

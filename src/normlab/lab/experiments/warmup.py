@@ -72,7 +72,7 @@ class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (placement, depth, lr,
     #                           warmup and seed vary)
     depths: tuple[int, ...] = (6, 12)  # L: blocks; the gap should grow with depth
-    lrs: tuple[float, ...] = (3e-3, 1e-2)  # peak learning rates; the gap should grow with lr
+    lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)  # peak learning rates; the gap should grow with lr
     warmup_frac: float = 0.2  # the warmup arm: linear warmup over this fraction of the steps
     seeds: int = 3  # training seeds per point (seed, seed + 1, ...): the gaps are paired by seed
     seed: int = 0  # first training seed (the Markov source's "language" is fixed)
