@@ -138,6 +138,9 @@ def validate(cfg: Config) -> None:
     if any(N % 2 or N < 2 for N in cfg.sublayers):
         raise ValueError(f"sublayers must be even numbers >= 2 (two per block); got "
                          f"{cfg.sublayers}")
+    if len(set(cfg.sublayers)) < 3:
+        raise ValueError(f"sublayers must hold at least 3 depths (each form of the model "
+                         f"comparison has two parameters); got {cfg.sublayers}")
 
 
 def measure(config: Config, ctx) -> dict:
@@ -279,8 +282,9 @@ def headline(data: dict, config: Config) -> str:
     m = {p: float(np.mean(np.asarray(raw[p])[:, -1])) for p in PLACEMENTS}
     loss = {p: fmt(np.mean(t["loss"][p])) for p in PLACEMENTS}
     return (f"||dF||^2 at N={N}: post {fmt(m['post'])}, pre {fmt(m['pre'])}, admin "
-            f"{fmt(m['admin'])}; final loss at L={t['depth']} with {t.get('warmup', 0)} warmup steps: post {loss['post']}, "
-            f"pre {loss['pre']}, admin {loss['admin']} (floor {fmt(t['floor'])})")
+            f"{fmt(m['admin'])}; final loss at L={t['depth']} with {t.get('warmup', 0)} warmup "
+            f"steps: post {loss['post']}, pre {loss['pre']}, admin {loss['admin']} (floor "
+            f"{fmt(t['floor'])})")
 
 
 def plot(result, out_dir) -> list[str]:

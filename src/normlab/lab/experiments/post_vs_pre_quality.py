@@ -74,7 +74,8 @@ class Config:
 
 SIZES = {
     "tiny": {**R.tiny_model(embed_scale=True),  # the lab's tiny model
-             "seeds": 2, "base.steps": 30, "base.warmup": 6, "base.eval_interval": 15,
+             "seeds": 2, "lrs": (3e-3, 1e-2), "base.steps": 30, "base.warmup": 6,
+             "base.eval_interval": 15,
              "base.batch_size": 8, "base.model.n_layers": 2, "base.model.seq_len": 16},
     "quick": {},
     "full": {"seeds": 6, "lrs": (1e-3, 3e-3, 1e-2), "base.steps": 2000, "base.warmup": 200,

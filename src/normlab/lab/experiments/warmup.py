@@ -199,7 +199,13 @@ def judge(data: dict, config: Config) -> list[Check]:
              f"Pre-LN without warmup - Post-LN with warmup {{}} at {at} (Pre-LN "
              f"{fmt(_loss(data, 'pre', Lmax, False, lr_star))}, Post-LN "
              f"{fmt(_loss(data, 'post', Lmax, True, lr_star))})"]
-    checks = [premise]
+    checks = [premise, Check(
+        claim="The warmup gap at every depth and learning rate (context)", published="-",
+        measured="; ".join(f"{p} L={L}: " + ", ".join(
+            f"{fmt(g, spec='+.3f')} at {lr:g}" for g, lr in zip(data["gaps"][p][str(L)], lrs))
+            for p in PLACEMENTS for L in depths),
+        rule="shown: loss(no warmup) - loss(warmup), means over seeds", passed=None, kind=SHOWN,
+        source="normlab [D]")]
     for i, ((c, p, r, s, ms), row, t) in enumerate(zip(_CLAIMS, rows, texts)):
         if row is None:
             checks.append(_unmeasurable(c, p, r, s, _why_not(data, i)))
