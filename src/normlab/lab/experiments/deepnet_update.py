@@ -38,8 +38,8 @@ CARD = Card(
     method="normlab GPT on the Markov source, Post-LN / DeepNorm / Pre-LN / Admin without warmup "
            "(`base`: Xavier init, unit-variance embeddings, Adam (0.9, 0.98), cosine, no weight "
            "decay or clipping); the update of the stack's output on a fixed probe batch after "
-           "each of the first `base.update_probe` steps (the Trainer's update_probe), `seeds` "
-           "seeds, run as one sweep.",
+           "each of the first `base.update_probe` steps (the Trainer's update_probe; the first "
+           "step's is the counted one), `seeds` seeds, run as one sweep.",
     explanation="Wang et al. trace Post-LN's failure at depth to the first updates: with N "
                 "sublayers each leaning on its branch, one Adam step moves the output by O(N "
                 "eta), the inputs of the LayerNorms grow, their Jacobians (sqrt(d)/||x||, see "
