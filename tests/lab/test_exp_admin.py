@@ -31,16 +31,39 @@ def test_admins_output_change_is_below_post_lns():
 def test_result_shape_and_checks():
     r = tiny()
     assert r.verdict == E.verdict_of(r.checks)
-    assert sum(c.counted for c in r.checks) == 6 and any(c.identity for c in r.checks)
+    kinds = [c.kind for c in r.checks]
+    assert kinds.count(E.PREMISE) == 1 and kinds.count(E.IDENTITY) == 1
+    aic = r.checks[0]
+    assert aic.form == E.MODEL_COMPARISON and aic.kind == E.CLAIM
     t = r.data["train"]
     assert set(t["loss"]) == set(admin.PLACEMENTS)
-    assert all(t["floor"] < x < t["ln_v"] + 1 for v in t["loss"].values() for x in v)
     json.dumps(r.data, allow_nan=False)
+
+
+def test_premise_gate_where_post_ln_trains():
+    """At the tiny size (three blocks, warmup) Post-LN trains: the premise fails and nothing
+    about Admin is judged."""
+    r = tiny()
+    premise = next(c for c in r.checks if c.premise)
+    assert premise.passed is False and r.verdict == E.NOT_TESTED
+
+
+def test_admin_trains_where_post_ln_fails():
+    """Eight blocks at lr 1e-2 without warmup: Post-LN stalls (the premise holds, so the claims
+    are judged) and Admin ends clearly below it, seed by seed."""
+    config = E.configure(admin, "tiny", overrides={
+        "base.model.n_layers": 8, "base.warmup": 0, "sublayers": (2, 4, 8), "seeds": 2})
+    data = admin.measure(config, E.RunContext(executor="serial"))
+    checks = admin.judge(json.loads(json.dumps(jsonable(data))), config)
+    premise = next(c for c in checks if c.premise)
+    assert premise.passed is True and E.verdict_of(checks) != E.NOT_TESTED
+    post, adm = (np.asarray(data["train"]["loss"][p]) for p in ("post", "admin"))
+    assert np.all(post - adm > 0.3)
 
 
 def test_a_diverged_run_counts_as_its_loss_at_init():
     config = E.configure(admin, "tiny", overrides={
-        "base.lr": 50.0, "base.divergence_factor": 1.2, "base.steps": 12, "sublayers": (2, 4),
+        "base.lr": 50.0, "base.divergence_factor": 1.2, "base.steps": 12, "sublayers": (2, 4, 8),
         "seeds": 2})
     data = admin.measure(config, E.RunContext(executor="serial"))
     t = data["train"]

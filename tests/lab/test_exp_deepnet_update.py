@@ -25,6 +25,8 @@ def test_deepnorms_early_update_is_below_post_lns():
     d = tiny().data
     peak = {p: np.asarray(d["peak"][p]["model_update"]) for p in dn.PLACEMENTS}
     assert np.all(peak["deepnorm"] < peak["post"])  # seed by seed
+    first = {p: np.asarray(d["first"][p]) for p in ("post", "deepnorm")}
+    assert np.all(first["post"] > dn.SPIKE * first["deepnorm"])  # the effect's size, per seed
     for p in dn.PLACEMENTS:
         cv = d["curves"][p]
         probed = [v for v in cv["update"] if v is not None]
@@ -35,7 +37,20 @@ def test_result_shape_and_checks():
     r = tiny()
     assert r.verdict == E.verdict_of(r.checks)
     assert sum(c.counted for c in r.checks) == 2
+    premise = next(c for c in r.checks if c.premise)  # Post-LN stalls at six tiny blocks
+    assert premise.passed is True and r.verdict != E.NOT_TESTED
     json.dumps(r.data, allow_nan=False)
+
+
+def test_premise_gate_where_post_ln_trains():
+    """Two blocks: Post-LN trains (closes more than half the way), so the premise fails and
+    the verdict is 'not tested at this size'."""
+    config = E.configure(dn, "tiny", overrides={"base.model.n_layers": 2, "base.lr": 1e-2,
+                                                "base.steps": 40})
+    data = dn.measure(config, E.RunContext(executor="serial"))
+    checks = dn.judge(json.loads(json.dumps(jsonable(data))), config)
+    assert next(c for c in checks if c.premise).passed is not True
+    assert E.verdict_of(checks) == E.NOT_TESTED
 
 
 def test_a_diverged_run_is_recorded_and_judged():

@@ -33,16 +33,18 @@ def test_result_pairs_the_seeds_and_reads_the_gap(tmp_path):
         assert len(post) == len(pre) == 2  # two seeds, shared by the arms
         assert all(x < 0.95 * d["loss_at_init"][p] for p, xs in (("post", post), ("pre", pre))
                    for x in xs)  # both placements learn
-        iv = paired_interval(pre, post)
-        check = next(c for c in r.checks if f"(lr {lr:g})" in c.claim)
-        assert check.interval == [iv.lo, iv.hi]
         assert X.gaps(d, lr) == pytest.approx([a - b for a, b in zip(pre, post)])
-        assert check.inconclusive == (iv.lo <= 0 < iv.hi)  # straddling 0: no difference
+    # the claim: each arm at its own best lr (the lowest mean final loss), paired by seed
+    lr_post, lr_pre = X.best_lr(d, "post"), X.best_lr(d, "pre")
+    assert all(np.mean(d["loss"]["post"][str(lr_post)]) <= np.mean(d["loss"]["post"][str(lr)])
+               for lr in d["lrs"])
+    iv = paired_interval(d["loss"]["pre"][str(lr_pre)], d["loss"]["post"][str(lr_post)])
     counted = [c for c in r.checks if c.counted]
-    assert len(counted) == len(d["lrs"]) + 1 and sum(c.passed is None and not c.inconclusive
-                                                     for c in r.checks) == 1
-    assert r.checks[-1].passed  # Post-LN with warmup trains at this depth (the premise)
-    assert all(0.5 < f < 1.5 for f in X.trained_fraction(d, d["lrs"][-1]))
+    assert len(counted) == 1 and counted[0].interval == [iv.lo, iv.hi]
+    assert counted[0].form == "superiority"
+    premise = r.checks[0]
+    assert premise.kind == E.PREMISE and premise.passed  # Post-LN with warmup trains here
+    assert all(0.5 < f < 1.5 for f in X.trained_fraction(d, lr_post, lr_pre))
     files = X.plot(r, tmp_path)
     assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
 

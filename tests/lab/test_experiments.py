@@ -86,6 +86,14 @@ def test_gradients_at_init_numbers():
     assert all(a > b for a, b in zip(d["last"]["post"], d["last"]["pre"]))  # post > pre
     from normlab.lab.experiments.gradients_at_init import _stats
 
-    slope = _stats(d)["slope"]  # log-log slopes vs L, one per seed
+    st = _stats(d)
+    slope = st["slope"]  # log-log slopes vs L, one per seed
     assert slope["pre"].mean < -0.2  # pre shrinks with depth
     assert abs(slope["post"].mean) < abs(slope["pre"].mean)  # post much flatter
+    # per layer: Pre-LN falls toward the output (the source's "flat" disconfirmed), well below
+    # Post-LN's profile (about flat at the tiny size, growing at the quick one)
+    assert st["pslope"]["pre"].mean < -0.2 and st["pslope_gap"].mean > 0.2
+    rows = {c.claim.split(":")[0].split(" (")[0]: c for c in tiny("gradients-at-init").checks}
+    flat = rows["Pre-LN's per-layer gradient is 'almost the same' at every layer"]
+    assert flat.kind == "claim" and flat.form == "equivalence" and flat.counted
+

@@ -52,7 +52,9 @@ class Config:
     batches: int = 2  # batches the expected gradient is averaged over
     depths: tuple[int, ...] = (6, 8, 12, 24, 48)  # L: blocks, for the last-layer sweep
     profile_depth: int = 12  # L of the per-layer profile (must be one of depths)
-    seeds: int = 6  # model initializations the norms are averaged over
+    seeds: int = 20  # model initializations the norms are averaged over: fixed from a pilot at
+    #                  seeds 50000-50011 (per-seed SD of Post-LN's slope 0.073, mean 0.06: at 20
+    #                  seeds the interval stays inside the +-0.15 margin at any block; the notes)
     dtype: str = "float32"  # parameter and activation dtype
     seed: int = 0  # first seed; seed + i draws model i and its data
 
@@ -61,11 +63,12 @@ SIZES = {
     "tiny": {"d_model": 32, "vocab": 64, "seq_len": 8, "batch": 8, "batches": 1,
              "depths": (2, 4, 8), "profile_depth": 8, "seeds": 2},
     "quick": {},
-    "full": {"seeds": 10, "batches": 4},
+    "full": {"seeds": 32, "batches": 4},
 }
 
-POST_SLOPE = (-0.15, 0.15)  # papers.md section 1 / 12: log-log slope vs L
-PRE_SLOPE = (-0.7, -0.3)
+# The margins, fixed before measuring (papers.md section 1, CPU reproduction A's pass rule):
+FLAT = 0.15  # "does not depend on L / on the layer": a log-log slope within 0 +- 0.15
+PRE_CENTRE, PRE_MARGIN = -0.5, 0.2  # "shrinks as 1/sqrt(L)": a slope within -0.5 +- 0.2
 
 
 def _grad_norms(placement: str, L: int, cfg: Config, i: int) -> np.ndarray:
@@ -135,47 +138,53 @@ def judge(data: dict, config: Config) -> list[Check]:
     cfg, st = config, _stats(data)
     slope, last = st["slope"], data["last"]
     Lstr = ", ".join(str(L) for L in cfg.depths)
+    margins = "papers.md section 1 (reproduction A): slope bands [-0.15, 0.15] and [-0.7, -0.3]"
+    weakest = min(range(len(cfg.depths)), key=lambda j: st["log_ratio"][j].lo)
     ratio_ok = S.all_of(S.decide(iv, 0.0, S.ABOVE) for iv in st["log_ratio"])
-    prof_ok = S.all_of([S.decide(st["pslope"]["post"], 0.0, S.ABOVE),
-                        S.decide(st["pslope_gap"], 0.0, S.ABOVE)])
+    ratio = Check.superiority(
+        claim="Post-LN's last-layer gradient is larger than Pre-LN's at every depth (why it "
+              "needs warmup)", published="Post-LN bound larger by sqrt(L) (Thm. 1)",
+        interval=st["log_ratio"][weakest], side=S.ABOVE,
+        measured="ln(post / pre), paired over seeds: " + ", ".join(
+            f"L={L} {iv.text()}" for L, iv in zip(cfg.depths, st["log_ratio"])),
+        rule="superiority: the paired interval of ln(post / pre) > 0 at every L (the row's "
+             "interval: the depth with the lowest bound)", source="Xiong et al. Thm. 1 [V]")
+    if ratio_ok is not ratio.passed:  # another depth fails or straddles where this one passes
+        ratio.passed, ratio.inconclusive = ratio_ok, ratio_ok is None
     return [
-        Check.band(claim="Post-LN: the last layer's gradient does not depend on depth L",
-                   published="~1.6 at every depth 6..14 (Fig. 3c); "
-                   "theory O(d sqrt(ln d)), independent of L",
-                   interval=slope["post"], lo=POST_SLOPE[0], hi=POST_SLOPE[1],
-                   measured=f"log-log slope {slope['post'].text()}; ||g|| = "
-                   f"{', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",
-                   rule=f"the slope's interval over seeds inside [{POST_SLOPE[0]}, "
-                   f"{POST_SLOPE[1]}] (papers.md section 1)",
-                   source="Xiong et al. Thm. 1, Fig. 3(c) [V]"),
-        Check.band(claim="Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
-                   published="decreasing with depth (Fig. 3d); theory slope -1/2",
-                   interval=slope["pre"], lo=PRE_SLOPE[0], hi=PRE_SLOPE[1],
-                   measured=f"log-log slope {slope['pre'].text()}; ||g|| = "
-                   + ", ".join(fmt(v) for v in last["pre"]),
-                   rule=f"the slope's interval inside [{PRE_SLOPE[0]}, {PRE_SLOPE[1]}]",
-                   source="Xiong et al. Thm. 1, Fig. 3(d) [V]"),
-        Check(claim="Post-LN's last-layer gradient is larger than Pre-LN's (why it needs warmup)",
-              published="Post-LN bound larger by sqrt(L) (Thm. 1)",
-              measured="ln(post / pre), paired over seeds: " + ", ".join(
-                  f"L={L} {iv.text()}" for L, iv in zip(cfg.depths, st["log_ratio"])),
-              rule="the paired interval of ln(post / pre) > 0 at every L", passed=ratio_ok,
-              source="Xiong et al. Thm. 1 [V]", inconclusive=ratio_ok is None),
-        Check(claim=f"Post-LN's gradient grows with the layer index; Pre-LN's does not (L = "
-              f"{cfg.profile_depth})", published="Fig. 3(a): Post-LN grows toward the output",
-              measured=f"per-layer log-log slope: post {st['pslope']['post'].text()}, pre "
-              f"{st['pslope']['pre'].text()}; post - pre {st['pslope_gap'].text()}",
-              rule="slope_post > 0 and slope_post - slope_pre > 0, both intervals over seeds "
-              "(papers.md: the robust check)", passed=prof_ok,
-              source="Xiong et al. Fig. 3(a, b) [V]",
-              inconclusive=prof_ok is None),
-        Check(claim="Pre-LN's per-layer gradient is 'almost the same' at every layer",
-              published="flat (Fig. 3b)",
-              measured=f"top/bottom = {st['ratio']['pre']:.2f} (decreasing with the "
-              "layer)", rule="shown, not counted: a documented difference", passed=None,
-              source="Xiong et al. Fig. 3(b) [V]; papers.md [D]: 0.2-0.3",
-              note="NormFormer, DeepNet and Mix-LN also find larger gradients in Pre-LN's bottom "
-                   "layers; papers.md's simulation gives top/bottom 0.2-0.3"),
+        Check.equivalence(claim="Post-LN: the last layer's gradient does not depend on depth L",
+                          published="~1.6 at every depth 6..14 (Fig. 3c); "
+                          "theory O(d sqrt(ln d)), independent of L",
+                          interval=slope["post"], margin=FLAT, centre=0.0,
+                          measured=f"log-log slope {slope['post'].text()}; ||g|| = "
+                          f"{', '.join(fmt(v) for v in last['post'])} at L = {Lstr}",
+                          source="Xiong et al. Thm. 1, Fig. 3(c) [V]", margin_source=margins),
+        Check.equivalence(claim="Pre-LN: the last layer's gradient shrinks as 1/sqrt(L)",
+                          published="decreasing with depth (Fig. 3d); theory slope -1/2",
+                          interval=slope["pre"], margin=PRE_MARGIN, centre=PRE_CENTRE,
+                          measured=f"log-log slope {slope['pre'].text()}; ||g|| = "
+                          + ", ".join(fmt(v) for v in last["pre"]),
+                          source="Xiong et al. Thm. 1, Fig. 3(d) [V]", margin_source=margins),
+        ratio,
+        Check.superiority(claim=f"Post-LN's gradient grows with the layer index (L = "
+                          f"{cfg.profile_depth})",
+                          published="Fig. 3(a): Post-LN's gradient norm grows toward the output",
+                          interval=st["pslope"]["post"], side=S.ABOVE,
+                          measured=f"per-layer log-log slope: post {st['pslope']['post'].text()}"
+                          f" (post - pre {st['pslope_gap'].text()}); top/bottom "
+                          f"{st['ratio']['post']:.2f}",
+                          source="Xiong et al. Fig. 3(a) [V]"),
+        Check.equivalence(claim=f"Pre-LN's per-layer gradient is 'almost the same' at every "
+                          f"layer (L = {cfg.profile_depth})", published="flat (Fig. 3b)",
+                          interval=st["pslope"]["pre"], margin=FLAT, centre=0.0,
+                          measured=f"per-layer log-log slope {st['pslope']['pre'].text()}; "
+                          f"top/bottom = {st['ratio']['pre']:.2f} (decreasing with the layer)",
+                          source="Xiong et al. Fig. 3(b) [V]",
+                          margin_source="papers.md section 1: 'does not depend' is a slope in "
+                                        "0 +- 0.15, as for Post-LN's last layer",
+                          note="disconfirmed here, as papers.md's simulation (top/bottom "
+                               "0.2-0.3) and NormFormer, DeepNet and Mix-LN find: Pre-LN's "
+                               "bottom layers get the larger gradients; see the notes"),
     ]
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats as S
-from ..framework import Card, Check, fmt
+from ..framework import PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
 from ._training import final_losses, require_finished, run_grid, seed_losses, select
 
@@ -50,6 +50,7 @@ CARD = Card(
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "admin", "rezero", "none")
 TOL = 0.1  # nats: "within 0.1 of Pre-LN" / "worse by more than 0.1" (papers.md's clear gap)
+MARGINS = "papers.md sections 1 and 6: a clear gap is 0.1 nats"
 
 BASE = R.derive(  # each run overrides placement, depth and seed
     R.XIONG_MARKOV, "one lr, warmup and init for every placement and depth: a 40-step warmup, "
@@ -112,35 +113,42 @@ def _seeds(data: dict, p: str) -> np.ndarray:
 
 
 def _trains_everywhere(data: dict, p: str, claim: str, published: str, source: str) -> Check:
-    """Placement p's worst loss over the depths minus Pre-LN's best, per seed, below TOL."""
+    """Placement p's worst loss over the depths minus Pre-LN's best, per seed: non-inferior to
+    Pre-LN within TOL."""
     gap = _seeds(data, p).max(axis=1) - _seeds(data, "pre").min(axis=1)
     iv = S.mean_interval(gap)
-    return Check.decided(claim=claim, published=published, interval=iv, threshold=TOL, side=S.BELOW,
-                         measured=f"{p}'s worst loss over L - Pre-LN's best, per seed: "
-                         f"{iv.text()}", rule=f"the interval over seeds < {TOL} nats",
-                         source=source)
+    return Check.non_inferiority(claim=claim, published=published, interval=iv, side=S.BELOW,
+                                 margin=TOL, measured=f"{p}'s worst loss over L - Pre-LN's best, "
+                                 f"per seed: {iv.text()}", source=source, margin_source=MARGINS)
 
 
 def judge(data: dict, config: Config) -> list[Check]:
     depths, floor = data["depths"], data["floor"]
     at = {p: dict(zip(depths, data["loss"][p])) for p in PLACEMENTS}
-    Lmax = depths[-1]
+    Lmin, Lmax = depths[0], depths[-1]
     post, pre, none, rz = (_seeds(data, p) for p in ("post", "pre", "none", "rezero"))
     shallow, deep = S.paired_interval(post[:, 0], pre[:, 0]), S.paired_interval(post[:, -1],
                                                                                 pre[:, -1])
-    post_ok = S.all_of([S.decide(shallow, TOL, S.BELOW), S.decide(deep, TOL, S.ABOVE)])
     none_rz = S.paired_interval(none[:, -1], rz[:, -1])
     return [
+        Check.non_inferiority(claim=f"Post-LN trains when shallow (L={Lmin}): within {TOL} nats "
+                              f"of Pre-LN", published="Post-LN 27.80 at 6L-6L (Pre-LN 27.27)",
+                              interval=shallow, side=S.BELOW, margin=TOL, kind=PREMISE,
+                              measured=f"post - pre, paired over seeds: {shallow.text()} at "
+                                       f"L={Lmin}",
+                              source="Liu et al. 2020, Table 1 [S]", margin_source=MARGINS,
+                              note="the premise of the depth claim: a Post-LN that fails when "
+                                   "shallow says nothing about depth"),
+        Check.superiority(claim=f"Post-LN fails or ends clearly worse than Pre-LN when deep "
+                          f"(L={Lmax})",
+                          published="Post-LN 'failed' at 12L-12L and 18L-18L (Pre-LN 28.26, "
+                                    "28.38)", interval=deep, side=S.ABOVE, margin=TOL,
+                          measured=f"post - pre, paired over seeds: {deep.text()} at L={Lmax} "
+                                   f"({data['diverged']['post'][-1]} diverged)",
+                          source="Liu et al. 2020, Table 1 [S]", margin_source=MARGINS),
         _trains_everywhere(data, "pre", "Pre-LN trains at every depth (depth never hurts it)",
                            "Pre-LN BLEU 27.27 / 28.26 / 28.38 at 6 / 12 / 18 layers (En-De)",
                            "Liu et al. 2020, Table 1 [S]"),
-        Check(claim="Post-LN matches Pre-LN when shallow but fails or ends clearly worse when deep",
-              published="Post-LN 27.80 at 6L-6L (Pre-LN 27.27), 'failed' at 12L-12L and 18L-18L",
-              measured=f"post - pre, paired over seeds: {shallow.text()} at L={depths[0]}, "
-              f"{deep.text()} at L={Lmax}",
-              rule=f"the interval < {TOL} at L={depths[0]} and > {TOL} nats at L={Lmax}",
-              passed=post_ok,
-              source="Liu et al. 2020, Table 1 [S]", inconclusive=post_ok is None),
         _trains_everywhere(data, "deepnorm", "DeepNorm trains at every depth",
                            "DeepNet 28.8 / 29.0 / 28.9 BLEU at 18 / 50 / 100 layers; Post-LN "
                            "diverges at depth (Table 1)", "Wang et al. 2022, Table 1 [S]"),
@@ -153,19 +161,18 @@ def judge(data: dict, config: Config) -> list[Check]:
         _trains_everywhere(data, "rezero", "ReZero trains at every depth without any norm in "
                            "the blocks", "120-layer Transformers train without LayerNorm or "
                            "warmup", "Bachlechner et al. 2020 [S]"),
-        Check.decided(claim="A plain residual stack without norm does worse than ReZero at depth",
-                      published=
-                          "ReZero trains where the plain residual network without norm does not",
-                      interval=none_rz, threshold=TOL, side=S.ABOVE,
-                      measured=f"none - rezero = {none_rz.text()} nats at L={Lmax} (none "
-                      f"{fmt(at['none'][Lmax])}, {data['diverged']['none'][-1]} of "
-                      f"{config.seeds} diverged)",
-                      rule=f"the paired interval of none's loss - ReZero's > {TOL} nats at "
-                      f"L={Lmax}", source="Bachlechner et al. 2020 [S]"),
+        Check.superiority(claim="A plain residual stack without norm does worse than ReZero at "
+                          "depth", published="ReZero trains where the plain residual network "
+                                             "without norm does not",
+                          interval=none_rz, side=S.ABOVE, margin=TOL,
+                          measured=f"none - rezero = {none_rz.text()} nats at L={Lmax} (none "
+                          f"{fmt(at['none'][Lmax])}, {data['diverged']['none'][-1]} of "
+                          f"{config.seeds} diverged)",
+                          source="Bachlechner et al. 2020 [S]", margin_source=MARGINS),
         Check(claim="Gap to the entropy floor at the largest depth",
               published="- (the Markov source's exact floor)",
               measured=", ".join(f"{p} {at[p][Lmax] - floor:+.3f}" for p in PLACEMENTS)
-              + f" (floor {fmt(floor)} nats)", rule="shown", passed=None,
+              + f" (floor {fmt(floor)} nats)", rule="shown", passed=None, kind=SHOWN,
               source="normlab Markov source [D]"),
     ]
 
