@@ -411,7 +411,8 @@ def headline(data: dict, config: Config) -> str:
     return (f"{n_cells - len(_mismatches(data['grid']))}/{n_cells} invariance cells match; "
             f"pRMSNorm k={paper_row['k']}: rel. std {paper_row['rel_std']:.4f} vs "
             f"{paper_row['theory']:.4f}; RMSNorm saves "
-            f"{_pct(_median_interval(data['step']['savings']))} of a whole training step's time (the op alone: "
+            f"{_pct(_median_interval(data['step']['savings']))} of a whole training step's "
+            "time (the op alone: "
             + ", ".join(_pct(_saving(r)) for r in data["speed"]["rows"]) + ")")
 
 
