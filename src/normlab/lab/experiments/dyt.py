@@ -96,7 +96,8 @@ SIZES = {
              "base.model.n_layers": 2, "base.model.seq_len": 16},
     "quick": {},
     "full": {"seeds": 6, "alphas": (0.5,), "fit_tokens": 2048, "base.steps": 2000,
-             "base.warmup": 200, "base.eval_interval": 500, "base.model.n_layers": 6, "base.model.d_model": 64,
+             "base.warmup": 200, "base.eval_interval": 500, "base.model.n_layers": 6,
+             "base.model.d_model": 64,
              "base.model.init_std": 64**-0.5, "base.model.embed_scale": 8.0},
 }
 
