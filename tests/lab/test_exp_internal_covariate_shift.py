@@ -61,12 +61,50 @@ def test_tiny_direction_of_the_covariate_shift(tiny):
     """Noise after BatchNorm moves the next layer's input statistics more than the standard
     network's drift, and BatchNorm alone less (the premise of Santurkar et al.'s test)."""
     per = tiny.data["per"]
+    noisy = X.noisy_name(X.SIZES["tiny"]["noises"][-1])
     for s, b, n in zip(per["standard"]["log_shift"], per["batchnorm"]["log_shift"],
-                       per["noisy"]["log_shift"]):
+                       per[noisy]["log_shift"]):
         assert b < s < n
-    assert len(tiny.data["seeds"]) >= 3 and all(len(per[a]["train_loss"]) == 3 for a in X.ARMS)
-    premise = next(c for c in tiny.checks if c.claim.startswith("the premise"))
-    assert premise.passed is True
+    assert len(tiny.data["seeds"]) >= 3 and all(
+        len(per[a]["train_loss"]) == 3 for a in tiny.data["arms"])
+    premise = next(c for c in tiny.checks if c.premise)
+    assert premise.passed is True and tiny.verdict != F.NOT_TESTED
+
+
+def test_the_premise_gates_the_verdict_both_ways(tiny):
+    """When the noise does not shift the layer inputs more than the standard network's own
+    drift, Santurkar's test is not made: the verdict is 'not tested', and that noise size's
+    claim row is shown, not counted."""
+    import copy
+
+    data = copy.deepcopy(tiny.data)
+    noisy = data["arms"][-1]
+    data["per"][noisy]["log_shift"] = [v - 5.0 for v in data["per"]["standard"]["log_shift"]]
+    checks = X.judge(data, F.configure(X, "tiny"))
+    assert F.verdict_of(checks) == F.NOT_TESTED
+    row = next(c for c in checks if "still trains faster" in c.claim)
+    assert row.kind == F.SHOWN and not row.counted
+
+
+def test_the_probe_moves_every_arm_the_same_distance():
+    """The landscape is probed at step lengths along -g/||g||: the move's length is the
+    probe's, whatever the gradient's norm."""
+    cfg = dataclasses.replace(SMALL, probe_steps=(0.3,))
+    net = X._Net("standard", cfg, 7, 4, seed=1, dtype=np.float64)
+    x = np.eye(7)[np.arange(6) % 7]
+    y = np.arange(6) % 4
+    before = {k: p.copy() for k, p in net.params.items()}
+    seen = []
+    real = net.forward
+
+    def spy(xx, yy):
+        seen.append(np.sqrt(sum(float(np.sum((net.params[k] - before[k]) ** 2))
+                                for k in before)))
+        return real(xx, yy)
+
+    net.forward = spy
+    X._probe(net, x, y, cfg.probe_steps, freeze=0)
+    assert seen[0] == 0.0 and seen[1] == pytest.approx(0.3, rel=1e-9)
 
 
 def test_a_diverged_run_counts_as_its_first_loss_and_the_checks_still_evaluate():

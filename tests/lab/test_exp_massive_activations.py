@@ -31,7 +31,12 @@ def test_pre_ln_activations_are_larger_and_grew(tmp_path):
     peri = X.values(d, "sandwich", top, "log_max")
     assert all(a > b + 0.5 for a, b in zip(pre, peri))  # > 3x larger, every seed
     assert np.mean(X.values(d, "pre", top, "log_growth")) > math.log10(10)  # grew > 10x
-    assert r.checks[0].passed and r.checks[2].passed
+    assert r.checks[0].premise and r.checks[0].passed  # the blow-up occurs: Pre-LN's grows
+    assert r.checks[1].passed and r.checks[3].passed  # larger than Peri-LN's, grew more
+    # the depth ratio reads against the embedding output x_0, which every run records
+    assert all(run["x0_rms"] > 0 for arm in d["arms"].values() for run in arm["runs"])
+    assert np.mean(X.values(d, "pre", top, "depth_ratio")) > np.mean(
+        X.values(d, "sandwich", top, "depth_ratio"))
     for arm in d["arms"].values():
         for run in arm["runs"]:
             assert len(run["rms"]) == len(run["max"]) == d["n_layers"]
@@ -53,3 +58,18 @@ def test_a_diverged_run_reads_as_at_init_and_the_checks_evaluate():
         assert all(np.isfinite(run["max"]))
     assert all(c.passed in (True, False, None) for c in r.checks)
     json.dumps(r.to_json(), allow_nan=False)
+
+
+def test_the_premise_gates_the_verdict_both_ways():
+    """Pre-LN's stream growing over training is the premise: with it the claims are judged;
+    when Pre-LN's max |x| did not grow (growth <= 1 in every seed), nothing is judged."""
+    import copy
+
+    r = tiny()
+    assert r.verdict != E.NOT_TESTED
+    d = copy.deepcopy(r.data)
+    for run in d["arms"][X._key("pre", d["lrs"][-1])]["runs"]:
+        run["growth"] = 0.9
+    checks = X.judge(d, X.Config())
+    assert checks[0].premise and checks[0].passed is False
+    assert E.verdict_of(checks) == E.NOT_TESTED

@@ -1,19 +1,21 @@
 """``dyt``: Zhu et al. 2025, "Transformers without Normalization": Dynamic Tanh,
 DyT(x) = gamma * tanh(alpha x) + beta, in place of every norm of a Pre-LN model.
 
-Three parts, the first two a sweep of training runs of normlab's GPT on the characters of
-``pydoc_data.topics`` (English prose, offline), every run with the same hyperparameters:
+Training runs of normlab's GPT on the characters of ``pydoc_data.topics`` (English prose,
+offline), every run with the same hyperparameters and seeds:
 
-1. parity: Pre-LN with LayerNorm, RMSNorm and DyT (alpha0 = 0.5, the paper's default), over seeds;
-2. alpha0 sensitivity: DyT with alpha0 in a grid, over the same seeds;
-3. the S-curve that motivates DyT: in each trained LayerNorm model (the parity runs, retrained
-   here in-process, bit-identical), every LayerNorm's input x against its pre-affine output
-   (x - mean) / std, over all tokens of a validation batch, fitted by y = a tanh(b x) and by
-   y = c x.
-
-Every arm sees inputs of the scale the paper's LLaMA recipe gives them: RoPE positions and the
-token embeddings times sqrt(d) (the paper learns that scalar from sqrt(d); here it is fixed), so
-the first DyT reads activations of order 1 whatever its alpha0.
+1. parity, the paper's LLM recipe (its LLaMA code, ``other_tasks/LLaMA``): every norm of a Pre-LN
+   model DyT without beta, ``weight * tanh(alpha x)``, alpha0 per position (attention 0.8, FFN
+   0.2, final 0.2: the LLaMA 7B row, the smallest model the paper trained), and a learnable
+   scalar on the token embeddings initialized to sqrt(d); against LayerNorm and RMSNorm with the
+   embeddings times the fixed sqrt(d) (RoPE positions in every arm). The DyT arm and the
+   LayerNorm arm are trained in-process (:class:`LlamaDyTTrainer`; the LayerNorm model is kept
+   for part 3), RMSNorm through the sweep;
+2. context: DyT with the paper's non-LLM default (one alpha0 for every norm, with beta) at
+   alpha0 in a grid, through the sweep;
+3. the S-curve that motivates DyT: in each trained LayerNorm model, every LayerNorm's input x
+   against its pre-affine output (x - mean) / std, over all tokens of a validation batch, fitted
+   by y = a tanh(b x) and by y = c x.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 
 from ...train import TrainConfig, Trainer
 from .. import stats as S
-from ..framework import Card, Check, fmt
+from ..framework import SHOWN, Card, Check, fmt
 from . import _recipes as R
 from ._training import require_finished, run_grid, select
 
@@ -37,14 +39,17 @@ CARD = Card(
     citation="Zhu, Chen, He, LeCun & Liu 2025, 'Transformers without Normalization' (DyT), "
              "CVPR 2025",
     claim="DyT(x) = gamma tanh(alpha x) + beta replaces every LayerNorm or RMSNorm with no loss "
-          "of quality at the same hyperparameters (alpha0 = 0.5; LLMs need a tuned, smaller "
-          "alpha0), because trained LayerNorms act as S-shaped squashing maps.",
+          "of quality at the same hyperparameters (alpha0 = 0.5; LLMs: no beta, alpha0 tuned "
+          "per position, a learnable scalar on the embeddings), because trained LayerNorms act "
+          "as S-shaped squashing maps.",
     published="ImageNet top-1 LN vs DyT: ViT-B 82.3 vs 82.5, ViT-L 83.1 vs 83.6; LLaMA 7B-70B "
               "loss parity with RMSNorm (tuned alpha0); S-shaped LN maps in ViT, wav2vec 2.0, DiT",
     method="normlab GPT, Pre-LN, on the characters of pydoc_data.topics, every run with the "
-           "`base` recipe (AdamW, warmup then cosine); parity of the three norms over `seeds`, "
-           "DyT's alpha0 over `alphas` (one seed); the S-curve fitted on `fit_tokens` "
-           "validation tokens of the retrained LayerNorm model.",
+           "`base` recipe (AdamW, warmup then cosine), `seeds` seeds shared by every arm: "
+           "LayerNorm, RMSNorm, and DyT with the paper's LLaMA recipe (no beta, alpha0 "
+           "`llama_alpha` for attention / FFN / final norms, a learnable embedding scalar from "
+           "sqrt(d)); DyT with one alpha0 and beta at `alphas` (shown); the S-curve fitted on "
+           "`fit_tokens` validation tokens of each trained LayerNorm model.",
     explanation="A LayerNorm is linear per token, but tokens with large activations get a small "
                 "slope 1/std, so over all tokens the input-output cloud bends like tanh: the big "
                 "values are squashed. DyT keeps only that squashing, with one learned scale "
@@ -56,9 +61,16 @@ CARD = Card(
           "hyperparameters; trained LayerNorms are S-shaped",
 )
 
-NORMS = ("layernorm", "rmsnorm", "dyt")
-PARITY_TOL = 0.03  # nats: papers.md section 10: parity = the paired interval inside +-0.03
-S_CURVE_GAIN = 0.01  # R^2_tanh - R^2_linear: > this in the deepest LN, below it in the first
+NORMS = ("layernorm", "rmsnorm", "dyt")  # "dyt": the paper's LLaMA recipe
+# "No loss of quality" is a non-inferiority claim (the paper: DyT "matches or exceeds"): the
+# paired interval of L_DyT - L_norm wholly below this margin, in nats. papers.md section 10,
+# reproduction 1: parity is |dL| <= 0.03 nats.
+PARITY_TOL = 0.03
+# papers.md section 10, reproduction 2: R^2_tanh - R^2_linear > 0.01 in the deepest LN (a
+# superiority over the linear fit by that margin) and below it in the first.
+S_CURVE_GAIN = 0.01
+# The paper's LLaMA alpha0 (other_tasks/LLaMA/README.md, LLaMA2 7B): attention, FFN, final.
+LLAMA_ALPHA = (0.8, 0.2, 0.2)
 
 BASE = R.TEXT  # the lab's text recipe is dyt's
 
@@ -66,30 +78,110 @@ BASE = R.TEXT  # the lab's text recipe is dyt's
 @dataclass(frozen=True)
 class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (the norm and seed vary)
-    seeds: int = 3  # training seeds of the parity runs (seed, seed + 1, ...)
-    alphas: tuple[float, ...] = (0.2, 0.5, 2.0)  # DyT's alpha0 grid (every seed)
+    # training seeds of every arm (seed, seed + 1, ...); the pilot (--seed 50000, n = 3) put
+    # DyT - LN at 0.137 [0.127, 0.146], far past the 0.03 margin, and the S-curve gain at
+    # 0.018 [-0.004, 0.041] (sd 0.009): near its margin it would need about 8 seeds, beyond the
+    # quick budget, so it is accepted as inconclusive at this size
+    seeds: int = 3
+    llama_alpha: tuple[float, ...] = LLAMA_ALPHA  # the LLaMA recipe's alpha0: attn, FFN, final
+    alphas: tuple[float, ...] = (0.2, 0.5, 2.0)  # one alpha0 for every norm, with beta (shown)
     fit_tokens: int = 512  # validation tokens whose LayerNorm inputs the S-curve fits use
     seed: int = 0  # first training seed
 
 
 SIZES = {
     "tiny": {**R.tiny_model(embed_scale=True),  # the lab's tiny model
-             "seeds": 2, "alphas": (0.5, 2.0), "fit_tokens": 128, "base.steps": 40,
+             "seeds": 3, "alphas": (0.5,), "fit_tokens": 128, "base.steps": 40,
              "base.warmup": 4, "base.eval_interval": 10, "base.batch_size": 8,
              "base.model.n_layers": 2, "base.model.seq_len": 16},
     "quick": {},
-    "full": {"seeds": 5, "fit_tokens": 2048, "base.steps": 2000, "base.warmup": 200,
-             "base.eval_interval": 500, "base.model.n_layers": 6, "base.model.d_model": 64,
+    "full": {"seeds": 6, "alphas": (0.5,), "fit_tokens": 2048, "base.steps": 2000,
+             "base.warmup": 200, "base.eval_interval": 500, "base.model.n_layers": 6,
+             "base.model.d_model": 64,
              "base.model.init_std": 64**-0.5, "base.model.embed_scale": 8.0},
 }
 
 
-def _parity_variant(norm: str) -> dict:
-    return {"model.norm": norm}
-
-
 def _alpha_name(a: float) -> str:
     return f"dyt a0={a:g}"
+
+
+# ---- the paper's LLaMA recipe -------------------------------------------------------------------
+class LlamaDyTTrainer(Trainer):
+    """normlab's Trainer with the DyT LLaMA recipe of Zhu et al.'s code (``other_tasks/LLaMA``):
+
+    * ``alphas = (attention, FFN, final)``: every block's attention norm, MLP norm and the final
+      norm start at their own alpha0 (the DyT norms; ``None`` leaves the model as configured);
+    * no beta: the DyT biases are set to 0 and their gradients zeroed before the update, so
+      each norm is ``weight * tanh(alpha x)`` for the whole run (AdamW moves a parameter of zero
+      gradient and zero value by nothing);
+    * ``learn_scale``: the token embeddings' factor (``GPTConfig.embed_scale``, sqrt(d) at
+      init) is a learned scalar s. With x_0 = s E[idx] the embedding table's gradient is
+      s dL/dx_0 scattered, so dL/ds = <E, dL/dE> / s, read after the backward; s takes the
+      run's Adam step (its betas and eps, the step's learning rate, the step's clip factor, no
+      weight decay), and the model reads the new s from its own copy of the config.
+    """
+
+    def __init__(self, config: TrainConfig, *, alphas: tuple[float, ...] | None = None,
+                 learn_scale: bool = False):
+        super().__init__(config)
+        p = self.params
+        self.frozen: list[str] = []
+        if alphas is not None:
+            a_attn, a_ffn, a_final = alphas
+            for i in range(len(self.model.blocks)):
+                p[f"blocks.{i}.attn.norm.alpha"][...] = a_attn
+                p[f"blocks.{i}.mlp.norm.alpha"][...] = a_ffn
+            p["norm_f.alpha"][...] = a_final
+            self.frozen = [k for k in p if k.endswith("norm.bias") or k == "norm_f.bias"]
+            for k in self.frozen:
+                p[k][...] = 0.0
+        self.learn_scale = bool(learn_scale)
+        if self.learn_scale and config.model.tie_embeddings:
+            raise ValueError("learn_scale reads the embedding table's gradient: untied only")
+        self.model.config = dataclasses.replace(self.model.config)  # its own, for s
+        self.scale = float(self.model.config.embed_scale)
+        self._m = self._v = 0.0
+
+    def train_step(self) -> dict:
+        model = self.model
+        x, y = self.next_batch()
+        with np.errstate(over="ignore", invalid="ignore"), self._watching():
+            parts = model.forward(x, y)
+        record = self.forward_record(parts, y)
+        if self.stopped is not None:
+            return record
+        self._zero_grads()
+        scale = self.loss_scale()
+        mult = scale * self.config.loss_multiplier
+        with np.errstate(over="ignore", invalid="ignore"):
+            model.backward(mult)
+        for k in self.frozen:
+            self.grads[k][...] = 0.0
+        g_s = 0.0
+        if self.learn_scale:
+            W, G = self.params["wte.weight"], self.grads["wte.weight"]
+            g_s = float(np.vdot(W.astype(np.float64), G.astype(np.float64))) / self.scale / mult
+        record = self.finish_step(record, scale)
+        if self.learn_scale and self.stopped is None and not record.get("skipped"):
+            self._scale_step(g_s * record.get("clip_factor", 1.0), record["lr"])
+        return record
+
+    def _scale_step(self, g: float, lr: float) -> None:
+        cfg = self.config
+        t = self.step + 1
+        self._m = cfg.beta1 * self._m + (1 - cfg.beta1) * g
+        self._v = cfg.beta2 * self._v + (1 - cfg.beta2) * g * g
+        m_hat, v_hat = self._m / (1 - cfg.beta1**t), self._v / (1 - cfg.beta2**t)
+        self.scale -= lr * m_hat / (math.sqrt(v_hat) + cfg.adam_eps)
+        object.__setattr__(self.model.config, "embed_scale", self.scale)
+
+
+def _final_of(trainer: Trainer) -> float:
+    """A run's final validation loss; its first training loss when it stopped (diverged)."""
+    if trainer.stopped is not None or not trainer.evals:
+        return float(trainer.first_loss if trainer.first_loss is not None else math.nan)
+    return float(trainer.evals[-1]["val_loss"])
 
 
 # ---- the S-curve -----------------------------------------------------------------------------
@@ -117,10 +209,7 @@ def fit_tanh_vs_linear(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 def layernorm_inputs(model, idx: np.ndarray) -> list[np.ndarray]:
     """The input of every norm of a Pre-LN model on the tokens ``idx`` (B, T), in forward order
     (block 1 attention, block 1 MLP, ..., the final norm): each (B, T, C)."""
-    T = idx.shape[1]
-    x = model.wte(idx)  # (B, T, C)
-    if hasattr(model, "wpe"):
-        x = x + model.wpe(np.arange(T))
+    x = model._embed(idx)  # (B, T, C): scaled embeddings (+ a position table)
     out = []
     for blk in model.blocks:
         out.append(x)
@@ -128,14 +217,13 @@ def layernorm_inputs(model, idx: np.ndarray) -> list[np.ndarray]:
         out.append(x)
         x = blk.mlp(x)
     out.append(x)
+    model.release()
     return out
 
 
-def _s_curve(config: TrainConfig, cfg: Config) -> tuple[float, list[dict], dict]:
-    """Train the LayerNorm model in-process and fit every LayerNorm's input-output map."""
-    trainer = Trainer(config)
-    trainer.run()
-    model = trainer.model
+def _s_curve(trainer: Trainer, cfg: Config) -> tuple[list[dict], dict]:
+    """Every LayerNorm's input-output map in a trained LayerNorm model."""
+    config, model = trainer.config, trainer.model
     model.eval()
     xs, n = [], 0
     for x, _ in trainer.val:
@@ -157,49 +245,59 @@ def _s_curve(config: TrainConfig, cfg: Config) -> tuple[float, list[dict], dict]
         if i in (0, len(ins) - 1):  # points for the figure: the first and the deepest
             pick = rng.choice(h.size, size=min(h.size, 1500), replace=False)
             scatter["first" if i == 0 else "deepest"] = {"x": h.ravel()[pick], "y": y.ravel()[pick]}
-    return trainer.evals[-1]["val_loss"], fits, scatter
+    model.train()
+    return fits, scatter
 
 
 # ---- the experiment --------------------------------------------------------------------------
 def measure(config: Config, ctx) -> dict:
     cfg, lr = config, config.base.lr
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
-    other = [a for a in cfg.alphas if a != 0.5]
-    total = (len(NORMS) + len(other) + 1) * len(seeds)
+    total = (3 + len(cfg.alphas)) * len(seeds)
 
     def at(offset):  # the context with this part's progress shifted into the whole
         return dataclasses.replace(ctx, progress=lambda done, _t, note="": ctx.progress(
             offset + done, total, note))
 
-    parity = run_grid(cfg.base, {n: _parity_variant(n) for n in NORMS}, at(0), lrs=[lr],
-                      seeds=seeds, name="dyt-parity")
+    rms = run_grid(cfg.base, {"rmsnorm": {"model.norm": "rmsnorm"}}, at(0), lrs=[lr],
+                   seeds=seeds, name="dyt-rmsnorm")
     sweep = run_grid(cfg.base, {_alpha_name(a): {"model.norm": "dyt", "model.dyt_alpha": float(a)}
-                                for a in other}, at(len(NORMS) * len(seeds)), lrs=[lr],
-                     seeds=seeds, name="dyt-alpha") if other else []
-    require_finished(parity + sweep)
-    losses = {n: [_final(r) for r in _by_seed(parity, norm=n)] for n in NORMS}
-    alpha_loss = {a: [_final(r) for r in _by_seed(sweep, dyt_alpha=float(a))] for a in other}
-    if 0.5 in cfg.alphas:
-        alpha_loss[0.5] = losses["dyt"]
-    alphas = sorted(alpha_loss)
+                                for a in cfg.alphas}, at(len(seeds)), lrs=[lr],
+                     seeds=seeds, name="dyt-alpha")
+    require_finished(rms + sweep)
+    losses: dict[str, list[float]] = {"layernorm": [], "dyt": [],
+                                      "rmsnorm": [_final(r) for r in _by_seed(rms)]}
+    alpha_loss = {a: [_final(r) for r in _by_seed(sweep, dyt_alpha=float(a))] for a in cfg.alphas}
     scatter: dict[Any, Any] = {}
-    fits, again = [], []
+    fits, scales, curves = [], [], {}
+    done = (1 + len(cfg.alphas)) * len(seeds)
     for i, seed in enumerate(seeds):
-        ctx.progress(total - len(seeds) + i, total, f"S-curve: LayerNorm model, seed {seed}")
-        ln_config = cfg.base.with_overrides({**_parity_variant("layernorm"), "lr": lr,
-                                             "seed": seed})
-        loss, f, sc = _s_curve(ln_config, cfg)
+        ctx.progress(done + 2 * i, total, f"LayerNorm, seed {seed} (in-process)")
+        ln = Trainer(cfg.base.with_overrides({"model.norm": "layernorm", "lr": lr, "seed": seed}))
+        ln.run()
+        losses["layernorm"].append(_final_of(ln))
+        f, sc = _s_curve(ln, cfg)
         fits.append(f)
-        again.append(loss)
         scatter = scatter or sc
+        ctx.progress(done + 2 * i + 1, total, f"DyT, LLaMA recipe, seed {seed} (in-process)")
+        dy = LlamaDyTTrainer(cfg.base.with_overrides({"model.norm": "dyt", "lr": lr,
+                                                      "seed": seed}),
+                             alphas=tuple(cfg.llama_alpha), learn_scale=True)
+        dy.run()
+        losses["dyt"].append(_final_of(dy))
+        scales.append(dy.scale)
+        if i == 0:
+            curves = {"layernorm": ln.evals, "dyt": dy.evals}
     ctx.progress(total, total, "done")
+    curves["rmsnorm"] = next(r.evals for r in rms if r.seed == seeds[0])
+    alphas = sorted(alpha_loss)
     return {"norms": list(NORMS), "losses": losses,
             "mean": {n: float(np.mean(losses[n])) for n in NORMS},
             "alphas": alphas, "alpha_loss": [alpha_loss[a] for a in alphas],
             "fits": fits[0], "fits_per_seed": fits, "scatter": scatter,
-            "s_curve_loss": [again, losses["layernorm"]],
-            "curves": {n: [{"step": e["step"], "val_loss": e["val_loss"]} for e in r.evals]
-                       for n in NORMS for r in select(parity, norm=n, seed=seeds[0])}}
+            "embed_scale": {"init": float(cfg.base.model.embed_scale), "final": scales},
+            "curves": {n: [{"step": e["step"], "val_loss": e["val_loss"]} for e in ev]
+                       for n, ev in curves.items()}}
 
 
 def _by_seed(runs, **fields) -> list:
@@ -214,12 +312,20 @@ def _final(r) -> float:
 
 
 def _parity(data: dict, a: list[float], name: str, claim: str, published: str, source: str,
-            note: str = "") -> Check:
+            note: str = "", kind: str = "claim") -> Check:
     iv = S.paired_interval(a, data["losses"]["layernorm" if name == "LN" else "rmsnorm"])
-    return Check.band(claim=claim, published=published, interval=iv, lo=-PARITY_TOL, hi=PARITY_TOL,
-                      measured=f"DyT - {name}, paired over seeds: {iv.text()} nats",
-                      rule=f"the paired interval inside +-{PARITY_TOL} nats (papers.md section "
-                      "10; an equivalence test)", source=source, note=note)
+    measured = f"DyT - {name}, paired over seeds: {iv.text()} nats"
+    if kind == SHOWN:
+        return Check(claim=claim, published=published, measured=measured,
+                     rule=f"shown (the paper's default is for its non-LLM models; margin "
+                          f"{PARITY_TOL} nats for reference)", passed=None, kind=SHOWN,
+                     source=source, note=note, interval=[iv.lo, iv.hi], estimate=iv.mean)
+    return Check.non_inferiority(
+        claim=claim, published=published, interval=iv, side="below", margin=PARITY_TOL,
+        measured=measured, source=source, note=note,
+        rule=f"non-inferiority: the paired Student-t interval of L_DyT - L_{name} wholly < "
+             f"+{PARITY_TOL} nats (no loss of quality beyond the margin)",
+        margin_source="papers.md section 10, reproduction 1: parity is |dL| <= 0.03 nats")
 
 
 def _s_curve_check(data: dict) -> Check:
@@ -228,60 +334,71 @@ def _s_curve_check(data: dict) -> Check:
     first = S.mean_interval([f[0]["gain"] for f in per])
     passed = S.all_of([S.decide(deep, S_CURVE_GAIN, S.ABOVE),
                        S.decide(first, S_CURVE_GAIN, S.BELOW)])
-    again, sweep = data["s_curve_loss"]
     return Check(
-        claim=
-            "A trained LayerNorm maps input to output in an S-shape, tanh-like in deep layers and "
-        "linear in the first",
+        claim="A trained LayerNorm maps input to output in an S-shape, tanh-like in deep layers "
+              "and linear in the first",
         published="S-shaped curves in deeper LN layers, linear in early ones; ~99% "
-        "of points in the near-linear range (ViT, wav2vec 2.0, DiT)",
-        measured=
-            f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, {first.text()} in "
-        f"the first; {100 * np.mean([f[-1]['linear_fraction'] for f in per]):.1f}% of the "
-        "deepest LN's points in |bx| < 1",
-        rule=f"the interval over seeds > {S_CURVE_GAIN} in the deepest LN "
-        f"and < {S_CURVE_GAIN} in the "
-        "first (papers.md section 10)", passed=passed, source="Zhu et al. 2025, Fig. 2-4 [S]",
-        inconclusive=passed is None,
-        note="the LayerNorm models retrained in-process end at " + ", ".join(
-            f"{v:.6f}" for v in again) + "; the sweep's runs at " + ", ".join(
-            f"{v:.6f}" for v in sweep))
+                  "of points in the near-linear range (ViT, wav2vec 2.0, DiT)",
+        measured=f"R^2_tanh - R^2_linear over seeds: {deep.text()} in the deepest LN, "
+                 f"{first.text()} in the first; "
+                 f"{100 * np.mean([f[-1]['linear_fraction'] for f in per]):.1f}% of the "
+                 "deepest LN's points in |bx| < 1",
+        rule=f"superiority of the tanh fit: the Student-t interval over seeds of the R^2 gain "
+             f"> {S_CURVE_GAIN} in the deepest LN, and < {S_CURVE_GAIN} in the first",
+        passed=passed, inconclusive=passed is None, interval=[deep.lo, deep.hi],
+        estimate=deep.mean, threshold=[S_CURVE_GAIN], form="superiority",
+        margin_source="papers.md section 10, reproduction 2 (R^2 gain > 0.01)",
+        source="Zhu et al. 2025, Fig. 2-4 [S]")
 
 
 def judge(data: dict, config: Config) -> list[Check]:
     losses = data["losses"]
     alpha_loss = dict(zip(data["alphas"], data["alpha_loss"]))
-    best_a = min(data["alphas"], key=lambda a: np.mean(alpha_loss[a]))
-    return [
-        _parity(data, losses["dyt"], "LN", "DyT (alpha0 = 0.5) matches LayerNorm with the same "
-                "hyperparameters", "ViT-B 82.3 (LN) vs 82.5 (DyT); LLaMA loss curves match",
-                "Zhu et al. 2025, Tables 1-7 [V]"),
-        _parity(data, losses["dyt"], "RMSNorm", "DyT (alpha0 = 0.5) matches RMSNorm",
-                "LLaMA 7B-70B: DyT matches RMSNorm's loss", "Zhu et al. 2025 [S]"),
-        _parity(data, alpha_loss[best_a], "LN", f"With alpha0 tuned (best: {best_a:g}), DyT "
-                "matches LayerNorm (as for the LLaMA models)", "LLaMA needs alpha0 0.05-0.8 by "
-                "model size and position, then matches", "Zhu et al. 2025, LLaMA README [V]",
-                note="the best alpha0 is chosen on the same seeds (by its mean), which favours "
-                     "it slightly"),
+    a_attn, a_ffn, a_final = config.llama_alpha
+    recipe = (f"no beta, alpha0 {a_attn:g} / {a_ffn:g} / {a_final:g} (attention / FFN / final), "
+              "learnable embedding scalar")
+    es = data["embed_scale"]
+    rows = [
+        _parity(data, losses["dyt"], "RMSNorm", f"DyT with the paper's LLM recipe ({recipe}) "
+                "reaches RMSNorm's loss at the same hyperparameters",
+                "LLaMA 7B-70B on 200B tokens: DyT matches RMSNorm's loss curves (alpha0 tuned "
+                "per size and position)", "Zhu et al. 2025, LLaMA README and llama.py [V]"),
+        _parity(data, losses["dyt"], "LN", f"DyT with the paper's LLM recipe ({recipe}) "
+                "reaches LayerNorm's loss at the same hyperparameters",
+                "ViT-B 82.3 (LN) vs 82.5 (DyT); LLaMA loss parity", "Zhu et al. 2025 [V]"),
         _s_curve_check(data),
-        Check(claim="Sensitivity to alpha0 (too large an alpha0 hurts, more so in larger models)",
-              published=
-                  "LLaMA 7B: alpha0 0.8 / 0.2 / 0.2 (attention / FFN / final); 70B: 0.2 / 0.05",
-              measured=", ".join(f"{a:g}: {S.mean_interval(alpha_loss[a]).text()}"
-                        for a in data["alphas"]),
-              rule="shown (papers.md: a qualitative match)", passed=None,
-              source="Zhu et al. 2025 [V]"),
     ]
+    if 0.5 in alpha_loss:
+        rows.append(_parity(data, alpha_loss[0.5], "LN", "DyT with the non-LLM default (alpha0 "
+                            "= 0.5 everywhere, with beta) against LayerNorm",
+                            "the default for ViT, ConvNeXt, DiT, wav2vec; LLMs need the tuned "
+                            "recipe", "Zhu et al. 2025 [V]", kind=SHOWN))
+    rows += [
+        Check(claim="DyT with one alpha0 for every norm (with beta): final loss against alpha0",
+              published="LLaMA 7B: alpha0 0.8 / 0.2 / 0.2 (attention / FFN / final); 70B: "
+                        "0.2 / 0.05; too large an alpha0 hurts, more so in larger models",
+              measured=", ".join(f"{a:g}: {S.mean_interval(alpha_loss[a]).text()}"
+                                 for a in data["alphas"])
+                       + f"; LayerNorm {S.mean_interval(losses['layernorm']).text()}",
+              rule="shown (papers.md: a qualitative match; no alpha0 is chosen from these runs)",
+              passed=None, kind=SHOWN, source="Zhu et al. 2025 [V]"),
+        Check(claim="the learned embedding scalar at the end of training",
+              published="initialized to sqrt(d) (llama.py shared_scale_init_value)",
+              measured=f"{es['init']:.3g} at init -> "
+                       + ", ".join(f"{v:.3g}" for v in es["final"]) + " (per seed)",
+              rule="shown", passed=None, kind=SHOWN, source="Zhu et al. 2025, llama.py [V]"),
+    ]
+    return rows
 
 
 def headline(data: dict, config: Config) -> str:
     mean, per = data["mean"], data["fits_per_seed"]
-    best_a = data["alphas"][int(np.argmin([np.mean(v) for v in data["alpha_loss"]]))]
     d_ln = S.paired_interval(data["losses"]["dyt"], data["losses"]["layernorm"])
+    d_rms = S.paired_interval(data["losses"]["dyt"], data["losses"]["rmsnorm"])
     gain = S.mean_interval([f[-1]["gain"] for f in per])
     return (f"final loss LN {fmt(mean['layernorm'])}, RMSNorm {fmt(mean['rmsnorm'])}, DyT "
-            f"{fmt(mean['dyt'])} (DyT - LN {d_ln.text(2)}); best alpha0 {best_a:g}; S-curve "
-            f"gain in the deepest LN {gain.text(2)}")
+            f"(LLaMA recipe) {fmt(mean['dyt'])} (DyT - LN {d_ln.text(2)}, DyT - RMSNorm "
+            f"{d_rms.text(2)}); S-curve gain in the deepest LN {gain.text(2)}")
 
 
 def plot(result, out_dir) -> list[str]:
@@ -291,14 +408,18 @@ def plot(result, out_dir) -> list[str]:
     fig, (a, b, c) = figure(3)
     for n in d["norms"]:
         ev = d["curves"][n]
+        if not ev:
+            continue
         a.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], marker="o", ms=4,
                color=COLORS[n], label=f"{n} ({d['mean'][n]:.3f})")
     style(a, "validation loss (first seed; legend: mean over seeds)", "step",
           "validation NLL (nats/char)")
     al = [np.asarray(v) for v in d["alpha_loss"]]
     b.errorbar(d["alphas"], [v.mean() for v in al], marker="o", color=COLORS["dyt"], capsize=2,
-               yerr=[2 * S.standard_error(v) if v.size > 1 else 0 for v in al],
-               label="DyT (bars: 2 s.e. over seeds)")
+               yerr=[S.t_factor(v.size) * S.standard_error(v) if v.size > 1 else 0 for v in al],
+               label="DyT, one alpha0, with beta (bars: t 95%)")
+    b.axhline(d["mean"]["dyt"], color=COLORS["dyt"], ls=":", lw=0.9,
+              label="DyT, LLaMA recipe (mean)")
     b.axhline(d["mean"]["layernorm"], color=COLORS["layernorm"], ls="--", lw=0.9,
               label="LayerNorm (mean)")
     b.set_xscale("log")

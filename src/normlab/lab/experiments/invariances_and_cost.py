@@ -24,8 +24,10 @@ from ...functional import (
     rms_norm_forward,
 )
 from ...functional.rmsnorm import partial_width
+from ...train import TrainConfig, Trainer
 from .. import stats as S
-from ..framework import IDENTITY, Card, Check, fmt
+from ..framework import DERIVATION, IDENTITY, SHOWN, Card, Check, fmt
+from . import _recipes as R
 
 CARD = Card(
     name="invariances-and-cost",
@@ -36,10 +38,13 @@ CARD = Card(
           "re-scaling a single example, BatchNorm to re-scaling a weight vector and the dataset; "
           "RMSNorm drops re-centering invariance, keeps re-scaling invariance, and saves time.",
     published="the invariance table (Ba et al. Table 1, Zhang & Sennrich Table 1); RMSNorm "
-              "7%-64% faster than LayerNorm",
+              "7%-64% less time than LayerNorm, measured per training step of whole models "
+              "(Transformer-base: -6.9%)",
     method="float64, h = N(x W^T) with x (`batch` x `d_in`) and W (`hidden` x `d_in`); timing: "
-           "normlab's NumPy ops, float32, forward + backward at `speed_shapes`, median of "
-           "`speed_repeats`.",
+           "a whole training step (forward, backward, AdamW) of normlab's GPT (`step_model`) "
+           "with every norm LayerNorm or RMSNorm, `step_repeats` interleaved repeats of "
+           "`step_steps` steps; and normlab's NumPy ops alone, float32, forward + backward at "
+           "`speed_shapes`, `speed_repeats` interleaved repeats.",
     explanation="Each cell applies one transformation to the weights or the data and measures "
                 "how much the normalized output moves. Invariance to re-scaling W is what makes "
                 "the gradient shrink as the weights grow (implicit learning-rate adaptation): "
@@ -60,7 +65,15 @@ TABLE = {
 }
 INVARIANT, VARIANT = 1e-9, 1e-2  # papers.md section 2: max|dh| below / above
 EST_TOL = 0.2  # papers.md section 2: pRMSNorm's relative std within +-20% of 1/sqrt(2k)
-MIN_SAVING = 0.05  # papers.md section 2: RMSNorm saves at least 5% of LayerNorm's time
+# The claim "7%-64% less time" is the paper's whole-model time per training step (papers.md
+# section 2: Transformer-base 248 s -> 231 s per 1k steps = -6.9%, the smallest of its savings):
+# a superiority test of the whole step's saving against 5% (papers.md section 2's pass rule,
+# below the paper's smallest saving). The op-level saving is shown beside it.
+MIN_SAVING = 0.05
+STEP_MODEL = R.derive(R.TEXT, "the time of one training step: width 64, two blocks, 16 x 32 "
+                      "tokens; nothing is trained to convergence", {
+                          "model.d_model": 64, "model.n_layers": 2, "model.init_std": 64**-0.5,
+                          "model.embed_scale": 8.0, "steps": 1000, "eval_interval": 1000})
 
 
 @dataclass(frozen=True)
@@ -78,14 +91,20 @@ class Config:
     speed_shapes: tuple[tuple[int, int], ...] = ((4096, 64), (4096, 512), (1024, 4096))  # (B*T, C)
     speed_partial: float = 0.0625  # pRMSNorm's p in the timing
     speed_repeats: int = 31  # timed forward+backward calls per op and shape (interleaved)
+    step_model: TrainConfig = STEP_MODEL  # the model and batch whose training step is timed
+    step_repeats: int = 31  # interleaved repeats of the whole-step timing (>= 10: a bootstrap)
+    step_steps: int = 2  # training steps per norm and repeat
     seed: int = 0  # seed of the one Generator every draw comes from
 
 
 SIZES = {
     "tiny": {"est_draws": 500, "est_width": 128, "speed_shapes": ((512, 64), (256, 512)),
-             "speed_repeats": 3},
+             "speed_repeats": 3, "step_repeats": 3, "step_steps": 1,
+             "step_model.model.seq_len": 16, "step_model.batch_size": 4},
     "quick": {},
-    "full": {"est_draws": 40_000, "speed_repeats": 50},
+    "full": {"est_draws": 40_000, "speed_repeats": 50, "step_repeats": 31,
+             "step_model.model.d_model": 128, "step_model.model.init_std": 128**-0.5,
+             "step_model.model.embed_scale": 128**0.5, "step_model.model.n_layers": 4},
 }
 
 
@@ -224,11 +243,31 @@ def _speed(cfg: Config, rng, progress, step0: int, steps: int) -> dict:
     return {"rows": rows}
 
 
+def _step_time(cfg: Config) -> dict:
+    """Seconds per whole training step of the GPT ``step_model`` with every norm LayerNorm or
+    RMSNorm: one Trainer each, warmed by one step, then ``step_repeats`` repeats of
+    ``step_steps`` steps per norm in a rotating order (both norms under the same conditions)."""
+    trainers = {n: Trainer(cfg.step_model.with_overrides({"model.norm": n, "seed": cfg.seed}))
+                for n in ("layernorm", "rmsnorm")}
+    for t in trainers.values():
+        t.train_step()  # compiled kernels and first-touch memory out of the timing
+    names = list(trainers)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(cfg.step_repeats):
+        for n in names[r % 2:] + names[: r % 2]:
+            t0 = time.perf_counter()
+            for _ in range(cfg.step_steps):
+                trainers[n].train_step()
+            times[n].append((time.perf_counter() - t0) / cfg.step_steps)
+    return {"layernorm_s": times["layernorm"], "rmsnorm_s": times["rmsnorm"],
+            "savings": [1.0 - a / b for a, b in zip(times["rmsnorm"], times["layernorm"])]}
+
+
 def measure(config: Config, ctx) -> dict:
     import platform
 
     rng = np.random.default_rng(config.seed)
-    steps = 3 + len(config.speed_shapes)
+    steps = 4 + len(config.speed_shapes)
     inv = _invariance(config, rng)
     ctx.progress(1, steps, "invariance grid")
     lr = _implicit_lr(config, rng)
@@ -236,8 +275,10 @@ def measure(config: Config, ctx) -> dict:
     est = _estimation(config, rng)
     ctx.progress(3, steps, "pRMSNorm estimate")
     speed = _speed(config, rng, ctx.progress, 3, steps)
+    step = _step_time(config)
+    ctx.progress(steps, steps, "timing whole training steps")
     return {"grid": inv["grid"], "columns": COLUMNS, "table": TABLE, "implicit_lr": lr,
-            "estimation": est, "speed": speed,
+            "estimation": est, "speed": speed, "step": step,
             "machine": f"{platform.machine()}, NumPy {np.__version__}"}
 
 
@@ -276,6 +317,7 @@ def judge(data: dict, config: Config) -> list[Check]:
               measured=f"max |RMSNorm - LayerNorm| = {fmt(est['rms_eq_ln_zero_mean'])}",
               rule="< 1e-12",
               passed=est["rms_eq_ln_zero_mean"] < 1e-12, source="definition", kind=IDENTITY),
+        _step_check(data["step"], data["machine"], config),
         *_speed_checks(data["speed"]["rows"], data["machine"]),
     ]
 
@@ -292,16 +334,47 @@ def _estimation_check(est: dict, config: Config) -> Check:
         measured=", ".join(f"k={r['k']}: {r['rel_std']:.4f} "
                            f"(theory {r['theory']:.4f}; ratio {iv.text()})"
                            for r, iv in zip(est["rows"], ivs)),
-        rule=f"the ratio's interval (2 se over the draws) inside 1 +- {EST_TOL:g} at every p "
+        rule=f"the ratio's interval (t over the draws) inside 1 +- {EST_TOL:g} at every p "
         "(papers.md section 2)", passed=passed, source="Zhang & Sennrich 2019 [S]; papers.md [D]",
-        inconclusive=passed is None,
-        note="1/sqrt(2k) is the delta-method approximation for normal data, not an identity")
+        inconclusive=passed is None, kind=DERIVATION,
+        note="1/sqrt(2k) is the delta-method approximation for normal data: a consequence of "
+             "the estimator's definition, checked by Monte Carlo, not a claim of the paper's "
+             "experiments")
+
+
+def _median_interval(savings: list[float]):
+    """The median over interleaved repeats of 1 - t_rms / t_ln (one repeat that a busy core slowed
+    does not move it) with a percentile bootstrap over the repeats, from
+    :data:`~normlab.lab.stats.BOOTSTRAP_MIN` repeats; below that (the tiny size) the Student-t
+    interval of the mean."""
+    if len(savings) >= S.BOOTSTRAP_MIN:
+        return S.bootstrap_interval(savings, np.median)._replace(
+            method="median, bootstrap 95% over repeats")
+    return S.mean_interval(savings)
 
 
 def _saving(row: dict):
-    """The median over interleaved repeats of 1 - t_rms / t_ln, with a bootstrap interval (the
-    median: one repeat that a busy core slowed does not move it)."""
-    return S.bootstrap_interval(row["rms_savings"], np.median)
+    return _median_interval(row["rms_savings"])
+
+
+def _step_check(step: dict, machine: str, config: Config) -> Check:
+    iv = _median_interval(step["savings"])
+    m = config.step_model.model
+    return Check.superiority(
+        claim="RMSNorm takes less time per training step than LayerNorm (the whole model)",
+        published="7%-64% less time per training step over the paper's models; Transformer-base "
+                  "-6.9% (TensorFlow, GPU)",
+        interval=iv, side="above", margin=MIN_SAVING,
+        measured=f"whole-step time saved: {_pct(iv)}; LayerNorm "
+                 f"{1e3 * float(np.median(step['layernorm_s'])):.2f} ms, RMSNorm "
+                 f"{1e3 * float(np.median(step['rmsnorm_s'])):.2f} ms per step (medians)",
+        rule=f"superiority: the median saving's interval over repeats > {MIN_SAVING:.0%}",
+        margin_source="papers.md section 2 (pass at >= 5%, below the paper's smallest "
+                      "whole-model saving, 6.9%)",
+        source="Zhang & Sennrich 2019 abstract [V], timing tables [S]",
+        note=f"normlab GPT, d = {m.d_model}, {m.n_layers} blocks, batch "
+             f"{config.step_model.batch_size} x {m.seq_len}, AdamW, one thread on this CPU "
+             f"({machine}); the matrix multiplies dominate a step at this width")
 
 
 def _pct(iv) -> str:
@@ -312,25 +385,22 @@ def _pct(iv) -> str:
 def _speed_checks(sr: list[dict], machine: str) -> list[Check]:
     ivs = [_saving(r) for r in sr]
     shapes = [f"{r['shape'][0]}x{r['shape'][1]}" for r in sr]
-    passed = S.all_of(S.decide(iv, MIN_SAVING, S.ABOVE) for iv in ivs)
     return [
-        Check(claim="RMSNorm is faster than LayerNorm (forward + backward)",
-              published="7%-64% less time (abstract); 6.9% in Transformer-base (TF, GPU)",
-              measured="time saved, per interleaved repeat: " + ", ".join(
+        Check(claim="the norm op alone: RMSNorm's forward + backward against LayerNorm's",
+              published="- (the paper times whole models, not the op)",
+              measured="time saved, median over interleaved repeats: " + ", ".join(
                   f"{_pct(iv)} ({sh})" for iv, sh in zip(ivs, shapes)),
-              rule="the median saving's bootstrap interval over repeats "
-              f"> {MIN_SAVING:.0%} at every "
-              "shape (papers.md section 2)", passed=passed,
+              rule="shown: the op's saving is an upper bound on a step's, not the paper's "
+                   "figure", passed=None, kind=SHOWN,
               source="Zhang & Sennrich 2019 abstract [V]",
-              inconclusive=passed is None,
               note="NumPy reference ops on this CPU, float32, interleaved repeats: not the "
-                   f"paper's frameworks or hardware ({machine}); a loaded machine widens the "
-                   "interval"),
+                   f"paper's frameworks or hardware ({machine})"),
         Check(claim="pRMSNorm is not always faster than RMSNorm in practice",
               published="the paper notes slicing overhead [S]",
               measured="pRMSNorm time saved vs LayerNorm (medians): "
               + ", ".join(f"{100 * r['prms_saving']:.0f}% ({sh})" for r, sh in zip(sr, shapes)),
-              rule="shown, not counted", passed=None, source="Zhang & Sennrich 2019 [S]"),
+              rule="shown, not counted", passed=None, kind=SHOWN,
+              source="Zhang & Sennrich 2019 [S]"),
     ]
 
 
@@ -341,8 +411,9 @@ def headline(data: dict, config: Config) -> str:
     return (f"{n_cells - len(_mismatches(data['grid']))}/{n_cells} invariance cells match; "
             f"pRMSNorm k={paper_row['k']}: rel. std {paper_row['rel_std']:.4f} vs "
             f"{paper_row['theory']:.4f}; RMSNorm saves "
-            + ", ".join(_pct(_saving(r)) for r in data["speed"]["rows"])
-            + " of LayerNorm's time")
+            f"{_pct(_median_interval(data['step']['savings']))} of a whole training step's "
+            "time (the op alone: "
+            + ", ".join(_pct(_saving(r)) for r in data["speed"]["rows"]) + ")")
 
 
 def plot(result, out_dir) -> list[str]:

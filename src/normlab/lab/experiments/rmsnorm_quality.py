@@ -24,8 +24,8 @@ import numpy as np
 
 from ...functional.rmsnorm import partial_width
 from ...train import TrainConfig, Trainer
-from ..framework import Card, Check, fmt
-from ..stats import BELOW, mean_interval, paired_interval
+from ..framework import SHOWN, Card, Check, fmt
+from ..stats import BELOW, T_METHOD, mean_interval, paired_interval
 from . import _recipes as R
 from ._training import require_finished, run_grid, seed_losses
 
@@ -65,8 +65,7 @@ REACH_TOL = (23.6 - 23.1) / 23.6  # = 0.0212
 PAPER_TIME = {"rmsnorm": -0.069, "prmsnorm": -0.093}  # Transformer-base, time vs LN [S]
 
 BASE = R.derive(
-    R.TEXT, "two blocks of width 64 (pRMSNorm's 6.25% of the features: 4 of them), 250 "
-    "steps; no embedding scale or RoPE, as measured", {
+    R.TEXT, "two blocks of width 64, 250 steps; no embedding scale or RoPE, as measured", {
         **R.TEXT_WITHOUT_ROPE_OR_EMBED_SCALE, "model.n_layers": 2, "model.d_model": 64,
         "model.init_std": 64**-0.5, "steps": 250, "warmup": 25, "eval_interval": 125})
 
@@ -74,22 +73,26 @@ BASE = R.derive(
 @dataclass(frozen=True)
 class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (the norm and seed vary)
-    partial: float = 0.0625  # pRMSNorm's p: the RMS from the first ceil(p * C) features
-    seeds: int = 3  # training seeds shared by the three norms (seed, seed + 1, ...)
+    # pRMSNorm's p: the RMS from the first ceil(p * C) features. The paper's models estimate it
+    # from 32 features (p = 6.25% of C = 512); what decides the estimate's error is k, not p
+    # (relative std 1/sqrt(2k) = 12.5%), so at C = 64 the paper's estimator is p = 0.5, k = 32
+    partial: float = 0.5
+    seeds: int = 5  # training seeds shared by the three norms (pilot at --seed 50000, n = 3: sd
+    #                of the pRMSNorm excess 1.35%; n = 5 puts the bound about 1.7% from the mean)
     timing_rounds: int = 9  # interleaved timing rounds (the median of the per-round ratios)
     timing_steps: int = 2  # training steps timed per norm and round
     seed: int = 0  # first training seed
 
 
 SIZES = {
-    "tiny": {"seeds": 2, "timing_rounds": 3, "timing_steps": 1, "base.steps": 30,
+    "tiny": {"seeds": 3, "timing_rounds": 3, "timing_steps": 1, "base.steps": 30,
              "base.warmup": 6, "base.eval_interval": 15, "base.batch_size": 8,
              "base.model.d_model": 32, "base.model.n_heads": 2, "base.model.seq_len": 16,
              "base.model.init_std": 32**-0.5},
     "quick": {},
     "full": {"seeds": 6, "timing_rounds": 21, "base.steps": 2000, "base.warmup": 200,
              "base.eval_interval": 500, "base.model.n_layers": 4, "base.model.d_model": 128,
-             "base.model.init_std": 128**-0.5},
+             "base.model.init_std": 128**-0.5, "partial": 0.25},  # k = 32 of 128
 }
 
 
@@ -157,18 +160,21 @@ def judge(data: dict, config: Config) -> list[Check]:
     published = {"rmsnorm": "BLEU vs LN: Transformer +0.2 / 0.0, RNNSearch -0.2 / +0.1",
                  "prmsnorm": "BLEU vs LN: Transformer -0.1 / +0.1, RNNSearch 0.0 / -0.5"}
     for n in ("rmsnorm", "prmsnorm"):
-        iv = mean_interval(excess(data, n))._replace(method="paired mean +- 2 se")
+        iv = mean_interval(excess(data, n))._replace(method="paired " + T_METHOD)
         d = paired_interval(data["loss"][n], data["loss"]["layernorm"])
-        checks.append(Check.decided(
+        checks.append(Check.non_inferiority(
             claim=f"{label[n]} reaches LayerNorm's final loss at the same hyperparameters",
-            published=published[n], interval=iv, threshold=REACH_TOL, side=BELOW,
+            published=published[n], interval=iv, margin=REACH_TOL, side=BELOW,
             measured=f"relative excess {_pct_text(iv)}; in nats {d.text(3)} (LN "
                      f"{fmt(np.mean(data['loss']['layernorm']))}, {n} "
                      f"{fmt(np.mean(data['loss'][n]))})",
-            rule=f"paired (L_{n} - L_LN) / L_LN, mean +- 2 se: wholly < {100 * REACH_TOL:.1f}% "
-                 f"pass (reaches), wholly >= it FAIL, straddling inconclusive",
-            source="Zhang & Sennrich 2019, quality tables [S]; tolerance: the paper's largest "
-                   "deficit called comparable (pRMSNorm, RNNSearch Test17, -2.1%)"))
+            rule=f"non-inferiority: the paired Student-t interval of (L_{n} - L_LN) / L_LN "
+                 f"wholly < +{100 * REACH_TOL:.1f}% pass (no worse than the margin), wholly "
+                 f">= it FAIL, straddling inconclusive",
+            margin_source="Zhang & Sennrich 2019's largest deficit it calls comparable "
+                          "(pRMSNorm, RNNSearch Test17, BLEU 23.1 vs 23.6 = 2.1%; papers.md "
+                          "section 2)",
+            source="Zhang & Sennrich 2019, quality tables [S]"))
     ratios = {n: time_ratio(data, n) for n in ("rmsnorm", "prmsnorm")}
     checks.append(Check(
         claim="the time per training step, beside the loss",
@@ -177,16 +183,17 @@ def judge(data: dict, config: Config) -> list[Check]:
         measured="; ".join(f"{n} / LayerNorm = {r:.3f} ({100 * (r - 1):+.1f}%)"
                            for n, r in ratios.items())
         + f"; LayerNorm {1e3 * float(np.median(data['step_s']['layernorm'])):.1f} ms per step",
-        rule="shown: median of the interleaved rounds' ratios; wall time on a shared machine, not "
-        "a verdict", passed=None, source="Zhang & Sennrich 2019, timing tables [S]",
+        rule="shown: median of the interleaved rounds' ratios; wall time on a shared machine "
+        "(invariances-and-cost counts the paper's speed claim)", passed=None, kind=SHOWN,
+        source="Zhang & Sennrich 2019, timing tables [S]",
         note="a whole training step, where the norms are a small share of the work"))
     checks.append(Check(
         claim="pRMSNorm's RMS estimate at this width",
         published="k = 32 of 512 features (p = 6.25%)",
         measured=f"k = {data['k']} of {data['C']}: relative std of the RMS estimate about "
         f"{100 / math.sqrt(2 * data['k']):.0f}% for Gaussian rows (paper: "
-        f"{100 / math.sqrt(64):.1f}%)", rule="shown (the width is a departure)", passed=None,
-        source="papers.md section 2, reproduction 3 [D]"))
+        f"{100 / math.sqrt(64):.1f}%)", rule="shown (the same k as the paper's; the width is "
+        "a departure)", passed=None, kind=SHOWN, source="papers.md section 2, reproduction 3 [D]"))
     return checks
 
 
@@ -213,8 +220,8 @@ def plot(result, out_dir) -> list[str]:
         iv = mean_interval(e)
         a.scatter([j] * len(e), e, s=12, color="#999999", zorder=1)
         a.errorbar([j], [iv.mean], yerr=[[iv.mean - iv.lo], [iv.hi - iv.mean]], fmt="o",
-                   color=COLORS[n], capsize=4, label=f"{n}, mean +- 2 se")
-    a.axhline(100 * REACH_TOL, color="k", ls="--", lw=1, label="tolerance (paper: 2.1%)")
+                   color=COLORS[n], capsize=4, label=f"{n}, Student-t 95%")
+    a.axhline(100 * REACH_TOL, color="k", ls="--", lw=1, label="margin (paper: 2.1%)")
     a.axhline(0, color="#999999", lw=0.8)
     a.set_xticks([0, 1])
     a.set_xticklabels(["RMSNorm", "pRMSNorm"])
