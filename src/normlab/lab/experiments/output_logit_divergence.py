@@ -7,13 +7,13 @@ normlab's GPT with QK-norm (so that the attention logits, the other instability,
 and Wortsman et al.'s recipe otherwise (init N(0, 1/fan_in), RoPE, LN eps 1e-6, AdamW (0.9,
 0.95), clip 1), on an order-1 Markov source over V = 2000 symbols whose transition rows are sparse
 Dirichlet draws around Zipf frequencies (many rare symbols, some never seen in training), at LR
-1.0 held constant after a 5% warmup (the paper's 2.4M case is LR 0.1 over 1e5 steps; in 700
-steps LR 0.1 never shows the late rise, LR 1.0 does: the premise row). Four arms: no fix (weight
-decay 0, no z-loss), z-loss 1e-4, final soft-cap 30, and AdamW weight decay 0.01 (lr x 0.01 per
-step: about the total decay of Wortsman's default 1e-4 over their 1e5 steps). Every run goes
-through the sweep API (``_training.run_points``); the trainer records per step the mean log Z,
-the mean output logit, the mean logit of the tokens not yet seen as a target, and the head's
-weight norm.
+0.1 (the paper's 2.4M case) held constant after a 5% warmup. Four arms: no fix (weight decay 0,
+no z-loss), z-loss 1e-4, final soft-cap 30, and AdamW weight decay 0.1 (lr x 0.1 per step: about
+the total decay of Wortsman's default 1e-4 over their 1e5 steps). The premise row asks that the
+no-fix arm's loss rise late in training (the failure the fixes cure) before any claim is judged.
+Every run goes through the sweep API (``_training.run_points``); the trainer records per step
+the mean log Z, the mean output logit, the mean logit of the tokens not yet seen as a target,
+and the head's weight norm.
 """
 
 from __future__ import annotations
@@ -67,11 +67,11 @@ LOSS_MARGIN = 0.02  # z-loss "does not cost loss": z-loss - no fix < 0.02 nats (
 
 BASE = R.derive(  # QK-norm on in every arm
     R.WORTSMAN, "the no-fix arm: QK-norm so the attention logits (the other instability) stay "
-    "bounded, no z-loss and no weight decay (two of the fixes under test), lr 1.0 held "
+    "bounded, no z-loss and no weight decay (two of the fixes under test), lr 0.1 held "
     "constant after a 5% warmup, V = 2000 on a sparse Zipf Markov source", {
         "model.vocab_size": 2000, "model.qk_norm": "layernorm", "model.z_loss": 0.0,
         "data": "markov", "markov_order": 1, "markov_alpha": 0.05, "markov_zipf": 1.2,
-        "lr": 1.0, "min_lr": 0.0, "warmup": 35, "schedule": "constant", "steps": 700,
+        "lr": 0.1, "min_lr": 0.0, "warmup": 35, "schedule": "constant", "steps": 700,
         "weight_decay": 0.0, "eval_interval": 70})
 
 
@@ -80,12 +80,12 @@ class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (the no-fix arm's)
     z_loss: float = 1e-4  # the z-loss arm's weight of mean (log Z)^2 (Wortsman et al., PaLM)
     final_softcap: float = 30.0  # the soft-cap arm's cap on the output logits (Gemma 2)
-    weight_decay: float = 0.01  # the weight-decay arm's AdamW weight_decay (coupled: lr x this
-    #                            per step; lr x wd x steps = 7, about the total decay of
-    #                            Wortsman's 1e-4 over their 1e5-step cosine schedule, 5)
-    seeds: int = 5  # seeds of the no-fix and z-loss arms (the counted checks pair them): from
-    #               the pilot at --seed 50000 (n = 3), whose spreads put n = 5's intervals clear
-    #               of every margin
+    weight_decay: float = 0.1  # the weight-decay arm's AdamW weight_decay (coupled: lr x this
+    #                            per step; lr x wd x steps = 7 at the quick size, about the total
+    #                            decay of Wortsman's 1e-4 over their 1e5-step cosine schedule, 5)
+    seeds: int = 3  # seeds of the no-fix and z-loss arms (the counted checks pair them); the
+    #               premise's late rise is 0.0002 nats at LR 0.1 and 700 steps (the audit's
+    #               measurement), far below its margin at any n
     other_seeds: int = 1  # seeds of the soft-cap and weight-decay arms (shown rows)
     seed: int = 0  # the first training seed (the Markov source is fixed by base.data_seed)
 
