@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from normlab.lab import framework as E
+from normlab.lab import stats
 from normlab.lab.experiments import accumulation_precision as X
 from normlab.precision import PRESETS, Precision, matmul, quantize
 
@@ -45,11 +46,26 @@ def test_the_issue_row_is_eps_not_accumulation():
     assert 1.6 < eps < 2.0 and all(abs(v["acc"] - 1) < 0.02 for v in r.data["issue"])
 
 
-def test_t_interval():
+def test_intervals_are_the_labs_student_t():
     iv = X._t_interval([1.0, 2.0, 3.0])
     se = 1.0 / np.sqrt(3)
-    assert iv.mean == 2.0 and iv.hi == pytest.approx(2.0 + 4.303 * se) and iv.n == 3
-    assert X._t_interval([1.0] * 40).lo == 1.0  # beyond the table: its last quantile
+    assert iv.mean == 2.0 and iv.hi == pytest.approx(2.0 + 4.303 * se, rel=1e-4) and iv.n == 3
+    assert X._paired([3.0, 5.0, 4.0], [1.0, 2.0, 3.0]) == stats.paired_interval(
+        [3.0, 5.0, 4.0], [1.0, 2.0, 3.0])
+
+
+def test_recovery_is_judged_only_where_the_harm_occurred():
+    """The promotion row is counted when bf16 accumulation is shown to hurt, shown (with why)
+    when it is not; the harm row itself is a counted claim either way."""
+    harm = stats.Interval(0.1, 0.05, 0.15, 5, "m")
+    none = stats.Interval(-0.1, -0.15, -0.05, 5, "m")
+    row = E.Check.superiority(claim="c", published="p", interval=harm, side="above")
+    assert X._recovery(row, harm).counted
+    shown = X._recovery(row, none)
+    assert shown.kind == E.SHOWN and not shown.counted and "did not occur" in shown.note
+    r = tiny()
+    gap = next(c for c in r.checks if "hurts" in c.claim)
+    assert gap.kind == E.CLAIM and gap.form == E.SUPERIORITY
 
 
 @pytest.mark.parametrize("chunk", [None, 128])

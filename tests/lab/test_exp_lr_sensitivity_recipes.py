@@ -9,7 +9,6 @@ import pytest
 from normlab.lab import framework as F
 from normlab.lab.experiments import _training as T
 from normlab.lab.experiments import lr_sensitivity_recipes as X
-from normlab.lab.stats import Interval
 
 
 def _run(variant, lr, seed, loss, status="done", loss0=3.0):
@@ -34,16 +33,28 @@ def test_the_arms_change_one_thing_and_decay_independently_of_the_lr():
     for lr in cfg.lrs:  # normlab's AdamW decays by lr_t * wd: lr * (1e-4 / lr) = 1e-4 at peak
         assert lr * over["independent decay"](lr)["weight_decay"] == pytest.approx(1e-4)
     assert over["baseline"](1e-2) == {}
-    assert over["width"](1e-2)["model.n_heads"] * cfg.head_dim == cfg.width
+    for w in cfg.widths:
+        assert over[X._width(w)](1e-2)["model.n_heads"] * cfg.head_dim == w
+    for k in cfg.depth_scales:
+        assert over[X._depth(k)](1e-2) == {"model.n_layers": cfg.base.model.n_layers * k}
+    assert len(cfg.widths) >= 2 and len(cfg.depth_scales) >= 2  # three sizes per axis
     eps = X._eps_variants(cfg)
     assert eps[X.REF].get("loss_multiplier", 1.0) == 1.0
     assert all(v["loss_multiplier"] == 1e-7 for k, v in eps.items() if k != X.REF)
 
 
-def test_within_is_two_sided():
-    assert X._within(Interval(1.0, 0.99, 1.01, 3, "m"), 0.02) is True
-    assert X._within(Interval(0.9, 0.85, 0.95, 3, "m"), 0.02) is False
-    assert X._within(Interval(1.0, 0.95, 1.01, 3, "m"), 0.02) is None
+def test_axis_slopes_read_the_sensitivity_per_doubling_of_parameters():
+    data = {"seeds": [0, 1], "params": {"baseline": 100, "depth x2": 200, "depth x4": 400},
+            "arms": {"baseline": {"sens": [0.1, 0.2]}, "depth x2": {"sens": [0.2, 0.2]},
+                     "depth x4": {"sens": [0.3, 0.2]}}}
+    slopes = X._axis_slopes(data, ["baseline", "depth x2", "depth x4"])
+    assert slopes == pytest.approx([0.1, 0.0])
+
+
+def test_schedule_sum_is_what_an_lr_independent_decay_multiplies():
+    cfg = X.Config()
+    total = X._schedule_sum(cfg.base)  # warmup then cosine: about half the steps
+    assert 0.4 * cfg.base.steps < total < 0.6 * cfg.base.steps
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +85,14 @@ def test_tiny_a_diverged_run_counts_as_its_loss_at_init(tiny):
         assert math.isfinite(p["sens"])
     assert all(c.passed in (True, False, None) for c in tiny.checks)
     assert tiny.verdict in F.VERDICTS
+
+
+def test_tiny_rows_have_the_claims_forms(tiny):
+    forms = {c.claim: (c.kind, c.form) for c in tiny.checks}
+    assert forms["long warmup lowers the LR sensitivity"] == (F.CLAIM, F.SUPERIORITY)
+    assert forms["independent decay lowers the LR sensitivity"] == (F.CLAIM, F.SUPERIORITY)
+    assert forms["scaling depth raises the LR sensitivity faster than scaling width"] == (
+        F.CLAIM, F.SUPERIORITY)
+    eps15 = next(c for c in tiny.checks if c.claim.startswith("eps 1e-15"))
+    assert eps15.form == F.EQUIVALENCE and eps15.threshold == pytest.approx([0.98, 1.02])
+    assert all(c.margin_source for c in tiny.checks if c.counted)
