@@ -174,7 +174,7 @@ def _cap_probe(cfg: Config) -> dict:
     rng = np.random.default_rng([cfg.seed, 7])
     model = GPT(m, rng=rng)
     for b in model.blocks:
-        a = b.attn.branch
+        a: Any = b.attn.branch  # a CausalSelfAttention
         W = a.qkv.params["weight"]
         W[: (a.n_heads + a.n_kv_heads) * a.head_dim] *= W.dtype.type(PROBE_SCALE)
     idx = rng.integers(0, m.vocab_size, (2, m.seq_len))

@@ -24,6 +24,7 @@ unscaled run, with the trainer's per-block gradient RMS and update RMS at every 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,11 +132,19 @@ def _arm_overrides(cfg: Config) -> dict[str, Callable[[float], dict[str, Any]]]:
         "baseline": lambda lr: {},
         "long warmup": lambda lr: {"warmup": w_long},
         "independent decay": lambda lr: {"weight_decay": cfg.independent_decay / lr},
-        **{_depth(k): (lambda lr, k=k: {"model.n_layers": b.model.n_layers * k})
+        **{_depth(k): functools.partial(_deeper, n_layers=b.model.n_layers * k)
            for k in cfg.depth_scales},
-        **{_width(w): (lambda lr, w=w: {"model.d_model": w, "model.n_heads": w // cfg.head_dim,
-                                        "model.init_std": w**-0.5}) for w in cfg.widths},
+        **{_width(w): functools.partial(_wider, d=w, heads=w // cfg.head_dim)
+           for w in cfg.widths},
     }
+
+
+def _deeper(lr: float, *, n_layers: int) -> dict[str, Any]:
+    return {"model.n_layers": n_layers}
+
+
+def _wider(lr: float, *, d: int, heads: int) -> dict[str, Any]:
+    return {"model.d_model": d, "model.n_heads": heads, "model.init_std": d**-0.5}
 
 
 def _depth(k: int) -> str:
