@@ -25,7 +25,8 @@ CHEAP = ["output-change", "batchnorm-vs-layernorm", "invariances-and-cost", "dro
 def test_wall_clock_timings_are_set_apart_and_every_other_number_still_counts():
     row = {"name": "invariances-and-cost", "verdict": "reproduced", "measured": "saves 40%",
            "data": {"speed": [1.0], "table": [0.5]},
-           "checks": [{"claim": "RMSNorm is faster than LayerNorm", "measured": "40%"},
+           "checks": [{"claim": "RMSNorm takes less time per training step than LayerNorm",
+                       "measured": "40%"},
                       {"claim": "the invariance table", "measured": "24/24"}]}
     other = json.loads(json.dumps(row))
     other.update(verdict="partly reproduced", measured="saves 30%")
@@ -69,22 +70,37 @@ def test_the_command_compares_folders_and_files(tmp_path, capsys):
     assert C.main([str(tmp_path / "a" / "summary.json"), str(tmp_path / "b" / "summary.json")]) == 0
 
 
+# The experiments whose tiny measurement was changed on purpose since the fixture, with why: the
+# verdicts' rework (faithful set-ups, premises, seeds chosen from pilots) changed what they
+# measure. Every other experiment of the fixture measures the same numbers bit for bit; its rows
+# may differ, since the rules now have the claims' forms and Student-t intervals.
+CHANGED: dict[str, str] = {
+    "output-change": "three seeds per placement at tiny: the model comparison and the premise "
+                     "are per seed (0d03123)",
+    "dropout": "three seeds at tiny for the Student-t intervals (0d03123)",
+    "attention-logit-growth": "three seeds per arm at tiny; the soft-cap read from the model's "
+                              "attention (1a7119f)",
+    "dyt": "the paper's LLaMA recipe (alpha0 per position, a learnable embedding scalar) and "
+           "three seeds (1f22642)",
+    "invariances-and-cost": "the whole training step's model in the configuration: the speed "
+                            "claim reads the step's time, not the norm op's (ca8a9fa)",
+    "warmup": "Xavier init as the other placement experiments and the learning rates 1e-3, "
+              "3e-3, 1e-2 (94b2ac3, 6787028)",
+}
+
+
 def _measure(out: Path, names: list[str]) -> None:
-    """Each experiment measured at ``--tiny`` into ``out/NAME``, and judged again from the
-    fixture's data with today's code into ``out/judged/NAME``."""
+    """Each experiment measured at ``--tiny`` into ``out/NAME``."""
     for name in names:
         E.run_experiment(name, size="tiny", out_dir=out, plots=False)
-        (out / "judged" / name).mkdir(parents=True)
-        (out / "judged" / name / "result.json").write_bytes(
-            (BEFORE / name / "result.json").read_bytes())
-        again = E.judge_cached(name, out / "judged").to_json()
-        (out / "judged" / name / "result.json").write_text(json.dumps(again))
 
 
 @pytest.fixture(scope="module")
 def after(tmp_path_factory):
     """The fixture's experiments measured again at ``--tiny``, under the portable environment, in
-    one process; ``after(name)`` is the differences from the fixture (empty when equal)."""
+    one process; ``after(name)`` is the differences of the measurement (its data and its
+    configuration, a timed experiment's times set apart) from the fixture's (empty when
+    equal)."""
     why = portable.unsupported()
     if why is not None:
         pytest.skip(why)
@@ -94,27 +110,31 @@ def after(tmp_path_factory):
     subprocess.run([sys.executable, __file__, str(tmp), *MEASURED], env=env, check=True,
                    timeout=1200)
 
-    def differences(name: str, judged: bool = False) -> list[str]:
-        diffs, _timing = C.experiment_differences(
-            name, json.loads((BEFORE / name / "result.json").read_text()),
-            json.loads((tmp / ("judged" if judged else ".") / name / "result.json").read_text()),
-            name)
-        return diffs
+    def differences(name: str) -> list[str]:
+        rows = [json.loads(p.read_text()) for p in (BEFORE / name / "result.json",
+                                                     tmp / name / "result.json")]
+        a, b = ({"data": r["data"], "config": r["config"]} for r in rows)
+        return C.experiment_differences(name, a, b, "$")[0]  # wall-clock times set apart
 
     return differences
 
 
-@pytest.mark.parametrize("name", CHEAP)
-def test_a_tiny_result_is_the_one_before_the_restructuring_bit_for_bit(name, after):
-    """Every number of the measured data, every check (its interval and verdict), the texts and
-    the configuration equal the fixture's."""
+@pytest.mark.parametrize("name", [n for n in CHEAP if n not in CHANGED])
+def test_a_tiny_measurement_is_the_one_before_bit_for_bit(name, after):
+    """Every number of the measured data and the configuration equal the fixture's."""
     assert after(name) == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in MEASURED if n not in CHEAP])
-def test_every_other_tiny_result_is_the_one_before_bit_for_bit(name, after):
+@pytest.mark.parametrize("name", [n for n in MEASURED if n not in CHEAP and n not in CHANGED])
+def test_every_other_tiny_measurement_is_the_one_before_bit_for_bit(name, after):
     assert after(name) == []
+
+
+@pytest.mark.parametrize("name", sorted(CHANGED))
+def test_a_measurement_listed_as_changed_did_change(name, after):
+    """The list of changed measurements cannot go stale: each one differs from the fixture."""
+    assert name in MEASURED and after(name) != []
 
 
 def test_the_fixture_holds_the_cheap_experiments():
@@ -143,14 +163,6 @@ def test_a_report_still_running_is_compared_on_what_it_finished(tmp_path, capsys
         "summary.dropout.verdict: 'reproduced' != 'identities hold'"]
     assert C.main([str(summary), str(tmp_path / "rep")]) == 1
     assert "not finished" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("name", MEASURED)
-def test_todays_judge_reads_the_fixtures_data_to_the_same_rows(name, after):
-    """Every experiment of the fixture, judged again from its data with today's code (cards,
-    checks, intervals, verdict, headline), gives the fixture's result bit for bit: the judges'
-    restructuring (keyword checks, one interval and bootstrap) changed no row."""
-    assert after(name, judged=True) == []
 
 
 if __name__ == "__main__":

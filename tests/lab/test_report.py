@@ -1,5 +1,6 @@
 """``normlab report``: a well-formed, self-contained page; an interrupted report resumes."""
 
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -144,7 +145,8 @@ def test_the_chapters_differences_read_this_reports_measurements():
             hits = [c for c in r.checks if c.claim.startswith(d.check)]
             assert len(hits) == 1, d
             page = differences_html({d.experiment: r})
-            assert _parse_fragment(page) is not None and hits[0].measured.split(";")[0] in page
+            assert _parse_fragment(page) is not None
+            assert html.escape(hits[0].measured.split(";")[0]) in page
             assert f"({hits[0].status})" in page
     assert "not run in this report" in differences_html({})
 

@@ -37,7 +37,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "computation itself\"",
         "Zhang & Sennrich 2019 report RMSNorm reducing running time by 7%-64% across models "
         "and hardware (of the whole model's step, not the norm alone).",
-        "invariances-and-cost", "RMSNorm is faster than LayerNorm"),
+        "invariances-and-cost", "RMSNorm takes less time per training step than LayerNorm"),
     Difference(
         "chapter 2.4, section 5",
         "\"QK-norm, used in models like Gemma 2, normalizes the query and key vectors\"",
@@ -109,7 +109,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "With RMSNorm on q and k the logit q.k / sqrt(D) is bounded by sqrt(D) g_q g_k, and the "
         "gains g_q, g_k are learned: the bound moves with them (Henry et al. 2020 learn the scale "
         "outright; Wortsman et al. 2023 see QK-norm lower, not remove, the logit growth).",
-        "attention-logit-growth", "without QK-norm the attention logits grow"),
+        "attention-logit-growth", "premise: without QK-norm the attention logits grow"),
     Difference(
         "chapter 2.4, section 4",
         "\"Xiong et al.'s theoretical and empirical analysis shows Pre-LN Transformers ... can be "
@@ -117,7 +117,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "Xiong et al. 2020 train 6-layer translation models and 12-layer BERT; the depth results "
         "are Liu et al. 2020's (Post-LN 'failed' at 12L-12L and 18L-18L where Pre-LN and Admin "
         "train) and Wang et al. 2022's (DeepNet to 1,000 layers).",
-        "norm-placement-depth", "Post-LN matches Pre-LN when shallow but fails"),
+        "norm-placement-depth", "Post-LN fails or ends clearly worse than Pre-LN when deep"),
     Difference(
         "chapter 16.1, equation 16.3",
         "\"where $s$ is the row standard deviation\"",

@@ -138,16 +138,48 @@ def _share(data: dict, p: str) -> list[float]:
     return [(ln_v - v) / (ln_v - data["floor"]) for v in data["loss"][p]]
 
 
-def judge(data: dict, config: Config) -> list[Check]:
-    loss, n, M = data["loss"], data["probe"], data["depth"]
-    first = _ratio_interval(data, "post", "deepnorm", which="first")
+def _shown(data: dict) -> list[Check]:
+    """The measurements shown beside the verdict: the largest early update, the other
+    placements' first update, and the same ratio on the logits."""
+    loss, n = data["loss"], data["probe"]
     spike = _ratio_interval(data, "post", "deepnorm")
     logits = _ratio_interval(data, "post", "deepnorm", "logit_update")
+    peak = {p: float(np.exp(np.mean(_log_peaks(data, p)))) for p in PLACEMENTS}
+    others = {p: _ratio_interval(data, p, "deepnorm", which="first") for p in ("pre", "admin")}
+    return [
+        Check(claim=f"The largest update over the first {n} steps, Post-LN's against DeepNorm's",
+              published="papers.md section 6's first rule: max over t <= 20 > 3x",
+              measured=f"ln(max_t post / max_t deepnorm) = {spike.text()} (ratio "
+                       f"{np.exp(spike.mean):.2f}; geometric-mean peaks: post "
+                       f"{fmt(peak['post'])}, deepnorm {fmt(peak['deepnorm'])})",
+              rule="shown: the stack's output is a LayerNorm output (norm sqrt(d) per token), so "
+                   "its change saturates near sqrt(2d) within one to three of Post-LN's steps "
+                   "while DeepNorm keeps learning; the max over 20 steps compares a saturated "
+                   "arm with a learning one", passed=None, kind=SHOWN,
+              source="Wang et al. 2022, Sec. 3 [S]"),
+        Check(claim="Pre-LN's and Admin's first update beside DeepNorm's",
+              published="- (Pre-LN trains; Admin degrades at depth in Table 1)",
+              measured="; ".join(f"ln({p} / deepnorm) after step 1 = {iv.text()}"
+                                 for p, iv in others.items())
+              + f"; final loss pre {fmt(np.mean(loss['pre']))}, admin "
+              f"{fmt(np.mean(loss['admin']))} (floor {fmt(data['floor'])})", rule="shown",
+              passed=None, kind=SHOWN, source="Wang et al. 2022 [S]"),
+        Check(claim="The same ratio on the logits (the head's own learning included)",
+              published="-",
+              measured=f"ln(max post / max deepnorm) of the logits' change = {logits.text()}",
+              rule="shown: F is the stack's output, as in DeepNet's bound and output-change",
+              passed=None, kind=SHOWN,
+              source="normlab [D]", note="the logits also move as the head learns the unigram "
+                                  "distribution, in every arm alike"),
+    ]
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    loss, M = data["loss"], data["depth"]
+    first = _ratio_interval(data, "post", "deepnorm", which="first")
     gap = stats.paired_interval(loss["post"], loss["deepnorm"])
     stalls = stats.mean_interval(_share(data, "post"))
-    peak = {p: float(np.exp(np.mean(_log_peaks(data, p)))) for p in PLACEMENTS}
     at = f"M={M}, lr={data['lr']:g}, no warmup"
-    others = {p: _ratio_interval(data, p, "deepnorm", which="first") for p in ("pre", "admin")}
     return [
         Check.decided(claim=f"Post-LN stalls at this depth ({at}, {data['steps']} steps)",
                       published="Post-LN diverges or stalls at depth (Table 1; Sec. 3: 'trapped "
@@ -179,30 +211,7 @@ def judge(data: dict, config: Config) -> list[Check]:
                                    f"Post-LN run(s) diverged)",
                           source="Wang et al. 2022, Table 1 [S]",
                           margin_source="papers.md section 6: > 0.1 nats (at step 500)"),
-        Check(claim=f"The largest update over the first {n} steps, Post-LN's against DeepNorm's",
-              published="papers.md section 6's first rule: max over t <= 20 > 3x",
-              measured=f"ln(max_t post / max_t deepnorm) = {spike.text()} (ratio "
-                       f"{np.exp(spike.mean):.2f}; geometric-mean peaks: post "
-                       f"{fmt(peak['post'])}, deepnorm {fmt(peak['deepnorm'])})",
-              rule="shown: the stack's output is a LayerNorm output (norm sqrt(d) per token), so "
-                   "its change saturates near sqrt(2d) within one to three of Post-LN's steps "
-                   "while DeepNorm keeps learning; the max over 20 steps compares a saturated "
-                   "arm with a learning one", passed=None, kind=SHOWN,
-              source="Wang et al. 2022, Sec. 3 [S]"),
-        Check(claim="Pre-LN's and Admin's first update beside DeepNorm's",
-              published="- (Pre-LN trains; Admin degrades at depth in Table 1)",
-              measured="; ".join(f"ln({p} / deepnorm) after step 1 = {iv.text()}"
-                                 for p, iv in others.items())
-              + f"; final loss pre {fmt(np.mean(loss['pre']))}, admin "
-              f"{fmt(np.mean(loss['admin']))} (floor {fmt(data['floor'])})", rule="shown",
-              passed=None, kind=SHOWN, source="Wang et al. 2022 [S]"),
-        Check(claim="The same ratio on the logits (the head's own learning included)",
-              published="-",
-              measured=f"ln(max post / max deepnorm) of the logits' change = {logits.text()}",
-              rule="shown: F is the stack's output, as in DeepNet's bound and output-change",
-              passed=None, kind=SHOWN,
-              source="normlab [D]", note="the logits also move as the head learns the unigram "
-                                  "distribution, in every arm alike"),
+        *_shown(data),
     ]
 
 

@@ -165,6 +165,32 @@ def _comparison(*, claim: str, published: str, interval: S.Interval, measured: s
                          margin_source="an information criterion's difference has its own zero")
 
 
+def _bounded(f: dict, mean: dict, N0: int, Nmax: int) -> list[Check]:
+    """DeepNorm's bound, judged, and Admin's growth, shown (it is decided in its own experiment)."""
+    rows = [
+        Check.non_inferiority(
+            claim="DeepNorm bounds the output change independently of depth",
+            published="model update bounded by O(eta), independent of depth (Wang et al. 2022)",
+            interval=f["dn_rise"], side=S.BELOW, margin=float(np.log(RISE_MIN)),
+            measured=f"ln(change(N={Nmax}) / change(N={N0})), per seed: {f['dn_rise'].text()} "
+                     f"(deepnorm {fmt(mean['deepnorm'][0])} at N={N0}, "
+                     f"{fmt(mean['deepnorm'][-1])} at N={Nmax}); ln(post / deepnorm), the "
+                     f"smallest over N >= {TAIL_MIN}: {f['dn_below'].text()}",
+            rule=f"non-inferiority: the interval's upper bound < ln {RISE_MIN:g} (no more than "
+                 "doubling from the shallowest to the deepest stack)",
+            source="Wang et al. 2022 [S]", margin_source="the lab's factor 2 (RISE_MIN)"),
+    ]
+    if "admin_log" in f:
+        rows.append(Check(
+            claim="Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
+            published="Admin ~165 vs Pre-LN ~150 at N=200 (figure)",
+            measured=f"AIC(a + b N) - AIC(a + b ln N), per seed: {f['admin_log'].text()}; "
+                     f"ln(admin / pre) at N = {Nmax}: {f['admin_pre'].text()}",
+            rule="shown here, decided in the admin experiment (its claims are counted once)",
+            passed=None, kind=SHOWN, source="Liu et al. 2020 [V]"))
+    return rows
+
+
 def judge(data: dict, config: Config) -> list[Check]:
     N = np.array(data["sublayers"], dtype=float)
     f, Nmax, N0 = _fits(data), int(N[-1]), int(N[0])
@@ -215,27 +241,8 @@ def judge(data: dict, config: Config) -> list[Check]:
             source="Liu et al. 2020 [V]",
             margin_source=f"papers.md section 5: 'increasing over N in [10, 100]', read as a "
                           f"trend over N >= {TAIL_MIN}"),
-        Check.non_inferiority(
-            claim="DeepNorm bounds the output change independently of depth",
-            published="model update bounded by O(eta), independent of depth (Wang et al. 2022)",
-            interval=f["dn_rise"], side=S.BELOW, margin=float(np.log(RISE_MIN)),
-            measured=f"ln(change(N={Nmax}) / change(N={N0})), per seed: {f['dn_rise'].text()} "
-                     f"(deepnorm {fmt(mean['deepnorm'][0])} at N={N0}, "
-                     f"{fmt(mean['deepnorm'][-1])} at N={Nmax}); ln(post / deepnorm), the "
-                     f"smallest over N >= {TAIL_MIN}: {f['dn_below'].text()}",
-            rule=f"non-inferiority: the interval's upper bound < ln {RISE_MIN:g} (no more than "
-                 "doubling from the shallowest to the deepest stack)",
-            source="Wang et al. 2022 [S]", margin_source="the lab's factor 2 (RISE_MIN)"),
     ]
-    if "admin_log" in f:
-        rows.append(Check(
-            claim="Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
-            published="Admin ~165 vs Pre-LN ~150 at N=200 (figure)",
-            measured=f"AIC(a + b N) - AIC(a + b ln N), per seed: {f['admin_log'].text()}; "
-                     f"ln(admin / pre) at N = {Nmax}: {f['admin_pre'].text()}",
-            rule="shown here, decided in the admin experiment (its claims are counted once)",
-            passed=None, kind=SHOWN, source="Liu et al. 2020 [V]"))
-    return rows
+    return rows + _bounded(f, mean, N0, Nmax)
 
 
 def headline(data: dict, config: Config) -> str:

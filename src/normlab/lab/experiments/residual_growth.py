@@ -195,12 +195,52 @@ def _all_layers(claim: str, published: str, measured: str, rule: str, passed: bo
                  **kw)
 
 
+def _chapter_checks(s: dict, cfg: Config) -> list[Check]:
+    """The checks beside Lemma 2: the other placements shown, the chapter's arithmetic, and the
+    unnormalized stream's growth."""
+    prof, pre, none = s["prof"], s["pre"], s["none"]
+    expected = cfg.chapter_blocks * cfg.chapter_add
+    orth = cfg.chapter_add * np.sqrt(cfg.chapter_blocks)
+    L = cfg.n_layers
+    return [
+        Check(claim="Sandwich (Peri-LN) and DeepNorm",
+              published="Peri-LN: bounded growth, about sqrt(l) "
+              "(papers.md section 9)",
+              measured=f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
+              f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
+              rule="shown, not counted", passed=None, kind=SHOWN,
+              source="Kim et al. 2025 [S]; Wang et al. 2022"),
+        Check(claim=f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
+              f"{cfg.chapter_add:g} give {expected:g}",
+              published=f"{expected:g} (chapter 2.4 quiz)",
+              measured=f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}",
+              rule=f"|measured - {expected:g}| < 1e-12",
+              passed=abs(s["aligned"] - expected) < 1e-12, source="chapter 2.4, section 2 and quiz",
+              kind=IDENTITY),
+        Check(claim="the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
+              published=f"2 sqrt(10) = {orth:.4f} (arithmetic)",
+              measured=f"||x_L|| = {s['orth']:.4f}",
+              rule="|measured - 2 sqrt(10)| < 1e-12", passed=abs(s["orth"] - orth) < 1e-12,
+              source="arithmetic",
+              note="random branches at initialization are close to orthogonal: the stream's "
+                   "norm grows as sqrt(L) when the branches do not scale with the stream",
+              kind=IDENTITY),
+        Check(claim="without normalization the stream grows with depth",
+              published="'the scale of the running sum can grow roughly with the number of blocks'",
+              measured=f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
+              rule="strictly increasing in l and the last > 2 x the first",
+              passed=bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0]),
+              source="chapter 2.4, section 2",
+              note="each branch scales with its input here (no norm in front of it), so the "
+                   "growth is geometric, not linear; a sum of branches that read the stream "
+                   "grows by construction", kind=DERIVATION),
+    ]
+
+
 def judge(data: dict, config: Config) -> list[Check]:
     cfg, L = config, config.n_layers
     s = _summary(data, cfg)
-    prof, pre, none, lo, hi = (s[k] for k in ("prof", "pre", "none", "lo", "hi"))
-    expected = cfg.chapter_blocks * cfg.chapter_add
-    orth = cfg.chapter_add * np.sqrt(cfg.chapter_blocks)
+    lo, hi = s["lo"], s["hi"]
     c, m = POST5_CENTRE, POST5_MARGIN
     w5 = max(s["post5_iv"], key=lambda iv: max(abs(iv.lo - c), abs(iv.hi - c)))
     # the Pre-LN layer nearest an edge of its bounds
@@ -246,37 +286,7 @@ def judge(data: dict, config: Config) -> list[Check]:
             f"equivalence: the {S.T_METHOD} interval over seeds inside [{c - m:g}, {c + m:g}] "
             "at every l", s["post5_ok"], w5, (c - m, c + m), EQUIVALENCE, source=lemma,
             margin_source="papers.md section 1 (reproduction A) and section 12: 1.5 +- 0.1"),
-        Check(claim="Sandwich (Peri-LN) and DeepNorm",
-              published="Peri-LN: bounded growth, about sqrt(l) "
-              "(papers.md section 9)",
-              measured=f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
-              f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
-              rule="shown, not counted", passed=None, kind=SHOWN,
-              source="Kim et al. 2025 [S]; Wang et al. 2022"),
-        Check(claim=f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
-              f"{cfg.chapter_add:g} give {expected:g}",
-              published=f"{expected:g} (chapter 2.4 quiz)",
-              measured=f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}",
-              rule=f"|measured - {expected:g}| < 1e-12",
-              passed=abs(s["aligned"] - expected) < 1e-12, source="chapter 2.4, section 2 and quiz",
-              kind=IDENTITY),
-        Check(claim="the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
-              published=f"2 sqrt(10) = {orth:.4f} (arithmetic)",
-              measured=f"||x_L|| = {s['orth']:.4f}",
-              rule="|measured - 2 sqrt(10)| < 1e-12", passed=abs(s["orth"] - orth) < 1e-12,
-              source="arithmetic",
-              note="random branches at initialization are close to orthogonal: the stream's "
-                   "norm grows as sqrt(L) when the branches do not scale with the stream",
-              kind=IDENTITY),
-        Check(claim="without normalization the stream grows with depth",
-              published="'the scale of the running sum can grow roughly with the number of blocks'",
-              measured=f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
-              rule="strictly increasing in l and the last > 2 x the first",
-              passed=bool(np.all(np.diff(none) > 0) and none[-1] > 2 * none[0]),
-              source="chapter 2.4, section 2",
-              note="each branch scales with its input here (no norm in front of it), so the "
-                   "growth is geometric, not linear; a sum of branches that read the stream "
-                   "grows by construction", kind=DERIVATION),
+        *_chapter_checks(s, cfg),
     ]
 
 
