@@ -57,9 +57,11 @@ def test_the_recipes_are_named_once_and_the_text_copies_keep_their_own_values():
 
     assert dyt.BASE is R.TEXT and attention_logit_growth.BASE is R.WORTSMAN
     for mod in (massive_activations, post_vs_pre_quality, rmsnorm_quality):
-        # measured before the recipe was named: no embedding scale, learned positions (not
-        # silently "fixed" to the text recipe's RoPE and sqrt(d) embeddings)
-        assert (mod.BASE.model.embed_scale, mod.BASE.model.positions) == (1.0, "learned")
+        # measured before the recipe was named: learned positions (not silently "fixed" to the
+        # text recipe's RoPE); no embedding scale, except where the Xavier set-up of the
+        # placement experiments asks for unit-variance embeddings (sqrt(d) x the 1/sqrt(d) init)
+        scale = 32**0.5 if mod is post_vs_pre_quality else 1.0
+        assert (mod.BASE.model.embed_scale, mod.BASE.model.positions) == (scale, "learned")
         assert mod.BASE.data == R.TEXT.data and mod.BASE.model.vocab_size == 64
     assert (R.TEXT.model.embed_scale, R.TEXT.model.positions) == (32**0.5, "rope")
     with pytest.raises(ValueError, match="say why"):
