@@ -149,8 +149,9 @@ def forest(summary: dict[str, Any], out_dir: str | Path, name: str = FOREST_FILE
             ax.axhline(y + 0.5, color="#dddddd", lw=0.6)
         else:
             _forest_row(ax, y, item, FOREST_CLIP)
-            prefix = "premise: " if item["kind"] == "premise" else ""
-            labels.append(prefix + _short(item["claim"]))
+            claim = str(item["claim"])
+            named = item["kind"] != "premise" or claim.lower().startswith("premise")
+            labels.append(_short(claim if named else "premise: " + claim))
             texts.append(_short(item["text"], 60))
     _forest_axes(fig, ax, n, ys, labels, texts, [w for w, _ in lines], FOREST_CLIP)
     size = summary.get("size", "")
@@ -161,7 +162,7 @@ def forest(summary: dict[str, Any], out_dir: str | Path, name: str = FOREST_FILE
                 "threshold (a file written before the rows recorded them)", ha="center",
                 va="center", transform=ax.transAxes, fontsize=9, color="#555555")
     elif listed:
-        title += f"; {len(listed)} counted row(s) decided from a single number are listed apart"
+        title += f";\n{len(listed)} counted row(s) decided from a single number are listed apart"
     ax.set_title(title, fontsize=10, loc="left")
     return save(fig, out_dir, name, metadata={KEY_FIELD: forest_key(summary)})
 
