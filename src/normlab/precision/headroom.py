@@ -39,28 +39,36 @@ HIST_LO, HIST_HI = -64, 32  # histogram bins floor(log2 |x|) in [LO, HI), clippe
 MX_BLOCK = 32
 IMPLS = ("kernel", "reference")
 
-_SHIFT = 13  # a bucket keeps 10 mantissa bits of |x|: 2^18 buckets, each 2^-10 wide relative
-_BUCKETS = 1 << (31 - _SHIFT)
+# a bucket keeps 23 - sh mantissa bits of |x|: 2^(31 - sh) buckets. Wide buckets (fewer to sum)
+# for small tensors, narrow ones (fewer values to compare exactly) for large: the counts are
+# exact either way
+_SHIFT, _SHIFT_SMALL, _SMALL = 13, 18, 1 << 20
 
 
-def count_buckets_reference(bits: np.ndarray, shift: np.ndarray, counts: np.ndarray) -> None:
+def _bucket_shift(size: int) -> int:
+    return _SHIFT_SMALL if size < _SMALL else _SHIFT
+
+
+def count_buckets_reference(bits: np.ndarray, shift: np.ndarray, counts: np.ndarray,
+                            sh: int) -> None:
     """NumPy reference of ``normlab.kernels.headroom.count_buckets``: counts[key] += 1 for each
-    non-zero value, key = (bits >> _SHIFT) - shift[i] for row i, clipped to the table."""
-    keys = _keys(bits, shift, counts.size)
+    non-zero value, key = (bits >> sh) - shift[i] for row i, clipped to the table."""
+    keys = _keys(bits, shift, counts.size, sh)
     counts += np.bincount(keys[bits != 0], minlength=counts.size)
 
 
-def gather_buckets_reference(bits: np.ndarray, shift: np.ndarray,
-                             table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gather_buckets_reference(bits: np.ndarray, shift: np.ndarray, table: np.ndarray,
+                             m: int, sh: int) -> tuple[np.ndarray, np.ndarray]:
     """NumPy reference of ``normlab.kernels.headroom.gather_buckets``: (flat positions, keys)
-    of the non-zero values whose bucket ``table`` marks, in order."""
-    keys = _keys(bits, shift, table.size).reshape(-1)
+    of the ``m`` non-zero values whose bucket ``table`` marks, in order."""
+    keys = _keys(bits, shift, table.size, sh).reshape(-1)
     pos = np.flatnonzero((bits.reshape(-1) != 0) & table[keys])
+    assert pos.size == m, "m must be the marked buckets' count"
     return pos, keys[pos]
 
 
-def _keys(bits: np.ndarray, shift: np.ndarray, size: int) -> np.ndarray:
-    keys = (bits >> np.uint32(_SHIFT)).astype(np.int64) - shift[:, None]
+def _keys(bits: np.ndarray, shift: np.ndarray, size: int, sh: int) -> np.ndarray:
+    keys = (bits >> np.uint32(sh)).astype(np.int64) - shift[:, None]
     return np.clip(keys, 0, size - 1)
 
 
@@ -92,11 +100,16 @@ class _Magnitudes:
     of thresholds (numba kernels: one pass to count, one to gather)."""
 
     def __init__(self, bits: np.ndarray, shift: np.ndarray,
-                 exact: Callable[[np.ndarray], np.ndarray], impl: str = "kernel"):
-        # (n, block) uint32 |x| bits; (n,) int64 key shift
-        self.bits, self.shift, self.impl = bits, shift, impl
-        self.counts = np.zeros(_BUCKETS, np.int64)
-        _passes(impl)[0](bits, shift, self.counts)
+                 exact: Callable[[np.ndarray], np.ndarray], impl: str = "kernel",
+                 sh: int = _SHIFT, counts: np.ndarray | None = None):
+        # (n, block) uint32 |x| bits; (n,) int64 key shift; buckets of 23 - sh mantissa bits;
+        # counts: the bucket counts where a pass already made them
+        self.bits, self.shift, self.impl, self.sh = bits, shift, impl, sh
+        self.size = 1 << (31 - sh)
+        if counts is None:
+            counts = np.zeros(self.size, np.int64)
+            _passes(impl)[0](bits, shift, counts, sh)
+        self.counts = counts
         self.above = np.concatenate([np.cumsum(self.counts[::-1])[::-1], [0]])  # >= bucket k
         self.exact = exact  # positions -> the exact (float64) values, for boundary buckets
         self.sub_keys: np.ndarray | None = None  # set by prepare
@@ -104,32 +117,33 @@ class _Magnitudes:
 
     def prepare(self, thresholds: list[float]) -> None:
         """Gather, once, the values in the buckets around every threshold."""
-        table = np.zeros(_BUCKETS, np.bool_)
+        table = np.zeros(self.size, np.bool_)
         for t in thresholds:
-            k = _key(t)
+            k = _key(t, self.sh)
             table[max(k - 1, 0):k + 2] = True
-        pos, self.sub_keys = _passes(self.impl)[1](self.bits, self.shift, table)
+        m = int(self.counts[table].sum())  # how many values the gather finds
+        pos, self.sub_keys = _passes(self.impl)[1](self.bits, self.shift, table, m, self.sh)
         self.sub_vals = self.exact(pos)
 
     def count_above(self, t: float, strict: bool = True) -> int:
         """How many values exceed ``t`` (``>`` or, not strict, ``>=``); zeros never do."""
         if t < 0:
             t = 0.0
-        k = _key(t)
-        if k - 1 >= _BUCKETS:
+        k = _key(t, self.sh)
+        if k - 1 >= self.size:
             return 0
         assert self.sub_keys is not None and self.sub_vals is not None  # prepare() first
         near = (self.sub_keys >= k - 1) & (self.sub_keys <= k + 1)
         v = self.sub_vals[near]
         near_count = np.count_nonzero(v > t if strict else v >= t)
-        return int(self.above[min(k + 2, _BUCKETS)]) + int(near_count)
+        return int(self.above[min(k + 2, self.size)]) + int(near_count)
 
 
-def _key(t: float) -> int:
+def _key(t: float, sh: int) -> int:
     """The bucket of a non-negative value (float32's largest finite beyond: past the last)."""
     f = np.float32(min(t, float(np.finfo(np.float32).max)))
     past = 1 if t > float(np.finfo(np.float32).max) else 0
-    return int(np.array(f).view(np.uint32) >> _SHIFT) + past
+    return int(np.array(f).view(np.uint32) >> sh) + past
 
 
 def _thresholds(fmt: Any) -> tuple[float, float, float, bool]:
@@ -168,20 +182,15 @@ def tensor_stats(x: Any, *, delayed_amax: float | None = None, impl: str = "kern
         raise ValueError(f"delayed_amax must be None or a number >= 0; got {delayed_amax!r}")
     shape = x.shape
     a = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)  # (N,)
-    bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)  # (N,) |x| as bits, a new array
-    bad = bits >= np.uint32(0x7F800000)
-    nonfinite = int(np.count_nonzero(bad))
-    if nonfinite:
-        bits[bad] = 0
-    mag = bits.view(np.float32)  # (N,) |x|, non-finite as 0
-    nonzero = int(np.count_nonzero(bits))
-    amax = float(mag.max(initial=0.0))
-    u = mag / np.float32(amax) if amax > 0 else mag  # in [0, 1]: no overflow in the squares
-    rms = amax * float(np.sqrt(np.dot(u, u) / max(a.size, 1))) if amax > 0 else 0.0
     size = a.size
+    sh = _bucket_shift(size)
+    bits, nonfinite, nonzero, amax, counts0, block_max = _first_pass(a, shape, sh, impl)
+    mag = bits.view(np.float32)  # (N,) |x|, non-finite as 0
+    u = mag / np.float32(amax) if amax > 0 else mag  # in [0, 1]: no overflow in the squares
+    rms = amax * float(np.sqrt(np.dot(u, u) / max(size, 1))) if amax > 0 else 0.0
     del u, a
-    m = _Magnitudes(bits.reshape(-1, 1), np.zeros(bits.size, np.int64),
-                    lambda pos: mag[pos].astype(np.float64), impl)
+    m = _Magnitudes(bits.reshape(1, -1), np.zeros(1, np.int64),
+                    lambda pos: mag[pos].astype(np.float64), impl, sh, counts0)
     exponents = m.counts.reshape(256, -1).sum(axis=1)  # by float32 exponent field
     e = np.arange(256) - 127  # floor(log2 |x|) of each exponent field (0: subnormals, below)
     counts = np.bincount(np.clip(e, HIST_LO, HIST_HI - 1) - HIST_LO, weights=exponents,
@@ -202,22 +211,59 @@ def tensor_stats(x: Any, *, delayed_amax: float | None = None, impl: str = "kern
     for key, fmt in plain:
         out["formats"][key] = _fractions(m, nonzero, fmt, scales[key])
     del m
+    blocks = _mx_blocks(bits, shape)
     for key, fmt, scaling in FORMAT_SCALINGS:
         if scaling == "mx":
-            out["formats"][key] = _mx_fractions(bits, shape, nonzero, fmt, impl)
+            out["formats"][key] = _mx_fractions(blocks, block_max, nonzero, fmt, impl, sh)
     return out
 
 
-def _mx_fractions(bits: np.ndarray, shape: tuple, nonzero: int, fmt: str, impl: str) -> dict:
-    """The fractions under MX block scaling: blocks of 32 along the last axis share
-    X = 2^k, k = floor(log2 amax_block) - emax (OCP MX v1.0); v = |x| / X."""
+def _first_pass(a: np.ndarray, shape: tuple, sh: int, impl: str) -> tuple:
+    """(|x| bits with the non-finite values as 0, non-finite count, non-zero count, amax, the
+    plain bucket counts, each MX block's amax as float32) of the float32 values ``a`` (shape
+    ``shape``): one numba pass (``kernels.headroom.first_pass``) or NumPy's."""
+    counts = np.zeros(1 << (31 - sh), np.int64)
     last = shape[-1] if len(shape) else 1
+    if impl == "kernel" and a.size:
+        from .. import kernels
+
+        if kernels.available():
+            from ..kernels import headroom as kh
+
+            block_max = np.zeros(a.size // last * -(-last // MX_BLOCK), np.uint32)
+            bits, nonfinite, nonzero, top = kh.first_pass(a.view(np.uint32), last, sh, counts,
+                                                          block_max)
+            amax = float(np.array([top], np.uint32).view(np.float32)[0])
+            return (bits, int(nonfinite), int(nonzero), amax, counts,
+                    block_max.view(np.float32))
+    bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)  # (N,) |x| as bits, a new array
+    bad = bits >= np.uint32(0x7F800000)
+    nonfinite = int(np.count_nonzero(bad))
+    if nonfinite:
+        bits[bad] = 0
+    _passes(impl)[0](bits.reshape(1, -1), np.zeros(1, np.int64), counts, sh)
+    block_max = _mx_blocks(bits, shape).max(axis=1, initial=0).view(np.float32)
+    amax = float(bits.view(np.float32).max(initial=0.0))
+    return bits, nonfinite, int(np.count_nonzero(bits)), amax, counts, block_max
+
+
+def _mx_blocks(bits: np.ndarray, shape: tuple) -> np.ndarray:
+    """The (n, 32) blocks of bit patterns along the last axis, zero padded."""
+    last = shape[-1] if len(shape) else 1
+    if bits.size == 0:
+        return np.zeros((0, MX_BLOCK), bits.dtype)
     rows = bits.reshape(-1, last)
     pad = (-last) % MX_BLOCK
     if pad:
         rows = np.concatenate([rows, np.zeros((rows.shape[0], pad), rows.dtype)], axis=1)
-    blocks = rows.reshape(-1, MX_BLOCK)  # (n, 32) bit patterns, zero padded
-    block_max = blocks.max(axis=1).view(np.float32)  # (n,) monotonic bits: the amax
+    return rows.reshape(-1, MX_BLOCK)
+
+
+def _mx_fractions(blocks: np.ndarray, block_max: np.ndarray, nonzero: int, fmt: str,
+                  impl: str, sh: int) -> dict:
+    """The fractions under MX block scaling: blocks of 32 along the last axis (``_mx_blocks``,
+    their amax ``block_max``) share X = 2^k, k = floor(log2 amax_block) - emax (OCP MX v1.0);
+    v = |x| / X."""
     k = np.log2(mx_scale(block_max, fmt, "floor")).astype(np.int64)  # (n,) X = 2^k
     shift = np.ldexp(1.0, -k)  # (n,) 1 / X
 
@@ -225,8 +271,6 @@ def _mx_fractions(bits: np.ndarray, shape: tuple, nonzero: int, fmt: str, impl: 
         v = blocks.reshape(-1)[pos].view(np.float32).astype(np.float64)
         return v * shift[pos // MX_BLOCK]
 
-    m = _Magnitudes(blocks, k << (23 - _SHIFT), exact, impl)  # keys of v = |x| / X
+    m = _Magnitudes(blocks, k << (23 - sh), exact, impl, sh)  # keys of v = |x| / X
     m.prepare(list(_thresholds(fmt)[:3]))
     return _fractions(m, nonzero, fmt, 1.0)
-
-

@@ -188,11 +188,15 @@ def _native(fmt: FloatFormat, rounding: str, overflow: str | None,
     return dt
 
 
-def _cast(x: torch.Tensor, dt: torch.dtype, fmt: FloatFormat,
-          overflow: str | None) -> torch.Tensor:
+def _cast(x: torch.Tensor, dt: torch.dtype, fmt: FloatFormat, overflow: str | None,
+          own: bool = False) -> torch.Tensor:
     """float32 x through torch's cast to ``dt`` and back: one rounding to nearest even (a
     saturating overflow clamps first, as normlab sends every value past max to max, inf
-    included); NaN as normlab's, the quiet NaN with x's sign."""
+    included); NaN as normlab's, the quiet NaN with x's sign. ``own``: x is a finite temporary
+    of the caller's, rounded in place (a saturating cast of it has no NaN to look for)."""
+    if own and overflow == "saturate":
+        x.clamp_(-fmt.max_finite, fmt.max_finite)
+        return x.copy_(x.to(dt))
     if overflow == "saturate":
         y = torch.clamp(x, -fmt.max_finite, fmt.max_finite).to(dt).to(torch.float32)
     else:
@@ -388,11 +392,18 @@ def _amax(t: torch.Tensor) -> float:
 
 
 def _scaled_qdq(x: torch.Tensor, fmt: FloatFormat, scale: float, rounding: str,
-                overflow: str | None, rng: np.random.Generator | None) -> torch.Tensor:
+                overflow: str | None, rng: np.random.Generator | None,
+                finite: bool = False) -> torch.Tensor:
     """``normlab.precision.scaled_qdq`` for float32 x: quantize(x * s) * float32(1 / s), both
-    products in float32."""
+    products in float32. ``finite``: x is known to hold no NaN or infinity (its amax is
+    finite), so a saturating cast that torch does natively rounds x * s in place."""
     s = np.float32(scale)
-    q = quantize(x * float(s), fmt, rounding=rounding, overflow=overflow, rng=rng)
+    xs = x * float(s)
+    native = _native(fmt, rounding, overflow, not fmt.subnormals)
+    if finite and overflow == "saturate" and native is not None:
+        q = _cast(xs, native, fmt, overflow, own=True)
+    else:
+        q = quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng)
     return q.mul_(float(np.float32(1.0) / s))
 
 
@@ -423,13 +434,14 @@ def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | N
                            scale_rule=s.scale_rule, rounding=p.rounding, rng=rng).dequantize()
     overflow = "saturate" if p.overflow is None else p.overflow
     if isinstance(s, TensorScaling):
-        scale = tensor_scale(_amax(x), p.format, margin=s.margin, power_of_two=s.power_of_two)
-        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng)
+        am = _amax(x)
+        scale = tensor_scale(am, p.format, margin=s.margin, power_of_two=s.power_of_two)
+        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am))
     if not isinstance(state, DelayedScalingState):
         raise TypeError("this precision uses delayed scaling: pass state= (from "
                         "precision.new_state(), one per tensor, updated every step)")
-    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng)
     am = np.float32(_amax(x))
+    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng, bool(np.isfinite(am)))
     h = state.amax_history
     h[0] = np.nan if np.isnan(am) else max(h[0], am)
     return y
