@@ -1,6 +1,6 @@
 """Dtype rules and argument checks shared by every op.
 
-The rules (DESIGN.md, "Contracts"):
+The rules (docs/architecture.md, "Contracts"):
 
 * float64 inputs are computed in float64, float32 in float32;
 * every lower format NumPy or ml_dtypes knows (float16, bfloat16, float8_*, float6_*, float4_*)
