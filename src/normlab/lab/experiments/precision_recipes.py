@@ -102,8 +102,13 @@ BASE = TrainConfig(  # lr near the best of the attention-logit sweep's grid
 class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (the precision varies)
     small_gradients: float = 1e-4  # the knob: the backward's loss is multiplied by this
-    seeds: int = 3  # training seeds of the counted recipes: each gap to fp32 paired seed by seed
-    master_seeds: int = 5  # seeds of fp32 and pure_bf16 (its gap sits near the tolerance)
+    # training seeds of the counted recipes, each gap to fp32 paired seed by seed, and of fp32
+    # and pure_bf16: 8. The bf16 gaps' spread over seeds is 0.011-0.015 nats (pilots at seeds 0
+    # and 10000, n = 3 and 5), so at 5 seeds their equivalence intervals reached the +-0.02
+    # margin and a row's state changed between the two seed blocks; at 8 the half-width is
+    # about 0.012
+    seeds: int = 8
+    master_seeds: int = 8  # seeds of fp32 and pure_bf16 (fp32 pairs every recipe's seeds)
     shown_seeds: int = 1  # seeds of the recipes whose rows are shown, not counted
     seed: int = 0  # the first seed
 
@@ -113,7 +118,7 @@ SIZES = {
              "base.model.d_model": 16, "base.model.n_heads": 1, "base.model.n_layers": 1,
              "base.model.seq_len": 16, "seeds": 2, "master_seeds": 2},
     "quick": {},
-    "full": {"seeds": 5, "master_seeds": 8, "shown_seeds": 3, "base.steps": 3000,
+    "full": {"seeds": 8, "master_seeds": 8, "shown_seeds": 3, "base.steps": 3000,
              "base.warmup": 150, "base.eval_interval": 300,
              "base.model.d_model": 64, "base.model.n_heads": 4, "base.model.n_layers": 4,
              "base.model.seq_len": 64},
