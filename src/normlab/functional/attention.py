@@ -136,7 +136,7 @@ def _mix_backward(dy: Array, p: Array, v: Array, dv: Array | None = None
     """``(dp, dv)`` of out = p v: dp = dy v^T (B, H, T, T), dv = p^T dy summed per group (into
     ``dv`` when given)."""
     dyg = _grouped(dy, p.shape[1] // v.shape[1])  # (B, Hkv, G, T, D)
-    dv = np.sum(_grouped(p, dyg.shape[2]).swapaxes(-1, -2) @ dyg, axis=2, out=dv)  # (B, Hkv, T, D)
+    dv = _group_sum(_grouped(p, dyg.shape[2]).swapaxes(-1, -2), dyg, dv)  # (B, Hkv, T, D)
     dp = (dyg @ v[:, :, None].swapaxes(-1, -2)).reshape(p.shape)  # (B, H, T, T)
     return dp, dv
 
@@ -151,8 +151,21 @@ def _scores_backward(ds: Array, q: Array, k: Array, dq: Array | None = None,
         dq = (dsg @ k[:, :, None]).reshape(q.shape)  # (B, H, T, D)
     else:
         np.matmul(dsg, k[:, :, None], out=_into(dq, G))
-    dk = np.sum(dsg.swapaxes(-1, -2) @ _grouped(q, G), axis=2, out=dk)  # (B, Hkv, T, D)
+    dk = _group_sum(dsg.swapaxes(-1, -2), _grouped(q, G), dk)  # (B, Hkv, T, D)
     return dq, dk
+
+
+def _group_sum(a: Array, b: Array, out: Array | None) -> Array:
+    """``(a @ b).sum(axis=2)``: grouped products (B, Hkv, G, ...) summed over each key/value
+    head's G query heads, into ``out`` (B, Hkv, T, X) when given. np.sum starts from 0, so with
+    G = 1 it is 0 + x: the product is then written straight into ``out`` and 0 added in place
+    (the same values, without a reduction over a strided destination)."""
+    if out is None:
+        return (a @ b).sum(axis=2)
+    if a.shape[2] == 1:
+        np.matmul(a, b, out=out[:, :, None])
+        return np.add(out.dtype.type(0), out, out=out)
+    return np.sum(a @ b, axis=2, out=out)
 
 
 def qk_norm_forward(x: Array, weight: Array, *, norm: str, eps: float) -> tuple[Array, Any]:
