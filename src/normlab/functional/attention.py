@@ -105,33 +105,67 @@ def _grouped(a: Array, groups: int) -> Array:
 
 
 # The four products of attention with grouped key/value heads (shared with normlab.kernels):
-# query head h reads key/value head h // G; the gradients of k and v sum over each group.
+# query head h reads key/value head h // G; the gradients of k and v sum over each group. A
+# product given ``out`` (a view of the caller's array, e.g. a column block of the fused q, k, v
+# rows) writes there: the same sgemm calls, only the destination's row stride differs.
+def _into(out: Array, groups: int) -> Array:
+    """``out`` (B, H, T, X) as the grouped view (B, H / groups, groups, T, X) the products write
+    into; never a copy (a ValueError if it would have to be one)."""
+    B, H, T, X = out.shape
+    return np.reshape(out, (B, H // groups, groups, T, X), copy=False)
+
+
 def _scores(q: Array, k: Array) -> Array:
     """s = q k^T: (B, H, T, D), (B, Hkv, T, D) -> (B, H, T, T)."""
     B, H, T, _ = q.shape
     return (_grouped(q, H // k.shape[1]) @ k[:, :, None].swapaxes(-1, -2)).reshape(B, H, T, T)
 
 
-def _mix(p: Array, v: Array) -> Array:
-    """out = p v: (B, H, T, T), (B, Hkv, T, D) -> (B, H, T, D)."""
+def _mix(p: Array, v: Array, out: Array | None = None) -> Array:
+    """out = p v: (B, H, T, T), (B, Hkv, T, D) -> (B, H, T, D) (into ``out`` when given)."""
     B, H, T, _ = p.shape
-    return (_grouped(p, H // v.shape[1]) @ v[:, :, None]).reshape(B, H, T, v.shape[-1])
+    G = H // v.shape[1]
+    if out is None:
+        return (_grouped(p, G) @ v[:, :, None]).reshape(B, H, T, v.shape[-1])
+    np.matmul(_grouped(p, G), v[:, :, None], out=_into(out, G))
+    return out
 
 
-def _mix_backward(dy: Array, p: Array, v: Array) -> tuple[Array, Array]:
-    """``(dp, dv)`` of out = p v: dp = dy v^T (B, H, T, T), dv = p^T dy summed per group."""
+def _mix_backward(dy: Array, p: Array, v: Array, dv: Array | None = None
+                  ) -> tuple[Array, Array]:
+    """``(dp, dv)`` of out = p v: dp = dy v^T (B, H, T, T), dv = p^T dy summed per group (into
+    ``dv`` when given)."""
     dyg = _grouped(dy, p.shape[1] // v.shape[1])  # (B, Hkv, G, T, D)
-    dv = (_grouped(p, dyg.shape[2]).swapaxes(-1, -2) @ dyg).sum(axis=2)  # (B, Hkv, T, D)
+    dv = _group_sum(_grouped(p, dyg.shape[2]).swapaxes(-1, -2), dyg, dv)  # (B, Hkv, T, D)
     dp = (dyg @ v[:, :, None].swapaxes(-1, -2)).reshape(p.shape)  # (B, H, T, T)
     return dp, dv
 
 
-def _scores_backward(ds: Array, q: Array, k: Array) -> tuple[Array, Array]:
-    """``(dq, dk)`` of s = q k^T: dq = ds k (B, H, T, D), dk = ds^T q summed per group."""
-    dsg = _grouped(ds, q.shape[1] // k.shape[1])  # (B, Hkv, G, T, T)
-    dq = (dsg @ k[:, :, None]).reshape(q.shape)  # (B, H, T, D)
-    dk = (dsg.swapaxes(-1, -2) @ _grouped(q, dsg.shape[2])).sum(axis=2)  # (B, Hkv, T, D)
+def _scores_backward(ds: Array, q: Array, k: Array, dq: Array | None = None,
+                     dk: Array | None = None) -> tuple[Array, Array]:
+    """``(dq, dk)`` of s = q k^T: dq = ds k (B, H, T, D), dk = ds^T q summed per group (into
+    ``dq`` and ``dk`` when given)."""
+    G = q.shape[1] // k.shape[1]
+    dsg = _grouped(ds, G)  # (B, Hkv, G, T, T)
+    if dq is None:
+        dq = (dsg @ k[:, :, None]).reshape(q.shape)  # (B, H, T, D)
+    else:
+        np.matmul(dsg, k[:, :, None], out=_into(dq, G))
+    dk = _group_sum(dsg.swapaxes(-1, -2), _grouped(q, G), dk)  # (B, Hkv, T, D)
     return dq, dk
+
+
+def _group_sum(a: Array, b: Array, out: Array | None) -> Array:
+    """``(a @ b).sum(axis=2)``: grouped products (B, Hkv, G, ...) summed over each key/value
+    head's G query heads, into ``out`` (B, Hkv, T, X) when given. np.sum starts from 0, so with
+    G = 1 it is 0 + x: the product is then written straight into ``out`` and 0 added in place
+    (the same values, without a reduction over a strided destination)."""
+    if out is None:
+        return (a @ b).sum(axis=2)
+    if a.shape[2] == 1:
+        np.matmul(a, b, out=out[:, :, None])
+        return np.add(out.dtype.type(0), out, out=out)
+    return np.sum(a @ b, axis=2, out=out)
 
 
 def qk_norm_forward(x: Array, weight: Array, *, norm: str, eps: float) -> tuple[Array, Any]:

@@ -66,20 +66,22 @@ def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options
 
 
 def attention_forward_members(members: int, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                              **options: object) -> tuple | None:
+                              out: np.ndarray | None = None, **options: object) -> tuple | None:
     """The fused attention of an ensemble's M = ``members`` members at once, their batches
     concatenated along the batch axis (q (M B, H, T, D), ...): ``(out, cache, max_logits)``,
-    ``max_logits[m]`` the largest raw logit of member m's rows (each member's ``max_logit``).
+    ``max_logits[m]`` the largest raw logit of member m's rows (each member's ``max_logit``);
+    ``out``, when given, the (M B, H, T, D) array (a view) the heads' outputs are written into.
     None where the fused path does not compute the call (the caller then runs each member
     alone)."""
     if not _fast(q, k, v, options) or q.shape[0] % members:
         return None
-    out, cache, rowmax = _fused_forward(q, k, v, None, None, options)
-    return out, cache, [float(r.max()) for r in rowmax.reshape(members, -1)]
+    y, cache, rowmax = _fused_forward(q, k, v, None, None, options, out)
+    return y, cache, [float(r.max()) for r in rowmax.reshape(members, -1)]
 
 
-def _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options):
-    """The fused path: ``(out, cache, rowmax)``, rowmax the raw logits' maximum per row."""
+def _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options, out=None):
+    """The fused path: ``(out, cache, rowmax)``, rowmax the raw logits' maximum per row; the
+    heads' outputs written into ``out`` when given."""
     o = {"qk_norm": "none", "softcap": None, "p_drop": 0.0, "training": False, "rng": None,
          "causal": True, "scale": None, **options}
     q, k, v, softcap, _, _, causal, scale, _ = _ref.check_args(
@@ -91,7 +93,7 @@ def _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options):
     s = _scores(q, k)  # (B, H, T, T)
     s *= ct.type(scale)
     p, _, tanh, rowmax = _softmax_forward(s, causal, softcap)  # (B, H, T, T), rows (B H T,)
-    out = _mix(p, v)  # (B, H, T, D)
+    out = _mix(p, v, out)  # (B, H, T, D)
     heads = (HeadStats(rowmax.reshape(p.shape[:3]).max(axis=(0, 2)), row_entropy(p))
              if head_stats else None)  # (H,) each: the rows' maxima are the raw logits'
     cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
@@ -105,20 +107,43 @@ def attention_backward(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Gradients ``(dq, dk, dv, None, None)``; as ``normlab.functional.attention_backward``."""
     ck.cache(cache, AttentionCache, "attention")
-    c = cache
-    if (c.dropout is not None or c.qk_norm != "none" or c.rope is not None
-            or len(set(c.dtypes)) != 1 or c.v.dtype not in (np.float32, np.float64)):
+    if not _fused_cache(cache):
         return _ref.attention_backward(dout, cache)
+    dq, dk, dv = _fused_backward(dout, cache)
+    return dq, dk, dv, None, None
+
+
+def attention_backward_into(dout: np.ndarray, cache: AttentionCache, dq: np.ndarray,
+                            dk: np.ndarray, dv: np.ndarray) -> bool:
+    """``attention_backward``'s dq, dk and dv written into the given arrays (views: the column
+    blocks of the fused projection's gradient rows, so that nothing is concatenated); False,
+    with nothing written, where the fused path does not cover the cache."""
+    ck.cache(cache, AttentionCache, "attention")
+    if not _fused_cache(cache) or dq.dtype != cache.v.dtype:
+        return False
+    _fused_backward(dout, cache, dq, dk, dv)
+    return True
+
+
+def _fused_cache(c: AttentionCache) -> bool:
+    """Whether the fused backward computes a forward's cache (else the reference does)."""
+    return (c.dropout is None and c.qk_norm == "none" and c.rope is None
+            and len(set(c.dtypes)) == 1 and c.v.dtype in (np.float32, np.float64))
+
+
+def _fused_backward(dout, c, dq=None, dk=None, dv=None):
+    """The fused backward's ``(dq, dk, dv)``, into the arrays given (fresh ones otherwise)."""
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", c.q.shape, "the shape of the forward's output")
     ct = c.v.dtype
     dy = dout.astype(ct, copy=False)  # (B, H, T, D)
     p = c.softmax.p  # (B, H, T, T)
-    dp, dv = _mix_backward(dy, p, c.v)  # (B, H, T, T), (B, Hkv, T, D)
+    dp, dv = _mix_backward(dy, p, c.v, dv)  # (B, H, T, T), (B, Hkv, T, D)
     ds = _softmax_backward(dp, p, c.tanh, ct)  # (B, H, T, T), zero where masked
     ds *= ct.type(c.scale)
-    dq, dk = _scores_backward(ds, c.q, c.k)  # (B, H, T, D), (B, Hkv, T, D)
-    return dq, dk, dv, None, None
+    dq, dk = _scores_backward(ds, c.q, c.k, dq, dk)  # (B, H, T, D), (B, Hkv, T, D)
+    return dq, dk, dv
 
 
-__all__ = ["attention_backward", "attention_forward", "attention_forward_members"]
+__all__ = ["attention_backward", "attention_backward_into", "attention_forward",
+           "attention_forward_members"]

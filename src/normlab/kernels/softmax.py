@@ -34,10 +34,13 @@ from .accumulate import acc_row_sum, acc_spec
 
 @njit(cache=True)
 def _row_max(v, k):
+    """max(v[:k]): the first of equal maxima, the last NaN if there is one (NaN propagates).
+    Written as a select, not a branch: on short rows a mispredicted branch costs more than
+    the row."""
     m = v.dtype.type(-np.inf)
     for j in range(k):
-        if v[j] > m or np.isnan(v[j]):
-            m = v[j]
+        x = v[j]
+        m = x if (x > m or np.isnan(x)) else m
     return m
 
 
@@ -55,6 +58,22 @@ def _exp_normalize(z, k, p, spec, tmp):
     for j in range(k):
         p[j] = p[j] / s
     return m, s
+
+
+@njit(cache=True)
+def _exp_normalize_plain(z, k, p):
+    """``_exp_normalize`` with the kernels' own sum (no accumulation), the rest of the row (the
+    masked keys, k and on) set to 0; returns the max. The same lines and roundings, without the
+    spec's tuple handed down for every row, and the division and the zeros in one loop over the
+    whole row: on attention's short rows, loop overhead costs more than the arithmetic."""
+    m = _row_max(z, k)
+    for j in range(k):
+        p[j] = np.exp(z[j] - m)
+    s = _sum_first(p, k)
+    zero = p.dtype.type(0.0)
+    for j in range(p.shape[0]):
+        p[j] = p[j] / s if j < k else zero
+    return m
 
 
 @njit(cache=True, fastmath=REDUCE)
@@ -79,6 +98,7 @@ def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, rowmax, fx, table, n, s
     kept keys (before the cap) in rowmax. With cap > 0 the logits are first capped,
     cap * tanh(x / cap) (tanh saved); with causal, row i sees keys j <= i mod T."""
     rows, C = x.shape
+    own_sum = not spec[0]
     for c in prange(n):
         lo, hi = chunk_bounds(c, n, rows)
         xbuf = np.empty(C, p.dtype)
@@ -101,11 +121,14 @@ def _softmax_fwd(x, p, y, write_y, T, causal, cap, tanh, rowmax, fx, table, n, s
             else:
                 z = v
             pr = p[i]
-            m, _ = _exp_normalize(z, k, pr, spec, tmp)  # write p
+            if own_sum:  # write p, its masked keys 0
+                m = _exp_normalize_plain(z, k, pr)
+            else:
+                m, _ = _exp_normalize(z, k, pr, spec, tmp)
+                for j in range(k, C):
+                    pr[j] = zero
             if cap <= 0:
                 rowmax[i] = m
-            for j in range(k, C):
-                pr[j] = zero
             if write_y:  # y is p itself when x has the compute dtype
                 o = out_row(y[i], ybuf)
                 o[:] = pr

@@ -23,6 +23,7 @@ inference pays for nothing it did not ask for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -252,10 +253,22 @@ class GPT(Module):
         self.release()
 
     def forget(self) -> None:
-        """Drop the head's and the loss's saved values with the model's own cache (``release``,
-        inherited from Module, does it for every module below)."""
+        """Drop the head's and the loss's saved values with the model's own cache (``release``
+        does it for every module below)."""
         super().forget()
         self._head_cache = self._loss_cache = None
+
+    # every module's ``forget``, listed at the first release (bound methods, not modules: the
+    # list is no child of the model)
+    _forgets: tuple[Callable[[], None], ...] | None = None
+
+    def release(self) -> None:
+        """``Module.release`` over the modules listed at the first call (a GPT's modules are
+        fixed once it is built), so that every step's release does not walk the tree again."""
+        if self._forgets is None:
+            self._forgets = tuple(m.forget for m in self.modules())
+        for forget in self._forgets:
+            forget()
 
     # ---- Admin's profiling ------------------------------------------------------------------
     def profile_admin(self, idx: np.ndarray) -> list[float]:

@@ -144,11 +144,26 @@ class CausalSelfAttention(Module):
         """The inverse of ``_core``: d qkv (B, T, (H + 2 Hkv) D) and the QK-norm gains'
         gradients (None without QK-norm)."""
         cache, qk_caches = saved
+        dqkv = self._fused_backward(dy, cache)
+        if dqkv is not None:
+            return dqkv, None, None
         dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, cache)
         dqkv, dwq, dwk = self._merge(dq, dk, dv, qk_caches)
         if self.qk_norm_scope == "all":
             dq_norm, dk_norm = dwq, dwk
         return dqkv, dq_norm, dk_norm
+
+    def _fused_backward(self, dy: np.ndarray, cache: Any) -> np.ndarray | None:
+        """d qkv (B, T, (H + 2 Hkv) D) from the fused kernel writing dq, dk and dv straight into
+        their columns (``_split``'s views: nothing to merge); None where the fused path does not
+        cover the cache (QK-norm, RoPE, dropout, the reference implementation)."""
+        if self.impl != "kernel" or self.qk_norm != "none":
+            return None
+        from ..kernels.attention import attention_backward_into
+
+        B, _H, T, _D = dy.shape
+        dqkv = np.empty((B, T, self.qkv.params["weight"].shape[-2]), cache.v.dtype)
+        return dqkv if attention_backward_into(dy, cache, *self._split(dqkv)) else None
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         if self.members:
@@ -187,12 +202,13 @@ class CausalSelfAttention(Module):
         if self.impl == "kernel" and self.qk_norm == "none":
             from ..kernels.attention import attention_forward_members
 
+            rows = np.empty((M * B, T, H, D), qkv.dtype)  # the heads' outputs, as proj reads them
             fused = attention_forward_members(
-                M, *self._split(qkv), softcap=self.softcap, p_drop=self.p_drop,
-                training=self.training, rng=None, causal=self.causal, scale=self.scale,
-                window=self.window, rope=self.rope)
+                M, *self._split(qkv), out=rows.transpose(0, 2, 1, 3), softcap=self.softcap,
+                p_drop=self.p_drop, training=self.training, rng=None, causal=self.causal,
+                scale=self.scale, window=self.window, rope=self.rope)
         if fused is not None:
-            y, cache, maxes = fused  # (M B, H, T, D)
+            y, cache, maxes = fused  # (M B, H, T, D): a view of rows
             self._cache = ("fused", (cache, None))
             self.member_max_logit = tuple(maxes)
         else:

@@ -157,8 +157,9 @@ class MarkovSource:
         out = np.empty((B, max(T, k)), np.int64)
         for i in range(k):  # unpack the base-V context, oldest symbol first
             out[:, i] = (ctx // V ** (k - 1 - i)) % V
+        uniforms = rng.random((max(T - k, 0), B))  # in one call: the stream of T - k calls of B
         for t in range(k, T):
-            u = rng.random(B)
+            u = uniforms[t - k]
             nxt = (u[:, None] > self._cdf[ctx]).sum(axis=1)  # inverse CDF, (B,)
             out[:, t] = nxt
             ctx = (ctx * V + nxt) % n_ctx

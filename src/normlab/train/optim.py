@@ -212,7 +212,7 @@ class AdamW(Optimizer):
         if p is not None and g is not None:
             starts = np.concatenate([[0], np.cumsum(sizes)])
             sq = adamw_update(p, g, m, v, starts, decay, **hyper)
-            return {n: float(x) for n, x in zip(names, sq)}
+            return dict(zip(names, sq.tolist()))  # float64 -> Python floats
         out, lo = {}, 0
         for i, n in enumerate(names):
             hi = lo + sizes[i]
