@@ -189,13 +189,16 @@ def _native(fmt: FloatFormat, rounding: str, overflow: str | None,
 
 
 def _cast(x: torch.Tensor, dt: torch.dtype, fmt: FloatFormat, overflow: str | None,
-          own: bool = False) -> torch.Tensor:
+          own: bool = False, work: Workspace | None = None) -> torch.Tensor:
     """float32 x through torch's cast to ``dt`` and back: one rounding to nearest even (a
     saturating overflow clamps first, as normlab sends every value past max to max, inf
     included); NaN as normlab's, the quiet NaN with x's sign. ``own``: x is a finite temporary
-    of the caller's, rounded in place (a saturating cast of it has no NaN to look for)."""
+    of the caller's, rounded in place (a saturating cast of it has no NaN to look for);
+    ``work``: the buffers for that cast (``Workspace.cast_``)."""
     if own and overflow == "saturate":
         x.clamp_(-fmt.max_finite, fmt.max_finite)
+        if work is not None:
+            return work.cast_(x, dt)
         return x.copy_(x.to(dt))
     if overflow == "saturate":
         y = torch.clamp(x, -fmt.max_finite, fmt.max_finite).to(dt).to(torch.float32)
@@ -393,18 +396,82 @@ def _amax(t: torch.Tensor) -> float:
 
 def _scaled_qdq(x: torch.Tensor, fmt: FloatFormat, scale: float, rounding: str,
                 overflow: str | None, rng: np.random.Generator | None,
-                finite: bool = False) -> torch.Tensor:
+                finite: bool = False, work: Workspace | None = None) -> torch.Tensor:
     """``normlab.precision.scaled_qdq`` for float32 x: quantize(x * s) * float32(1 / s), both
     products in float32. ``finite``: x is known to hold no NaN or infinity (its amax is
-    finite), so a saturating cast that torch does natively rounds x * s in place."""
+    finite), so a saturating cast that torch does natively rounds x * s in place. ``work``: x
+    is the caller's contiguous float32 temporary, rounded in place (its buffers reused)."""
     s = np.float32(scale)
-    xs = x * float(s)
+    xs = x.mul_(float(s)) if work is not None else x * float(s)
     native = _native(fmt, rounding, overflow, not fmt.subnormals)
     if finite and overflow == "saturate" and native is not None:
-        q = _cast(xs, native, fmt, overflow, own=True)
+        q = _cast(xs, native, fmt, overflow, own=True, work=work)
+    elif work is not None:
+        q = xs.copy_(quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng))
     else:
         q = quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng)
     return q.mul_(float(np.float32(1.0) / s))
+
+
+class Workspace:
+    """Buffers reused from one rounding to the next (``normlab.torch.emulate`` keeps one): the
+    codes of a cast and the indices that decode them, and float32 tensors by shape. torch's
+    CPU allocator returns a large tensor's memory to the system when it is freed, so every new
+    large temporary pays a page fault per page on its first write; reused buffers do not."""
+
+    def __init__(self) -> None:
+        self._raw: dict[torch.device, torch.Tensor] = {}
+        self._free: dict[tuple, list[torch.Tensor]] = {}
+        self._luts: dict[tuple, torch.Tensor] = {}
+
+    def _bytes(self, n: int, device: torch.device) -> torch.Tensor:
+        buf = self._raw.get(device)
+        if buf is None or buf.numel() < n:
+            buf = self._raw[device] = torch.empty(n, dtype=torch.uint8, device=device)
+        return buf[:n]
+
+    def cast_(self, x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+        """x (contiguous float32) through torch's cast to ``dt`` and back, in place: the one
+        rounding is the cast's; the codes are decoded exactly (a float8 code through the table
+        of its 256 values: torch's own decoding, without its per-element conversion)."""
+        n = x.numel()
+        if torch.empty(0, dtype=dt).element_size() > 1:
+            codes = self._bytes(2 * n, x.device).view(dt).view(x.shape)
+            codes.copy_(x)
+            return x.copy_(codes)
+        off = -(-n // 64) * 64  # the indices start aligned
+        raw = self._bytes(off + 4 * n, x.device)
+        raw[:n].view(dt).view(x.shape).copy_(x)
+        idx = raw[off:].view(torch.int32)
+        idx.copy_(raw[:n])
+        torch.index_select(self._lut(dt, x.device), 0, idx, out=x.view(-1))
+        return x
+
+    def _lut(self, dt: torch.dtype, device: torch.device) -> torch.Tensor:
+        key = (dt, device)
+        if key not in self._luts:
+            codes = torch.arange(256, dtype=torch.uint8, device=device)
+            self._luts[key] = codes.view(dt).to(torch.float32)
+        return self._luts[key]
+
+    def take(self, like: torch.Tensor) -> torch.Tensor:
+        """A contiguous float32 tensor of ``like``'s shape and device (values unset)."""
+        free = self._free.get((tuple(like.shape), like.device))
+        if free:
+            return free.pop()
+        return torch.empty(like.shape, dtype=torch.float32, device=like.device)
+
+    def give(self, t: torch.Tensor) -> None:
+        """Return a tensor from ``take`` for reuse (its holder no longer reads it)."""
+        self._free.setdefault((tuple(t.shape), t.device), []).append(t)
+
+
+def _check_apply(precision: Any, t: Any) -> None:
+    if not isinstance(precision, Precision):
+        raise TypeError(f"precision must be a normlab.precision.Precision; got "
+                        f"{type(precision).__name__}")
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise TypeError(f"t must be a floating-point torch.Tensor; got {type(t).__name__}")
 
 
 def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
@@ -415,11 +482,7 @@ def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | N
     scaling (blocks along the recipe's axis). float32 (or float16 / bfloat16) input; returns
     float32. A precision with ``sr_bits`` and float64 input go through ``Precision.apply`` on a
     CPU copy."""
-    if not isinstance(precision, Precision):
-        raise TypeError(f"precision must be a normlab.precision.Precision; got "
-                        f"{type(precision).__name__}")
-    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-        raise TypeError(f"t must be a floating-point torch.Tensor; got {type(t).__name__}")
+    _check_apply(precision, t)
     s, p = precision.scaling, precision
     if p.sr_bits is not None or t.dtype == torch.float64:
         a = t.detach().to("cpu").numpy()
@@ -432,16 +495,51 @@ def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | N
     if isinstance(s, MXScaling):
         return mx_quantize(x, p.format, block_size=s.block_size, axis=s.axis,
                            scale_rule=s.scale_rule, rounding=p.rounding, rng=rng).dequantize()
+    return _apply_scaled(p, x, rng, state, None)
+
+
+def apply_(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
+           state: DelayedScalingState | None = None,
+           work: Workspace | None = None) -> torch.Tensor:
+    """``apply`` written into ``t`` (a contiguous float32 tensor the caller owns), the same
+    bits. Unscaled, per-tensor and delayed scaling to a format torch stores (nearest even, a
+    finite tensor) round in place through ``work``'s buffers; the rest is ``apply`` copied in.
+    Returns ``t``."""
+    _check_apply(precision, t)
+    if t.dtype != torch.float32 or not t.is_contiguous() or t.requires_grad:
+        raise ValueError(f"t must be a contiguous float32 tensor without a gradient; got "
+                         f"{t.dtype}, contiguous {t.is_contiguous()}")
+    s, p, work = precision.scaling, precision, work or Workspace()
+    if p.sr_bits is not None or isinstance(s, MXScaling):
+        return t.copy_(apply(p, t, rng=rng, state=state))
+    if s is not None:
+        return _apply_scaled(p, t, rng, state, work)
+    fmt = p.format
+    dt = _native(fmt, p.rounding, p.overflow, not fmt.subnormals)
+    if dt is None or not (fmt.has_inf or p.overflow == "saturate") or \
+            not math.isfinite(float(torch.sum(t))):  # (a NaN, an inf or a sum past max)
+        return t.copy_(quantize(t, fmt, rounding=p.rounding, overflow=p.overflow, rng=rng))
+    if p.overflow == "saturate":
+        t.clamp_(-fmt.max_finite, fmt.max_finite)
+    return work.cast_(t, dt)  # overflow past max: inf, normlab's and the cast's
+
+
+def _apply_scaled(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
+                  state: DelayedScalingState | None, work: Workspace | None) -> torch.Tensor:
+    """Per-tensor and delayed scaling of float32 x (in place with ``work``)."""
+    s = p.scaling
     overflow = "saturate" if p.overflow is None else p.overflow
     if isinstance(s, TensorScaling):
         am = _amax(x)
         scale = tensor_scale(am, p.format, margin=s.margin, power_of_two=s.power_of_two)
-        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am))
+        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am),
+                           work)
     if not isinstance(state, DelayedScalingState):
         raise TypeError("this precision uses delayed scaling: pass state= (from "
                         "precision.new_state(), one per tensor, updated every step)")
     am = np.float32(_amax(x))
-    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng, bool(np.isfinite(am)))
+    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng,
+                    bool(np.isfinite(am)), work)
     h = state.amax_history
     h[0] = np.nan if np.isnan(am) else max(h[0], am)
     return y
