@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from normlab.precision import DelayedScaling, MXScaling, Precision, TensorScaling
-from normlab.torch import apply
+from normlab.torch.quantize import Workspace, apply, apply_
 
 PRECISIONS = {
     "bf16": Precision("bfloat16"),
@@ -66,3 +66,49 @@ def test_apply_bad_arguments():
         apply(Precision("bfloat16"), torch.ones(2, dtype=torch.int64))
     with pytest.raises(TypeError, match="state="):
         apply(Precision("float8_e4m3fn", scaling=DelayedScaling()), torch.ones(2))
+
+
+def _all_16bit_inputs():
+    """Every float16 and bfloat16 value as float32 (NaN, inf, subnormals, past fp8's max)."""
+    codes = np.arange(1 << 16, dtype=np.uint16)
+    return np.concatenate([codes.view(np.float16).astype(np.float32),
+                           (codes.astype(np.uint32) << 16).view(np.float32)])
+
+
+IN_PLACE = dict(PRECISIONS, e5m2=Precision("float8_e5m2"), fp16=Precision("float16"),
+                e4m3_nan=Precision("float8_e4m3fn", overflow="nan"),
+                e5m2_saturate=Precision("float8_e5m2", overflow="saturate"),
+                e5m2_delayed=Precision("float8_e5m2", scaling=DelayedScaling()),
+                e4m3_delayed=Precision("float8_e4m3fn", scaling=DelayedScaling()),
+                bf16_up=Precision("bfloat16", rounding="up"))
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE))
+def test_apply_in_place_is_apply(name):
+    """apply_ (the emulator's in-place rounding, its buffers reused from call to call) writes
+    apply's bits: every 16-bit value with NaN and inf, then the finite ones (the in-place
+    casts), then a small finite tensor after a large one (the buffers reused)."""
+    p, work = IN_PLACE[name], Workspace()
+    x = _all_16bit_inputs()
+    finite = x[np.isfinite(x)]
+    sa, sb = p.new_state(), p.new_state()
+    for v in (x, finite, finite * np.float32(2.0**-20), finite[:1000], _inputs(2)):
+        want = apply(p, torch.from_numpy(v), rng=np.random.default_rng(3), state=sa)
+        t = torch.from_numpy(v.copy())
+        got = apply_(p, t, rng=np.random.default_rng(3), state=sb, work=work)
+        assert got is t and _same(got, want.numpy()), name
+        if sa is not None:
+            assert np.array_equal(sa.amax_history, sb.amax_history, equal_nan=True)
+
+
+def test_workspace_gives_back_its_buffers():
+    work = Workspace()
+    a = work.take(torch.ones(3, 4))
+    assert a.shape == (3, 4) and a.dtype == torch.float32 and a.is_contiguous()
+    work.give(a)
+    assert work.take(torch.ones(3, 4)) is a
+    assert work.take(torch.ones(3, 4)) is not a
+    with pytest.raises(ValueError, match="contiguous float32"):
+        apply_(Precision("bfloat16"), torch.ones(4, 4).t())
+    with pytest.raises(ValueError, match="contiguous float32"):
+        apply_(Precision("bfloat16"), torch.ones(4, dtype=torch.float64))

@@ -189,14 +189,17 @@ def _native(fmt: FloatFormat, rounding: str, overflow: str | None,
 
 
 def _cast(x: torch.Tensor, dt: torch.dtype, fmt: FloatFormat, overflow: str | None,
-          own: bool = False, work: Workspace | None = None) -> torch.Tensor:
+          own: bool = False, work: Workspace | None = None,
+          inside: bool = False) -> torch.Tensor:
     """float32 x through torch's cast to ``dt`` and back: one rounding to nearest even (a
     saturating overflow clamps first, as normlab sends every value past max to max, inf
     included); NaN as normlab's, the quiet NaN with x's sign. ``own``: x is a finite temporary
     of the caller's, rounded in place (a saturating cast of it has no NaN to look for);
-    ``work``: the buffers for that cast (``Workspace.cast_``)."""
+    ``work``: the buffers for that cast (``Workspace.cast_``); ``inside``: x is known to lie
+    within +-max already (no clamp)."""
     if own and overflow == "saturate":
-        x.clamp_(-fmt.max_finite, fmt.max_finite)
+        if not inside:
+            x.clamp_(-fmt.max_finite, fmt.max_finite)
         if work is not None:
             return work.cast_(x, dt)
         return x.copy_(x.to(dt))
@@ -396,16 +399,21 @@ def _amax(t: torch.Tensor) -> float:
 
 def _scaled_qdq(x: torch.Tensor, fmt: FloatFormat, scale: float, rounding: str,
                 overflow: str | None, rng: np.random.Generator | None,
-                finite: bool = False, work: Workspace | None = None) -> torch.Tensor:
+                finite: bool = False, work: Workspace | None = None,
+                amax: float = math.inf) -> torch.Tensor:
     """``normlab.precision.scaled_qdq`` for float32 x: quantize(x * s) * float32(1 / s), both
     products in float32. ``finite``: x is known to hold no NaN or infinity (its amax is
     finite), so a saturating cast that torch does natively rounds x * s in place. ``work``: x
-    is the caller's contiguous float32 temporary, rounded in place (its buffers reused)."""
+    is the caller's contiguous float32 temporary, rounded in place (its buffers reused).
+    ``amax``: x's max |x| where known: when float32(amax * s) is within max, so is every
+    x * s (a float32 product rounds monotonically) and nothing needs a clamp."""
     s = np.float32(scale)
     xs = x.mul_(float(s)) if work is not None else x * float(s)
     native = _native(fmt, rounding, overflow, not fmt.subnormals)
     if finite and overflow == "saturate" and native is not None:
-        q = _cast(xs, native, fmt, overflow, own=True, work=work)
+        with np.errstate(over="ignore"):
+            inside = bool(np.float32(amax) * s <= fmt.max_finite)
+        q = _cast(xs, native, fmt, overflow, own=True, work=work, inside=inside)
     elif work is not None:
         q = xs.copy_(quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng))
     else:
@@ -533,13 +541,13 @@ def _apply_scaled(p: Precision, x: torch.Tensor, rng: np.random.Generator | None
         am = _amax(x)
         scale = tensor_scale(am, p.format, margin=s.margin, power_of_two=s.power_of_two)
         return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am),
-                           work)
+                           work, am)
     if not isinstance(state, DelayedScalingState):
         raise TypeError("this precision uses delayed scaling: pass state= (from "
                         "precision.new_state(), one per tensor, updated every step)")
     am = np.float32(_amax(x))
     y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng,
-                    bool(np.isfinite(am)), work)
+                    bool(np.isfinite(am)), work, float(am))
     h = state.amax_history
     h[0] = np.nan if np.isnan(am) else max(h[0], am)
     return y
