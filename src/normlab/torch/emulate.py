@@ -29,6 +29,12 @@ normlab. Delayed scaling keeps one amax history per tensor, keyed by the innermo
 made the call, the call's number within it and the tensor's key; ``end_step()`` advances the
 histories once per optimizer step.
 
+The emulator rounds its own temporaries in place (the linear outputs, dx, dW) and holds the
+rounded x and W for the backward in buffers reused from step to step
+(``normlab.torch.quantize.Workspace``), so a large weight's rounding costs passes over memory
+rather than fresh pages; an embedding rounds the rows it reads (the same values, where
+``params`` is unscaled and deterministic). docs/torch.md gives the measured cost.
+
 ``stream`` (module names) defaults to the children of the model's first ``nn.ModuleList`` (the
 decoder layers of a transformers model: the stream after each layer, where normlab rounds after
 each sublayer); ``embed`` defaults to ``model.get_input_embeddings()`` where the model has it.
