@@ -108,7 +108,26 @@ def test_workspace_gives_back_its_buffers():
     work.give(a)
     assert work.take(torch.ones(3, 4)) is a
     assert work.take(torch.ones(3, 4)) is not a
-    with pytest.raises(ValueError, match="contiguous float32"):
-        apply_(Precision("bfloat16"), torch.ones(4, 4).t())
-    with pytest.raises(ValueError, match="contiguous float32"):
+    t = work.take(torch.ones(4, 3).t())
+    assert t.shape == (3, 4) and t.t().is_contiguous() and not t.is_contiguous()
+    with pytest.raises(ValueError, match="float32 tensor without a gradient, contiguous or"):
+        apply_(Precision("bfloat16"), torch.ones(4, 4)[:, ::2])
+    with pytest.raises(ValueError, match="float32 tensor without a gradient"):
         apply_(Precision("bfloat16"), torch.ones(4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", ["bf16", "e4m3_tensor", "e5m2_stochastic", "fp4_mx",
+                                  "fp16_toward_zero"])
+def test_apply_in_place_on_a_transposed_matrix(name):
+    """A transposed contiguous matrix (GPT-2's Conv1D weight read as a linear's) is rounded
+    in its memory order where that cannot matter, in its own order where it does (stochastic
+    draws, MX blocks): apply's bits and its layout kept."""
+    p = PRECISIONS[name]
+    x = torch.from_numpy(_inputs(4)).t()
+    want = apply(p, x, rng=np.random.default_rng(3))
+    t = x.clone(memory_format=torch.preserve_format)
+    assert not t.is_contiguous()
+    got = apply_(p, t, rng=np.random.default_rng(3), work=Workspace())
+    assert got is t and t.stride() == x.stride()
+    assert np.array_equal(got.contiguous().numpy().view(np.uint32),
+                          want.contiguous().numpy().view(np.uint32)), name

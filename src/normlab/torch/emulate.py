@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from ..precision import Precision, PrecisionPolicy, get_policy
-from .quantize import Workspace, apply, apply_
+from .quantize import Workspace, _transposed, apply, apply_
 
 _ROLES = ("params", "compute", "activations", "gradients")
 
@@ -90,7 +90,7 @@ class _Rounder:
             return x
         with torch.no_grad():
             state = self._state(p, role, name)
-            if x.dtype == torch.float32 and x.is_contiguous():
+            if x.dtype == torch.float32 and (x.is_contiguous() or _transposed(x)):
                 return apply_(p, x, rng=self.rng, state=state, work=self.work)
             return x.copy_(apply(p, x, rng=self.rng, state=state))
 

@@ -463,15 +463,33 @@ class Workspace:
         return self._luts[key]
 
     def take(self, like: torch.Tensor) -> torch.Tensor:
-        """A contiguous float32 tensor of ``like``'s shape and device (values unset)."""
-        free = self._free.get((tuple(like.shape), like.device))
+        """A float32 tensor of ``like``'s shape and device (values unset), laid out as
+        ``like`` where that is a transposed contiguous matrix (so the products that read it run
+        as they would on ``like``), contiguous otherwise."""
+        key = (tuple(like.shape), _transposed(like), like.device)
+        free = self._free.get(key)
         if free:
             return free.pop()
+        if key[1]:
+            return torch.empty(like.shape[::-1], dtype=torch.float32, device=like.device).t()
         return torch.empty(like.shape, dtype=torch.float32, device=like.device)
 
     def give(self, t: torch.Tensor) -> None:
         """Return a tensor from ``take`` for reuse (its holder no longer reads it)."""
-        self._free.setdefault((tuple(t.shape), t.device), []).append(t)
+        self._free.setdefault((tuple(t.shape), _transposed(t), t.device), []).append(t)
+
+
+def _transposed(t: torch.Tensor) -> bool:
+    """t is a matrix whose transpose, and not itself, is contiguous."""
+    return t.dim() == 2 and not t.is_contiguous() and t.t().is_contiguous()
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor | None:
+    """t's elements as one contiguous vector in memory order (contiguous t, or a transposed
+    contiguous matrix), for element-wise work; None otherwise."""
+    if t.is_contiguous():
+        return t.view(-1)
+    return t.t().reshape(-1) if _transposed(t) else None
 
 
 def _check_apply(precision: Any, t: Any) -> None:
@@ -509,27 +527,37 @@ def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | N
 def apply_(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
            state: DelayedScalingState | None = None,
            work: Workspace | None = None) -> torch.Tensor:
-    """``apply`` written into ``t`` (a contiguous float32 tensor the caller owns), the same
-    bits. Unscaled, per-tensor and delayed scaling to a format torch stores (nearest even, a
-    finite tensor) round in place through ``work``'s buffers; the rest is ``apply`` copied in.
-    Returns ``t``."""
+    """``apply`` written into ``t`` (a float32 tensor the caller owns: contiguous, or a
+    transposed contiguous matrix), the same bits. Unscaled, per-tensor and delayed scaling
+    rounding deterministically run in place on its memory (element-wise: its order does not
+    matter), a format torch stores (nearest even, a finite tensor) through torch's cast and
+    ``work``'s buffers; stochastic rounding (which draws in t's order) and MX scaling (blocks
+    along an axis) are ``apply`` copied in. Returns ``t``."""
     _check_apply(precision, t)
-    if t.dtype != torch.float32 or not t.is_contiguous() or t.requires_grad:
-        raise ValueError(f"t must be a contiguous float32 tensor without a gradient; got "
-                         f"{t.dtype}, contiguous {t.is_contiguous()}")
+    flat = _flat(t)
+    if t.dtype != torch.float32 or flat is None or t.requires_grad:
+        raise ValueError(f"t must be a float32 tensor without a gradient, contiguous or a "
+                         f"transposed contiguous matrix; got {t.dtype}, strides {t.stride()}")
     s, p, work = precision.scaling, precision, work or Workspace()
-    if p.sr_bits is not None or isinstance(s, MXScaling):
-        return t.copy_(apply(p, t, rng=rng, state=state))
-    if s is not None:
-        return _apply_scaled(p, t, rng, state, work)
+    if p.rounding == "stochastic" or isinstance(s, MXScaling):
+        t.copy_(apply(p, t, rng=rng, state=state))
+    elif s is not None:
+        _apply_scaled(p, flat, rng, state, work)
+    else:
+        _unscaled_(p, flat, work)
+    return t
+
+
+def _unscaled_(p: Precision, x: torch.Tensor, work: Workspace) -> torch.Tensor:
+    """An unscaled deterministic rounding of contiguous float32 x, in place."""
     fmt = p.format
     dt = _native(fmt, p.rounding, p.overflow, not fmt.subnormals)
     if dt is None or not (fmt.has_inf or p.overflow == "saturate") or \
-            not math.isfinite(float(torch.sum(t))):  # (a NaN, an inf or a sum past max)
-        return t.copy_(quantize(t, fmt, rounding=p.rounding, overflow=p.overflow, rng=rng))
+            not math.isfinite(float(torch.sum(x))):  # (a NaN, an inf or a sum past max)
+        return x.copy_(quantize(x, fmt, rounding=p.rounding, overflow=p.overflow))
     if p.overflow == "saturate":
-        t.clamp_(-fmt.max_finite, fmt.max_finite)
-    return work.cast_(t, dt)  # overflow past max: inf, normlab's and the cast's
+        x.clamp_(-fmt.max_finite, fmt.max_finite)
+    return work.cast_(x, dt)  # overflow past max: inf, normlab's and the cast's
 
 
 def _apply_scaled(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
