@@ -131,3 +131,23 @@ def test_apply_in_place_on_a_transposed_matrix(name):
     assert got is t and t.stride() == x.stride()
     assert np.array_equal(got.contiguous().numpy().view(np.uint32),
                           want.contiguous().numpy().view(np.uint32)), name
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16", "e5m2", "e4m3", "e4m3_tensor"])
+def test_cast_from_a_source_is_apply(name):
+    """The emulator's first rounding of a weight, cast straight from it into a buffer: apply's
+    bits where it applies (finite float32, an unscaled format torch stores with an infinity),
+    nothing written where it does not."""
+    from normlab.torch.quantize import _cast_from
+
+    p, work = IN_PLACE[name], Workspace()
+    x = _all_16bit_inputs()
+    small = x[np.abs(x) < 1e30].reshape(-1, 4)  # (a sum past float32's max: not taken)
+    for v in (small, _inputs(5)):
+        for src in (torch.from_numpy(v), torch.from_numpy(v.T.copy()).t()):
+            dst = work.take(src)
+            dst.fill_(7.0)
+            done = _cast_from(p, src, dst, work)
+            assert done == (np.isfinite(v).all() and name in ("bf16", "fp16", "e5m2"))
+            want = apply(p, src).numpy() if done else np.full(v.shape, 7.0, np.float32)
+            assert np.array_equal(dst.numpy().view(np.uint32), want.view(np.uint32)), name

@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from ..precision import Precision, PrecisionPolicy, get_policy
-from .quantize import Workspace, _transposed, apply, apply_
+from .quantize import Workspace, _cast_from, _transposed, apply, apply_
 
 _ROLES = ("params", "compute", "activations", "gradients")
 
@@ -109,9 +109,11 @@ class _Rounder:
             return x, False
         buf = self.work.take(x)
         with torch.no_grad():
-            buf.copy_(x)
-        last = None
-        for role in ps:
+            done = _cast_from(self.roles[ps[0]], x, buf, self.work)
+            if not done:
+                buf.copy_(x)
+        last = self.roles[ps[0]] if done else None
+        for role in ps[1:] if done else ps:
             p = self.roles[role]
             if p != last or p.scaling is not None or p.rounding == "stochastic":
                 self.inplace(role, buf, name)

@@ -438,15 +438,19 @@ class Workspace:
             buf = self._raw[device] = torch.empty(n, dtype=torch.uint8, device=device)
         return buf[:n]
 
-    def cast_(self, x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
-        """x (contiguous float32) through torch's cast to ``dt`` and back, in place: the one
-        rounding is the cast's; the codes are decoded exactly (a float8 code through the table
-        of its 256 values: torch's own decoding, without its per-element conversion)."""
+    def cast_(self, x: torch.Tensor, dt: torch.dtype,
+              src: torch.Tensor | None = None) -> torch.Tensor:
+        """x (contiguous float32) through torch's cast to ``dt`` and back, in place (``src``:
+        a float32 tensor of x's shape cast into x instead): the one rounding is the cast's; the
+        codes are decoded exactly (a float8 code through the table of its 256 values: torch's
+        own decoding, without its per-element conversion)."""
         n = x.numel()
         if torch.empty(0, dtype=dt).element_size() > 1:
             codes = self._bytes(2 * n, x.device).view(dt).view(x.shape)
-            codes.copy_(x)
+            codes.copy_(x if src is None else src)
             return x.copy_(codes)
+        if src is not None:
+            x.copy_(src)
         off = -(-n // 64) * 64  # the indices start aligned
         raw = self._bytes(off + 4 * n, x.device)
         raw[:n].view(dt).view(x.shape).copy_(x)
@@ -546,6 +550,23 @@ def apply_(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | 
     else:
         _unscaled_(p, flat, work)
     return t
+
+
+def _cast_from(p: Precision, src: torch.Tensor, dst: torch.Tensor, work: Workspace) -> bool:
+    """``dst = apply(p, src)`` straight from ``src`` through torch's cast (one pass less than a
+    copy and a rounding in place) where ``p`` is unscaled and rounds to nearest even to a
+    format torch stores with an infinity, and ``src`` is finite float32 laid out as ``dst``:
+    True; otherwise nothing is written: False."""
+    fmt = p.format
+    if p.scaling is not None or p.overflow == "saturate" or not fmt.has_inf or \
+            src.dtype != torch.float32 or _transposed(src) != _transposed(dst):
+        return False
+    dt = _native(fmt, p.rounding, p.overflow, not fmt.subnormals)
+    fs, fd = _flat(src), _flat(dst)
+    if dt is None or fs is None or fd is None or not math.isfinite(float(torch.sum(fs))):
+        return False
+    work.cast_(fd, dt, src=fs)  # overflow past max: inf, normlab's and the cast's
+    return True
 
 
 def _unscaled_(p: Precision, x: torch.Tensor, work: Workspace) -> torch.Tensor:
