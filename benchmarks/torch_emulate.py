@@ -6,7 +6,9 @@ Every setting runs with the same torch thread count: ``--threads``, or by defaul
 interleaved: each of the ``--repeats`` rounds times one step of every setting in turn (after
 a warm-up round), so a change in the machine's load falls on all of them alike. Reported: the
 median step per setting, its ratio to the plain float32 step's median, and the median of the
-per-round ratios. The settings: the plain step (the reference), the step under
+per-round ratios, and the same of the process's CPU time (all its threads: on a machine shared
+with other work it moves less than the wall time, which counts the waits for a core). The
+settings: the plain step (the reference), the step under
 ``emulate(amp_bf16)`` and ``emulate(fp8_hybrid)``, under ``Monitor.watch()`` with ``every=1``
 (every step measured) and the mean step of ten with ``every=10`` (one measured).
 
@@ -75,9 +77,14 @@ def _best_threads(step: Callable[[], None]) -> int:
 
 
 def _timed(fn: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
+    return _clocked(fn)[0]
+
+
+def _clocked(fn: Callable[[], None]) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of one call."""
+    t0, c0 = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,18 +152,21 @@ def main(argv: list[str] | None = None) -> int:
              watched(Monitor(model, every=10), 10), 10)]
     rows += _others(model, step_of)
     times: list[list[float]] = [[] for _ in rows]
+    cpus: list[list[float]] = [[] for _ in rows]
     for r in range(args.repeats + 1):
         for i, (_, fn, per) in enumerate(rows):
-            t = _timed(fn)
+            t, c = _clocked(fn)
             if r:  # round 0 warms up
                 times[i].append(t / per)
-    plain = statistics.median(times[0])
-    print("| step | median ms | / plain (medians) | / plain (median of rounds) |\n"
-          "|---|---|---|---|")
-    for (name, _, _), ts in zip(rows, times):
+                cpus[i].append(c / per)
+    print("| step | median ms | / plain (medians) | / plain (median of rounds) | median CPU ms "
+          "| CPU / plain (medians) |\n|---|---|---|---|---|---|")
+    for (name, _, _), ts, cs in zip(rows, times, cpus):
         paired = statistics.median(t / p for t, p in zip(ts, times[0]))
-        med = statistics.median(ts)
-        print(f"| {name} | {med * 1e3:.0f} | {med / plain:.2f} | {paired:.2f} |", flush=True)
+        med, cpu = statistics.median(ts), statistics.median(cs)
+        print(f"| {name} | {med * 1e3:.0f} | {med / statistics.median(times[0]):.2f} | "
+              f"{paired:.2f} | {cpu * 1e3:.0f} | {cpu / statistics.median(cpus[0]):.2f} |",
+              flush=True)
     return 0
 
 
