@@ -274,8 +274,8 @@ def _round(x: torch.Tensor, c: _Consts, fmt: FloatFormat, rounding: str,
     out = torch.where(nonfinite, torch.where(a0 == c.inf, inf_result, c.qnan).to(out.dtype), out)
     if not fmt.zero:
         out = torch.where(a0 == 0, torch.full_like(out, c.qnan), out)
-    if fmt.signed:
-        return _with_sign(out, neg, c)
+    if fmt.signed:  # a format without -0 (FNUZ): a value rounding to zero is +0
+        return _with_sign(out, neg if fmt.signed_zero else neg & (out != 0), c)
     bad = neg if not fmt.zero else neg & (a0 != 0)
     out = torch.where(bad, torch.full_like(out, c.qnan), out)
     return _with_sign(out, torch.zeros_like(neg), c)
