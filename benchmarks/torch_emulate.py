@@ -1,24 +1,35 @@
 """The cost of ``normlab.torch.emulate`` and ``Monitor`` on a GPT-2-small-shaped model (random
 weights, transformers' GPT2LMHeadModel), forward and backward on a CPU.
 
-Times, as medians of ``--repeats`` runs in one process: the plain float32 step (the
-reference), the step under ``emulate(fp8_hybrid)`` and under ``emulate(amp_bf16)``, the step
-under ``Monitor.watch()`` with ``every=1`` (every step measured: every tensor's statistics) and
-the mean step over ten steps with ``every=10`` (one measured). Ratios against the plain step;
-the plain step's rate against the measured sgemm rate is printed beside it.
+Every setting runs with the same torch thread count: ``--threads``, or by default the count
+(from 1 to torch's own) with the fastest plain step, probed first and printed. The settings are
+interleaved: each of the ``--repeats`` rounds times one step of every setting in turn (after
+a warm-up round), so a change in the machine's load falls on all of them alike. Reported: the
+median step per setting, its ratio to the plain float32 step's median, and the median of the
+per-round ratios, and the same of the process's CPU time (all its threads: on a machine shared
+with other work it moves less than the wall time, which counts the waits for a core). The
+settings: the plain step (the reference), the step under
+``emulate(amp_bf16)`` and ``emulate(fp8_hybrid)``, under ``Monitor.watch()`` with ``every=1``
+(every step measured) and the mean step of ten with ``every=10`` (one measured).
 
     python benchmarks/torch_emulate.py                       # GPT-2 small: 12 x 768, T = 128
     python benchmarks/torch_emulate.py --layers 2 --seq 64   # a quicker shape
 
-torchao's and unit-scaling's emulation are timed when they import (neither is a dependency).
+torchao's float8 emulation (``Float8LinearConfig(emulate=True)``, on a copy of the model: it
+converts ``nn.Linear`` modules only, which in GPT-2 is the head) and unit-scaling's
+``simulate_fp8`` are timed when they import; neither is a dependency, and the printout says so
+when one is missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import platform
 import statistics
 import time
+from collections.abc import Callable
+from importlib import metadata
 
 import numpy as np
 import torch
@@ -26,14 +37,54 @@ import torch
 from normlab.torch import Monitor, emulate
 
 
-def _median(fn, repeats: int) -> float:
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _others(model: torch.nn.Module, step_of: Callable) -> list[tuple[str, Callable, int]]:
+    """torchao's and unit-scaling's emulation, where they import (printed either way)."""
+    rows = []
+    try:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        ao = convert_to_float8_training(copy.deepcopy(model),
+                                        config=Float8LinearConfig(emulate=True))
+        rows.append(("torchao float8, emulate=True (nn.Linear only)", step_of(ao), 1))
+    except Exception as e:  # reported, not raised
+        print(f"torchao: not timed ({type(e).__name__}: {e})")
+    try:
+        from unit_scaling.transforms import simulate_fp8
+        us = simulate_fp8(copy.deepcopy(model))
+        rows.append(("unit-scaling simulate_fp8", step_of(us), 1))
+    except Exception as e:
+        print(f"unit-scaling: not timed ({type(e).__name__}: {e})")
+    return rows
+
+
+def _best_threads(step: Callable[[], None]) -> int:
+    """The torch thread count (1 up to torch's default) of the fastest plain step (the best of
+    three each), printed; every setting then runs with it."""
+    best: dict[int, float] = {}
+    for n in range(1, torch.get_num_threads() + 1):
+        torch.set_num_threads(n)
+        step()
+        best[n] = min(_timed(step) for _ in range(3))
+    print("plain step by torch threads: " + ", ".join(f"{n}: {t * 1e3:.0f} ms"
+                                                      for n, t in best.items()))
+    return min(best, key=lambda n: best[n])
+
+
+def _timed(fn: Callable[[], None]) -> float:
+    return _clocked(fn)[0]
+
+
+def _clocked(fn: Callable[[], None]) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of one call."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads for every setting (default: the count from 1 to "
+                         "torch's own that runs the plain step fastest)")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=args.vocab, n_layer=args.layers, n_embd=args.width,
@@ -55,11 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     ids = torch.from_numpy(np.random.default_rng(0).integers(0, cfg.vocab_size,
                                                              (args.batch, args.seq)))
 
-    def step() -> None:
-        model.zero_grad()
-        model(input_ids=ids, labels=ids).loss.backward()
+    def step_of(m: torch.nn.Module) -> Callable[[], None]:
+        def run() -> None:
+            m.zero_grad()
+            m(input_ids=ids, labels=ids).loss.backward()
+        return run
 
-    def under(policy: str):
+    step = step_of(model)
+    torch.set_num_threads(args.threads or _best_threads(step))
+
+    def under(policy: str) -> Callable[[], None]:
         em = emulate(model, policy)
 
         def run() -> None:
@@ -68,32 +127,46 @@ def main(argv: list[str] | None = None) -> int:
             em.end_step()
         return run
 
-    a = torch.randn(2048, 2048)
-    t_mm = _median(lambda: a @ a, args.repeats)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, python "
-          f"{platform.python_version()}, threads {torch.get_num_threads()}; GPT-2 shape "
-          f"{args.layers} x {args.width}, B {args.batch}, T {args.seq}, float32")
-    plain = _median(step, args.repeats)
-    flops = 6 * sum(p.numel() for p in model.parameters()) * args.batch * args.seq
-    print(f"sgemm {2 * 2048**3 / t_mm / 1e9:.1f} GFLOP/s; plain step {plain * 1e3:.0f} ms "
-          f"({flops / plain / 1e9:.1f} GFLOP/s of 6 N tokens)")
-    def watched(mon: Monitor, n: int):
+    def watched(mon: Monitor, n: int) -> Callable[[], None]:
         def run() -> None:
             for _ in range(n):
                 with mon.watch():
                     step()
         return run
 
-    print("| step | median ms | / plain |\n|---|---|---|", flush=True)
-    print(f"| plain float32 | {plain * 1e3:.0f} | 1.00 |", flush=True)
-    rows = (("emulate(amp_bf16)", under("amp_bf16"), args.repeats, 1),
-            ("emulate(fp8_hybrid)", under("fp8_hybrid"), args.repeats, 1),
-            ("Monitor(every=1).watch()", watched(Monitor(model, every=1), 1), args.repeats, 1),
+    print(f"normlab.torch emulate benchmark: torch {torch.__version__}, transformers "
+          f"{transformers.__version__}, numpy {np.__version__}, numba {_version('numba')}, "
+          f"python {platform.python_version()}, {platform.machine()}; torch threads "
+          f"{torch.get_num_threads()} for every setting; torchao {_version('torchao')}, "
+          f"unit-scaling {_version('unit-scaling')}")
+    print(f"GPT-2 shape {args.layers} x {args.width}, vocab {args.vocab}, B {args.batch}, "
+          f"T {args.seq}, float32; {args.repeats} interleaved rounds after a warm-up")
+    a = torch.randn(2048, 2048)
+    a @ a
+    print(f"sgemm {2 * 2048**3 / _timed(lambda: a @ a) / 1e9:.1f} GFLOP/s", flush=True)
+    rows = [("plain float32", step, 1),
+            ("emulate(amp_bf16)", under("amp_bf16"), 1),
+            ("emulate(fp8_hybrid)", under("fp8_hybrid"), 1),
+            ("Monitor(every=1).watch()", watched(Monitor(model, every=1), 1), 1),
             ("Monitor(every=10).watch(), mean of 10 steps",
-             watched(Monitor(model, every=10), 10), max(1, args.repeats // 2), 10))
-    for name, fn, n, per in rows:
-        t = _median(fn, n) / per
-        print(f"| {name} | {t * 1e3:.0f} | {t / plain:.2f} |", flush=True)
+             watched(Monitor(model, every=10), 10), 10)]
+    rows += _others(model, step_of)
+    times: list[list[float]] = [[] for _ in rows]
+    cpus: list[list[float]] = [[] for _ in rows]
+    for r in range(args.repeats + 1):
+        for i, (_, fn, per) in enumerate(rows):
+            t, c = _clocked(fn)
+            if r:  # round 0 warms up
+                times[i].append(t / per)
+                cpus[i].append(c / per)
+    print("| step | median ms | / plain (medians) | / plain (median of rounds) | median CPU ms "
+          "| CPU / plain (medians) |\n|---|---|---|---|---|---|")
+    for (name, _, _), ts, cs in zip(rows, times, cpus):
+        paired = statistics.median(t / p for t, p in zip(ts, times[0]))
+        med, cpu = statistics.median(ts), statistics.median(cs)
+        print(f"| {name} | {med * 1e3:.0f} | {med / statistics.median(times[0]):.2f} | "
+              f"{paired:.2f} | {cpu * 1e3:.0f} | {cpu / statistics.median(cpus[0]):.2f} |",
+              flush=True)
     return 0
 
 

@@ -60,3 +60,39 @@ def test_emulate_rounds_the_transformers_model():
     assert torch.equal(plain, again)
     assert torch.equal(low, low.to(torch.bfloat16).float())  # the head's output: bf16 values
     assert not torch.equal(plain, low)
+
+
+def _gpt2_grads(policy: str, fresh_buffers: bool) -> list[np.ndarray]:
+    """Losses and gradients of three AdamW steps of a small GPT-2 (Conv1D weights read
+    transposed, a tied head, an embedding) under one emulate; ``fresh_buffers``: its buffers
+    dropped after every step instead of reused."""
+    from normlab.torch.quantize import Workspace
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=96, n_layer=2, n_embd=64, n_head=4, n_positions=32,
+                                  bos_token_id=0, eos_token_id=0, attn_implementation="sdpa")
+    model = transformers.GPT2LMHeadModel(cfg)
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 96, (2, 16)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.3)
+    em, out = emulate(model, policy), []
+    for _ in range(3):
+        opt.zero_grad()
+        with em:
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+        em.end_step()
+        out += [loss.detach().numpy()] + [p.grad.numpy().copy() for p in model.parameters()]
+        opt.step()
+        if fresh_buffers:
+            em.rounder.work = Workspace()
+    return out
+
+
+@pytest.mark.parametrize("policy", ["amp_bf16", "fp8_hybrid"])
+def test_reused_buffers_change_no_bit(policy):
+    """The rounded weights held for the backward live in buffers reused from step to step:
+    every loss and gradient is the same bits as with new buffers at every step."""
+    a, b = _gpt2_grads(policy, False), _gpt2_grads(policy, True)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert np.array_equal(x.view(np.uint32), y.view(np.uint32))

@@ -29,6 +29,12 @@ normlab. Delayed scaling keeps one amax history per tensor, keyed by the innermo
 made the call, the call's number within it and the tensor's key; ``end_step()`` advances the
 histories once per optimizer step.
 
+The emulator rounds its own temporaries in place (the linear outputs, dx, dW) and holds the
+rounded x and W for the backward in buffers reused from step to step
+(``normlab.torch.quantize.Workspace``), so a large weight's rounding costs passes over memory
+rather than fresh pages; an embedding rounds the rows it reads (the same values, where
+``params`` is unscaled and deterministic). docs/torch.md gives the measured cost.
+
 ``stream`` (module names) defaults to the children of the model's first ``nn.ModuleList`` (the
 decoder layers of a transformers model: the stream after each layer, where normlab rounds after
 each sublayer); ``embed`` defaults to ``model.get_input_embeddings()`` where the model has it.
@@ -44,32 +50,79 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ..precision import PrecisionPolicy, get_policy
-from .quantize import apply
+from ..precision import Precision, PrecisionPolicy, get_policy
+from .quantize import Workspace, _cast_from, _transposed, apply, apply_
 
 _ROLES = ("params", "compute", "activations", "gradients")
 
 
 class _Rounder:
-    """Applies one policy's roles to torch tensors, with the delayed-scaling states."""
+    """Applies one policy's roles to torch tensors, with the delayed-scaling states and the
+    buffers reused from step to step (``Workspace``)."""
 
     def __init__(self, policy: PrecisionPolicy, rng: np.random.Generator | None):
         self.policy, self.rng = policy, rng
         self.roles = {r: getattr(policy, r) for r in _ROLES}
         self.states: dict[str, Any] = {}
+        self.work = Workspace()
+
+    def _state(self, p: Precision, role: str, name: str) -> Any:
+        if p.scaling is None or p.scaling.kind != "delayed":
+            return None
+        key = f"{name}/{role}"
+        if key not in self.states:
+            self.states[key] = p.new_state()
+        return self.states[key]
 
     def __call__(self, role: str, x: torch.Tensor, name: str) -> torch.Tensor:
+        """``role``'s rounding of x, a new tensor (x itself when the role does not round)."""
         p = self.roles[role]
         if not p.rounds:
             return x
         with torch.no_grad():
-            state = None
-            if p.scaling is not None and p.scaling.kind == "delayed":
-                key = f"{name}/{role}"
-                state = self.states.get(key)
-                if state is None:
-                    state = self.states[key] = p.new_state()
-            return apply(p, x, rng=self.rng, state=state).to(x.dtype)
+            return apply(p, x, rng=self.rng, state=self._state(p, role, name)).to(x.dtype)
+
+    def inplace(self, role: str, x: torch.Tensor, name: str) -> torch.Tensor:
+        """``role``'s rounding written into x, a tensor of the caller's that nothing else
+        reads; the same values as ``__call__``."""
+        p = self.roles[role]
+        if not p.rounds:
+            return x
+        with torch.no_grad():
+            state = self._state(p, role, name)
+            if x.dtype == torch.float32 and (x.is_contiguous() or _transposed(x)):
+                return apply_(p, x, rng=self.rng, state=state, work=self.work)
+            return x.copy_(apply(p, x, rng=self.rng, state=state))
+
+    def chain(self, roles: tuple[str, ...], x: torch.Tensor,
+              name: str) -> tuple[torch.Tensor, bool]:
+        """The roles applied in turn to x: (the result, whether it is a ``Workspace`` buffer,
+        to be given back once read). A role equal to the one before it and rounding
+        deterministically without scaling is skipped: its rounding of grid values is the
+        identity."""
+        ps = [r for r in roles if self.roles[r].rounds]
+        if not ps:
+            return x, False
+        if x.dtype != torch.float32:
+            for role in roles:
+                x = self(role, x, name)
+            return x, False
+        buf = self.work.take(x)
+        with torch.no_grad():
+            done = _cast_from(self.roles[ps[0]], x, buf, self.work)
+            if not done:
+                buf.copy_(x)
+        last = self.roles[ps[0]] if done else None
+        for role in ps[1:] if done else ps:
+            p = self.roles[role]
+            if p != last or p.scaling is not None or p.rounding == "stochastic":
+                self.inplace(role, buf, name)
+            last = p
+        return buf, True
+
+    def give(self, *ts: torch.Tensor) -> None:
+        for t in ts:
+            self.work.give(t)
 
     def end_step(self) -> None:
         for s in self.states.values():
@@ -90,18 +143,22 @@ class _Straight(torch.autograd.Function):
 
 
 class _Linear(torch.autograd.Function):
-    """y = activations(compute(x) compute(params(W))^T + b) and normlab's Linear backward."""
+    """y = activations(compute(x) compute(params(W))^T + b) and normlab's Linear backward. The
+    rounded x and W are held for the backward in the rounder's buffers, given back after it
+    (a second backward through the same graph after another forward is refused by autograd's
+    check of the saved tensors' versions)."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                 r: _Rounder, site: str) -> torch.Tensor:
-        xq = r("compute", x, f"{site}/input")
-        wq = r("compute", r("params", w, f"{site}/weight"), f"{site}/weight")
+        xq, own_x = r.chain(("compute",), x, f"{site}/input")
+        wq, own_w = r.chain(("params", "compute"), w, f"{site}/weight")
         with torch._C.DisableTorchFunction():
             y = F.linear(xq, wq, b)
         ctx.save_for_backward(xq, wq)
         ctx.r, ctx.site, ctx.has_bias = r, site, b is not None
-        return r("activations", y, f"{site}/output")
+        ctx.pooled = [t for t, own in ((xq, own_x), (wq, own_w)) if own]
+        return r.inplace("activations", y, f"{site}/output")
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple:
@@ -109,10 +166,13 @@ class _Linear(torch.autograd.Function):
         r, site = ctx.r, ctx.site
         with torch._C.DisableTorchFunction():
             g = r("gradients", dy, f"{site}/dout")
-            dx = r("activations", g @ wq, f"{site}/dx")
+            dx = r.inplace("activations", g @ wq, f"{site}/dx")
             g2, x2 = g.reshape(-1, g.shape[-1]), xq.reshape(-1, xq.shape[-1])
-            dw = r("activations", g2.transpose(0, 1) @ x2, f"{site}/dweight")
+            dw = r.inplace("activations", g2.transpose(0, 1) @ x2, f"{site}/dweight")
             db = g2.sum(0) if ctx.has_bias else None
+        del xq, wq
+        r.give(*ctx.pooled)
+        ctx.pooled = []
         return dx, dw, db, None, None
 
 
@@ -144,15 +204,25 @@ class _Mode(TorchFunctionMode):
             return _Linear.apply(args[1], args[2].transpose(0, 1), args[0], o.rounder,
                                  o.site("linear"))
         if func is F.embedding:
-            site = o.site("embedding")
-            w = _Straight.apply(args[1], lambda t: o.rounder("params", t, f"{site}/param"), None)
-            return func(args[0], w, *args[2:], **kwargs)
+            return _embedding(o, func, args, kwargs)
         out = func(*args, **kwargs)
         if func is F.scaled_dot_product_attention:
             site = o.site("attention")
             return _Straight.apply(out, lambda t: o.rounder("activations", t, f"{site}/out"),
                                    None)
         return out
+
+
+def _embedding(o: emulate, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    """F.embedding with params(W): the rows read, rounded, where the rounding is one value's
+    alone (unscaled, deterministic: the rows of the rounded table); else the whole table."""
+    site = o.site("embedding")
+    p = o.rounder.roles["params"]
+    fwd = lambda t: o.rounder("params", t, f"{site}/param")  # noqa: E731
+    max_norm = args[3] if len(args) > 3 else kwargs.get("max_norm")
+    if p.scaling is None and p.rounding != "stochastic" and max_norm is None:
+        return _Straight.apply(func(*args, **kwargs), fwd, None)
+    return func(args[0], _Straight.apply(args[1], fwd, None), *args[2:], **kwargs)
 
 
 class emulate:

@@ -189,13 +189,19 @@ def _native(fmt: FloatFormat, rounding: str, overflow: str | None,
 
 
 def _cast(x: torch.Tensor, dt: torch.dtype, fmt: FloatFormat, overflow: str | None,
-          own: bool = False) -> torch.Tensor:
+          own: bool = False, work: Workspace | None = None,
+          inside: bool = False) -> torch.Tensor:
     """float32 x through torch's cast to ``dt`` and back: one rounding to nearest even (a
     saturating overflow clamps first, as normlab sends every value past max to max, inf
     included); NaN as normlab's, the quiet NaN with x's sign. ``own``: x is a finite temporary
-    of the caller's, rounded in place (a saturating cast of it has no NaN to look for)."""
+    of the caller's, rounded in place (a saturating cast of it has no NaN to look for);
+    ``work``: the buffers for that cast (``Workspace.cast_``); ``inside``: x is known to lie
+    within +-max already (no clamp)."""
     if own and overflow == "saturate":
-        x.clamp_(-fmt.max_finite, fmt.max_finite)
+        if not inside:
+            x.clamp_(-fmt.max_finite, fmt.max_finite)
+        if work is not None:
+            return work.cast_(x, dt)
         return x.copy_(x.to(dt))
     if overflow == "saturate":
         y = torch.clamp(x, -fmt.max_finite, fmt.max_finite).to(dt).to(torch.float32)
@@ -268,8 +274,8 @@ def _round(x: torch.Tensor, c: _Consts, fmt: FloatFormat, rounding: str,
     out = torch.where(nonfinite, torch.where(a0 == c.inf, inf_result, c.qnan).to(out.dtype), out)
     if not fmt.zero:
         out = torch.where(a0 == 0, torch.full_like(out, c.qnan), out)
-    if fmt.signed:
-        return _with_sign(out, neg, c)
+    if fmt.signed:  # a format without -0 (FNUZ): a value rounding to zero is +0
+        return _with_sign(out, neg if fmt.signed_zero else neg & (out != 0), c)
     bad = neg if not fmt.zero else neg & (a0 != 0)
     out = torch.where(bad, torch.full_like(out, c.qnan), out)
     return _with_sign(out, torch.zeros_like(neg), c)
@@ -393,18 +399,109 @@ def _amax(t: torch.Tensor) -> float:
 
 def _scaled_qdq(x: torch.Tensor, fmt: FloatFormat, scale: float, rounding: str,
                 overflow: str | None, rng: np.random.Generator | None,
-                finite: bool = False) -> torch.Tensor:
+                finite: bool = False, work: Workspace | None = None,
+                amax: float = math.inf) -> torch.Tensor:
     """``normlab.precision.scaled_qdq`` for float32 x: quantize(x * s) * float32(1 / s), both
     products in float32. ``finite``: x is known to hold no NaN or infinity (its amax is
-    finite), so a saturating cast that torch does natively rounds x * s in place."""
+    finite), so a saturating cast that torch does natively rounds x * s in place. ``work``: x
+    is the caller's contiguous float32 temporary, rounded in place (its buffers reused).
+    ``amax``: x's max |x| where known: when float32(amax * s) is within max, so is every
+    x * s (a float32 product rounds monotonically) and nothing needs a clamp."""
     s = np.float32(scale)
-    xs = x * float(s)
+    xs = x.mul_(float(s)) if work is not None else x * float(s)
     native = _native(fmt, rounding, overflow, not fmt.subnormals)
     if finite and overflow == "saturate" and native is not None:
-        q = _cast(xs, native, fmt, overflow, own=True)
+        with np.errstate(over="ignore"):
+            inside = bool(np.float32(amax) * s <= fmt.max_finite)
+        q = _cast(xs, native, fmt, overflow, own=True, work=work, inside=inside)
+    elif work is not None:
+        q = xs.copy_(quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng))
     else:
         q = quantize(xs, fmt, rounding=rounding, overflow=overflow, rng=rng)
     return q.mul_(float(np.float32(1.0) / s))
+
+
+class Workspace:
+    """Buffers reused from one rounding to the next (``normlab.torch.emulate`` keeps one): the
+    codes of a cast and the indices that decode them, and float32 tensors by shape. torch's
+    CPU allocator returns a large tensor's memory to the system when it is freed, so every new
+    large temporary pays a page fault per page on its first write; reused buffers do not."""
+
+    def __init__(self) -> None:
+        self._raw: dict[torch.device, torch.Tensor] = {}
+        self._free: dict[tuple, list[torch.Tensor]] = {}
+        self._luts: dict[tuple, torch.Tensor] = {}
+
+    def _bytes(self, n: int, device: torch.device) -> torch.Tensor:
+        buf = self._raw.get(device)
+        if buf is None or buf.numel() < n:
+            buf = self._raw[device] = torch.empty(n, dtype=torch.uint8, device=device)
+        return buf[:n]
+
+    def cast_(self, x: torch.Tensor, dt: torch.dtype,
+              src: torch.Tensor | None = None) -> torch.Tensor:
+        """x (contiguous float32) through torch's cast to ``dt`` and back, in place (``src``:
+        a float32 tensor of x's shape cast into x instead): the one rounding is the cast's; the
+        codes are decoded exactly (a float8 code through the table of its 256 values: torch's
+        own decoding, without its per-element conversion)."""
+        n = x.numel()
+        if torch.empty(0, dtype=dt).element_size() > 1:
+            codes = self._bytes(2 * n, x.device).view(dt).view(x.shape)
+            codes.copy_(x if src is None else src)
+            return x.copy_(codes)
+        if src is not None:
+            x.copy_(src)
+        off = -(-n // 64) * 64  # the indices start aligned
+        raw = self._bytes(off + 4 * n, x.device)
+        raw[:n].view(dt).view(x.shape).copy_(x)
+        idx = raw[off:].view(torch.int32)
+        idx.copy_(raw[:n])
+        torch.index_select(self._lut(dt, x.device), 0, idx, out=x.view(-1))
+        return x
+
+    def _lut(self, dt: torch.dtype, device: torch.device) -> torch.Tensor:
+        key = (dt, device)
+        if key not in self._luts:
+            codes = torch.arange(256, dtype=torch.uint8, device=device)
+            self._luts[key] = codes.view(dt).to(torch.float32)
+        return self._luts[key]
+
+    def take(self, like: torch.Tensor) -> torch.Tensor:
+        """A float32 tensor of ``like``'s shape and device (values unset), laid out as
+        ``like`` where that is a transposed contiguous matrix (so the products that read it run
+        as they would on ``like``), contiguous otherwise."""
+        key = (tuple(like.shape), _transposed(like), like.device)
+        free = self._free.get(key)
+        if free:
+            return free.pop()
+        if key[1]:
+            return torch.empty(like.shape[::-1], dtype=torch.float32, device=like.device).t()
+        return torch.empty(like.shape, dtype=torch.float32, device=like.device)
+
+    def give(self, t: torch.Tensor) -> None:
+        """Return a tensor from ``take`` for reuse (its holder no longer reads it)."""
+        self._free.setdefault((tuple(t.shape), _transposed(t), t.device), []).append(t)
+
+
+def _transposed(t: torch.Tensor) -> bool:
+    """t is a matrix whose transpose, and not itself, is contiguous."""
+    return t.dim() == 2 and not t.is_contiguous() and t.t().is_contiguous()
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor | None:
+    """t's elements as one contiguous vector in memory order (contiguous t, or a transposed
+    contiguous matrix), for element-wise work; None otherwise."""
+    if t.is_contiguous():
+        return t.view(-1)
+    return t.t().reshape(-1) if _transposed(t) else None
+
+
+def _check_apply(precision: Any, t: Any) -> None:
+    if not isinstance(precision, Precision):
+        raise TypeError(f"precision must be a normlab.precision.Precision; got "
+                        f"{type(precision).__name__}")
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise TypeError(f"t must be a floating-point torch.Tensor; got {type(t).__name__}")
 
 
 def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
@@ -415,11 +512,7 @@ def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | N
     scaling (blocks along the recipe's axis). float32 (or float16 / bfloat16) input; returns
     float32. A precision with ``sr_bits`` and float64 input go through ``Precision.apply`` on a
     CPU copy."""
-    if not isinstance(precision, Precision):
-        raise TypeError(f"precision must be a normlab.precision.Precision; got "
-                        f"{type(precision).__name__}")
-    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-        raise TypeError(f"t must be a floating-point torch.Tensor; got {type(t).__name__}")
+    _check_apply(precision, t)
     s, p = precision.scaling, precision
     if p.sr_bits is not None or t.dtype == torch.float64:
         a = t.detach().to("cpu").numpy()
@@ -432,16 +525,78 @@ def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | N
     if isinstance(s, MXScaling):
         return mx_quantize(x, p.format, block_size=s.block_size, axis=s.axis,
                            scale_rule=s.scale_rule, rounding=p.rounding, rng=rng).dequantize()
+    return _apply_scaled(p, x, rng, state, None)
+
+
+def apply_(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
+           state: DelayedScalingState | None = None,
+           work: Workspace | None = None) -> torch.Tensor:
+    """``apply`` written into ``t`` (a float32 tensor the caller owns: contiguous, or a
+    transposed contiguous matrix), the same bits. Unscaled, per-tensor and delayed scaling
+    rounding deterministically run in place on its memory (element-wise: its order does not
+    matter), a format torch stores (nearest even, a finite tensor) through torch's cast and
+    ``work``'s buffers; stochastic rounding (which draws in t's order) and MX scaling (blocks
+    along an axis) are ``apply`` copied in. Returns ``t``."""
+    _check_apply(precision, t)
+    flat = _flat(t)
+    if t.dtype != torch.float32 or flat is None or t.requires_grad:
+        raise ValueError(f"t must be a float32 tensor without a gradient, contiguous or a "
+                         f"transposed contiguous matrix; got {t.dtype}, strides {t.stride()}")
+    s, p, work = precision.scaling, precision, work or Workspace()
+    if p.rounding == "stochastic" or isinstance(s, MXScaling):
+        t.copy_(apply(p, t, rng=rng, state=state))
+    elif s is not None:
+        _apply_scaled(p, flat, rng, state, work)
+    else:
+        _unscaled_(p, flat, work)
+    return t
+
+
+def _cast_from(p: Precision, src: torch.Tensor, dst: torch.Tensor, work: Workspace) -> bool:
+    """``dst = apply(p, src)`` straight from ``src`` through torch's cast (one pass less than a
+    copy and a rounding in place) where ``p`` is unscaled and rounds to nearest even to a
+    format torch stores with an infinity, and ``src`` is finite float32 laid out as ``dst``:
+    True; otherwise nothing is written: False."""
+    fmt = p.format
+    if p.scaling is not None or p.overflow == "saturate" or not fmt.has_inf or \
+            src.dtype != torch.float32 or _transposed(src) != _transposed(dst):
+        return False
+    dt = _native(fmt, p.rounding, p.overflow, not fmt.subnormals)
+    fs, fd = _flat(src), _flat(dst)
+    if dt is None or fs is None or fd is None or not math.isfinite(float(torch.sum(fs))):
+        return False
+    work.cast_(fd, dt, src=fs)  # overflow past max: inf, normlab's and the cast's
+    return True
+
+
+def _unscaled_(p: Precision, x: torch.Tensor, work: Workspace) -> torch.Tensor:
+    """An unscaled deterministic rounding of contiguous float32 x, in place."""
+    fmt = p.format
+    dt = _native(fmt, p.rounding, p.overflow, not fmt.subnormals)
+    if dt is None or not (fmt.has_inf or p.overflow == "saturate") or \
+            not math.isfinite(float(torch.sum(x))):  # (a NaN, an inf or a sum past max)
+        return x.copy_(quantize(x, fmt, rounding=p.rounding, overflow=p.overflow))
+    if p.overflow == "saturate":
+        x.clamp_(-fmt.max_finite, fmt.max_finite)
+    return work.cast_(x, dt)  # overflow past max: inf, normlab's and the cast's
+
+
+def _apply_scaled(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
+                  state: DelayedScalingState | None, work: Workspace | None) -> torch.Tensor:
+    """Per-tensor and delayed scaling of float32 x (in place with ``work``)."""
+    s = p.scaling
     overflow = "saturate" if p.overflow is None else p.overflow
     if isinstance(s, TensorScaling):
         am = _amax(x)
         scale = tensor_scale(am, p.format, margin=s.margin, power_of_two=s.power_of_two)
-        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am))
+        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am),
+                           work, am)
     if not isinstance(state, DelayedScalingState):
         raise TypeError("this precision uses delayed scaling: pass state= (from "
                         "precision.new_state(), one per tensor, updated every step)")
     am = np.float32(_amax(x))
-    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng, bool(np.isfinite(am)))
+    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng,
+                    bool(np.isfinite(am)), work, float(am))
     h = state.amax_history
     h[0] = np.nan if np.isnan(am) else max(h[0], am)
     return y
