@@ -36,19 +36,12 @@ def test_kernel_equals_reference_at_the_edges(x):
     assert tensor_stats(x, impl="kernel") == tensor_stats(x, impl="reference")
 
 
-def test_the_first_pass_equals_its_reference(rng):
-    from normlab.kernels import headroom as kh
+def test_the_extremes_equal_their_reference(rng):
     from normlab.precision import headroom as ph
 
-    x = _sample(rng, (6, 45))  # 45: each row's second MX block padded
-    counts = np.zeros(1 << 18, np.int64)
-    block_max = np.zeros(6 * 2, np.uint32)
-    bits, nonfinite, nonzero, top = kh.first_pass(x.reshape(-1).view(np.uint32), 45, 13,
-                                                  counts, block_max)
-    want = ph._first_pass(x.reshape(-1), x.shape, 13, "reference")
-    assert np.array_equal(bits, want[0]) and (nonfinite, nonzero) == want[1:3] == (2, 267)
-    assert np.array([top], np.uint32).view(np.float32)[0] == want[3]
-    assert np.array_equal(counts, want[4]) and np.array_equal(block_max.view(np.float32), want[5])
+    x = _sample(rng, (6, 45))
+    assert ph._extremes(x.reshape(-1), True) == ph._extremes(x.reshape(-1), False)
+    assert ph._extremes(np.array([0.0, np.nan], np.float32), True) == (0, 0xFFFFFFFF)
 
 
 @pytest.mark.parametrize("fmt", HEADROOM_FORMATS)
@@ -80,6 +73,8 @@ def test_bad_input_is_refused():
         tensor_stats(np.ones(4, np.float32), impl="fast")
     with pytest.raises(ValueError, match="delayed_amax"):
         tensor_stats(np.ones(4, np.float32), delayed_amax=-1.0)
+    with pytest.raises(ValueError, match="delayed_amax must be None or a finite number"):
+        tensor_stats(np.ones(4, np.float32), delayed_amax=float("inf"))
 
 
 def test_numerics_scope_restores_what_was_there():
@@ -99,41 +94,79 @@ def test_numerics_scope_restores_what_was_there():
             pass
 
 
-@pytest.mark.parametrize("sh", [13, 18])
-def test_the_two_passes_equal_their_references(rng, sh):
-    from normlab.kernels import headroom as kh
+def _at_every_threshold(amax: float, delayed: float) -> np.ndarray:
+    """float32 values at, just below and just above every threshold of every format and
+    scaling for a tensor of this amax (and the MX thresholds of a block scaled by 2^0)."""
     from normlab.precision import headroom as ph
+    from normlab.precision.formats import get_format
 
-    bits = (rng.standard_normal((40, 32)).astype(np.float32).view(np.uint32)
-            & np.uint32(0x7FFFFFFF))
-    bits[3, :5] = 0
-    shift = rng.integers(-200, 200, 40).astype(np.int64) << (23 - sh)
-    size = 1 << (31 - sh)
-    a = np.zeros(size, np.int64)
-    b = np.zeros(size, np.int64)
-    kh.count_buckets(bits, shift, a, sh)
-    ph.count_buckets_reference(bits, shift, b, sh)
-    assert np.array_equal(a, b) and a.sum() == np.count_nonzero(bits)
-    table = np.zeros(size, np.bool_)
-    table[rng.integers(0, size, size // 50)] = True
-    table[:10] = table[-10:] = True
-    m = int(a[table].sum())
-    got, want = kh.gather_buckets(bits, shift, table, m, sh), ph.gather_buckets_reference(
-        bits, shift, table, m, sh)
-    assert got[0].size == m > 0
-    for x, y in zip(got, want):
-        assert np.array_equal(x, y)
+    ts = []
+    for _, f, s in FORMAT_SCALINGS:
+        ref = {"none": None, "tensor": amax, "delayed": delayed, "mx": None}[s]
+        scale = 1.0 if ref is None else get_format(f).max_finite / ref
+        ts += [t for t, _ in ph._tests(f, scale)]
+    v = np.array(ts, np.float64)
+    v = v[v < 3e38].astype(np.float32)
+    v = np.concatenate([v, np.nextafter(v, np.float32(0)), np.nextafter(v, np.float32(np.inf))])
+    return np.concatenate([v[(v > 0) & (v <= amax)], [amax]]).astype(np.float32)
 
 
-def test_the_bucket_width_does_not_change_a_count(rng, monkeypatch):
-    """Wide buckets (small tensors) and narrow ones (large) give the same exact fractions."""
+@pytest.mark.parametrize("amax", [1.0, 3.0, 448.0, 2.0**-20])
+def test_values_on_a_threshold_are_counted_as_the_definition_says(amax):
+    """The kernel turns each test into a bound on the bits: values at, below and above every
+    threshold (and the tensor's own amax) count as the NumPy reference compares them."""
+    v = _at_every_threshold(amax, 7.0)
+    x = np.resize(v, (max(v.size // 32, 1) + 1, 32))  # whole MX blocks, each with its own amax
+    for d in (None, 7.0, amax):
+        assert (tensor_stats(x, delayed_amax=d, impl="kernel")
+                == tensor_stats(x, delayed_amax=d, impl="reference"))
+
+
+@pytest.mark.parametrize("shape", [(7, 1000), (3, 4097), (5000,), (2, 31, 33), (1100, 1)])
+def test_chunks_rows_and_tiny_blocks_do_not_change_a_count(rng, shape):
+    """Rows that do not fill a chunk or a block, a tensor over many chunks, and blocks whose
+    amax is so small (down to the subnormals) that the kernel counts them test by test."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    x *= np.exp2(rng.integers(-140, 40, shape[:-1] + (1,))).astype(np.float32)
+    x.flat[::97] = 0.0
+    x.flat[5] = np.inf
+    for d in (None, 1e-30):
+        assert (tensor_stats(x, delayed_amax=d, impl="kernel")
+                == tensor_stats(x, delayed_amax=d, impl="reference"))
+
+
+def test_the_mx_fractions_are_what_the_mx_quantizer_does(rng):
+    """MXFP8 and MXFP4 flush and subnormal fractions against normlab.precision's MX block
+    quantizer, whose scale rule (floor) they share: what becomes 0, what lands below the
+    element format's normal range."""
+    from normlab.precision import mx_quantize
+
+    x = (rng.standard_normal((16, 64)) * np.exp2(rng.integers(-30, 30, (16, 1)))).astype(
+        np.float32)
+    x[0, :32] *= np.exp2(-np.arange(32.0)).astype(np.float32)  # one block down to 2^-31 amax
+    s = tensor_stats(x)["formats"]
+    for key, fmt in (("mxfp8", "float8_e4m3fn"), ("mxfp4", "float4_e2m1fn")):
+        p = np.abs(mx_quantize(x, fmt).elements)
+        w = format_window(fmt)
+        assert s[key]["flush"] == np.count_nonzero(p == 0) / x.size > 0
+        assert s[key]["subnormal"] == np.count_nonzero(
+            (p > 0) & (p < 2.0 ** w["min_normal"])) / x.size > 0
+
+
+@pytest.mark.parametrize("k", [0, -100, -112, -121, -127])
+def test_mx_values_on_a_threshold_in_blocks_of_any_scale(k):
+    """Blocks with shared scale X = 2^k (their amax 2^(emax + k)) holding t X and its float32
+    neighbours for every MX threshold t: small k takes the kernel's test-by-test path and,
+    below 2^-126, the subnormal bounds."""
     from normlab.precision import headroom as ph
+    from normlab.precision.formats import get_format
 
-    x = (rng.standard_normal((64, 96)) * np.exp(rng.normal(0, 6, (64, 1)))).astype(np.float32)
-    x[0, :3] = [0.0, np.inf, np.nan]
-    x[1, :4] = [448.0, 464.0, 2.0**-10, 2.0**-9 * 0.75]  # at E4M3's thresholds
-    got = {}
-    for small in (0, 1 << 40):  # every tensor narrow, every tensor wide
-        monkeypatch.setattr(ph, "_SMALL", small)
-        got[small] = ph.tensor_stats(x, delayed_amax=2.0)
-    assert got[0] == got[1 << 40]
+    rows = []
+    for _, fmt in ph._mx():
+        top = np.float32(2.0 ** (get_format(fmt).emax + k))
+        for t, _ in ph._tests(fmt, 1.0):
+            v = np.float32(t * 2.0**k)
+            rows.append([top, v, np.nextafter(v, np.float32(0)),
+                         np.nextafter(v, np.float32(1))] + [0.0] * 28)
+    x = np.array(rows, np.float32)
+    assert tensor_stats(x, impl="kernel") == tensor_stats(x, impl="reference")

@@ -4,9 +4,10 @@
 (``HIST_LO`` to ``HIST_HI``, clipped at the ends), and for each format and scaling of
 ``FORMAT_SCALINGS`` the fractions of the non-zero values that overflow (round past the largest
 finite value), flush (round to zero) or lose precision (land among the subnormals), under round
-to nearest, ties to even. The fractions are exact (no sampling): the tensor's float32 bit
-patterns are counted by bucket (``_Magnitudes``) and only the values in the buckets next to a
-threshold are compared one by one.
+to nearest, ties to even. The fractions are exact (no sampling): each is a count of the values
+past a threshold, and on non-negative floats ``|x| > t`` is ``bits(|x|) >= B`` for one bit
+pattern B (``_bound``), so the kernel reads the tensor twice (its extremes, then every count)
+whatever the number of thresholds.
 
 Formats are ``normlab.precision.FORMATS``' names; ``HEADROOM_FORMATS`` are the four that
 ``normlab inspect`` reports. Scalings (s multiplies x before the cast): ``none`` s = 1;
@@ -16,13 +17,13 @@ tensor's own amax when it is not given); ``mx`` blocks of 32 along the last axis
 X = 2^(floor(log2 amax_block) - emax) (OCP MX v1.0), MXFP8 with float8_e4m3fn elements and MXFP4
 with float4_e2m1fn.
 
-The two passes over the bits run in ``normlab.kernels.headroom`` (numba, ``impl="kernel"``, the
-default where numba imports) or in NumPy here (``impl="reference"``); both give the same counts.
+The two passes run in ``normlab.kernels.headroom`` (numba, ``impl="kernel"``, the default where
+numba imports); ``impl="reference"`` counts by the definitions in NumPy and float64. Both give
+the same numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,50 +39,7 @@ FORMAT_SCALINGS: tuple[tuple[str, str, str], ...] = tuple(
 HIST_LO, HIST_HI = -64, 32  # histogram bins floor(log2 |x|) in [LO, HI), clipped at the ends
 MX_BLOCK = 32
 IMPLS = ("kernel", "reference")
-
-# a bucket keeps 23 - sh mantissa bits of |x|: 2^(31 - sh) buckets. Wide buckets (fewer to sum)
-# for small tensors, narrow ones (fewer values to compare exactly) for large: the counts are
-# exact either way
-_SHIFT, _SHIFT_SMALL, _SMALL = 13, 18, 1 << 20
-
-
-def _bucket_shift(size: int) -> int:
-    return _SHIFT_SMALL if size < _SMALL else _SHIFT
-
-
-def count_buckets_reference(bits: np.ndarray, shift: np.ndarray, counts: np.ndarray,
-                            sh: int) -> None:
-    """NumPy reference of ``normlab.kernels.headroom.count_buckets``: counts[key] += 1 for each
-    non-zero value, key = (bits >> sh) - shift[i] for row i, clipped to the table."""
-    keys = _keys(bits, shift, counts.size, sh)
-    counts += np.bincount(keys[bits != 0], minlength=counts.size)
-
-
-def gather_buckets_reference(bits: np.ndarray, shift: np.ndarray, table: np.ndarray,
-                             m: int, sh: int) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy reference of ``normlab.kernels.headroom.gather_buckets``: (flat positions, keys)
-    of the ``m`` non-zero values whose bucket ``table`` marks, in order."""
-    keys = _keys(bits, shift, table.size, sh).reshape(-1)
-    pos = np.flatnonzero((bits.reshape(-1) != 0) & table[keys])
-    assert pos.size == m, "m must be the marked buckets' count"
-    return pos, keys[pos]
-
-
-def _keys(bits: np.ndarray, shift: np.ndarray, size: int, sh: int) -> np.ndarray:
-    keys = (bits >> np.uint32(sh)).astype(np.int64) - shift[:, None]
-    return np.clip(keys, 0, size - 1)
-
-
-def _passes(impl: str) -> tuple[Callable, Callable]:
-    """(count, gather): the numba kernels or their NumPy references."""
-    if impl == "kernel":
-        from .. import kernels
-
-        if kernels.available():
-            from ..kernels import headroom as kh
-
-            return kh.count_buckets, kh.gather_buckets
-    return count_buckets_reference, gather_buckets_reference
+_FINITE_BITS = 0x7F800000  # |x| bit patterns at or above: inf and NaN
 
 
 def format_window(fmt: Any) -> dict:
@@ -91,59 +49,6 @@ def format_window(fmt: Any) -> dict:
     return {"min_subnormal": float(np.log2(f.min_subnormal)),
             "min_normal": float(np.log2(f.min_normal)), "max": float(np.log2(f.max_finite))}
 
-
-class _Magnitudes:
-    """The non-zero finite magnitudes of a tensor (optionally divided by a power of two per
-    block), counted by bucket of their float32 bit pattern (monotonic in the value), so that
-    "how many exceed t" is a sum over buckets plus exact comparisons on the few values in the
-    buckets next to t: the fractions are exact, and the tensor is read twice whatever the number
-    of thresholds (numba kernels: one pass to count, one to gather)."""
-
-    def __init__(self, bits: np.ndarray, shift: np.ndarray,
-                 exact: Callable[[np.ndarray], np.ndarray], impl: str = "kernel",
-                 sh: int = _SHIFT, counts: np.ndarray | None = None):
-        # (n, block) uint32 |x| bits; (n,) int64 key shift; buckets of 23 - sh mantissa bits;
-        # counts: the bucket counts where a pass already made them
-        self.bits, self.shift, self.impl, self.sh = bits, shift, impl, sh
-        self.size = 1 << (31 - sh)
-        if counts is None:
-            counts = np.zeros(self.size, np.int64)
-            _passes(impl)[0](bits, shift, counts, sh)
-        self.counts = counts
-        self.above = np.concatenate([np.cumsum(self.counts[::-1])[::-1], [0]])  # >= bucket k
-        self.exact = exact  # positions -> the exact (float64) values, for boundary buckets
-        self.sub_keys: np.ndarray | None = None  # set by prepare
-        self.sub_vals: np.ndarray | None = None
-
-    def prepare(self, thresholds: list[float]) -> None:
-        """Gather, once, the values in the buckets around every threshold."""
-        table = np.zeros(self.size, np.bool_)
-        for t in thresholds:
-            k = _key(t, self.sh)
-            table[max(k - 1, 0):k + 2] = True
-        m = int(self.counts[table].sum())  # how many values the gather finds
-        pos, self.sub_keys = _passes(self.impl)[1](self.bits, self.shift, table, m, self.sh)
-        self.sub_vals = self.exact(pos)
-
-    def count_above(self, t: float, strict: bool = True) -> int:
-        """How many values exceed ``t`` (``>`` or, not strict, ``>=``); zeros never do."""
-        if t < 0:
-            t = 0.0
-        k = _key(t, self.sh)
-        if k - 1 >= self.size:
-            return 0
-        assert self.sub_keys is not None and self.sub_vals is not None  # prepare() first
-        near = (self.sub_keys >= k - 1) & (self.sub_keys <= k + 1)
-        v = self.sub_vals[near]
-        near_count = np.count_nonzero(v > t if strict else v >= t)
-        return int(self.above[min(k + 2, self.size)]) + int(near_count)
-
-
-def _key(t: float, sh: int) -> int:
-    """The bucket of a non-negative value (float32's largest finite beyond: past the last)."""
-    f = np.float32(min(t, float(np.finfo(np.float32).max)))
-    past = 1 if t > float(np.finfo(np.float32).max) else 0
-    return int(np.array(f).view(np.uint32) >> sh) + past
 
 
 def _thresholds(fmt: Any) -> tuple[float, float, float, bool]:
@@ -158,16 +63,19 @@ def _thresholds(fmt: Any) -> tuple[float, float, float, bool]:
     return beyond, half_tiny, top_sub, f.inf_nan == "fn" and f.mantissa_bits > 0
 
 
-def _fractions(m: _Magnitudes, nonzero: int, fmt: Any, scale: float) -> dict:
-    """Fractions of the ``nonzero`` values of ``m`` that, times ``scale`` and rounded to
-    ``fmt``, overflow (past the largest finite value), flush (to zero) or stay subnormal."""
+def _tests(fmt: Any, scale: float) -> list[tuple[float, bool]]:
+    """The three counts behind a format's fractions, as (t, strict): |x| s past ``beyond``
+    (overflow), past half the smallest subnormal (not flushed), at or past the top of the
+    subnormals (normal)."""
     beyond, half_tiny, top_sub, tie_stays = _thresholds(fmt)
-    over = m.count_above(beyond / scale, strict=tie_stays)
-    not_flushed = m.count_above(half_tiny / scale)
-    normal = m.count_above(top_sub / scale, strict=False)
+    return [(beyond / scale, tie_stays), (half_tiny / scale, True), (top_sub / scale, False)]
+
+
+def _fractions(counts: Any, nonzero: int) -> dict:
+    """The fractions from the three counts of ``_tests`` (over, kept, normal)."""
+    over, kept, normal = counts
     n = max(nonzero, 1)
-    return {"overflow": over / n, "flush": (nonzero - not_flushed) / n,
-            "subnormal": (not_flushed - normal) / n}
+    return {"overflow": over / n, "flush": (nonzero - kept) / n, "subnormal": (kept - normal) / n}
 
 
 def tensor_stats(x: Any, *, delayed_amax: float | None = None, impl: str = "kernel") -> dict:
@@ -178,73 +86,145 @@ def tensor_stats(x: Any, *, delayed_amax: float | None = None, impl: str = "kern
     x = ck.float_array(x, "x")
     ck.choice(impl, "impl", IMPLS)
     if delayed_amax is not None and not (isinstance(delayed_amax, (int, float, np.floating))
-                                         and delayed_amax >= 0):
-        raise ValueError(f"delayed_amax must be None or a number >= 0; got {delayed_amax!r}")
+                                         and 0 <= delayed_amax < np.inf):
+        raise ValueError(f"delayed_amax must be None or a finite number >= 0; got "
+                         f"{delayed_amax!r}")
     shape = x.shape
     a = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)  # (N,)
-    size = a.size
-    sh = _bucket_shift(size)
-    bits, nonfinite, nonzero, amax, counts0, block_max = _first_pass(a, shape, sh, impl)
-    mag = bits.view(np.float32)  # (N,) |x|, non-finite as 0
-    u = mag / np.float32(amax) if amax > 0 else mag  # in [0, 1]: no overflow in the squares
-    rms = amax * float(np.sqrt(np.dot(u, u) / max(size, 1))) if amax > 0 else 0.0
-    del u, a
-    m = _Magnitudes(bits.reshape(1, -1), np.zeros(1, np.int64),
-                    lambda pos: mag[pos].astype(np.float64), impl, sh, counts0)
-    exponents = m.counts.reshape(256, -1).sum(axis=1)  # by float32 exponent field
-    e = np.arange(256) - 127  # floor(log2 |x|) of each exponent field (0: subnormals, below)
-    counts = np.bincount(np.clip(e, HIST_LO, HIST_HI - 1) - HIST_LO, weights=exponents,
-                         minlength=HIST_HI - HIST_LO).astype(np.int64)
-    out: dict[str, Any] = {
-        "shape": list(shape), "size": int(size), "amax": amax, "rms": rms,
-        "nonfinite": nonfinite, "zeros": int(size - nonzero - nonfinite),
-        "hist": {"lo": HIST_LO, "counts": counts.tolist()}, "formats": {},
-    }
-    delayed = amax if delayed_amax is None else delayed_amax
-    scales = {}
-    for key, fmt, scaling in FORMAT_SCALINGS:
-        fmax = get_format(fmt).max_finite
-        ref = {"none": None, "tensor": amax, "delayed": delayed, "mx": None}[scaling]
-        scales[key] = 1.0 if ref is None or ref <= 0 else fmax / ref
-    plain = [(k, f) for k, f, sc in FORMAT_SCALINGS if sc != "mx"]
-    m.prepare([t / scales[k] for k, f in plain for t in _thresholds(f)[:3]])
-    for key, fmt in plain:
-        out["formats"][key] = _fractions(m, nonzero, fmt, scales[key])
-    del m
-    blocks = _mx_blocks(bits, shape)
-    for key, fmt, scaling in FORMAT_SCALINGS:
-        if scaling == "mx":
-            out["formats"][key] = _mx_fractions(blocks, block_max, nonzero, fmt, impl, sh)
-    return out
-
-
-def _first_pass(a: np.ndarray, shape: tuple, sh: int, impl: str) -> tuple:
-    """(|x| bits with the non-finite values as 0, non-finite count, non-zero count, amax, the
-    plain bucket counts, each MX block's amax as float32) of the float32 values ``a`` (shape
-    ``shape``): one numba pass (``kernels.headroom.first_pass``) or NumPy's."""
-    counts = np.zeros(1 << (31 - sh), np.int64)
-    last = shape[-1] if len(shape) else 1
+    census = _census_reference
     if impl == "kernel" and a.size:
         from .. import kernels
 
-        if kernels.available():
-            from ..kernels import headroom as kh
+        census = _census_kernel if kernels.available() else census
+    largest, smallest = _extremes(a, census is _census_kernel)
+    amax = float(np.array([largest], np.uint32).view(np.float32)[0])
+    delayed = amax if delayed_amax is None else delayed_amax
+    plain = [(k, f, 1.0 if ref is None or ref <= 0 else get_format(f).max_finite / ref)
+             for k, f, s in FORMAT_SCALINGS if s != "mx"
+             for ref in [{"none": None, "tensor": amax, "delayed": delayed}[s]]]
+    tests = [t for _, f, scale in plain for t in _tests(f, scale)]
+    c = census(a, shape, amax, (largest, smallest), tests)
+    exponents = c["exponents"]  # (256,) non-zero values by float32 exponent field
+    e = np.arange(256) - 127  # floor(log2 |x|) of each exponent field (0: subnormals, below)
+    counts = np.bincount(np.clip(e, HIST_LO, HIST_HI - 1) - HIST_LO, weights=exponents,
+                         minlength=HIST_HI - HIST_LO).astype(np.int64)
+    u = c["u"]  # |x| / amax in [0, 1]: no overflow in the squares
+    rms = amax * float(np.sqrt(np.dot(u, u) / max(a.size, 1))) if amax > 0 else 0.0
+    nonzero = c["nonzero"]
+    above = c["above"]
+    formats = {k: _fractions(above[3 * i:3 * i + 3], nonzero) for i, (k, _, _) in
+               enumerate(plain)}
+    formats.update({k: _fractions(c["mx"][k], nonzero) for k, _, s in FORMAT_SCALINGS
+                    if s == "mx"})
+    return {
+        "shape": list(shape), "size": int(a.size), "amax": amax, "rms": rms,
+        "nonfinite": c["nonfinite"], "zeros": int(a.size - nonzero - c["nonfinite"]),
+        "hist": {"lo": HIST_LO, "counts": counts.tolist()},
+        "formats": {k: formats[k] for k, _, _ in FORMAT_SCALINGS},
+    }
 
-            block_max = np.zeros(a.size // last * -(-last // MX_BLOCK), np.uint32)
-            bits, nonfinite, nonzero, top = kh.first_pass(a.view(np.uint32), last, sh, counts,
-                                                          block_max)
-            amax = float(np.array([top], np.uint32).view(np.float32)[0])
-            return (bits, int(nonfinite), int(nonzero), amax, counts,
-                    block_max.view(np.float32))
-    bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)  # (N,) |x| as bits, a new array
-    bad = bits >= np.uint32(0x7F800000)
-    nonfinite = int(np.count_nonzero(bad))
-    if nonfinite:
-        bits[bad] = 0
-    _passes(impl)[0](bits.reshape(1, -1), np.zeros(1, np.int64), counts, sh)
-    block_max = _mx_blocks(bits, shape).max(axis=1, initial=0).view(np.float32)
-    amax = float(bits.view(np.float32).max(initial=0.0))
-    return bits, nonfinite, int(np.count_nonzero(bits)), amax, counts, block_max
+
+def _extremes(a: np.ndarray, kernel: bool) -> tuple[int, int]:
+    """(largest, smallest non-zero) finite |x| of the float32 values ``a`` as bit patterns
+    (0xFFFFFFFF as the smallest where there is none)."""
+    if kernel:
+        from ..kernels import headroom as kh
+
+        largest, smallest = kh.extremes(a.view(np.uint32))
+        return int(largest), int(smallest)
+    bits = _magnitude_bits(a)
+    return int(bits.max(initial=0)), int(bits[bits != 0].min(initial=0xFFFFFFFF))
+
+
+def _magnitude_bits(a: np.ndarray) -> np.ndarray:
+    """|x| of the float32 values ``a`` as bit patterns, the non-finite ones as 0 (a new array)."""
+    bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    bits[bits >= _FINITE_BITS] = 0
+    return bits
+
+
+def _mx() -> list[tuple[str, str]]:
+    return [(k, f) for k, f, s in FORMAT_SCALINGS if s == "mx"]
+
+
+def _census_reference(a: np.ndarray, shape: tuple, amax: float, extremes: tuple[int, int],
+                      tests: list[tuple[float, bool]]) -> dict:
+    """The counts of ``tensor_stats`` by their definitions, in NumPy and float64: how many
+    non-zero finite |x| exceed each (t, strict) of ``tests``; per MX format, how many
+    v = |x| / X do, X the block's shared scale (``scaling.mx_scale``, floor rule)."""
+    bits = _magnitude_bits(a)
+    mag = bits.view(np.float32)
+    v = mag[bits != 0].astype(np.float64)
+    blocks = _mx_blocks(bits, shape)  # (n, 32)
+    block_max = blocks.max(axis=1, initial=0).view(np.float32)
+    mx = {}
+    for key, fmt in _mx():
+        w = blocks.view(np.float32).astype(np.float64) / mx_scale(block_max, fmt)[:, None]
+        beyond, half_tiny, top_sub, tie_stays = _thresholds(fmt)
+        mx[key] = (int(np.count_nonzero(w > beyond if tie_stays else w >= beyond)),
+                   int(np.count_nonzero(w > half_tiny)), int(np.count_nonzero(w >= top_sub)))
+    return {"nonfinite": int(np.count_nonzero(a.view(np.uint32) & np.uint32(0x7FFFFFFF)
+                                              >= _FINITE_BITS)),
+            "nonzero": int(v.size), "exponents": np.bincount(bits[bits != 0] >> 23,
+                                                             minlength=256),
+            "above": [int(np.count_nonzero(v > t if strict else v >= t)) for t, strict in tests],
+            "mx": mx, "u": mag / np.float32(amax) if amax > 0 else mag}
+
+
+def _bound(t: float, strict: bool) -> int:
+    """The bit pattern B with ``|x| > t`` (strict) or ``|x| >= t`` equal to ``bits >= B`` for
+    every non-zero finite float32 |x| (t >= 0): one past the largest float32 f <= t, or f itself
+    when t is f and the test is not strict."""
+    big = float(np.finfo(np.float32).max)
+    if t > big:
+        return _FINITE_BITS
+    f = np.float32(t)
+    if float(f) > t:
+        f = np.nextafter(f, np.float32(0))
+    b = int(np.array([f], np.float32).view(np.uint32)[0])
+    return max(b + (0 if float(f) == t and not strict else 1), 1)
+
+
+def _mx_test(t: float, strict: bool) -> tuple[int, int]:
+    """An MX test for ``kernels.headroom.census``: (t's float32 bits, 1 if strict else 0); t
+    is a normal float32 for every MX format's tests (small dyadic values)."""
+    t32 = np.float32(t)
+    assert float(t32) == t and t32 >= np.finfo(np.float32).tiny, "an MX test is a float32"
+    return int(np.array([t32]).view(np.uint32)[0]), int(strict)
+
+
+def _census_kernel(a: np.ndarray, shape: tuple, amax: float, extremes: tuple[int, int],
+                   tests: list[tuple[float, bool]]) -> dict:
+    """``_census_reference``'s counts from ``kernels.headroom.census``: each test as a bound on
+    the bit patterns (``_bound``); the bounds that no value lies on either side of are settled
+    from the extremes, the others counted in one pass."""
+    from ..kernels import headroom as kh
+
+    largest, smallest = extremes
+    bounds = np.array([_bound(t, s) for t, s in tests], np.int64)
+    live = np.unique(bounds[(bounds > smallest) & (bounds <= largest)]).astype(np.uint32)
+    above = np.zeros(live.size, np.int64)
+    exponents = np.zeros(256, np.int64)
+    mx = _mx()
+    mx_tests = [_mx_test(t, strict) for _, f in mx for t, strict in _tests(f, 1.0)]
+    mx_counts = np.zeros((len(mx), 3), np.int64)
+    u = np.empty(a.size if amax > 0 else 0, np.float32)
+    last = shape[-1] if len(shape) else 1
+    emax = np.array([get_format(f).emax for _, f in mx], np.int64)
+    bits = np.array([b for b, _ in mx_tests], np.int64).reshape(len(mx), 3)
+    # no k = e - emax below -127, no t 2^k below the normal range
+    e_fast = max([int(m) - 127 for m in emax] +
+                 [int(m) + 1 - (b >> 23) for m, row in zip(emax, bits) for b in row.tolist()])
+    nonfinite, nonzero = kh.census(
+        a, last, np.float32(amax), u, live.view(np.float32), above, exponents, bits,
+        np.array([p for _, p in mx_tests], np.int64).reshape(len(mx), 3), emax, e_fast,
+        mx_counts)
+    counted = dict(zip(live.tolist(), above.tolist()))
+    return {"nonfinite": int(nonfinite), "nonzero": int(nonzero), "exponents": exponents,
+            "above": [0 if b > largest else int(nonzero) if b <= smallest else counted[b]
+                      for b in bounds.tolist()],
+            "mx": {k: tuple(int(v) for v in row) for (k, _), row in zip(mx, mx_counts)},
+            "u": u}
 
 
 def _mx_blocks(bits: np.ndarray, shape: tuple) -> np.ndarray:
@@ -257,20 +237,3 @@ def _mx_blocks(bits: np.ndarray, shape: tuple) -> np.ndarray:
     if pad:
         rows = np.concatenate([rows, np.zeros((rows.shape[0], pad), rows.dtype)], axis=1)
     return rows.reshape(-1, MX_BLOCK)
-
-
-def _mx_fractions(blocks: np.ndarray, block_max: np.ndarray, nonzero: int, fmt: str,
-                  impl: str, sh: int) -> dict:
-    """The fractions under MX block scaling: blocks of 32 along the last axis (``_mx_blocks``,
-    their amax ``block_max``) share X = 2^k, k = floor(log2 amax_block) - emax (OCP MX v1.0);
-    v = |x| / X."""
-    k = np.log2(mx_scale(block_max, fmt, "floor")).astype(np.int64)  # (n,) X = 2^k
-    shift = np.ldexp(1.0, -k)  # (n,) 1 / X
-
-    def exact(pos: np.ndarray) -> np.ndarray:
-        v = blocks.reshape(-1)[pos].view(np.float32).astype(np.float64)
-        return v * shift[pos // MX_BLOCK]
-
-    m = _Magnitudes(blocks, k << (23 - sh), exact, impl, sh)  # keys of v = |x| / X
-    m.prepare(list(_thresholds(fmt)[:3]))
-    return _fractions(m, nonzero, fmt, 1.0)
