@@ -7,7 +7,7 @@ and the non-zero values, the non-zero magnitudes by float32 exponent field, how 
 reach each of a sorted set of bit-pattern bounds (``|x| >= t`` is ``bits >= B`` on the
 non-negative floats), and per MX block of 32 along the last axis the values that overflow,
 survive and stay normal after the block's shared scale; it writes |x| / amax for the RMS.
-Their NumPy reference is ``normlab.precision.headroom``'s ``impl="reference"``, tested equal in
+Both release the GIL: tensors can be measured on several threads at once. Their NumPy reference is ``normlab.precision.headroom``'s ``impl="reference"``, tested equal in
 ``tests/precision/test_headroom.py``.
 """
 
@@ -22,7 +22,7 @@ _CHUNK = 1024  # values per chunk of census: 4 KiB, in L1
 _SMALLEST = np.float32(2.0**-149)  # the smallest positive float32
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def extremes(raw):  # pragma: no cover - compiled
     """(largest, smallest non-zero) finite |x| bit patterns of the float32 bits ``raw``
     (0xFFFFFFFF as the smallest where no value is finite and non-zero)."""
@@ -48,7 +48,7 @@ def _floor_log2(b):  # pragma: no cover - compiled
     return e
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
 def census(raw, last, amax, u, bounds, above, exps, mx_bits, mx_plus, mx_emax, e_fast,
            mx_counts):  # pragma: no cover - compiled
     """One pass over the float32 values ``raw`` (last axis ``last`` long); the non-finite

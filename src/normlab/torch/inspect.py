@@ -29,6 +29,7 @@ import contextlib
 import json
 import math
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -88,11 +89,17 @@ def inspect(model: torch.nn.Module, batch: dict, *, stream: Any = None,
 
 
 def _weights(model: torch.nn.Module, tensors: dict, delayed: dict[str, float]) -> None:
-    """Every parameter's and every parameter gradient's statistics into ``tensors``."""
+    """Every parameter's and every parameter gradient's statistics into ``tensors``, on as
+    many threads as torch uses (the statistics' kernels release the GIL)."""
+    jobs = []
     for n, p in model.named_parameters():
-        tensors[f"weight:{n}"] = _stats(p, "weight", delayed, f"weight:{n}")
+        jobs.append((f"weight:{n}", "weight", p))
         if p.grad is not None:
-            tensors[f"grad:{n}"] = _stats(p.grad, "gradient", delayed, f"grad:{n}")
+            jobs.append((f"grad:{n}", "gradient", p.grad))
+    with ThreadPoolExecutor(max(1, min(torch.get_num_threads(), len(jobs)))) as pool:
+        stats = list(pool.map(lambda job: _stats(job[2], job[1], delayed, job[0]), jobs))
+    for (name, _, _), s in zip(jobs, stats):
+        tensors[name] = s
 
 
 def _report(out: Any, loss: Any, probe: _Probe, stream: tuple) -> dict:
