@@ -170,3 +170,16 @@ def test_mx_values_on_a_threshold_in_blocks_of_any_scale(k):
                          np.nextafter(v, np.float32(1))] + [0.0] * 28)
     x = np.array(rows, np.float32)
     assert tensor_stats(x, impl="kernel") == tensor_stats(x, impl="reference")
+
+
+@pytest.mark.parametrize("shape", [(3, 70), (300, 45), (1 << 17,), (2, 5, 8)])
+def test_the_rms_is_the_float64_rms_of_the_finite_values(rng, shape):
+    """The squares are summed in float64 in a fixed order (the same on any machine and in
+    both implementations): within a few float64 roundings of the exactly rounded RMS."""
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-20, 20, shape))).astype(np.float32)
+    x.flat[:2] = [np.inf, np.nan]
+    v = np.where(np.isfinite(x), x, 0).astype(np.float64).reshape(-1)
+    exact = float(np.sqrt(np.sum(v * v) / v.size))
+    got = tensor_stats(x)["rms"]
+    assert got == tensor_stats(x, impl="reference")["rms"]
+    assert abs(got - exact) <= 1e-13 * exact

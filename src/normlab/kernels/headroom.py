@@ -1,14 +1,15 @@
 """The two passes of ``normlab.precision.headroom.tensor_stats`` over a tensor's float32 bit
 patterns (numba).
 
-``extremes`` finds the largest and the smallest non-zero finite magnitude. ``census`` then reads
-the tensor once more, in chunks that stay in the L1 cache, and counts, exactly: the non-finite
-and the non-zero values, the non-zero magnitudes by float32 exponent field, how many magnitudes
-reach each of a sorted set of bit-pattern bounds (``|x| >= t`` is ``bits >= B`` on the
-non-negative floats), and per MX block of 32 along the last axis the values that overflow,
-survive and stay normal after the block's shared scale; it writes |x| / amax for the RMS.
-Both release the GIL: tensors can be measured on several threads at once. Their NumPy reference is ``normlab.precision.headroom``'s ``impl="reference"``, tested equal in
-``tests/precision/test_headroom.py``.
+``extremes`` finds the largest and the smallest non-zero finite magnitude. ``census`` then
+reads the tensor once more, in chunks that stay in the L1 cache, sums the squares for the RMS
+(float64, in an order that does not depend on the machine) and counts, exactly: the non-finite
+and the non-zero values, the non-zero magnitudes by float32 exponent
+field, how many magnitudes reach each of a set of bounds (``|x| > t`` is ``|x| >= B`` for one
+float32 B), and per MX block of 32 along the last axis the values that overflow, survive and
+stay normal after the block's shared scale. Both release the GIL: tensors can be measured on
+several threads at once. Their NumPy reference is ``normlab.precision.headroom``'s
+``impl="reference"``, tested equal in ``tests/precision/test_headroom.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,25 @@ def extremes(raw):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _squares(rows, lanes):  # pragma: no cover - compiled
+    """lanes[j] += rows[i, j]^2 in float64 for each row i in turn (each square exact)."""
+    a0, a1, a2, a3 = lanes[0], lanes[1], lanes[2], lanes[3]
+    a4, a5, a6, a7 = lanes[4], lanes[5], lanes[6], lanes[7]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        a0 += np.float64(r[0]) ** 2
+        a1 += np.float64(r[1]) ** 2
+        a2 += np.float64(r[2]) ** 2
+        a3 += np.float64(r[3]) ** 2
+        a4 += np.float64(r[4]) ** 2
+        a5 += np.float64(r[5]) ** 2
+        a6 += np.float64(r[6]) ** 2
+        a7 += np.float64(r[7]) ** 2
+    lanes[0], lanes[1], lanes[2], lanes[3] = a0, a1, a2, a3
+    lanes[4], lanes[5], lanes[6], lanes[7] = a4, a5, a6, a7
+
+
+@njit(cache=True)
 def _floor_log2(b):  # pragma: no cover - compiled
     """floor(log2 v) of a positive finite float32 v given by its bits ``b``."""
     if b >= 0x00800000:
@@ -49,23 +69,28 @@ def _floor_log2(b):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc"})
-def census(raw, last, amax, u, bounds, above, exps, mx_bits, mx_plus, mx_emax, e_fast,
+def census(raw, last, bounds, above, exps, mx_bits, mx_plus, mx_emax, e_fast,
            mx_counts):  # pragma: no cover - compiled
     """One pass over the float32 values ``raw`` (last axis ``last`` long); the non-finite
-    values read as 0. Returns (non-finite count, non-zero count) and adds into: ``above[j]``
+    values read as 0. Returns (non-finite count, non-zero count, the sum of the squares) and
+    adds into: ``above[j]``
     the values with |x| >= ``bounds[j]`` (float32); ``exps[e]`` the non-zero values of
     exponent field e; ``mx_counts[f, i]`` the values with v = |x| / 2^k >= t_fi, k =
     max(floor(log2 amax_block) - mx_emax[f], -127), t_fi a normal float32 given by its bits
     ``mx_bits[f, i]`` (``>`` where ``mx_plus[f, i]`` is 1); ``e_fast``: the smallest
-    floor(log2 amax_block) for which no k is clamped and every t_fi 2^k is normal. Writes
-    u = |x| / amax (float32) where ``u`` is not empty.
+    floor(log2 amax_block) for which no k is clamped and every t_fi 2^k is normal.
 
     The magnitudes are copied into a chunk of whole MX blocks (each row's last block padded
     with zeros, which no count includes) and counted there while they are in L1, in float32
-    lanes (exact: a chunk holds fewer than 2^24 values)."""
+    lanes (exact: a chunk holds fewer than 2^24 values). The squares are summed in float64 in
+    an order that does not depend on the machine: in the rows padded to whole blocks, lane j
+    (0..7) adds the squares at the positions j, j + 8, ... in turn; the lanes are then added
+    as ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))."""
     n = raw.size
     rows = n // last
     buf = np.zeros(_CHUNK, np.float32)
+    by8 = buf.reshape((_CHUNK // 8, 8))
+    lanes = np.zeros(8)
     bits = buf.view(np.int32)
     buf2 = buf.reshape((_CHUNK // 32, 32))  # the chunk's blocks
     bits2 = buf2.view(np.int32)
@@ -86,8 +111,6 @@ def census(raw, last, amax, u, bounds, above, exps, mx_bits, mx_plus, mx_emax, e
         while c0 < last:
             take = min(last - c0, _CHUNK - fill)
             nonfinite += _fill(raw[r * last + c0:r * last + c0 + take], buf[fill:fill + take])
-            if u.size:
-                _scale(buf[fill:fill + take], amax, u[r * last + c0:r * last + c0 + take])
             fill += take
             c0 += take
             if c0 == last:
@@ -97,6 +120,7 @@ def census(raw, last, amax, u, bounds, above, exps, mx_bits, mx_plus, mx_emax, e
                     padded += 1
             if fill == _CHUNK or (r == rows - 1 and c0 == last):
                 nonzero += _chunk(buf[:fill], bits[:fill], bounds, above, hist)
+                _squares(by8[:fill // 8], lanes)
                 _mx_chunk(buf2, bits2, rel2, rel, fill // 32, tops, consts, mx_bits, mx_plus,
                           mx_emax, e_fast, mx_counts)
                 fill = 0
@@ -104,7 +128,9 @@ def census(raw, last, amax, u, bounds, above, exps, mx_bits, mx_plus, mx_emax, e
         for e in range(256):
             exps[e] += hist[t * 256 + e]
     exps[0] -= n + padded - nonzero  # zeros, non-finite values and padding: exponent field 0
-    return nonfinite, nonzero
+    squares = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5])
+                                                                 + (lanes[6] + lanes[7]))
+    return nonfinite, nonzero, squares
 
 
 @njit(cache=True, fastmath={"reassoc"})
@@ -117,12 +143,6 @@ def _fill(src, dst):  # pragma: no cover - compiled
         bad += np.float32(1) - np.float32(ok)
         dst[c] = v if ok else np.float32(0)
     return int(bad)
-
-
-@njit(cache=True)
-def _scale(src, amax, dst):  # pragma: no cover - compiled
-    for c in range(src.size):
-        dst[c] = src[c] / amax
 
 
 @njit(cache=True, fastmath={"reassoc"})

@@ -24,6 +24,7 @@ the same numbers.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -108,8 +109,7 @@ def tensor_stats(x: Any, *, delayed_amax: float | None = None, impl: str = "kern
     e = np.arange(256) - 127  # floor(log2 |x|) of each exponent field (0: subnormals, below)
     counts = np.bincount(np.clip(e, HIST_LO, HIST_HI - 1) - HIST_LO, weights=exponents,
                          minlength=HIST_HI - HIST_LO).astype(np.int64)
-    u = c["u"]  # |x| / amax in [0, 1]: no overflow in the squares
-    rms = amax * float(np.sqrt(np.dot(u, u) / max(a.size, 1))) if amax > 0 else 0.0
+    rms = math.sqrt(c["squares"] / max(a.size, 1))
     nonzero = c["nonzero"]
     above = c["above"]
     formats = {k: _fractions(above[3 * i:3 * i + 3], nonzero) for i, (k, _, _) in
@@ -168,7 +168,17 @@ def _census_reference(a: np.ndarray, shape: tuple, amax: float, extremes: tuple[
             "nonzero": int(v.size), "exponents": np.bincount(bits[bits != 0] >> 23,
                                                              minlength=256),
             "above": [int(np.count_nonzero(v > t if strict else v >= t)) for t, strict in tests],
-            "mx": mx, "u": mag / np.float32(amax) if amax > 0 else mag}
+            "mx": mx, "squares": _sum_squares(blocks)}
+
+
+def _sum_squares(blocks: np.ndarray) -> float:
+    """The sum of the squares of the (n, 32) blocks' values (bit patterns) in float64, in the
+    kernel's order: lane j adds the squares at positions j, j + 8, ... of the padded rows in
+    turn (NumPy adds the rows of a reduction over axis 0 one after another), then the lanes
+    are added as ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))."""
+    v = blocks.view(np.float32).astype(np.float64).reshape(-1, 8)
+    s = (v * v).sum(axis=0)
+    return float(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])))
 
 
 def _bound(t: float, strict: bool) -> int:
@@ -208,23 +218,22 @@ def _census_kernel(a: np.ndarray, shape: tuple, amax: float, extremes: tuple[int
     mx = _mx()
     mx_tests = [_mx_test(t, strict) for _, f in mx for t, strict in _tests(f, 1.0)]
     mx_counts = np.zeros((len(mx), 3), np.int64)
-    u = np.empty(a.size if amax > 0 else 0, np.float32)
     last = shape[-1] if len(shape) else 1
     emax = np.array([get_format(f).emax for _, f in mx], np.int64)
     bits = np.array([b for b, _ in mx_tests], np.int64).reshape(len(mx), 3)
     # no k = e - emax below -127, no t 2^k below the normal range
     e_fast = max([int(m) - 127 for m in emax] +
                  [int(m) + 1 - (b >> 23) for m, row in zip(emax, bits) for b in row.tolist()])
-    nonfinite, nonzero = kh.census(
-        a, last, np.float32(amax), u, live.view(np.float32), above, exponents, bits,
+    nonfinite, nonzero, squares = kh.census(
+        a, last, live.view(np.float32), above, exponents, bits,
         np.array([p for _, p in mx_tests], np.int64).reshape(len(mx), 3), emax, e_fast,
         mx_counts)
     counted = dict(zip(live.tolist(), above.tolist()))
     return {"nonfinite": int(nonfinite), "nonzero": int(nonzero), "exponents": exponents,
+            "squares": float(squares),
             "above": [0 if b > largest else int(nonzero) if b <= smallest else counted[b]
                       for b in bounds.tolist()],
-            "mx": {k: tuple(int(v) for v in row) for (k, _), row in zip(mx, mx_counts)},
-            "u": u}
+            "mx": {k: tuple(int(v) for v in row) for (k, _), row in zip(mx, mx_counts)}}
 
 
 def _mx_blocks(bits: np.ndarray, shape: tuple) -> np.ndarray:
