@@ -10,7 +10,8 @@ per-round ratios, and the same of the process's CPU time (all its threads: on a 
 with other work it moves less than the wall time, which counts the waits for a core). The
 settings: the plain step (the reference), the step under
 ``emulate(amp_bf16)`` and ``emulate(fp8_hybrid)``, under ``Monitor.watch()`` with ``every=1``
-(every step measured) and the mean step of ten with ``every=10`` (one measured).
+(every step measured) and the mean step of ten with ``every=10`` (one measured), which is
+compared with the mean of ten plain steps timed the same way.
 
     python benchmarks/torch_emulate.py                       # GPT-2 small: 12 x 768, T = 128
     python benchmarks/torch_emulate.py --layers 2 --seq 64   # a quicker shape
@@ -18,7 +19,11 @@ settings: the plain step (the reference), the step under
 torchao's float8 emulation (``Float8LinearConfig(emulate=True)``, on a copy of the model: it
 converts ``nn.Linear`` modules only, which in GPT-2 is the head) and unit-scaling's
 ``simulate_fp8`` are timed when they import; neither is a dependency, and the printout says so
-when one is missing.
+when one is missing. The versions the conformance extra pins, beside normlab's own venv:
+
+    pip install --no-deps --target /tmp/oracles torchao==0.18.0 unit-scaling==0.3.5 \
+        einops docstring-parser tabulate
+    PYTHONPATH=/tmp/oracles python benchmarks/torch_emulate.py --repeats 7
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ def _others(model: torch.nn.Module, step_of: Callable) -> list[tuple[str, Callab
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
         ao = convert_to_float8_training(copy.deepcopy(model),
                                         config=Float8LinearConfig(emulate=True))
-        rows.append(("torchao float8, emulate=True (nn.Linear only)", step_of(ao), 1))
+        n = sum(type(m).__name__ == "Float8Linear" for m in ao.modules())
+        rows.append((f"torchao float8, emulate=True (converts nn.Linear only: {n} module(s) "
+                     f"here)", step_of(ao), 1))
     except Exception as e:  # reported, not raised
         print(f"torchao: not timed ({type(e).__name__}: {e})")
     try:
@@ -148,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             ("emulate(amp_bf16)", under("amp_bf16"), 1),
             ("emulate(fp8_hybrid)", under("fp8_hybrid"), 1),
             ("Monitor(every=1).watch()", watched(Monitor(model, every=1), 1), 1),
+            ("plain float32, mean of 10 steps", lambda: [step() for _ in range(10)], 10),
             ("Monitor(every=10).watch(), mean of 10 steps",
              watched(Monitor(model, every=10), 10), 10)]
     rows += _others(model, step_of)
@@ -159,13 +167,17 @@ def main(argv: list[str] | None = None) -> int:
             if r:  # round 0 warms up
                 times[i].append(t / per)
                 cpus[i].append(c / per)
+    print("a setting timed over ten steps at a time is compared with the plain step timed the "
+          "same way in the same round (the first step after a switch of setting pays for the "
+          "caches the others left)")
     print("| step | median ms | / plain (medians) | / plain (median of rounds) | median CPU ms "
           "| CPU / plain (medians) |\n|---|---|---|---|---|---|")
-    for (name, _, _), ts, cs in zip(rows, times, cpus):
-        paired = statistics.median(t / p for t, p in zip(ts, times[0]))
+    for (name, _, per), ts, cs in zip(rows, times, cpus):
+        ref = next(i for i, row in enumerate(rows) if row[2] == per)  # plain, the same steps
+        paired = statistics.median(t / p for t, p in zip(ts, times[ref]))
         med, cpu = statistics.median(ts), statistics.median(cs)
-        print(f"| {name} | {med * 1e3:.0f} | {med / statistics.median(times[0]):.2f} | "
-              f"{paired:.2f} | {cpu * 1e3:.0f} | {cpu / statistics.median(cpus[0]):.2f} |",
+        print(f"| {name} | {med * 1e3:.0f} | {med / statistics.median(times[ref]):.2f} | "
+              f"{paired:.2f} | {cpu * 1e3:.0f} | {cpu / statistics.median(cpus[ref]):.2f} |",
               flush=True)
     return 0
 
