@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from normlab.precision import FORMATS, get_format
+from normlab.precision import FORMATS, ROUNDINGS, get_format
 from normlab.precision import mx_quantize as np_mx_quantize
 from normlab.precision import quantize as np_quantize
+from normlab.precision.scaling import SCALE_RULES
 from normlab.torch import mx_quantize, quantize
 
-DETERMINISTIC = ("nearest_even", "toward_zero", "up", "down")
+DETERMINISTIC = tuple(r for r in ROUNDINGS if r != "stochastic")  # every one normlab has
 SMALL = ("float6_e3m2fn", "float6_e2m3fn", "float4_e2m1fn")
 EIGHT = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4", "float8_e8m0fnu")
 SIXTEEN = ("bfloat16", "float16")
@@ -132,8 +133,8 @@ def test_low_precision_tensors_and_gradients():
 
 @pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2", "float6_e2m3fn",
                                  "float4_e2m1fn"])
-@pytest.mark.parametrize("scale_rule", ["floor", "ceil", "nearest"])
-@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero", "up", "stochastic"])
+@pytest.mark.parametrize("scale_rule", SCALE_RULES)
+@pytest.mark.parametrize("rounding", ROUNDINGS)
 def test_mx_quantize_equals_normlab(rng, fmt, scale_rule, rounding):
     x = (rng.standard_normal((5, 70)) * np.exp2(rng.integers(-30, 30, (5, 1)))).astype(np.float32)
     x[0, :32] = 0.0
@@ -145,6 +146,28 @@ def test_mx_quantize_equals_normlab(rng, fmt, scale_rule, rounding):
         for a, b in ((got.elements, want.elements), (got.scales, want.scales),
                      (got.dequantize(), want.dequantize())):
             assert np.array_equal(a.numpy(), b, equal_nan=True)
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2", "float6_e3m2fn",
+                                 "float4_e2m1fn"])
+@pytest.mark.parametrize("scale_rule", SCALE_RULES)
+def test_mx_scale_equals_normlab_at_every_edge(fmt, scale_rule):
+    """Every scale rule on block maxima at and around the powers of two and the element
+    format's max times them, from the float32 subnormals to past float32's range."""
+    from normlab.precision.scaling import mx_scale as np_mx_scale
+    from normlab.torch.quantize import mx_scale
+
+    f = get_format(fmt)
+    base = np.ldexp(1.0, np.arange(-149, 128)).astype(np.float32)
+    with np.errstate(over="ignore"):
+        a = np.concatenate([base, base * np.float32(f.max_finite), base * np.float32(1.5)])
+    a = a[np.isfinite(a)]
+    a = np.concatenate([a, np.nextafter(a, np.float32(0)), np.nextafter(a, np.float32(np.inf)),
+                        [0.0, np.inf, np.nan, np.finfo(np.float32).max]]).astype(np.float64)
+    a = np.concatenate([a, [1e39, 1e300]])  # past float32: amax given in float64
+    want = np_mx_scale(a, fmt, scale_rule)
+    got = mx_scale(torch.from_numpy(a), fmt, scale_rule).numpy()
+    assert np.array_equal(got, want, equal_nan=True)
 
 
 def test_bad_input_is_refused():

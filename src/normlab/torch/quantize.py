@@ -251,13 +251,17 @@ def _round(x: torch.Tensor, c: _Consts, fmt: FloatFormat, rounding: str,
         mask = torch.full_like(a, (1 << c.d) - 1)
     if rounding == "nearest_even":
         inc = (mask >> 1) + (torch.bitwise_right_shift(a | (1 << c.P), s) & 1)
+    elif rounding == "nearest_away":  # half an ulp: a tie goes up in magnitude
+        inc = (mask + 1) >> 1
+    elif rounding == "nearest_toward_zero":  # just under half an ulp: a tie stays
+        inc = mask >> 1
     elif rounding in ("up", "down"):
         away = ~neg if rounding == "up" else neg
         inc = torch.where(away, mask, torch.zeros_like(mask))
     elif rounding == "stochastic":
         assert r is not None  # quantize draws the random words for stochastic rounding
         inc = r & mask
-    else:
+    else:  # toward_zero
         inc = torch.zeros_like(mask)
     out = (a + inc) & ~mask
     ov_pos, ov_neg, inf_result = _overflow_values(c, fmt, rounding, overflow)
@@ -284,8 +288,10 @@ def _round(x: torch.Tensor, c: _Consts, fmt: FloatFormat, rounding: str,
 def _tiny_up(a: torch.Tensor, neg: torch.Tensor, c: _Consts, rounding: str,
              r: torch.Tensor | None) -> torch.Tensor:
     """Which values below q round up to q."""
-    if rounding == "nearest_even":  # a tie at q/2 goes to 0, the even neighbour
+    if rounding in ("nearest_even", "nearest_toward_zero"):  # a tie at q/2 goes to 0
         return a > c.half_tiny_bits
+    if rounding == "nearest_away":  # a tie at q/2 goes to q
+        return a >= c.half_tiny_bits
     if rounding == "toward_zero":
         return torch.zeros_like(a, dtype=torch.bool)
     if rounding in ("up", "down"):
@@ -350,10 +356,35 @@ def mx_scale(block_amax: torch.Tensor, fmt: Any, scale_rule: str = "floor") -> t
         e = e - (safe <= torch.ldexp(fmax, (e - 1).to(torch.float64))).to(torch.int64)
         X = torch.where(a > 0, torch.ldexp(one, torch.clamp(e, -127, 127).to(torch.float64)),
                         torch.full_like(a, 2.0**-127))
-    else:
+    elif rule == "nearest":
         X = torch.where(a > 0, quantize(safe / fmt.max_finite, "float8_e8m0fnu"),
                         torch.full_like(a, 2.0**-127))
+    else:
+        X = _mx_scale_float32_bits(torch.where(finite, a, torch.zeros_like(a)), fmt, rule)
     return torch.where(finite, X, torch.full_like(X, float("nan")))
+
+
+def _mx_scale_float32_bits(a: torch.Tensor, fmt: FloatFormat, rule: str) -> torch.Tensor:
+    """rceil, even and ceil_amax on the float32 bits of amax (finite, >= 0; float64 in),
+    as ``normlab.precision.scaling``'s (torchao's rules)."""
+    a32 = a.to(torch.float32)
+    nan = torch.full_like(a, float("nan"))
+    one = torch.ones_like(a)
+    if rule == "rceil":
+        d = a32 * torch.tensor(1.0 / fmt.max_finite, dtype=torch.float32)  # rounded to float32
+        b = d.view(torch.int32).to(torch.int64)
+        field, mant = b >> 23, b & 0x7FFFFF
+        up = torch.where(field == 0, mant > 0x400000, mant != 0)
+        biased = field + up.to(torch.int64)  # 255 (beyond 2^127) is E8M0's NaN
+        return torch.where(biased >= 255, nan, torch.ldexp(one, (biased - 127).to(torch.float64)))
+    b = a32.view(torch.int32).to(torch.int64)
+    if rule == "even":  # round amax to the element's precision, half up, keep the exponent
+        b = (b + (1 << (22 - fmt.mantissa_bits))) & 0xFF800000
+        extra = torch.zeros_like(b)
+    else:  # ceil_amax: the next power of two unless amax is one
+        extra = ((b & 0x7FFFFF) != 0).to(torch.int64)
+    e = torch.clamp(((b >> 23) & 0xFF) - 127 + extra - fmt.emax, -127, 128)  # 128: E8M0's NaN
+    return torch.where(e > 127, nan, torch.ldexp(one, torch.clamp(e, max=127).to(torch.float64)))
 
 
 def mx_quantize(t: torch.Tensor, fmt: Any = "float8_e4m3fn", *, block_size: int = 32,
