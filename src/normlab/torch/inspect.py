@@ -91,7 +91,7 @@ def inspect(model: torch.nn.Module, batch: dict, *, stream: Any = None,
 def _weights(model: torch.nn.Module, tensors: dict, delayed: dict[str, float]) -> None:
     """Every parameter's and every parameter gradient's statistics into ``tensors``, on as
     many threads as torch uses (the statistics' kernels release the GIL)."""
-    jobs = []
+    jobs: list[tuple[str, str, torch.Tensor]] = []
     for n, p in model.named_parameters():
         jobs.append((f"weight:{n}", "weight", p))
         if p.grad is not None:
