@@ -162,19 +162,11 @@ def _chunk(buf, bits, bounds, above, hist):  # pragma: no cover - compiled
 
 @njit(cache=True, fastmath={"reassoc"})
 def _count(buf, t):  # pragma: no cover - compiled
-    """How many of buf are >= t (float32 lanes)."""
+    """How many of buf are >= t (buf and t both float32 or both int32; float32 lanes, exact
+    below 2^24 values)."""
     s = np.float32(0)
     for c in range(buf.size):
         s += np.float32(buf[c] >= t)
-    return int(s)
-
-
-@njit(cache=True, fastmath={"reassoc"})
-def _count_int(a, t):  # pragma: no cover - compiled
-    """How many of the int32 ``a`` are >= the int32 t (float32 lanes)."""
-    s = np.float32(0)
-    for c in range(a.size):
-        s += np.float32(a[c] >= t)
     return int(s)
 
 
@@ -222,7 +214,7 @@ def _mx_chunk(buf, bits, rel, rel_flat, nb, tops, consts, mx_bits, mx_plus, mx_e
     for f in range(mx_emax.size):
         for i in range(3):
             cst = np.int32(consts[f * 3 + i])
-            mx_counts[f, i] += _count_int(rel_flat[:nb * 32], cst)
+            mx_counts[f, i] += _count(rel_flat[:nb * 32], cst)
 
 
 @njit(cache=True)
