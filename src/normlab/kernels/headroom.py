@@ -73,11 +73,10 @@ def census(raw, last, bounds, above, exps, mx_bits, mx_plus, mx_emax, e_fast,
            mx_counts):  # pragma: no cover - compiled
     """One pass over the float32 values ``raw`` (last axis ``last`` long); the non-finite
     values read as 0. Returns (non-finite count, non-zero count, the sum of the squares) and
-    adds into: ``above[j]``
-    the values with |x| >= ``bounds[j]`` (float32); ``exps[e]`` the non-zero values of
-    exponent field e; ``mx_counts[f, i]`` the values with v = |x| / 2^k >= t_fi, k =
-    max(floor(log2 amax_block) - mx_emax[f], -127), t_fi a normal float32 given by its bits
-    ``mx_bits[f, i]`` (``>`` where ``mx_plus[f, i]`` is 1); ``e_fast``: the smallest
+    adds into: ``above[j]`` the values with |x| >= ``bounds[j]`` (float32); ``exps[e]`` the
+    non-zero values of exponent field e; ``mx_counts[f, i]`` the values with v = |x| / 2^k >=
+    t_fi, k = max(floor(log2 amax_block) - mx_emax[f], -127), t_fi a normal float32 given by
+    its bits ``mx_bits[f, i]`` (``>`` where ``mx_plus[f, i]`` is 1); ``e_fast``: the smallest
     floor(log2 amax_block) for which no k is clamped and every t_fi 2^k is normal.
 
     The magnitudes are copied into a chunk of whole MX blocks (each row's last block padded
@@ -98,10 +97,6 @@ def census(raw, last, bounds, above, exps, mx_bits, mx_plus, mx_emax, e_fast,
     rel2 = rel.reshape((_CHUNK // 32, 32))
     tops = np.zeros(_CHUNK // 32, np.float32)
     hist = np.zeros(4 * 256, np.int64)
-    consts = np.zeros(mx_bits.size, np.int64)  # v >= t 2^k  <=>  bits - (e << 23) >= const
-    for f in range(mx_emax.size):
-        for i in range(3):
-            consts[f * 3 + i] = mx_bits[f, i] - (mx_emax[f] << 23) + mx_plus[f, i]
     nonfinite = 0
     nonzero = 0
     fill = 0
@@ -121,8 +116,8 @@ def census(raw, last, bounds, above, exps, mx_bits, mx_plus, mx_emax, e_fast,
             if fill == _CHUNK or (r == rows - 1 and c0 == last):
                 nonzero += _chunk(buf[:fill], bits[:fill], bounds, above, hist)
                 _squares(by8[:fill // 8], lanes)
-                _mx_chunk(buf2, bits2, rel2, rel, fill // 32, tops, consts, mx_bits, mx_plus,
-                          mx_emax, e_fast, mx_counts)
+                _mx_chunk(buf2, bits2, rel2, rel, fill // 32, tops, mx_bits, mx_plus, mx_emax,
+                          e_fast, mx_counts)
                 fill = 0
     for t in range(4):
         for e in range(256):
@@ -185,11 +180,11 @@ def _scaled_bound(t_bits, plus, k):  # pragma: no cover - compiled
 
 
 @njit(cache=True, fastmath={"reassoc"})
-def _mx_chunk(buf, bits, rel, rel_flat, nb, tops, consts, mx_bits, mx_plus, mx_emax, e_fast,
+def _mx_chunk(buf, bits, rel, rel_flat, nb, tops, mx_bits, mx_plus, mx_emax, e_fast,
               mx_counts):  # pragma: no cover - compiled
     """The MX counts of the first ``nb`` blocks of a chunk (``buf``, (n, 32); ``bits``: ``buf``
     as int32). A block whose floor(log2 amax) = e >= ``e_fast`` is counted on rel = bits -
-    (e << 23), where each test is one constant for every block (``consts``); the few others
+    (e << 23), where each test is one constant for every block; the few others
     (amax below about 2^-100) one by one with ``_scaled_bound``. ``rel`` (like ``bits``) and
     ``tops`` (n,): scratch."""
     for blk in range(nb):
@@ -213,7 +208,8 @@ def _mx_chunk(buf, bits, rel, rel_flat, nb, tops, consts, mx_bits, mx_plus, mx_e
                 _mx_block(buf[blk], e, mx_bits, mx_plus, mx_emax, mx_counts)
     for f in range(mx_emax.size):
         for i in range(3):
-            cst = np.int32(consts[f * 3 + i])
+            # v >= t 2^k  <=>  bits >= t_bits + ((e - emax) << 23) (+1)  <=>  rel >= cst
+            cst = np.int32(mx_bits[f, i] - (mx_emax[f] << 23) + mx_plus[f, i])
             mx_counts[f, i] += _count(rel_flat[:nb * 32], cst)
 
 
