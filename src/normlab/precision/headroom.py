@@ -104,7 +104,7 @@ def tensor_stats(x: Any, *, delayed_amax: float | None = None, impl: str = "kern
              for k, f, s in FORMAT_SCALINGS if s != "mx"
              for ref in [{"none": None, "tensor": amax, "delayed": delayed}[s]]]
     tests = [t for _, f, scale in plain for t in _tests(f, scale)]
-    c = census(a, shape, amax, (largest, smallest), tests)
+    c = census(a, shape, (largest, smallest), tests)
     exponents = c["exponents"]  # (256,) non-zero values by float32 exponent field
     e = np.arange(256) - 127  # floor(log2 |x|) of each exponent field (0: subnormals, below)
     counts = np.bincount(np.clip(e, HIST_LO, HIST_HI - 1) - HIST_LO, weights=exponents,
@@ -147,11 +147,12 @@ def _mx() -> list[tuple[str, str]]:
     return [(k, f) for k, f, s in FORMAT_SCALINGS if s == "mx"]
 
 
-def _census_reference(a: np.ndarray, shape: tuple, amax: float, extremes: tuple[int, int],
+def _census_reference(a: np.ndarray, shape: tuple, extremes: tuple[int, int],
                       tests: list[tuple[float, bool]]) -> dict:
     """The counts of ``tensor_stats`` by their definitions, in NumPy and float64: how many
     non-zero finite |x| exceed each (t, strict) of ``tests``; per MX format, how many
-    v = |x| / X do, X the block's shared scale (``scaling.mx_scale``, floor rule)."""
+    v = |x| / X do, X the block's shared scale (``scaling.mx_scale``, floor rule); and the sum
+    of the squares in the kernel's order (``_sum_squares``). ``extremes`` is not needed here."""
     bits = _magnitude_bits(a)
     mag = bits.view(np.float32)
     v = mag[bits != 0].astype(np.float64)
@@ -203,7 +204,7 @@ def _mx_test(t: float, strict: bool) -> tuple[int, int]:
     return int(np.array([t32]).view(np.uint32)[0]), int(strict)
 
 
-def _census_kernel(a: np.ndarray, shape: tuple, amax: float, extremes: tuple[int, int],
+def _census_kernel(a: np.ndarray, shape: tuple, extremes: tuple[int, int],
                    tests: list[tuple[float, bool]]) -> dict:
     """``_census_reference``'s counts from ``kernels.headroom.census``: each test as a bound on
     the bit patterns (``_bound``); the bounds that no value lies on either side of are settled
