@@ -115,3 +115,11 @@ def test_text_file_source(tmp_path):
 def test_markov_bad_arguments(kw, message):
     with pytest.raises(ValueError, match=message):
         MarkovSource(**kw)
+
+
+def test_a_chain_whose_stationary_law_does_not_converge_is_refused_by_name():
+    """A chain too peaked to mix in the iteration budget is a bad markov_alpha (a ValueError
+    naming the field, which `normlab train` reports as --markov-alpha), not a crash."""
+    src = MarkovSource(vocab_size=4, order=1, alpha=0.5, seed=0)
+    with pytest.raises(ValueError, match=r"markov_alpha = 0\.5 is too small"):
+        src._stationary(max_iter=1)

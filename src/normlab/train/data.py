@@ -128,8 +128,9 @@ class MarkovSource:
             if np.max(np.abs(new - pi)) < tol:
                 return new
             pi = new
-        raise RuntimeError(f"the Markov chain's stationary distribution did not converge in "
-                           f"{max_iter} iterations; use a larger alpha")
+        raise ValueError(f"markov_alpha = {self.alpha:g} is too small for this chain: its "
+                         f"stationary distribution did not converge in {max_iter} iterations "
+                         f"(so peaked a chain barely mixes); use a larger markov_alpha")
 
     def block_entropy(self, j: int) -> float:
         """H(X_1..X_j) under stationarity, for 1 <= j <= order (a marginal of the context law)."""
