@@ -15,6 +15,7 @@ import pytest
 
 from normlab.models import NORMS, PLACEMENTS, GPTConfig
 from normlab.train import PRECISIONS, Ensemble, TrainConfig, Trainer, train, train_ensemble
+from normlab.train.probes import PROBE_NAMES
 
 
 def base(**model) -> TrainConfig:
@@ -87,6 +88,35 @@ def test_every_precision_preset_member_equals_its_single_run(preset):
 
 def test_members_of_different_precision_policies_and_loss_scalers():
     assert_members_are_single_runs(members(base(), ("fp32", "amp_fp16", "fp8_hybrid")))
+
+
+def _groups(configs: list[TrainConfig], site: str, hook: str) -> list:
+    module = Ensemble(configs).model
+    for name in site.split("."):
+        module = getattr(module, name) if not name.isdigit() else module[int(name)]
+    return [i.tolist() if isinstance(i, np.ndarray) else i
+            for i, _ in module.numerics.groups[hook]]
+
+
+def test_members_that_round_alike_are_rounded_together_and_equal_their_single_runs():
+    # amp_fp16 at members 0, 2, 3, bf16 compute at 1, 5, 6 (amp_bf16 and pure_bf16), fp32 (the
+    # identity), fp8_hybrid (delayed scaling: per member); member 3 alone has probes, which
+    # watch each block's output stream
+    precisions = ("amp_fp16", "amp_bf16", "amp_fp16", "amp_fp16", "fp32", "pure_bf16",
+                  "amp_bf16", "fp8_hybrid")
+    configs = [dataclasses.replace(base(), seed=i, precision=p, probes=())
+               for i, p in enumerate(precisions)]
+    configs[3] = dataclasses.replace(configs[3], probes=PROBE_NAMES, update_probe=2,
+                                     eval_headroom=True)
+    assert _groups(configs, "blocks.0.attn.branch.qkv", "input") == [[0, 2, 3], [1, 5, 6], 7]
+    # (fp8_hybrid keeps its activations in bf16, unscaled: with the bf16 class)
+    assert _groups(configs, "blocks.0.mlp", "stream") == [[0, 2], [1, 5, 6, 7], 3]
+    assert_members_are_single_runs(configs)
+    _results_equal(configs)
+    # two classes of one member: each hook sees its own member's tensor
+    assert _groups(configs[1:3], "blocks.0.attn.branch.qkv", "input") == [0, 1]
+    # one class: one call over the whole stacked tensor
+    assert _groups(configs[2:4], "blocks.0.attn.branch.qkv", "input") == [slice(0, 2)]
 
 
 @pytest.mark.parametrize("model", [

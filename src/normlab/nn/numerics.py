@@ -229,9 +229,11 @@ class MemberNumerics(Numerics):
     """The hooks of an ensemble's stacked model (``normlab.models.stack``): member m's own hooks
     (``members[m]``: its policy, its probes' watch) applied to member m's slice ``x[m]`` of every
     tensor, so that each member rounds, scales and draws rounding noise as its model alone would.
-    A hook that is the identity for every member costs nothing; one whose rounding is the same
-    element-wise map for every member (no scaling, no stochastic rounding) runs once over the
-    stacked tensor. ``end_step``, state and checkpoints stay each member's own."""
+    A hook that is the identity for every member costs nothing. Members whose rounding is the
+    same element-wise map (policy sites, not watched, of equal roles, none scaled, none
+    stochastic) are rounded in one call over their slices together: an element-wise map gives
+    each value the bits it has alone, and one call for the group costs what one member's does.
+    ``end_step``, state and checkpoints stay each member's own."""
 
     def __init__(self, members: list[Numerics]):
         if not members or not all(isinstance(m, Numerics) for m in members):
@@ -242,35 +244,65 @@ class MemberNumerics(Numerics):
         return _MemberSite([m.bind(site) for m in self.members])
 
 
-def _elementwise(views: list[Numerics], hook: str) -> bool:
-    """Whether ``hook`` is one element-wise rounding shared by every member's view: policy
-    sites (not watched) of equal roles, none scaled, none stochastic."""
-    if not all(type(v) is _Site for v in views):
-        return False
-    roles = [tuple(v.owner.roles[r] for r in _ROLES[hook]) for v in views]  # type: ignore[attr-defined]
-    quantizers = {id(v.owner.quantizer) for v in views}  # type: ignore[attr-defined]
-    return len(quantizers) == 1 and all(r == roles[0] for r in roles) and all(
-        p.scaling is None and p.rounding != "stochastic" for p in roles[0])
+def _rounding_class(view: Numerics, hook: str) -> Any:
+    """What ``hook`` does at ``view``, as a key that members share exactly when their hooks are
+    one element-wise map: ``None`` for the identity, a tuple for a policy site's unscaled,
+    deterministic rounding, and the view itself (a class of its own) for anything else."""
+    if type(view) is Numerics:
+        return None
+    if type(view) is not _Site:  # watched: the probe sees each member's own tensor
+        return view
+    roles = tuple(view.owner.roles[r] for r in _ROLES[hook])
+    if not any(p.rounds for p in roles):
+        return None
+    if any(p.scaling is not None or p.rounding == "stochastic" for p in roles):
+        return view
+    return (roles, id(view.owner.quantizer))
+
+
+def _groups(views: list[Numerics], hook: str) -> list[tuple[Any, Numerics]]:
+    """The members that round ``hook`` together: ``(index, view)`` pairs, the identity members
+    left out. ``index`` is a member's number where it is alone in its class (its hook sees its
+    own tensor), else a slice where the class's members are consecutive (a view of the stacked
+    tensor) or an index array."""
+    classes: dict[Any, list[int]] = {}
+    for m, v in enumerate(views):
+        c = _rounding_class(v, hook)
+        if c is not None:
+            classes.setdefault(c if isinstance(c, tuple) else id(c), []).append(m)
+    out: list[tuple[Any, Numerics]] = []
+    for members in classes.values():
+        lo, hi = members[0], members[-1] + 1
+        index: Any = lo if len(members) == 1 else (
+            slice(lo, hi) if hi - lo == len(members) else np.asarray(members))
+        out.append((index, views[lo]))
+    return out
 
 
 class _MemberSite(Numerics):
-    """One module's view of a MemberNumerics: each hook applied member by member."""
+    """One module's view of a MemberNumerics: each hook applied once per group of members that
+    round alike (``_groups``)."""
 
     def __init__(self, views: list[Numerics]):
         self.views = views
-        self.identity = all(type(v) is Numerics for v in views)  # full precision, unwatched
-        self.shared = {h: _elementwise(views, h) for h in _ROLES}
+        self.groups = {h: _groups(views, h) for h in _ROLES}
 
     def _each(self, hook: str, x: np.ndarray, key: str) -> np.ndarray:
-        if self.identity:
+        groups = self.groups[hook]
+        if not groups:
             return x
-        if self.shared[hook]:
-            return getattr(self.views[0], hook)(x, key)
-        parts = list(x)
-        outs = [getattr(v, hook)(p, key) for v, p in zip(self.views, parts)]
-        if all(o is p for o, p in zip(outs, parts)):
-            return x
-        return np.stack(outs)
+        if len(groups) == 1 and groups[0][0] == slice(0, len(self.views)):
+            return getattr(groups[0][1], hook)(x, key)
+        out = x
+        for index, view in groups:
+            part = x[index]
+            y = getattr(view, hook)(part, key)
+            if y is part:  # a watch that only looked
+                continue
+            if out is x:
+                out = x.copy()
+            out[index] = y
+        return out
 
     def param(self, w, key="param"):
         return self._each("param", w, key)
