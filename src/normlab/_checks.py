@@ -151,6 +151,8 @@ def choice(value: Any, name: str, options: Any) -> Any:
     """One of ``options`` (compared with ==): a TypeError for a value of another kind than the
     options, a ValueError for an unknown one; the message lists the options."""
     options = tuple(options)
+    if type(value) is str and value in options:  # the common case, decided at once
+        return value
     listed = ", ".join(repr(o) for o in options)
     kinds = tuple({type(o) for o in options})
     if not isinstance(value, kinds) or isinstance(value, bool) != any(

@@ -124,7 +124,7 @@ class TrainResult:
 
     def to_dict(self) -> dict:
         """JSON-ready: summary numbers at the top level, non-finite numbers as null."""
-        d = dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # (copied below)
         d["gap_to_floor"] = self.gap_to_floor
         head = ("final_val_loss", "entropy_floor", "gap_to_floor", "final_train_loss", "stopped",
                 "steps_done", "skipped_steps", "wall_time_s", "tokens_per_s", "n_params")

@@ -352,7 +352,7 @@ class RunStore:
             result.pop("config", None)  # config.json holds it
             first = metrics["history"][0].get("nll") if metrics["history"] else None
             result["loss_at_init"] = first  # the first step's training NLL: the loss at init
-            _write(d / "metrics.json", metrics)
+            _write(d / "metrics.json", metrics, indent=None)  # the bulk: JSON's C encoder
             _write(d / "result.json", result)
         meta = {k: payload.get(k)
                 for k in ("status", "reason", "traceback", "wall_s", "cpu_s", "host", "pid")}
@@ -387,8 +387,8 @@ def _signals_held():
             signal.raise_signal(num)
 
 
-def _write(path: Path, payload: Any) -> None:
-    write_json(path, payload, what=f"store file {path.name}", indent=1)
+def _write(path: Path, payload: Any, indent: int | None = 1) -> None:
+    write_json(path, payload, what=f"store file {path.name}", indent=indent)
 
 
 def _now() -> str:
