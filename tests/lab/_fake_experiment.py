@@ -4,6 +4,10 @@ from dataclasses import dataclass
 
 from normlab.lab.framework import Card, Check
 
+# measured in the test's own process, where its call counter and the tests' patches live (a
+# report would otherwise measure an in-process experiment in a second process)
+LANE = "alone"
+
 CARD = Card(name="fake", title="a fake experiment", citation="nobody 2024", claim="claim",
             published="1", method="It returns its config's value.")
 CALLS = {"n": 0}

@@ -7,6 +7,10 @@ from normlab.lab.framework import Card, Check
 from normlab.models import GPTConfig
 from normlab.train import TrainConfig
 
+# measured in the test's own process, where the tests' patches live (a report would otherwise
+# measure an in-process experiment in a second process)
+LANE = "alone"
+
 CARD = Card(name="fake-training", title="a fake training experiment", citation="nobody 2024",
             claim="claim", published="1", method="It trains two tiny runs.")
 INTERRUPT = {"on": False}

@@ -60,8 +60,8 @@ def test_report_is_well_formed_and_self_contained(tmp_path):
 def test_interrupted_report_resumes(with_fake, tmp_path):
     names = ["dropout", "fake"]
     fake.INTERRUPT["on"] = True
-    with pytest.raises(KeyboardInterrupt):
-        write_report(tmp_path, size="tiny", names=names, show_progress=False)
+    with pytest.raises(KeyboardInterrupt):  # serial: in names' order, dropout first
+        write_report(tmp_path, size="tiny", names=names, show_progress=False, executor="serial")
     assert (tmp_path / "dropout" / "result.json").is_file()  # finished before the interrupt
     assert not (tmp_path / "fake" / "result.json").exists()
     assert not (tmp_path / "report.html").exists()
@@ -72,6 +72,33 @@ def test_interrupted_report_resumes(with_fake, tmp_path):
     # a third run reuses both: nothing is recomputed
     write_report(tmp_path, size="tiny", names=names, show_progress=False)
     assert fake.CALLS["n"] == 2
+
+
+def test_in_process_experiments_measured_beside_the_others_give_the_serial_numbers(tmp_path):
+    from normlab.lab.reporting import lanes
+
+    names = ["dropout", "rmsnorm-quality", "layernorm-jacobian", "batchnorm-vs-layernorm"]
+    assert lanes(names, "pool:2") == (["rmsnorm-quality"], ["dropout", "layernorm-jacobian",
+                                                            "batchnorm-vs-layernorm"], [])
+    assert lanes(names, "pool:1") == ([], [], names)
+    assert lanes(names, "serial")[1] == lanes(names, "ray:auto")[1] == []
+    cheap = names[2:]
+    summaries = []
+    for executor in ("pool:2", "serial"):
+        out = tmp_path / executor.replace(":", "")
+        _, entries, _ = write_report(out, size="tiny", names=cheap, show_progress=False,
+                                     executor=executor)
+        assert [n for n, *_ in entries] == cheap and all(r is not None for _, r, _, _ in entries)
+        summaries.append(json.loads((out / "summary.json").read_text()))
+        assert summaries[-1]["reused"] == []  # measured in this invocation, in either process
+    aside, serial = ([{k: e[k] for k in ("name", "verdict", "measured", "checks")}
+                      for e in s["experiments"]] for s in summaries)
+    assert aside == serial
+    # a failure beside the others is reported on the page, as one in the calling process is
+    path, entries, _ = write_report(tmp_path / "bad", size="tiny", names=cheap[:1], seed=-1,
+                                    show_progress=False, executor="pool:2")
+    assert entries[0][1] is None and "seed must be an integer >= 0" in entries[0][3]
+    assert "measured beside the others, failed" in path.read_text()
 
 
 def test_a_failing_experiment_is_reported_not_fatal(with_fake, tmp_path, monkeypatch):

@@ -13,7 +13,11 @@ An experiment is a module in ``normlab.lab.experiments`` that reads top to botto
   ``ctx`` (:class:`RunContext`) carries the progress callback, the executor and the sweep store;
 * ``judge(data, config) -> list[Check]``: the side-by-side rows from the data alone, and
   ``headline(data, config) -> str``: the headline measured numbers;
-* ``plot(result, out_dir) -> list[str]``: PNG figures from ``result.data``; their file names.
+* ``plot(result, out_dir) -> list[str]``: PNG figures from ``result.data``; their file names;
+* ``LANE`` (optional): where ``normlab report`` measures it, :data:`LANES`: ``"pool"`` for an
+  experiment whose training runs go to the executor's workers, ``"alone"`` for one that times
+  itself (nothing runs beside it), and by default ``"process"`` (it measures in the calling
+  process, which a report runs beside the others: :func:`normlab.lab.reporting.lanes`).
 
 Longer notes (known differences, knobs tried) are ``experiments/notes/<module>.md``, embedded in
 the report. The framework builds the :class:`Result`: the card's text, the setting written from
@@ -84,6 +88,7 @@ VERDICT_RULE = (
 )
 
 SIZES = ("tiny", "quick", "full")
+LANES = ("process", "pool", "alone")
 RESULT_FILE = "result.json"
 NOTES_DIR = Path(__file__).with_name("experiments") / "notes"
 

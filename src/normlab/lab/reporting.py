@@ -50,42 +50,155 @@ def write_report(
     ``executor`` runs the training experiments' sweeps (pool, pool:N, serial, ray:ADDRESS);
     ``rejudge`` measures nothing and judges the cached measurements again.
 
-    Returns the page's path, the entries and this invocation's wall time in seconds.
+    With a local pool of two or more workers, the experiments that measure in the calling
+    process (:func:`lanes`) are measured in a second process beside the others, so that no core
+    waits while one of them runs; the experiments that time themselves run first, with nothing
+    beside them. Every run is seeded and single-threaded in either process: the numbers are the
+    ones a serial report gives.
+
+    Returns the page's path, the entries (in ``names``' order) and this invocation's wall time
+    in seconds.
     """
     from .progress import _Plain, reporter
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = list(registry()) if names is None else list(names)
-    reused: list[str] = []
     t0 = time.perf_counter()
-    one = _rejudge_one if rejudge else _run_one(size, seed, out, use_cache, executor)
+    run = _Entries(out, rejudge, _rejudge_one if rejudge else
+                   _run_one(size, seed, out, use_cache, executor),
+                   _run_one(size, seed, out, True, executor))  # (a result measured aside)
+    alone, aside, rest = lanes(names, None if rejudge else executor)
 
-    def entry(rep, name):
+    def run_all(rep):
+        done = {n: run.entry(rep, n) for n in alone}
+        with _Aside(aside, size, seed, out, use_cache) as beside:
+            done.update((n, run.entry(rep, n)) for n in rest)
+            done.update((n, run.entry(rep, n, beside)) for n in aside)
+        return [done[n] for n in names]
+
+    if show_progress:
+        with reporter(len(names)) as rep:
+            entries = run_all(rep)
+    else:
+        entries = run_all(_Plain(open(os.devnull, "w")))
+    elapsed = time.perf_counter() - t0
+    reused = run.reused
+    _write_page(out, entries, _meta(size, entries, elapsed, reused), elapsed, reused, size)
+    return out / REPORT_FILE, entries, elapsed
+
+
+class _Entries:
+    """The report's entries, one experiment at a time: measured (or reused, or judged again) by
+    ``one``, or, for one measured aside, waited for and read from the cache by ``read``;
+    ``reused`` lists the names whose result came from an earlier invocation."""
+
+    def __init__(self, out: Path, rejudge: bool, one: Any, read: Any):
+        self.out, self.rejudge, self.one, self.read = out, rejudge, one, read
+        self.reused: list[str] = []
+
+    def entry(self, rep: Any, name: str, aside: _Aside | None = None
+              ) -> tuple[str, Result | None, Path | None, str]:
         cb = rep.start(name)
+        fresh = False  # measured aside in this invocation
         try:
-            o = one(name, out, cb)
+            if aside is not None:
+                fresh = not aside.check(name)
+            o = (self.one if aside is None else self.read)(name, self.out, cb)
         except KeyboardInterrupt:
             raise
         except Exception:  # the page reports it; the other experiments still run
             err = traceback.format_exc()
             rep.finish(name, "error: " + err.strip().splitlines()[-1])
             return (name, None, None, err)
-        if o.reused:
-            reused.append(name)
-        how = "judged again" if rejudge else ("cached" if o.reused else f"{o.result.wall_s:.1f} s")
+        if o.reused and not fresh:
+            self.reused.append(name)
+        how = ("judged again" if self.rejudge else "cached" if o.reused and not fresh
+               else f"{o.result.wall_s:.1f} s" + (", beside the others" if fresh else ""))
         rep.finish(name, f"{o.result.verdict} ({how})")
         return (name, o.result, o.out_dir, "")
 
-    if show_progress:
-        with reporter(len(names)) as rep:
-            entries = [entry(rep, n) for n in names]
-    else:
-        rep = _Plain(open(os.devnull, "w"))
-        entries = [entry(rep, n) for n in names]
-    elapsed = time.perf_counter() - t0
-    _write_page(out, entries, _meta(size, entries, elapsed, reused), elapsed, reused, size)
-    return out / REPORT_FILE, entries, elapsed
+
+def lanes(names: list[str], executor: str | None) -> tuple[list[str], list[str], list[str]]:
+    """``names`` split into the experiments that run first with nothing beside them (their
+    module's ``LANE = "alone"``: they time themselves), those measured in a second process beside
+    the rest (``LANE = "process"``, the default: they measure in the calling process, on one
+    core), and the rest (``LANE = "pool"``: their training runs go to the executor's workers),
+    each in ``names``' order. Unless ``executor`` is a local pool of two or more workers (None:
+    nothing is measured), nothing goes beside the rest and the order is ``names``'."""
+    from .framework import LANES, load
+    from .sweep.executors import default_workers
+
+    lane = {n: getattr(load(n), "LANE", "process") for n in names}
+    for n, v in lane.items():
+        if v not in LANES:
+            raise ValueError(f"experiment {n}: LANE must be one of {LANES}; got {v!r}")
+    head, _, tail = (executor or "").partition(":")
+    two = head == "pool" and (int(tail) if tail else default_workers()) >= 2
+    if not two:
+        return [], [], list(names)
+    alone = [n for n in names if lane[n] == "alone"]
+    aside = [n for n in names if lane[n] == "process"]
+    rest = [n for n in names if n not in alone and n not in aside]
+    return alone, aside, rest
+
+
+def _measure_aside(name: str, size: str, seed: int | None, out: Path, use_cache: bool) -> str:
+    """In the second process: measure (or reuse) ``name`` into ``out`` (its result cached there,
+    as :func:`run_experiment` writes it); ``"measured"`` or ``"reused"``, else the traceback."""
+    from .framework import run_experiment
+
+    try:
+        o = run_experiment(name, size=size, seed=seed, out_dir=out, use_cache=use_cache,
+                           executor="serial")
+    except Exception:
+        return traceback.format_exc()
+    return "reused" if o.reused else "measured"
+
+
+class _Aside:
+    """The second process of a report: measures ``names`` one after the other, in order, from
+    the moment the block is entered, single-threaded (``sweep.task.THREAD_ENV``), and leaves
+    each result in ``out``'s cache for the report to read; stopped when the block is left by an
+    exception."""
+
+    def __init__(self, names: list[str], size: str, seed: int | None, out: Path,
+                 use_cache: bool):
+        self.names, self.args = names, (size, seed, out, use_cache)
+        self.futures: dict = {}
+
+    def __enter__(self) -> _Aside:
+        if self.names:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from .sweep.executors import _environ
+            from .sweep.task import THREAD_ENV, worker_init
+
+            with _environ(THREAD_ENV):
+                self.pool = ProcessPoolExecutor(
+                    1, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=worker_init, initargs=(os.getpid(),))
+                self.futures = {n: self.pool.submit(_measure_aside, n, *self.args)
+                                for n in self.names}
+        return self
+
+    def __exit__(self, kind, *_):
+        if self.futures:
+            from .sweep.executors import _terminate
+
+            if kind is None:
+                self.pool.shutdown(wait=True)
+            else:
+                _terminate(self.pool)
+
+    def check(self, name: str) -> bool:
+        """Wait for ``name``: whether its result came from the cache; a RuntimeError with the
+        traceback where it failed."""
+        how = self.futures[name].result()
+        if how not in ("measured", "reused"):
+            raise RuntimeError(f"{name}, measured beside the others, failed:\n{how}")
+        return how == "reused"
 
 
 def _run_one(size, seed, out, use_cache, executor):

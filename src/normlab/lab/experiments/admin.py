@@ -24,6 +24,8 @@ from . import _recipes as R
 from ._setups import output_change
 from ._training import require_finished, run_grid, seed_losses, select
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="admin",
     title="Admin: Post-LN's form with Pre-LN's stability (Liu et al. 2020)",

@@ -32,6 +32,8 @@ from ..sweep import lr_sensitivity
 from . import _recipes as R
 from . import _training as T
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="attention-logit-growth",
     title="Attention-logit growth at high learning rates: QK-norm and soft-capping",

@@ -24,6 +24,8 @@ from ..framework import PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
 from ._training import require_finished, run_grid, seed_losses, select
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="deepnet-update",
     title="The exploding model update of deep Post-LN, and DeepNorm's bound (Wang et al. 2022)",

@@ -33,6 +33,8 @@ from ..framework import SHOWN, Card, Check, fmt
 from . import _recipes as R
 from ._training import require_finished, run_grid, select
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="dyt",
     title="DyT vs LayerNorm and RMSNorm: parity, alpha0, the S-curve (Zhu et al. 2025)",

@@ -29,6 +29,8 @@ from .. import stats as S
 from ..framework import DERIVATION, IDENTITY, SHOWN, Card, Check, fmt
 from . import _recipes as R
 
+LANE = "alone"  # it times training steps: run with nothing beside it (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="invariances-and-cost",
     title="Invariances of BatchNorm, LayerNorm and RMSNorm; RMSNorm's cost",

@@ -38,6 +38,8 @@ from ..framework import IDENTITY, SHOWN, Card, Check, fmt
 from . import _recipes as R
 from . import _training as T
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="lr-sensitivity-recipes",
     title="LR sensitivity: warmup, independent weight decay, AdamW's eps, depth vs width "

@@ -21,6 +21,8 @@ from ..framework import PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
 from ._training import final_losses, require_finished, run_grid, seed_losses, select
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="norm-placement-depth",
     title="Norm placement vs depth: post, pre, sandwich, DeepNorm, Admin, ReZero, none",

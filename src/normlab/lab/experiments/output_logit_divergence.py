@@ -30,6 +30,8 @@ from ..framework import IDENTITY, PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
 from . import _training as T
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="output-logit-divergence",
     title="Output-logit divergence without weight decay: z-loss and final-logit soft-capping",

@@ -25,6 +25,8 @@ from ..stats import ABOVE, mean_interval, paired_interval
 from . import _recipes as R
 from ._training import loss_at_init, require_finished, run_grid, seed_losses, select
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="post-vs-pre-quality",
     title="Post-LN vs Pre-LN final quality at a shallow depth (Liu et al. 2020)",

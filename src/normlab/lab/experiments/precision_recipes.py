@@ -33,6 +33,8 @@ from ..framework import SHOWN as SHOWN_ROW
 from ..framework import Card, Check, fmt
 from . import _training as T
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="precision-recipes",
     title="Precision recipes in training: fp32, AMP bf16/fp16, no loss scaling, pure bf16, fp8, MX",

@@ -29,6 +29,8 @@ from ..stats import BELOW, T_METHOD, mean_interval, paired_interval
 from . import _recipes as R
 from ._training import require_finished, run_grid, seed_losses
 
+LANE = "alone"  # it times training steps: run with nothing beside it (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="rmsnorm-quality",
     title="RMSNorm and pRMSNorm reach LayerNorm's loss, and the time per step (Zhang & Sennrich)",

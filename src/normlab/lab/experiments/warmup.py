@@ -25,6 +25,8 @@ from ..framework import PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
 from ._training import final_losses, require_finished, run_grid, seed_losses, select
 
+LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
+
 CARD = Card(
     name="warmup",
     title="Warmup: Post-LN needs it, Pre-LN does not (Xiong et al. 2020)",
