@@ -55,7 +55,7 @@ def test_the_tally_counts_claims_checks_and_identities_apart():
 def test_the_markdown_block():
     text = R.markdown(R.summarize(_entries(), META))
     lines = text.splitlines()
-    assert lines[0].startswith("**1 of 2 empirical claims reproduced") and "2 min 05 s" in lines[0]
+    assert lines[0].startswith("**1 of 2 empirical claims reproduced") and "2 min 10 s" in lines[0]
     assert "seed 0" in lines[0] and "OPENBLAS_NUM_THREADS=1" in lines[0]
     head = next(i for i, line in enumerate(lines) if line.startswith("| Experiment |"))
     assert "Quick verdict | Full verdict" in lines[head] and len(lines) == head + 2 + 4
@@ -278,6 +278,10 @@ def test_merge_puts_one_experiment_into_the_committed_results(tmp_path, capsys):
     assert [r["name"] for r in merged["experiments"]] == ["one", "two", "three"]
     assert merged["experiments"][0]["measured"] == "one measured again"
     assert merged["tally"]["experiments"] == 3 and merged["wall_s_experiments"] == 14.0
+    # not one invocation's time any more: the table says the experiments' sum, and that it is one
+    assert merged["wall_s_this_invocation"] is None
+    assert "took 14 s of wall time, summed over its experiments" in R.markdown(merged)
+    assert "took 2 min 10 s of wall time on" in R.markdown(committed)  # one whole invocation
     assert list(merged) == list(committed)
     with pytest.raises(ValueError, match="differ in size"):
         R.merge(committed, _summary(["two"], size="tiny"), ["one", "two", "three"])

@@ -159,6 +159,7 @@ def merge(committed: dict[str, Any], new: dict[str, Any], order: list[str]) -> d
     merged = {k: v for k, v in new.items() if k not in ("tally", "experiments")}
     merged["experiments"] = [rows[n] for n in ranked]
     merged["wall_s_experiments"] = sum(r["wall_s"] or 0.0 for r in merged["experiments"])
+    merged["wall_s_this_invocation"] = None  # measured in more than one invocation
     merged["reused"] = sorted(set(committed.get("reused", [])) | set(new.get("reused", [])))
     merged["tally"] = tally(merged["experiments"])
     return {k: merged[k] for k in [*new] if k in merged}
@@ -174,12 +175,18 @@ def _minutes(seconds: float) -> str:
 
 
 def _setting(summary: dict[str, Any]) -> str:
-    """'at the quick size, seed 0: the quick report took 17 min 23 s of wall time on ...'."""
+    """'at the quick size, seed 0: the quick report took 17 min 23 s of wall time on ...': the
+    invocation's wall time where one invocation measured every experiment, else the sum of the
+    experiments' own times."""
+    once = summary.get("wall_s_this_invocation")
+    took = (f"took {_minutes(once)} of wall time" if once is not None
+            and not summary.get("reused") else
+            f"took {_minutes(summary['wall_s_experiments'])} of wall time, summed over its "
+            f"experiments (measured in more than one invocation)")
     return (f"at the {summary['size']} size"
             + (f", seed {summary['seed']}" if summary.get("seed") is not None else "")
-            + f": the {summary['size']} report took {_minutes(summary['wall_s_experiments'])} of "
-            f"wall time on {summary['machine']} ({summary['threads']}; normlab "
-            f"{summary['normlab']}, NumPy {summary['numpy']})")
+            + f": the {summary['size']} report {took} on {summary['machine']} "
+            f"({summary['threads']}; normlab {summary['normlab']}, NumPy {summary['numpy']})")
 
 
 def _full_line(full: dict[str, Any] | None) -> str:
