@@ -80,7 +80,11 @@ def _rounder(precision: Any,
              rng: np.random.Generator | None) -> Callable[[np.ndarray], np.ndarray] | None:
     if precision is None or not precision.rounds:
         return None
-    return lambda a: precision.apply(a, rng=rng).astype(a.dtype, copy=False)
+    from .. import kernels
+
+    # the kernel's rounding where numba imports: the reference's bits, stochastic draws included
+    quantizer = kernels.quantize if kernels.available() else None
+    return lambda a: precision.apply(a, rng=rng, quantizer=quantizer).astype(a.dtype, copy=False)
 
 
 @dataclass
