@@ -21,13 +21,16 @@
 #                    configuration and the whole package's source); FRESH=1 measures from
 #                    scratch, RAY=auto|HOST:PORT sends the training runs to a Ray cluster, and
 #                    ONLY=NAME measures one experiment and merges it into docs/results/full.json
+#   make check-block the quick report at a disjoint block of seeds (seed 10000), committed as
+#                    docs/results/quick-seed10000.json: docs/lab.md lists every verdict and
+#                    counted row whose state differs from docs/results/quick.json's
 #   make conformance the golden vectors, the other tools' results on them (in a venv of their own,
 #                    .venv-conformance) and the conformance table of docs/numerics.md
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint docs docs-serve check bench notebooks results results-full tables \
+.PHONY: demo test lint docs docs-serve check bench notebooks results results-full tables check-block \
 	conformance clean
 
 LINT ?= lint
@@ -82,10 +85,21 @@ else
 endif
 	$(MAKE) tables
 
+# the quick report at a disjoint block of seeds (seed 10000), committed as
+# docs/results/quick-seed10000.json and set beside the verdicts in docs/lab.md
+check-block: $(VENV)/.installed-lab
+	$(PORTABLE) $(BIN)/normlab report --out normlab-results-seed10000 --no-cache --seed 10000
+	mkdir -p docs/results
+	cp normlab-results-seed10000/summary.json docs/results/quick-seed10000.json
+	$(MAKE) tables
+
 # the generated tables (docs/lab.md, the README) and the forest plots, from the committed results
 FULL_RESULTS = $(if $(wildcard docs/results/full.json),--full-results docs/results/full.json)
+CHECK_RESULTS = $(if $(wildcard docs/results/quick-seed10000.json),\
+	--check-results docs/results/quick-seed10000.json)
 tables: $(VENV)/.installed-lab
 	$(BIN)/normlab report --markdown --results docs/results/quick.json $(FULL_RESULTS) \
+		$(CHECK_RESULTS) \
 		--forest docs/img/verdicts-quick.png --readme docs/lab.md README.md
 	$(if $(FULL_RESULTS),$(BIN)/normlab report --markdown --results docs/results/full.json \
 		--forest docs/img/verdicts-full.png > /dev/null)

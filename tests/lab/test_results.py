@@ -99,11 +99,20 @@ def test_report_markdown_from_the_command_line(tmp_path, capsys):
                        (["--results", str(tmp_path / "none.json")], "--results"),
                        (["--results", str(summary), "--readme", str(tmp_path / "no.md")],
                         "--readme"),
+                       (["--results", str(summary), "--check-results", str(summary)],
+                        "--check-results"),  # the same seed: not a disjoint block
                        (["--seed", "1"], "measures nothing")):
         assert main(["report", "--markdown", *argv]) == 2
         assert flag in capsys.readouterr().err
     assert main(["report", "--readme", str(readme)]) == 2  # --readme only with --markdown
     assert "--markdown" in capsys.readouterr().err
+    other = tmp_path / "seed10000.json"
+    other.write_text(json.dumps({**json.loads(summary.read_text()), "seed": 10000}))
+    assert main(["report", "--markdown", "--results", str(summary), "--check-results",
+                 str(other)]) == 0
+    assert "At a disjoint block of seeds** (seed 10000" in capsys.readouterr().out
+    assert main(["report", "--check-results", str(other)]) == 2  # only with --markdown
+    assert "--check-results" in capsys.readouterr().err
 
 
 def _committed():
@@ -112,15 +121,24 @@ def _committed():
             json.loads(full.read_text()) if full.is_file() else None)
 
 
+def _check_block():
+    path = ROOT / "docs" / "results" / "quick-seed10000.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def test_the_readme_table_is_the_committed_results_file():
     """The lab's tables are generated: docs/lab.md's table and the README's summary equal their
     rendering from docs/results/quick.json and docs/results/full.json (the full column 'not yet
     measured' until that file exists); ``make results`` / ``make tables`` regenerate them. It reads
     whichever layout the committed file has (schema 2 until the quick report is measured again)."""
     summary, full = _committed()
+    check = _check_block()
     for path in (ROOT / "docs" / "lab.md", ROOT / "README.md"):
         text = path.read_text()
-        assert R.blocks_of(text) and R.rendered(path, summary, full) == text, path
+        assert R.blocks_of(text) and R.rendered(path, summary, full, check=check) == text, path
+    if check is not None:  # a disjoint block of seeds at the same size
+        assert check["size"] == summary["size"] and check["seed"] != summary["seed"]
+        assert "At a disjoint block of seeds" in (ROOT / "docs" / "lab.md").read_text()
     assert summary["size"] == "quick" and summary["schema"] in R.READABLE
     if full is None:
         assert R.NOT_MEASURED in (ROOT / "docs" / "lab.md").read_text()
@@ -313,3 +331,18 @@ def test_every_card_has_a_short_claim_and_a_balanced_short_citation():
         assert 0 < len(card.short) <= 170, f"{name}: the README's claim cell wants `short`"
         cite = R.short_citation(card.citation)
         assert cite and cite.count("(") == cite.count(")") and "'" not in cite, (name, cite)
+
+
+def test_the_check_block_lists_every_verdict_and_counted_row_that_differs():
+    a = R.summarize(_entries(), META)
+    b = json.loads(json.dumps(a))
+    b["seed"] = 10000
+    assert "the same verdict for 4 of 4 experiments; 0 of 6 counted rows" in R.check_block(a, b)
+    b["experiments"][1]["verdict"] = "not reproduced"
+    b["experiments"][1]["checks"][0]["status"] = "FAIL"
+    b["experiments"][1]["checks"][0]["claim"] = "a row whose text quotes a value"
+    text = R.check_block(a, b)
+    assert "3 of 4 experiments (differs: `two` (partly reproduced / not reproduced))" in text
+    assert "1 of 6 counted rows change state (seed 0 / seed 10000): `two`" in text
+    assert "(pass / FAIL)" in text and R.check_block(a, None) == ""
+    assert "At a disjoint block of seeds" in R.markdown(a, check=b)

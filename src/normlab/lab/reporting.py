@@ -53,7 +53,8 @@ def write_report(
     With a local pool of two or more workers, the experiments that measure in the calling
     process (:func:`lanes`) are measured in a second process beside the others, so that no core
     waits while one of them runs; the experiments that time themselves run first, with nothing
-    beside them. Every run is seeded and single-threaded in either process: the numbers are the
+    beside them. The second process is single-threaded (``sweep.task.THREAD_ENV``), as the
+    pool's workers are: in a single-threaded environment (``make results``) the numbers are the
     ones a serial report gives.
 
     Returns the page's path, the entries (in ``names``' order) and this invocation's wall time

@@ -197,16 +197,45 @@ def _full_line(full: dict[str, Any] | None) -> str:
     return f"**{headline(full['tally'])}** {_setting(full)} (the full size is the size of record)."
 
 
+def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
+    """The paragraph that sets ``summary`` beside ``check``, the same size measured at a
+    disjoint block of seeds: the experiments whose verdict differs, and every counted row
+    (claims and premises, paired by position: a row's text may quote a measured value) whose
+    state differs, with both states; '' without ``check``."""
+    if check is None:
+        return ""
+    theirs = {r["name"]: r for r in check["experiments"]}
+    mine = [r for r in summary["experiments"] if r["name"] in theirs]
+    verdicts = [f"`{r['name']}` ({r['verdict']} / {theirs[r['name']]['verdict']})"
+                for r in mine if r["verdict"] != theirs[r["name"]]["verdict"]]
+    rows, changed = 0, []
+    for r in mine:
+        for a, b in zip(r["checks"], theirs[r["name"]]["checks"]):
+            if a.get("kind") in (CLAIM, PREMISE) and a.get("kind") == b.get("kind"):
+                rows += 1
+                if a["status"] != b["status"]:
+                    changed.append(f"`{r['name']}` \"{a['claim']}\" ({a['status']} / "
+                                   f"{b['status']})")
+    return (f"**At a disjoint block of seeds** (seed {check['seed']}, "
+            f"`docs/results/quick-seed{check['seed']}.json`, `make check-block`): the same "
+            f"verdict for {len(mine) - len(verdicts)} of {len(mine)} experiments"
+            + (f" (differs: {'; '.join(verdicts)})" if verdicts else "")
+            + f"; {len(changed)} of {rows} counted rows change state (seed {summary['seed']} / "
+            f"seed {check['seed']})" + (": " + "; ".join(changed) if changed else "") + ".")
+
+
 def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
-             figure: str = "img/verdicts-quick.png") -> str:
-    """The lab page's block: the tally at each size, the forest plot of the verdicts
-    (``figure``, '' for none), what it does not draw, and one row per experiment with the quick
-    and the full verdict side by side (the full one "not yet measured" when ``full`` is None or
-    lacks the experiment)."""
+             figure: str = "img/verdicts-quick.png", check: dict[str, Any] | None = None) -> str:
+    """The lab page's block: the tally at each size, the verdicts at a disjoint block of seeds
+    (``check``, :func:`check_block`), the forest plot of the verdicts (``figure``, '' for none),
+    what it does not draw, and one row per experiment with the quick and the full verdict side
+    by side (the full one "not yet measured" when ``full`` is None or lacks the experiment)."""
     rows = summary["experiments"]
     fulls = {r["name"]: r["verdict"] for r in (full or {}).get("experiments", [])}
-    lines = [f"**{headline(summary['tally'])}** {_setting(summary)}.", "", _full_line(full), "",
-             confidence(summary), ""]
+    lines = [f"**{headline(summary['tally'])}** {_setting(summary)}.", "", _full_line(full), ""]
+    if check is not None:
+        lines += [check_block(summary, check), ""]
+    lines += [confidence(summary), ""]
     if figure:
         lines += [f"![The verdicts of the {summary['size']} report: each counted row's 95% "
                   f"interval against its margin]({figure})", ""]
@@ -326,7 +355,7 @@ def blocks_of(text: str) -> list[tuple[str, str]]:
 
 
 def rendered(path: str | Path, summary: dict[str, Any], full: dict[str, Any] | None,
-             text: str | None = None) -> str:
+             text: str | None = None, check: dict[str, Any] | None = None) -> str:
     """The text of ``path`` with every generated block it holds rendered from the summaries
     (the figures' paths relative to the file: ``docs/img/`` from the top, ``img/`` from docs/)."""
     path = Path(path)
@@ -337,14 +366,15 @@ def rendered(path: str | Path, summary: dict[str, Any], full: dict[str, Any] | N
     table = "lab.md" if in_docs else "docs/lab.md"
     for begin, end in blocks_of(text):
         a, b = readme_block(text, begin, end)
-        body = (markdown(summary, full, figure=figure) if begin == BEGIN
+        body = (markdown(summary, full, figure=figure, check=check) if begin == BEGIN
                 else summary_markdown(summary, full, figure=figure, table=table))
         text = text[:a] + "\n" + body + "\n" + text[b:]
     return text
 
 
 def update_readme(path: str | Path, summary: dict[str, Any],
-                  full: dict[str, Any] | None = None) -> bool:
+                  full: dict[str, Any] | None = None, check: dict[str, Any] | None = None
+                  ) -> bool:
     """Replace every generated block of the file (:func:`blocks_of`) with its rendering from
     ``summary`` and ``full``; True when the file changed. Written atomically, only when it
     changes."""
@@ -352,7 +382,7 @@ def update_readme(path: str | Path, summary: dict[str, Any],
 
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    new = rendered(path, summary, full, text)
+    new = rendered(path, summary, full, text, check)
     if new == text:
         return False
     atomic_write(path, new, what="README")

@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --markdown: the full report's summary, whose verdicts fill the "
                    "table's full column (docs/results/full.json; without it the column says "
                    "'not yet measured')")
+    p.add_argument("--check-results", metavar="FILE", default=None,
+                   help="with --markdown: the same size's summary at a disjoint block of seeds "
+                   "(docs/results/quick-seed10000.json), set beside --results' verdicts")
     p.add_argument("--readme", metavar="FILE", nargs="+", default=None,
                    help="with --markdown: replace the generated lab blocks of these files (the "
                    "table of docs/lab.md, the README's summary)")
@@ -93,7 +96,15 @@ def _markdown(args: argparse.Namespace) -> int:
             if full.get("size") != "full":
                 raise ValueError(f"--full-results: {args.full_results!r} is a summary of the "
                                  f"{full.get('size')!r} size, not of the full size")
-        text = markdown(summary, full)
+        check = None
+        if args.check_results is not None:
+            check = _summary(args.check_results, "--check-results")
+            if check.get("size") != summary.get("size") or check.get("seed") == summary.get(
+                    "seed"):
+                raise ValueError(f"--check-results: {args.check_results!r} must be a summary of "
+                                 f"the {summary.get('size')!r} size at another seed than "
+                                 f"{summary.get('seed')!r} (normlab report --seed N)")
+        text = markdown(summary, full, check=check)
         for name in args.readme or []:
             readme = check_input_file(name, what="--readme")
             try:
@@ -116,7 +127,7 @@ def _markdown(args: argparse.Namespace) -> int:
     if args.readme is None:
         print(text)
     for name in args.readme or []:
-        changed = update_readme(name, summary, full)
+        changed = update_readme(name, summary, full, check)
         print(f"{name}: lab blocks {'rewritten' if changed else 'already up to date'} "
               f"from {source}" + (f" and {args.full_results}" if full is not None else ""))
     return 0
@@ -130,10 +141,10 @@ def _merge(args: argparse.Namespace) -> int:
     from ..results import SCHEMA, merge
 
     if (args.results is None or args.markdown or args.rejudge or args.only or args.readme
-            or args.full_results or args.forest):
+            or args.full_results or args.forest or args.check_results):
         raise UsageError("--merge SUMMARY needs --results FILE (the committed summary) and "
-                         "takes no --markdown, --rejudge, --only, --readme, --full-results or "
-                         "--forest")
+                         "takes no --markdown, --rejudge, --only, --readme, --full-results, "
+                         "--check-results or --forest")
     try:
         both = [read_json(p, what=flag) for p, flag in ((args.results, "--results"),
                                                          (args.merge, "--merge"))]
@@ -198,8 +209,10 @@ def main(args: argparse.Namespace) -> int:
         return _merge(args)
     if args.markdown:
         return _markdown(args)
-    if any(v is not None for v in (args.results, args.readme, args.full_results, args.forest)):
-        raise UsageError("--results, --full-results, --readme and --forest go with --markdown")
+    if any(v is not None for v in (args.results, args.readme, args.full_results, args.forest,
+                                   args.check_results)):
+        raise UsageError("--results, --full-results, --check-results, --readme and --forest go "
+                         "with --markdown")
     seed = check_output_arguments(args)
     names = check_names(args.only)
     executor = executor_from_args(args)
