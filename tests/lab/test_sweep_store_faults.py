@@ -232,10 +232,10 @@ def test_a_store_that_refuses_writes_mid_sweep_fails_those_points_and_goes_on(tm
     pa = make_points([a, b])[0]
     real = store_mod._write
 
-    def refuse(path, payload):
+    def refuse(path, payload, **kw):
         if pa.id in str(path) and path.name == "status.json":
             raise PermissionError(13, "Permission denied")
-        return real(path, payload)
+        return real(path, payload, **kw)
 
     monkeypatch.setattr(store_mod, "_write", refuse)
     out = tmp_path / "out"

@@ -144,11 +144,19 @@ def lanes(names: list[str], executor: str | None) -> tuple[list[str], list[str],
     return alone, aside, rest
 
 
-def _measure_aside(name: str, size: str, seed: int | None, out: Path, use_cache: bool) -> str:
+def _measure_aside(name: str, size: str, seed: int | None, out: Path, use_cache: bool,
+                   module: str, path: list[str]) -> str:
     """In the second process: measure (or reuse) ``name`` into ``out`` (its result cached there,
-    as :func:`run_experiment` writes it); ``"measured"`` or ``"reused"``, else the traceback."""
+    as :func:`run_experiment` writes it); ``"measured"`` or ``"reused"``, else the traceback.
+    ``module`` is the report's registry entry for ``name`` and ``path`` its import path, so that
+    an experiment registered at run time (a notebook's, a plug-in's) is found here too."""
+    import sys
+
+    from . import experiments
     from .framework import run_experiment
 
+    sys.path[:0] = [p for p in path if p not in sys.path]
+    experiments.EXPERIMENTS.setdefault(name, module)
     try:
         o = run_experiment(name, size=size, seed=seed, out_dir=out, use_cache=use_cache,
                            executor="serial")
@@ -171,6 +179,7 @@ class _Aside:
     def __enter__(self) -> _Aside:
         if self.names:
             import multiprocessing
+            import sys
             from concurrent.futures import ProcessPoolExecutor
 
             from .sweep.executors import _environ
@@ -180,7 +189,8 @@ class _Aside:
                 self.pool = ProcessPoolExecutor(
                     1, mp_context=multiprocessing.get_context("spawn"),
                     initializer=worker_init, initargs=(os.getpid(),))
-                self.futures = {n: self.pool.submit(_measure_aside, n, *self.args)
+                self.futures = {n: self.pool.submit(_measure_aside, n, *self.args,
+                                                    registry()[n], list(sys.path))
                                 for n in self.names}
         return self
 
