@@ -69,7 +69,12 @@ class Config:
     batch: int = 4  # sequences per step
     seq_len: int = 16
     lr: float = 3e-3
-    seeds: int = 5  # seeds (seed, seed + 1, ...): fixed before measuring
+    # seeds (seed, seed + 1, ...): 10, fixed from a pilot at seed 50000 (10 seeds), which no
+    # verdict run uses: the 14-bit GEMM row came out 0.128 [0.109, 0.147] against the band's
+    # 0.08, a spread of 0.027 over seeds; at 5 seeds its interval reached the band at seed 0
+    # (0.115 [0.071, 0.159], inconclusive) and not at seed 10000 (FAIL). At 10 the half-width is
+    # about 0.019, less than half the distance to the band
+    seeds: int = 10
     seed: int = 0
 
 
@@ -77,7 +82,7 @@ SIZES = {
     "tiny": {"widths": (256, 1024, 4096), "chunks": (32, 128), "rows": 4, "train_steps": 6,
              "train_d": 64, "vocab": 64, "seeds": 2},
     "quick": {},
-    "full": {"rows": 64, "train_steps": 600, "batch": 8, "seeds": 8,
+    "full": {"rows": 64, "train_steps": 600, "batch": 8, "seeds": 10,
              "chunks": (32, 64, 128, 256, 512, 4096)},
 }
 
