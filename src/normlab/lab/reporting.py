@@ -156,7 +156,7 @@ def _measure_aside(name: str, size: str, seed: int | None, out: Path, use_cache:
     from .framework import run_experiment
 
     sys.path[:0] = [p for p in path if p not in sys.path]
-    experiments.EXPERIMENTS.setdefault(name, module)
+    experiments.EXPERIMENTS.setdefault(name.replace("_", "-"), module)
     try:
         o = run_experiment(name, size=size, seed=seed, out_dir=out, use_cache=use_cache,
                            executor="serial")
@@ -190,7 +190,8 @@ class _Aside:
                     1, mp_context=multiprocessing.get_context("spawn"),
                     initializer=worker_init, initargs=(os.getpid(),))
                 self.futures = {n: self.pool.submit(_measure_aside, n, *self.args,
-                                                    registry()[n], list(sys.path))
+                                                    registry()[n.replace("_", "-")],
+                                                    list(sys.path))
                                 for n in self.names}
         return self
 
