@@ -115,6 +115,10 @@ def test_members_that_round_alike_are_rounded_together_and_equal_their_single_ru
     _results_equal(configs)
     # two classes of one member: each hook sees its own member's tensor
     assert _groups(configs[1:3], "blocks.0.attn.branch.qkv", "input") == [0, 1]
+    # one class, not consecutive, beside the identity: its own call over an index array
+    apart = [configs[0], configs[4], configs[2]]
+    assert _groups(apart, "blocks.0.attn.branch.qkv", "input") == [[0, 2]]
+    assert_members_are_single_runs(apart)
     # one class: one call over the whole stacked tensor
     assert _groups(configs[2:4], "blocks.0.attn.branch.qkv", "input") == [slice(0, 2)]
 

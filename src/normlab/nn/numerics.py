@@ -291,7 +291,8 @@ class _MemberSite(Numerics):
         groups = self.groups[hook]
         if not groups:
             return x
-        if len(groups) == 1 and groups[0][0] == slice(0, len(self.views)):
+        whole = groups[0][0]
+        if len(groups) == 1 and isinstance(whole, slice) and whole == slice(0, len(self.views)):
             return getattr(groups[0][1], hook)(x, key)
         out = x
         for index, view in groups:
