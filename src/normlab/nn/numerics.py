@@ -260,6 +260,15 @@ def _rounding_class(view: Numerics, hook: str) -> Any:
     return (roles, id(view.owner.quantizer))
 
 
+def _index(members: list[int]) -> Any:
+    """Members as an index of the stacked tensor's first axis: an int for one member, a slice
+    (a view) for consecutive ones, else an index array."""
+    lo, hi = members[0], members[-1] + 1
+    if len(members) == 1:
+        return lo
+    return slice(lo, hi) if hi - lo == len(members) else np.asarray(members)
+
+
 def _groups(views: list[Numerics], hook: str) -> list[tuple[Any, Numerics]]:
     """The members that round ``hook`` together: ``(index, view)`` pairs, the identity members
     left out. ``index`` is a member's number where it is alone in its class (its hook sees its
@@ -270,22 +279,23 @@ def _groups(views: list[Numerics], hook: str) -> list[tuple[Any, Numerics]]:
         c = _rounding_class(v, hook)
         if c is not None:
             classes.setdefault(c if isinstance(c, tuple) else id(c), []).append(m)
-    out: list[tuple[Any, Numerics]] = []
-    for members in classes.values():
-        lo, hi = members[0], members[-1] + 1
-        index: Any = lo if len(members) == 1 else (
-            slice(lo, hi) if hi - lo == len(members) else np.asarray(members))
-        out.append((index, views[lo]))
-    return out
+    return [(_index(members), views[members[0]]) for members in classes.values()]
 
 
 class _MemberSite(Numerics):
     """One module's view of a MemberNumerics: each hook applied once per group of members that
-    round alike (``_groups``)."""
+    round alike (``_groups``), each group's result written once into the output, the identity
+    members' slices copied."""
 
     def __init__(self, views: list[Numerics]):
         self.views = views
         self.groups = {h: _groups(views, h) for h in _ROLES}
+        self.rest: dict[str, list[Any]] = {}  # per hook: the identity members' indices
+        for h, groups in self.groups.items():
+            grouped = {int(m) for index, _ in groups
+                       for m in np.arange(len(views))[index].reshape(-1)}
+            rest = [m for m in range(len(views)) if m not in grouped]
+            self.rest[h] = [_index(rest)] if rest else []
 
     def _each(self, hook: str, x: np.ndarray, key: str) -> np.ndarray:
         groups = self.groups[hook]
@@ -294,15 +304,21 @@ class _MemberSite(Numerics):
         whole = groups[0][0]
         if len(groups) == 1 and isinstance(whole, slice) and whole == slice(0, len(self.views)):
             return getattr(groups[0][1], hook)(x, key)
-        out = x
+        out = None
+        unchanged = list(self.rest[hook])
         for index, view in groups:
             part = x[index]
             y = getattr(view, hook)(part, key)
             if y is part:  # a watch that only looked
+                unchanged.append(index)
                 continue
-            if out is x:
-                out = x.copy()
+            if out is None:
+                out = np.empty_like(x)
             out[index] = y
+        if out is None:
+            return x
+        for index in unchanged:
+            out[index] = x[index]
         return out
 
     def param(self, w, key="param"):
