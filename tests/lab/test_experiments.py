@@ -76,6 +76,10 @@ def test_invariances_and_cost_numbers():
     assert d["estimation"]["rms_eq_ln_zero_mean"] < 1e-12
     for row in d["speed"]["rows"]:  # times are measured, never asserted: only their sanity
         assert row["layernorm_s"] > 0 and row["rmsnorm_s"] > 0 and -5 < row["rms_saving"] < 1
+    step, cfg = d["step"], r.config  # the whole-step timing: one median saving per session
+    assert len(step["savings"]) == len(step["layernorm_s"]) == cfg["step_sessions"] == 2
+    assert all(len(s) == cfg["step_repeats"] for s in step["layernorm_s"] + step["rmsnorm_s"])
+    assert all(-5 < v < 1 for v in step["savings"])
     assert r.checks[0].passed and r.checks[1].passed and r.checks[3].passed
 
 
