@@ -16,7 +16,8 @@ Float32 input, what training rounds tens of thousands of times per run, has kern
 for the deterministic modes (``_const32``): nearest_even's with the plan's constants compiled in,
 one small kernel per format, overflow and flush setting (compiled at its first use, then loaded
 from numba's disk cache), the other modes' in uint32 arithmetic with the constants as arguments.
-They give ``_round32``'s bits for all 2^32 float32 inputs (``benchmarks/quantize_exhaustive.py``).
+They give ``_round32``'s bits for all 2^32 float32 inputs
+(``benchmarks/exhaustive_quantize_kernel.py``).
 Below ``_common.PARALLEL_MIN`` elements every kernel runs on the calling thread, called directly:
 the parallel launch cost about 17 us a call, more than rounding 16K values. And a call that
 repeats an earlier call's arguments, with x a C-contiguous float32 ndarray, skips the checks and
@@ -262,7 +263,7 @@ def _round32_narrow(b, mode, d, variable, emin_b, cap, max_bits, min_normal_bits
     a uint32 cast on every intermediate: numba widens integer arithmetic to 64 bits, and the
     casts let LLVM narrow it back (8 lanes to an AVX2 register, not 4). Nothing needs more than
     32 bits: |x|'s bits are below 2^31 and an increment is at most 2^23. Checked equal to
-    ``_round32`` on every float32 (``benchmarks/quantize_exhaustive.py``)."""
+    ``_round32`` on every float32 (``benchmarks/exhaustive_quantize_kernel.py``)."""
     u = np.uint32
     one, zero = u(1), u(0)
     sign = u(b & _SIGN32)

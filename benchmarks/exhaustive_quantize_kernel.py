@@ -16,12 +16,12 @@ rounding mode, overflow mode and subnormals setting it counts:
 The patterns go through in chunks of 2^24, above ``_common.PARALLEL_MIN``: the parallel kernels
 run (``--chunk 20`` runs the single-thread ones instead). It exits 1 on any mismatch.
 
-    python benchmarks/quantize_exhaustive.py        # bfloat16, float16, float8_e4m3fn, float8_e5m2:
-                                                    # nearest_even, overflow default / saturate,
-                                                    # subnormals True / False
-    python benchmarks/quantize_exhaustive.py --formats all --roundings all
-    python benchmarks/quantize_exhaustive.py --formats float16 --old /tmp/rounding_before.py
-    python benchmarks/quantize_exhaustive.py --limit 26       # the first 2^26 patterns only
+    python benchmarks/exhaustive_quantize_kernel.py  # bfloat16, float16, float8_e4m3fn,
+                                                     # float8_e5m2: nearest_even, overflow
+                                                     # default / saturate, subnormals True / False
+    python benchmarks/exhaustive_quantize_kernel.py --formats all --roundings all
+    python benchmarks/exhaustive_quantize_kernel.py --formats float16 --old /tmp/rounding_before.py
+    python benchmarks/exhaustive_quantize_kernel.py --limit 26       # the first 2^26 patterns only
 
 About 15 s per combination on one core (NUMBA_NUM_THREADS=1; the reference kernel is most of
 it), a minute where ml_dtypes' fp8 casts run too.
