@@ -2,6 +2,7 @@
 numbers' signs and orders of magnitude."""
 
 import json
+import math
 
 import pytest
 
@@ -79,7 +80,8 @@ def test_invariances_and_cost_numbers():
     step, cfg = d["step"], r.config  # the whole-step timing: one median saving per session
     assert len(step["savings"]) == len(step["layernorm_s"]) == cfg["step_sessions"] == 2
     assert all(len(s) == cfg["step_repeats"] for s in step["layernorm_s"] + step["rmsnorm_s"])
-    assert all(-5 < v < 1 for v in step["savings"])
+    # 1 - t_rms / t_ln is below 1; on a busy machine a session's may be far below 0
+    assert all(math.isfinite(v) and v < 1 for v in step["savings"])
     assert r.checks[0].passed and r.checks[1].passed and r.checks[3].passed
 
 
