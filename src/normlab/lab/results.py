@@ -189,12 +189,22 @@ def _setting(summary: dict[str, Any]) -> str:
             f"({summary['threads']}; normlab {summary['normlab']}, NumPy {summary['numpy']})")
 
 
-def _full_line(full: dict[str, Any] | None) -> str:
+def _full_line(full: dict[str, Any] | None, summary: dict[str, Any]) -> str:
+    """The full size's sentence; while ``full`` lacks some of ``summary``'s experiments, its
+    tally is said to be of those measured, and the others are named."""
     if full is None:
         return (f"**The full size** (the size of record: the faithful set-ups, run to "
                 f"completion): {NOT_MEASURED} (`make results-full` measures it into "
                 f"docs/results/full.json).")
-    return f"**{headline(full['tally'])}** {_setting(full)} (the full size is the size of record)."
+    measured = {r["name"] for r in full["experiments"]}
+    missing = [r["name"] for r in summary["experiments"] if r["name"] not in measured]
+    text = f"**{headline(full['tally'])}** {_setting(full)} (the full size is the size of record)."
+    if missing:
+        text += (f" It holds {len(measured)} of the {len(measured) + len(missing)} experiments; "
+                 f"{NOT_MEASURED} at the full size: "
+                 + ", ".join(f"`{n}`" for n in missing)
+                 + " (`make results-full ONLY=NAME` measures one and merges it in).")
+    return text
 
 
 def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
@@ -232,7 +242,8 @@ def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
     by side (the full one "not yet measured" when ``full`` is None or lacks the experiment)."""
     rows = summary["experiments"]
     fulls = {r["name"]: r["verdict"] for r in (full or {}).get("experiments", [])}
-    lines = [f"**{headline(summary['tally'])}** {_setting(summary)}.", "", _full_line(full), ""]
+    lines = [f"**{headline(summary['tally'])}** {_setting(summary)}.", "",
+             _full_line(full, summary), ""]
     if check is not None:
         lines += [check_block(summary, check), ""]
     lines += [confidence(summary), ""]
@@ -271,7 +282,7 @@ def summary_markdown(summary: dict[str, Any], full: dict[str, Any] | None = None
     """The README's block: the tally at the quick and the full size, and where the table and
     the forest plot are."""
     return "\n".join([f"**{headline(summary['tally'])}** {_setting(summary)}.", "",
-                      _full_line(full), "",
+                      _full_line(full, summary), "",
                       f"{confidence(summary)} Each experiment's verdict at both sizes: "
                       f"[the lab's table]({table}); each counted row against its margin: "
                       f"[the forest plot]({figure})."])
