@@ -17,8 +17,9 @@
 #   make results-full    the full report (the size of record; hours), under the same environment,
 #                    into normlab-results-full/ and committed as docs/results/full.json; the
 #                    tables show its verdicts beside the quick ones. It resumes: an interrupted
-#                    run keeps its finished experiments and training runs (each keyed by its
-#                    configuration and the whole package's source); FRESH=1 measures from
+#                    run keeps its finished experiments (keyed by their configuration and the
+#                    whole package's source) and training runs (keyed by theirs and the source
+#                    that trains, so they survive a change to the report); FRESH=1 measures from
 #                    scratch, RAY=auto|HOST:PORT sends the training runs to a Ray cluster, and
 #                    ONLY=NAME measures one experiment and merges it into docs/results/full.json
 #   make check-block the quick report at a disjoint block of seeds (seed 10000), committed as

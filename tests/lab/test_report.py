@@ -220,3 +220,40 @@ def test_an_interrupted_full_report_keeps_its_finished_training_runs(monkeypatch
     _, fresh, _ = write_report(tmp_path / "b", size="full", names=["fake-training"],
                                show_progress=False)
     assert entries[0][1].data == fresh[0][1].data and entries[0][1].size == "full"
+
+
+def test_a_full_report_resumes_across_a_change_of_its_measuring_code(monkeypatch, tmp_path):
+    """An experiment's sweep store is keyed by the code that trains (framework.training_hash),
+    not by its result's cache key: after a change to what measures, judges or draws (the package
+    hash every cache key holds), the next report reads the finished runs back and makes only the
+    result again; a change to the code that trains trains again, with the old store removed."""
+    import _fake_training_experiment  # noqa: F401
+
+    import normlab.train
+    from normlab.lab import experiments
+    from normlab.lab import framework as F
+
+    reg = {**experiments.EXPERIMENTS, "fake-training": "_fake_training_experiment"}
+    monkeypatch.setattr(experiments, "EXPERIMENTS", reg)
+    trained = []
+    one, many = normlab.train.train, normlab.train.train_ensemble
+    monkeypatch.setattr(normlab.train, "train",
+                        lambda cfg, *a, **kw: trained.append(cfg) or one(cfg, *a, **kw))
+    monkeypatch.setattr(normlab.train, "train_ensemble",
+                        lambda cfgs, *a, **kw: trained.extend(cfgs) or many(cfgs, *a, **kw))
+
+    def report():
+        return write_report(tmp_path, size="full", names=["fake-training"],
+                            show_progress=False)[1][0][1]
+
+    first = report()
+    n, sweep = len(trained), tmp_path / "fake-training" / "sweep"
+    assert n == 2 and [d.name for d in sweep.iterdir()] == [F.training_hash()]
+    monkeypatch.setattr(F, "package_hash", lambda: "another report")
+    again = report()
+    assert again.cache_key != first.cache_key and len(trained) == n  # runs read back
+    assert again.data == first.data
+    monkeypatch.setattr(F, "training_hash", lambda: "another trainer")  # within the package
+    monkeypatch.setattr(F, "package_hash", lambda: "another package")
+    assert report().data == first.data and len(trained) == 2 * n  # trained again
+    assert [d.name for d in sweep.iterdir()] == ["another trainer"]

@@ -170,9 +170,9 @@ def test_the_context_reaches_the_experiment_and_the_store_is_kept(tmp_path, monk
         return real(config, ctx)
 
     monkeypatch.setattr(module, "measure", spy)
-    o = E.run_experiment("norm-placement-depth", size="tiny", out_dir=tmp_path,
-                         executor="serial", plots=False)
-    store = tmp_path / "norm-placement-depth" / "sweep" / o.result.cache_key
+    E.run_experiment("norm-placement-depth", size="tiny", out_dir=tmp_path,
+                     executor="serial", plots=False)
+    store = tmp_path / "norm-placement-depth" / "sweep" / E.training_hash()
     assert (seen[-1].executor, seen[-1].store) == ("serial", store)
     runs = list((store / "placement-depth" / "runs").iterdir())
     assert len(runs) == len(norm_placement_depth.PLACEMENTS) * 2 * 2  # tiny: two depths, seeds

@@ -48,7 +48,7 @@ def test_sweep_store_and_process_pool_give_the_same_numbers(tmp_path):
     pooled = E.run_experiment("output-logit-divergence", size="tiny", seed=0, out_dir=tmp_path,
                               executor="pool:2", plots=False).result
     assert pooled.data == serial.data
-    store = tmp_path / "output-logit-divergence" / "sweep" / pooled.cache_key
+    store = tmp_path / "output-logit-divergence" / "sweep" / E.training_hash()
     status = [json.loads(p.read_text()) for p in store.rglob("status.json")]
     assert len(status) == len(serial.data["runs"]) and all(s["status"] == "done" for s in status)
 

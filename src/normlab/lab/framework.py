@@ -588,16 +588,50 @@ def cache_key(module: ModuleType, config: Any) -> str:
     return h.hexdigest()[:16]
 
 
+def _package_files() -> list[Path]:
+    root = Path(__file__).resolve().parents[1]
+    return sorted(p for pattern in ("*.py", "*.md", "*.json") for p in root.rglob(pattern))
+
+
+def _hash_files(paths: list[Path]) -> str:
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=1)
 def package_hash() -> str:
     """A hash of every source and data file of the installed normlab package (``*.py``, the
     experiments' notes and index), by path and content."""
+    return _hash_files(_package_files())
+
+
+#: The parts of ``normlab.lab`` a training run executes: the sweep (its task trains, its runner
+#: groups points into ensembles, its store writes the records) and the allocator the task sets.
+#: No module outside ``normlab.lab`` imports it (tests/lab/test_layering.py).
+TRAINING_LAB = ("lab/__init__.py", "lab/allocator.py", "lab/sweep/")
+
+
+def training_files() -> list[Path]:
+    """The files :func:`training_hash` covers: the package without ``normlab.lab``, and
+    :data:`TRAINING_LAB`."""
     root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for path in sorted(p for pattern in ("*.py", "*.md", "*.json") for p in root.rglob(pattern)):
-        h.update(path.relative_to(root).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    rel = [(p, p.relative_to(root).as_posix()) for p in _package_files()]
+    return [p for p, r in rel if not r.startswith("lab/") or r.startswith(TRAINING_LAB)]
+
+
+@functools.lru_cache(maxsize=1)
+def training_hash() -> str:
+    """A hash of the source a training run executes (:func:`training_files`). An experiment's
+    sweep store is keyed by it, not by :func:`cache_key`: every run in the store is keyed by its
+    own whole configuration, so a change to what the lab measures, judges or draws (an
+    experiment's module, a note, the report) measures the experiment again from the finished
+    runs, and a change to the code that trains starts the store afresh. A report of record that
+    takes longer than one sitting resumes across such changes."""
+    return _hash_files(training_files())
 
 
 # ---- measuring, judging, caching -----------------------------------------------------------
@@ -657,9 +691,10 @@ def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
 
     With ``out_dir``, the files go to ``out_dir/<name>/``; a finished result there with the same
     configuration and source is reused, so an interrupted report resumes where it stopped. The
-    context's store is ``out_dir/<name>/sweep/<cache key>/``, so an interrupted training
-    experiment keeps its finished runs (stores of other configurations, and with
-    ``use_cache=False`` this one, are removed first).
+    context's store is ``out_dir/<name>/sweep/<training hash>/`` (:func:`training_hash`), so an
+    interrupted training experiment keeps its finished runs, and so does one whose measuring or
+    judging code changed since (stores of other training code, and with ``use_cache=False``
+    this one, are removed first).
     """
     check_executor(executor)
     module = load(name)
@@ -674,8 +709,8 @@ def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
             return Outcome(cached, True, exp_dir)
     store = None
     if exp_dir is not None:
-        store = exp_dir / "sweep" / key
-        if store.parent.is_dir():  # stale stores: other configurations, or no cache wanted
+        store = exp_dir / "sweep" / training_hash()
+        if store.parent.is_dir():  # stale stores: other training code, or no cache wanted
             for old in store.parent.iterdir():
                 if old.is_dir() and (old != store or not use_cache):
                     shutil.rmtree(old)
