@@ -21,7 +21,8 @@
 #                    whole package's source) and training runs (keyed by theirs and the source
 #                    that trains, so they survive a change to the report); FRESH=1 measures from
 #                    scratch, RAY=auto|HOST:PORT sends the training runs to a Ray cluster, and
-#                    ONLY=NAME measures one experiment and merges it into docs/results/full.json
+#                    ONLY=NAME measures one experiment (in the same folder, so it reuses the
+#                    full run's finished training runs) and merges it into docs/results/full.json
 #   make check-block the quick report at a disjoint block of seeds (seed 10000), committed as
 #                    docs/results/quick-seed10000.json: docs/lab.md lists every verdict and
 #                    counted row whose state differs from docs/results/quick.json's
@@ -111,11 +112,11 @@ FULL_FLAGS = --full $(if $(FRESH),--no-cache) $(if $(RAY),--ray $(RAY))
 results-full: $(VENV)/.installed-lab
 	mkdir -p docs/results
 ifdef ONLY
-	$(PORTABLE) $(BIN)/normlab report --out $(FULL_OUT)-$(ONLY) $(FULL_FLAGS) --only $(ONLY)
+	$(PORTABLE) $(BIN)/normlab report --out $(FULL_OUT) $(FULL_FLAGS) --only $(ONLY)
 	if [ -f docs/results/full.json ]; then \
-		$(BIN)/normlab report --merge $(FULL_OUT)-$(ONLY)/summary.json \
+		$(BIN)/normlab report --merge $(FULL_OUT)/summary.json \
 			--results docs/results/full.json; \
-	else cp $(FULL_OUT)-$(ONLY)/summary.json docs/results/full.json; fi
+	else cp $(FULL_OUT)/summary.json docs/results/full.json; fi
 else
 	$(PORTABLE) $(BIN)/normlab report --out $(FULL_OUT) $(FULL_FLAGS)
 	cp $(FULL_OUT)/summary.json docs/results/full.json
