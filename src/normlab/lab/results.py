@@ -182,7 +182,8 @@ def _setting(summary: dict[str, Any]) -> str:
     took = (f"took {_minutes(once)} of wall time" if once is not None
             and not summary.get("reused") else
             f"took {_minutes(summary['wall_s_experiments'])} of wall time, summed over its "
-            f"experiments (measured in more than one invocation)")
+            f"experiments' last measurements (made in more than one invocation; training runs "
+            f"read back from a sweep store are not counted)")
     return (f"at the {summary['size']} size"
             + (f", seed {summary['seed']}" if summary.get("seed") is not None else "")
             + f": the {summary['size']} report {took} on {summary['machine']} "
