@@ -588,16 +588,17 @@ def cache_key(module: ModuleType, config: Any) -> str:
     return h.hexdigest()[:16]
 
 
+_PACKAGE = Path(__file__).resolve().parents[1]  # the installed normlab package
+
+
 def _package_files() -> list[Path]:
-    root = Path(__file__).resolve().parents[1]
-    return sorted(p for pattern in ("*.py", "*.md", "*.json") for p in root.rglob(pattern))
+    return sorted(p for pattern in ("*.py", "*.md", "*.json") for p in _PACKAGE.rglob(pattern))
 
 
 def _hash_files(paths: list[Path]) -> str:
-    root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for path in paths:
-        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.relative_to(_PACKAGE).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -618,8 +619,7 @@ TRAINING_LAB = ("lab/__init__.py", "lab/allocator.py", "lab/sweep/")
 def training_files() -> list[Path]:
     """The files :func:`training_hash` covers: the package without ``normlab.lab``, and
     :data:`TRAINING_LAB`."""
-    root = Path(__file__).resolve().parents[1]
-    rel = [(p, p.relative_to(root).as_posix()) for p in _package_files()]
+    rel = [(p, p.relative_to(_PACKAGE).as_posix()) for p in _package_files()]
     return [p for p, r in rel if not r.startswith("lab/") or r.startswith(TRAINING_LAB)]
 
 
