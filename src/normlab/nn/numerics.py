@@ -260,61 +260,71 @@ def _rounding_class(view: Numerics, hook: str) -> Any:
     return (roles, id(view.owner.quantizer))
 
 
-def _index(members: list[int]) -> Any:
-    """Members as an index of the stacked tensor's first axis: an int for one member, a slice
-    (a view) for consecutive ones, else an index array."""
-    lo, hi = members[0], members[-1] + 1
-    if len(members) == 1:
-        return lo
-    return slice(lo, hi) if hi - lo == len(members) else np.asarray(members)
+def _parts(members: list[int]) -> tuple[Any, ...]:
+    """Members as indices of the stacked tensor's first axis that select views, never copies:
+    a slice for each run of consecutive members, an int for a member alone."""
+    parts: list[Any] = []
+    lo = prev = members[0]
+    for m in [*members[1:], None]:
+        if m is not None and m == prev + 1:
+            prev = m
+            continue
+        parts.append(lo if prev == lo else slice(lo, prev + 1))
+        if m is not None:
+            lo = prev = m
+    return tuple(parts)
 
 
-def _groups(views: list[Numerics], hook: str) -> list[tuple[Any, Numerics]]:
-    """The members that round ``hook`` together: ``(index, view)`` pairs, the identity members
-    left out. ``index`` is a member's number where it is alone in its class (its hook sees its
-    own tensor), else a slice where the class's members are consecutive (a view of the stacked
-    tensor) or an index array."""
+def _groups(views: list[Numerics], hook: str) -> list[tuple[tuple[Any, ...], Numerics]]:
+    """The members that round ``hook`` together: ``(parts, view)`` pairs, the identity members
+    left out. ``parts`` (``_parts``) is a member's number where it is alone in its class (its
+    hook sees its own tensor), else the slices of the class's runs of consecutive members: each
+    a view of the stacked tensor, rounded by one call (an element-wise map gives every value
+    the bits it has alone, whatever the call's extent)."""
     classes: dict[Any, list[int]] = {}
     for m, v in enumerate(views):
         c = _rounding_class(v, hook)
         if c is not None:
             classes.setdefault(c if isinstance(c, tuple) else id(c), []).append(m)
-    return [(_index(members), views[members[0]]) for members in classes.values()]
+    return [(_parts(members), views[members[0]]) for members in classes.values()]
 
 
 class _MemberSite(Numerics):
-    """One module's view of a MemberNumerics: each hook applied once per group of members that
-    round alike (``_groups``), each group's result written once into the output, the identity
-    members' slices copied."""
+    """One module's view of a MemberNumerics: each hook applied once per run of consecutive
+    members that round alike (``_groups``), each result written once into the output, the
+    identity members' slices copied."""
 
     def __init__(self, views: list[Numerics]):
         self.views = views
         self.groups = {h: _groups(views, h) for h in _ROLES}
-        self.rest: dict[str, list[Any]] = {}  # per hook: the identity members' indices
+        self.whole = {h: len(g) == 1 and g[0][0] == (slice(0, len(views)),)
+                      for h, g in self.groups.items()}
+        self.rest: dict[str, tuple[Any, ...]] = {}  # per hook: the identity members' parts
         for h, groups in self.groups.items():
-            grouped = {int(m) for index, _ in groups
+            grouped = {int(m) for parts, _ in groups for index in parts
                        for m in np.arange(len(views))[index].reshape(-1)}
             rest = [m for m in range(len(views)) if m not in grouped]
-            self.rest[h] = [_index(rest)] if rest else []
+            self.rest[h] = _parts(rest) if rest else ()
 
     def _each(self, hook: str, x: np.ndarray, key: str) -> np.ndarray:
         groups = self.groups[hook]
         if not groups:
             return x
-        whole = groups[0][0]
-        if len(groups) == 1 and isinstance(whole, slice) and whole == slice(0, len(self.views)):
+        if self.whole[hook]:
             return getattr(groups[0][1], hook)(x, key)
         out = None
         unchanged = list(self.rest[hook])
-        for index, view in groups:
-            part = x[index]
-            y = getattr(view, hook)(part, key)
-            if y is part:  # a watch that only looked
-                unchanged.append(index)
-                continue
-            if out is None:
-                out = np.empty_like(x)
-            out[index] = y
+        for parts, view in groups:
+            apply = getattr(view, hook)
+            for index in parts:
+                part = x[index]  # a view
+                y = apply(part, key)
+                if y is part:  # a watch that only looked
+                    unchanged.append(index)
+                    continue
+                if out is None:
+                    out = np.empty_like(x)
+                out[index] = y
         if out is None:
             return x
         for index in unchanged:
