@@ -66,6 +66,37 @@ def test_markov_batches_are_shifted_seeded_and_validation_is_fixed():
     assert np.all(P[ctx, x[:, 2]] > 0)
 
 
+@pytest.mark.parametrize(("V", "order"), [(2, 1), (16, 1), (16, 2), (5, 3), (300, 1)])
+def test_the_compiled_markov_walk_draws_the_references_symbols(V, order):
+    from normlab.kernels.sampling import markov_walk as compiled
+    from normlab.train.data import markov_walk as reference
+
+    src = MarkovSource(vocab_size=V, order=order, alpha=0.3, seed=1)
+    rng = np.random.default_rng(7)
+    B, steps = 13, 41
+    ctx = rng.integers(0, V**order, B)
+    u = rng.random((steps, B))
+    u[0] = src._cdf[ctx, V // 2]  # uniforms equal to a cumulative probability: '>' is strict
+    u[1, :3] = (0.0, 1.0 - 2**-53, 1.0)
+    walked = []
+    for walk in (reference, compiled):
+        out, c = np.full((B, order + steps), -1, np.int64), ctx.copy()
+        walk(src._cdf, c, u, out, order)
+        walked.append((out, c))
+    assert (walked[0][0][:, order:] >= 0).all() and (walked[0][0][:, :order] == -1).all()
+    np.testing.assert_array_equal(walked[1][0], walked[0][0])
+    np.testing.assert_array_equal(walked[1][1], walked[0][1])  # the last contexts
+    # and MarkovSource.sample walks with it: its first `order` symbols unpack the start context
+    x = src.sample(B, order + steps, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    start = rng.choice(V**order, size=B, p=src.stationary)
+    ref = np.empty((B, order + steps), np.int64)
+    for i in range(order):
+        ref[:, i] = (start // V ** (order - 1 - i)) % V
+    reference(src._cdf, start, rng.random((steps, B)), ref, order)
+    np.testing.assert_array_equal(x, ref)
+
+
 @pytest.mark.parametrize("task", ["copy", "reverse"])
 @pytest.mark.parametrize("T", [8, 9])
 def test_algorithmic_tasks_score_only_the_answer(task, T):

@@ -55,6 +55,20 @@ def _entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
     return terms.sum(axis=axis)
 
 
+def markov_walk(cdf: np.ndarray, ctx: np.ndarray, uniforms: np.ndarray, out: np.ndarray,
+                order: int) -> None:
+    """Continue B Markov chains: at step t, chain b in context ``ctx[b]`` (a row of ``cdf``, the
+    transition table's cumulative rows, (V^order, V)) moves to the symbol its uniform
+    ``uniforms[t, b]`` picks by the inverse CDF (the number of the row's entries the uniform
+    exceeds), written into ``out[b, order + t]``; ``ctx`` ends as the last contexts. The
+    reference of ``normlab.kernels.sampling.markov_walk``, which ``MarkovSource.sample`` runs."""
+    n_ctx = cdf.shape[0]
+    for t in range(uniforms.shape[0]):
+        nxt = (uniforms[t][:, None] > cdf[ctx]).sum(axis=1)  # inverse CDF, (B,)
+        out[:, order + t] = nxt
+        ctx[:] = (ctx * cdf.shape[1] + nxt) % n_ctx
+
+
 class MarkovSource:
     """An order-``order`` Markov chain over ``vocab_size`` symbols; ``seed`` fixes the transition
     table (the "language") and the validation batches.
@@ -159,11 +173,9 @@ class MarkovSource:
         for i in range(k):  # unpack the base-V context, oldest symbol first
             out[:, i] = (ctx // V ** (k - 1 - i)) % V
         uniforms = rng.random((max(T - k, 0), B))  # in one call: the stream of T - k calls of B
-        for t in range(k, T):
-            u = uniforms[t - k]
-            nxt = (u[:, None] > self._cdf[ctx]).sum(axis=1)  # inverse CDF, (B,)
-            out[:, t] = nxt
-            ctx = (ctx * V + nxt) % n_ctx
+        from ..kernels.sampling import markov_walk as walk  # the same symbols, one loop
+
+        walk(self._cdf, ctx, uniforms, out, k)
         return out[:, :T]
 
     def train_batch(self, B: int, T: int, rng: np.random.Generator) -> Batch:
