@@ -92,7 +92,13 @@ SIZES = {
              "base.model.d_model": 32, "base.model.n_heads": 2, "base.model.seq_len": 16,
              "base.model.init_std": 32**-0.5},
     "quick": {},
-    "full": {"seeds": 6, "timing_rounds": 21, "base.steps": 2000, "base.warmup": 200,
+    # full seeds: 10. The first full measurement had 6 seeds (not from a pilot) and left
+    # RMSNorm's row inconclusive, +0.47% [-1.81%, +2.76%], its excess spread 2.2% over seeds; a
+    # pilot at the full size at seeds 60000-60002, which no verdict run uses, gave -0.13% (spread
+    # 0.80%) and pRMSNorm -3.09% (0.54%). From the pooled spread (1.9%) and mean (+0.27%), 10
+    # seeds put the bound about 1.4% above the mean, inside the 2.1% margin; raised for the
+    # whole experiment, all three norms
+    "full": {"seeds": 10, "timing_rounds": 21, "base.steps": 2000, "base.warmup": 200,
              "base.eval_interval": 500, "base.model.n_layers": 4, "base.model.d_model": 128,
              "base.model.init_std": 128**-0.5, "partial": 0.25},  # k = 32 of 128
 }
