@@ -36,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_size_arguments(p)
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
     p.add_argument("--no-cache", action="store_true",
-                   help="recompute every experiment instead of reusing finished results")
+                   help="recompute every experiment instead of reusing finished results, its "
+                   "training runs included (each experiment's sweep store in OUT is cleared "
+                   "first)")
     p.add_argument("--rejudge", action="store_true",
                    help="measure nothing: judge the cached measurements in OUT again with the "
                    "experiments' current rules, and rewrite the page")
