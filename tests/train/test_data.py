@@ -97,6 +97,25 @@ def test_the_compiled_markov_walk_draws_the_references_symbols(V, order):
     np.testing.assert_array_equal(x, ref)
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda a: {**a, "cdf": a["cdf"].astype(np.float32)}, "cdf must be an ndarray of float64"),
+    (lambda a: {**a, "ctx": a["ctx"].astype(np.float64)}, "ctx must be an ndarray of int64"),
+    (lambda a: {**a, "ctx": a["ctx"] + 100}, r"ctx must hold contexts in \[0, 16\)"),
+    (lambda a: {**a, "uniforms": a["uniforms"][:, :2]}, r"uniforms must .* \(steps, B = 3\)"),
+    (lambda a: {**a, "out": a["out"][:, :4]}, r"out must .* >= order \+ steps = 6"),
+    (lambda a: {**a, "order": 0}, "order must be an integer >= 1"),
+])
+def test_the_compiled_markov_walk_refuses_what_it_cannot_read_by_name(edit, message):
+    from normlab.kernels.sampling import markov_walk
+
+    src = MarkovSource(vocab_size=4, order=2, seed=0)
+    args = {"cdf": src._cdf, "ctx": np.array([0, 5, 15]), "uniforms": np.full((4, 3), 0.5),
+            "out": np.zeros((3, 6), np.int64), "order": 2}
+    markov_walk(**args)  # the unedited arguments walk
+    with pytest.raises(ValueError, match=message):
+        markov_walk(**edit(args))
+
+
 @pytest.mark.parametrize("task", ["copy", "reverse"])
 @pytest.mark.parametrize("T", [8, 9])
 def test_algorithmic_tasks_score_only_the_answer(task, T):
