@@ -73,3 +73,21 @@ def test_the_premise_gates_the_verdict_both_ways():
     checks = X.judge(d, X.Config())
     assert checks[0].premise and checks[0].passed is False
     assert E.verdict_of(checks) == E.NOT_TESTED
+
+
+def test_runs_trained_as_one_ensemble_read_as_each_trained_alone():
+    """A diverging member included: each member's reading equals its single run's."""
+    from normlab.train import Trainer
+
+    cfg = E.configure(X, "tiny")
+    L = cfg.base.model.n_layers
+    configs = [cfg.base.with_overrides({"model.placement": "pre", "lr": lr, "seed": s})
+               for lr, s in ((1e-2, 0), (30.0, 1), (1e-1, 2))]
+    got = X._train(configs, L, lambda step: None)
+    for c, g in zip(configs, got):
+        t = Trainer(c)
+        x0 = X._embed_stats(t, t.val[0][0])
+        t.run()
+        want = X._read(t, L, x0)
+        assert json.dumps(g) == json.dumps(want)
+    assert got[1]["diverged"] and not got[0]["diverged"]

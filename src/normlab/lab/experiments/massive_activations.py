@@ -19,8 +19,10 @@ highest learning rate, paired by seed (Pre-LN against sandwich):
 
 The depth ratio reads against the embedding x_0, not block 1: Pre-LN's stream can blow up
 inside the first block already, and a ratio against block 1 hides that. The runs are trained
-in-process (the embedding's output is read from the trained model). A diverged run reads as at
-initialization (its step-0 values: no growth, nothing out of range), never as NaN.
+in-process, each placement's runs as one ensemble (``normlab.train.Ensemble``: each member is its
+single run, bit for bit), and read from each member's trained model (the embedding's output, the
+headroom). A diverged run reads as at initialization (its step-0 values: no growth, nothing out
+of range), never as NaN.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 
 from ...precision import get_format
 from ...precision.headroom import HEADROOM_FORMATS as FORMATS
-from ...train import TrainConfig, Trainer
+from ...train import Ensemble, TrainConfig, Trainer
 from ..framework import PREMISE, SHOWN, Card, Check, fmt
 from ..stats import ABOVE, mean_interval, paired_interval
 from . import _recipes as R
@@ -108,16 +110,14 @@ def _embed_stats(trainer: Trainer, idx: np.ndarray) -> dict:
     return {"rms": float(np.sqrt(np.mean(x * x))), "max": float(np.abs(x).max())}
 
 
-def _train(config: TrainConfig, L: int) -> dict:
-    """One run in-process: per step the residual stream's RMS and max |x| after every block,
-    at the end (first validation batch) per block RMS, max |x| and the formats' fractions, and
-    the embedding output's RMS at init and at the end; a run that stopped reads as at init."""
+def _read(trainer: Trainer, L: int, x0_init: dict) -> dict:
+    """One trained run: per step the residual stream's RMS and max |x| after every block, at the
+    end (first validation batch) per block RMS, max |x| and the formats' fractions, and the
+    embedding output's RMS at init (``x0_init``) and at the end; a run that stopped reads as at
+    init."""
     from ...train.trainer import residual_headroom
 
-    trainer = Trainer(config)
     idx = trainer.val[0][0]  # (B, T): the first validation batch, the same tokens in every run
-    x0_init = _embed_stats(trainer, idx)
-    trainer.run()
     hist = trainer.history
     top = [h["residual_max"][L - 1] for h in hist]
     rms0 = [h["residual_rms"][i] for h, i in ((hist[0], i) for i in range(L))]
@@ -145,6 +145,16 @@ def _train(config: TrainConfig, L: int) -> dict:
                       "rms_last": [h["residual_rms"][L - 1] for h in hist], "max_last": top}}
 
 
+def _train(configs: list[TrainConfig], L: int, progress) -> list[dict]:
+    """The runs of ``configs`` (one placement) trained in-process as one ensemble, each member
+    its single run bit for bit (``normlab.train.Ensemble``), then read (``_read``) from its own
+    trained model; ``progress(step)`` after every step."""
+    ens = Ensemble(configs)
+    x0_init = [_embed_stats(t, t.val[0][0]) for t in ens.members]
+    ens.run(progress=lambda step, total, _record: progress(step))
+    return [_read(t, L, x0) for t, x0 in zip(ens.members, x0_init)]
+
+
 def _key(placement: str, lr: float) -> str:
     """The data's key (and the plots' label) of an arm: placement and learning rate."""
     return f"{placement} lr={lr:g}"
@@ -157,15 +167,16 @@ def measure(config: Config, ctx) -> dict:
     lrs = sorted(cfg.lrs)
     arms: dict[str, dict] = {}
     curves: dict[str, dict] = {}
-    total, done = len(PLACEMENTS) * len(lrs) * len(seeds), 0
-    for p in PLACEMENTS:
+    steps = cfg.base.steps
+    total = len(PLACEMENTS) * steps
+    for k, p in enumerate(PLACEMENTS):
+        configs = [cfg.base.with_overrides({"model.placement": p, "lr": float(lr), "seed": seed})
+                   for lr in lrs for seed in seeds]
+        ctx.progress(k * steps, total, f"{p}: {len(configs)} runs in one ensemble")
+        runs = iter(_train(configs, L, lambda step, k=k, p=p: ctx.progress(
+            k * steps + step, total, f"{p}, step {step}")))
         for lr in lrs:
-            rows = []
-            for seed in seeds:
-                ctx.progress(done, total, f"{p}, lr {lr:g}, seed {seed}")
-                rows.append(_train(cfg.base.with_overrides(
-                    {"model.placement": p, "lr": float(lr), "seed": seed}), L))
-                done += 1
+            rows = [next(runs) for _ in seeds]
             curves[_key(p, lr)] = {"steps": list(range(len(rows[0]["curve"]["rms0"]))),
                                    **rows[0]["curve"]}
             for r in rows:
