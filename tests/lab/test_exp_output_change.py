@@ -73,3 +73,18 @@ def test_config_refuses_what_cannot_be_fitted_or_judged():
     with pytest.raises(ValueError, match="increasing"):
         O.validate(O.Config(sublayers=(2, 4)))
     O.validate(O.Config(placements=O.PLACEMENTS))  # admin may be added (the full size)
+
+
+def test_the_placements_draws_made_once_equal_each_placement_drawing_its_own():
+    from normlab.lab.experiments._setups import _Tape, output_change, output_changes
+
+    kw = dict(d=16, n_heads=2, seq_len=8, inputs=2, delta_std=0.02, seed=3)
+    placements = ("post", "pre", "deepnorm", "admin")  # deepnorm replays them at another gain
+    shared = output_changes(placements, 6, **kw)
+    for p in placements:  # each its own np.random.default_rng([seed, N]): NumPy's normal
+        alone = output_change(p, 6, **kw)
+        assert np.array(shared[p]).tobytes() == np.array(alone).tobytes(), p
+    tape = _Tape([0, 1])
+    tape.normal(0.0, 2.0, (3, 2))
+    with pytest.raises(RuntimeError, match=r"normal\(2, 3\) asked, normal\(3, 2\) recorded"):
+        tape.rewind().normal(0.0, 1.0, (2, 3))

@@ -8,7 +8,7 @@ weights of a normlab model in place to match; every forward and backward is stil
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -67,6 +67,62 @@ def xiong_model(placement: str, n_layers: int, *, d: int, vocab: int, seq_len: i
     return gaussian_inputs_(model, rng)
 
 
+class _Tape(np.random.Generator):
+    """``np.random.default_rng(seed)`` that records its draws on a first pass and replays them
+    after ``rewind()``, so that set-ups which draw the same stream (the placements of one
+    ``(seed, N)``) draw it once. ``normal(loc, scale, size)`` is recorded as its standard normals z
+    and returned as ``loc + scale * z``, NumPy's own formula in the same order (so a replay may
+    ask for another scale, as DeepNorm's gain does); a replay that asks for another kind or
+    shape than the recording is refused."""
+
+    def __init__(self, seed: Any):
+        super().__init__(np.random.PCG64(seed))
+        self.tape: list[tuple[str, Any, Any]] = []
+        self.pos: int | None = None  # None: recording
+
+    def rewind(self) -> _Tape:
+        self.pos = 0
+        return self
+
+    def _next(self, kind: str, size: Any, draw: Any) -> Any:
+        if self.pos is None:
+            value = draw()
+            self.tape.append((kind, size, value))
+            return value
+        k, s, value = self.tape[self.pos]
+        if (k, s) != (kind, size):
+            raise RuntimeError(f"replay {self.pos}: {kind}{size} asked, {k}{s} recorded")
+        self.pos += 1
+        return value
+
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        if dtype is not np.float64 or out is not None:
+            raise TypeError("a _Tape records float64 draws without out=")
+        return self._next("standard_normal", size, lambda: super(_Tape, self).standard_normal(size))
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        z = self._next("normal", size, lambda: super(_Tape, self).standard_normal(size))
+        return loc + scale * z
+
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        return self._next(f"integers{(low, high, np.dtype(dtype).str, endpoint)}", size,
+                          lambda: super(_Tape, self).integers(low, high, size, dtype, endpoint))
+
+
+def output_changes(placements: tuple[str, ...], N: int, *, d: int, n_heads: int, seq_len: int,
+                   inputs: int, delta_std: float, seed: int
+                   ) -> dict[str, tuple[float, float, float]]:
+    """``output_change`` of each of ``placements`` at one ``(seed, N)``; they draw the same
+    weights, input and perturbation, drawn once here and replayed for each (``_Tape``)."""
+    rng = _Tape([seed, N])
+    out = {}
+    for k, p in enumerate(placements):
+        out[p] = _output_change(p, N, d=d, n_heads=n_heads, seq_len=seq_len, inputs=inputs,
+                                delta_std=delta_std, seed=seed,
+                                rng=rng if k == 0 else rng.rewind())
+    return out
+
+
 def output_change(placement: str, N: int, *, d: int, n_heads: int, seq_len: int, inputs: int,
                   delta_std: float, seed: int) -> tuple[float, float, float]:
     """Liu et al.'s output change of one model: N sublayers (N/2 normlab GPT blocks: causal
@@ -75,12 +131,19 @@ def output_change(placement: str, N: int, *, d: int, n_heads: int, seq_len: int,
     weight is perturbed by delta ~ N(0, delta_std^2 / d). Returns ||F(x0, W) - F(x0, W + delta)||^2
     averaged over the tokens, Admin's last omega (1 for the other placements; profiled on another
     batch from its own generator) and how far the output's rows are from mean 0, variance 1. The
-    placements draw the same weights, input and perturbation for one ``(seed, N)``."""
+    placements draw the same weights, input and perturbation for one ``(seed, N)``
+    (``output_changes`` draws them once for several)."""
+    return _output_change(placement, N, d=d, n_heads=n_heads, seq_len=seq_len, inputs=inputs,
+                          delta_std=delta_std, seed=seed, rng=np.random.default_rng([seed, N]))
+
+
+def _output_change(placement: str, N: int, *, d: int, n_heads: int, seq_len: int, inputs: int,
+                   delta_std: float, seed: int, rng: np.random.Generator
+                   ) -> tuple[float, float, float]:
     L = N // 2
     mc = GPTConfig(vocab_size=64, seq_len=seq_len, n_layers=L, d_model=d, n_heads=n_heads,
                    d_ff=4 * d, activation="relu", placement=placement, norm="layernorm",
                    init_std=d**-0.5, dtype="float32")
-    rng = np.random.default_rng([seed, N])
     model = GPT(mc, rng=rng)
     xavier_(model, rng, beta=deepnorm_beta(L) if placement == "deepnorm" else 1.0)
     gaussian_inputs_(model, rng)

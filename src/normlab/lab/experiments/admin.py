@@ -21,7 +21,7 @@ from ...train import TrainConfig
 from .. import stats
 from ..framework import IDENTITY, MODEL_COMPARISON, PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
-from ._setups import output_change
+from ._setups import output_changes
 from ._training import require_finished, run_grid, seed_losses, select
 
 LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
@@ -105,33 +105,32 @@ SIZES = {
 }
 
 
-def _change(placement: str, N: int, cfg: Config, i: int) -> tuple[float, float, float]:
-    """||dF||^2 (mean over tokens) of model i with N sublayers, Admin's last omega and how far
-    the output's rows are from mean 0, variance 1 (``_setups.output_change``)."""
-    return output_change(placement, N, d=cfg.d_model, n_heads=cfg.n_heads, seq_len=cfg.seq_len,
-                         inputs=cfg.inputs, delta_std=cfg.delta_std, seed=cfg.seed + i)
+def _changes(N: int, cfg: Config, i: int) -> dict[str, tuple[float, float, float]]:
+    """Per placement: ||dF||^2 (mean over tokens) of model i with N sublayers, Admin's last omega
+    and how far the output's rows are from mean 0, variance 1 (``_setups.output_changes``: the
+    same draws for every placement)."""
+    return output_changes(PLACEMENTS, N, d=cfg.d_model, n_heads=cfg.n_heads,
+                          seq_len=cfg.seq_len, inputs=cfg.inputs, delta_std=cfg.delta_std,
+                          seed=cfg.seed + i)
 
 
 def _output_change(cfg: Config, ctx, work: int) -> dict:
-    raw, omega, norm_err, done = {}, [], 0.0, 0
-    for p in PLACEMENTS:
-        rows = []
-        for N in cfg.sublayers:
-            vals = []
-            for i in range(cfg.seeds):
-                change, w, err = _change(p, N, cfg, i)
-                vals.append(change)
+    norm_err, done = 0.0, 0
+    vals: dict[str, list[list[float]]] = {p: [[] for _ in cfg.sublayers] for p in PLACEMENTS}
+    omega: list[list[float]] = [[] for _ in cfg.sublayers]
+    for j, N in enumerate(cfg.sublayers):
+        for i in range(cfg.seeds):
+            for p, (change, w, err) in _changes(N, cfg, i).items():
+                vals[p][j].append(change)
                 if p == "admin":
-                    omega.append(w)
+                    omega[j].append(w)
                     norm_err = max(norm_err, err)
-                done += N
-                ctx.progress(done, work, f"output change: {p} N={N}")
-            rows.append(vals)
-        raw[p] = np.array(rows).T  # (seeds, len(N)): seed i shares its draws across placements
-    n = cfg.seeds
+            done += N * len(PLACEMENTS)
+            ctx.progress(done, work, f"output change: N={N}, seed {i}")
+    # (seeds, len(N)) per placement: seed i shares its draws across placements
+    raw = {p: np.array(rows).T for p, rows in vals.items()}
     return {"sublayers": list(cfg.sublayers), "per_seed": raw,
-            "omega_last": [float(np.mean(omega[k * n:(k + 1) * n]))
-                           for k in range(len(cfg.sublayers))],
+            "omega_last": [float(np.mean(w)) for w in omega],
             "admin_norm_err": norm_err}
 
 

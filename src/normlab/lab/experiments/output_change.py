@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import stats as S
 from ..framework import MODEL_COMPARISON, PREMISE, SHOWN, Card, Check, fmt
-from ._setups import output_change
+from ._setups import output_changes
 
 CARD = Card(
     name="output-change",
@@ -70,9 +70,12 @@ SIZES = {
 }
 
 
-def _change(placement: str, N: int, cfg: Config, i: int) -> float:
-    return output_change(placement, N, d=cfg.d_model, n_heads=cfg.n_heads, seq_len=cfg.seq_len,
-                         inputs=cfg.inputs, delta_std=cfg.delta_std, seed=cfg.seed + i)[0]
+def _changes(N: int, cfg: Config, i: int) -> dict[str, float]:
+    """Each placement's output change of model i with N sublayers (the same draws for all)."""
+    out = output_changes(cfg.placements, N, d=cfg.d_model, n_heads=cfg.n_heads,
+                         seq_len=cfg.seq_len, inputs=cfg.inputs, delta_std=cfg.delta_std,
+                         seed=cfg.seed + i)
+    return {p: v[0] for p, v in out.items()}
 
 
 def validate(cfg: Config) -> None:
@@ -96,17 +99,15 @@ def measure(config: Config, ctx) -> dict:
     cfg = config
     work = len(cfg.placements) * cfg.seeds * sum(cfg.sublayers)
     done = 0
-    raw = {}
-    for p in cfg.placements:
-        rows = []
-        for N in cfg.sublayers:
-            vals = []
-            for i in range(cfg.seeds):
-                vals.append(_change(p, N, cfg, i))
-                done += N
-                ctx.progress(done, work, f"{p} N={N}")
-            rows.append(vals)
-        raw[p] = np.array(rows).T  # (seeds, len(N)): seed i shares its draws across placements
+    vals: dict[str, list[list[float]]] = {p: [[] for _ in cfg.sublayers] for p in cfg.placements}
+    for j, N in enumerate(cfg.sublayers):
+        for i in range(cfg.seeds):
+            for p, v in _changes(N, cfg, i).items():
+                vals[p][j].append(v)
+            done += N * len(cfg.placements)
+            ctx.progress(done, work, f"N={N}, seed {i}")
+    # (seeds, len(N)) per placement: seed i shares its draws across placements
+    raw = {p: np.array(rows).T for p, rows in vals.items()}
     return {"sublayers": list(cfg.sublayers), "per_seed": raw,
             "mean": {p: v.mean(axis=0) for p, v in raw.items()},
             "sem": {p: S.standard_error(v) for p, v in raw.items()}}
