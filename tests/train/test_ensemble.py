@@ -54,6 +54,9 @@ def assert_members_are_single_runs(configs: list[TrainConfig]) -> None:
                 continue
             want = single.train_step()
             assert records[i] == want, f"member {i}: step {single.step} record differs"
+            if single.stopped is not None and "loss" in single.stopped:
+                continue  # stopped by its loss: no update follows, and the ensemble's backward
+                #           skips it (its single run's gradient is computed and dropped)
             for name, g in single.grads.items():
                 assert _bits(member.grads[name]) == _bits(g), f"member {i}: d{name} differs"
             member.step += 1
@@ -151,6 +154,24 @@ def test_a_diverging_member_stops_and_the_others_go_on():
     assert results[1].stopped is not None and results[0].stopped is None
     assert results[0].steps_done == results[2].steps_done == a.steps
     _results_equal([a, wild, c])
+
+
+def test_members_that_stop_or_finish_leave_the_stacked_model_and_the_rest_keep_their_bits():
+    a, b, c = members(base())
+    a = dataclasses.replace(a, steps=6)
+    wild = dataclasses.replace(b, lr=50.0, warmup=0, grad_clip=None, divergence_factor=1.01)
+    short = dataclasses.replace(c, steps=3)
+    assert_members_are_single_runs([a, wild, short])  # losses, gradients, final parameters
+    ens = Ensemble([a, wild, short])
+    sizes = []
+    while ens.running():
+        ens.train_step()
+        for i in ens.running():
+            ens.members[i].step += 1
+        sizes.append(len(ens.slots))
+    assert ens.members[1].stopped is not None
+    assert sizes[0] == 3 and sizes[-1] == 1 and ens.model.flat_parameters.shape[0] == 1
+    _results_equal([a, wild, short])
 
 
 def test_configs_that_change_shapes_are_refused_by_field():

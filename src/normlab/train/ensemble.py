@@ -14,12 +14,13 @@ each gradient reduced per member). One step:
     member m's unscale, skip, clip, optimizer step, scaler   (``Trainer.finish_step``)
 
 A member that stops (a non-finite or exploding loss, a non-finite gradient without a loss scaler)
-or reaches its ``steps`` keeps its result; the others go on (a stopped member's slot is still
-computed, on its last batch, and ignored). Members may differ in every field but the model's
-shape-changing ones and ``batch_size``: the seed (initialization, data order, dropout), the
-learning rate and its schedule, weight decay, the optimizer's constants, the loss multiplier, the
-precision policy and its loss scaler, the data, the evaluation and the probes, and the model's
-loss-only fields (``models.members.LOSS_FIELDS``: soft-cap, z-loss, label smoothing).
+or reaches its ``steps`` keeps its result; the others go on, stacked again without it at the
+next step (its parameters stay as they were, in its own model). Members may differ in every
+field but the model's shape-changing ones and ``batch_size``: the seed (initialization, data
+order, dropout), the learning rate and its schedule, weight decay, the optimizer's constants, the
+loss multiplier, the precision policy and its loss scaler, the data, the evaluation and the
+probes, and the model's loss-only fields (``models.members.LOSS_FIELDS``: soft-cap, z-loss,
+label smoothing).
 
 A member is its single run: its losses, gradients and final parameters equal those of
 ``train(config)`` bit for bit (tests/train/test_ensemble.py), because every operation of the
@@ -86,13 +87,24 @@ class Ensemble:
         configs = check_members(configs)
         self.members = [Trainer(c) for c in configs]
         check_members([t.config for t in self.members])  # a corpus' vocabulary, resolved
-        self.model = stack([t.model for t in self.members])
-        for t in self.members:  # the member's own rows of the stacked buffers
+        self._stack(list(range(len(self.members))))
+        for t in self.members:
+            t.optimizer = t._make_optimizer()  # fresh state: nothing has been trained yet
+        self._batches: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(self.members)
+
+    def _stack(self, slots: list[int]) -> None:
+        """Stack the members ``slots`` (member indices, in order) into ``self.model``: their
+        models' parameters and gradients become their rows of the stacked buffers, with the values
+        they hold; their optimizers (if built) update those rows from then on."""
+        self.model = stack([self.members[i].model for i in slots])
+        for i in slots:
+            t = self.members[i]
             t.params, t.grads = t.model.parameters(), t.model.gradients()
             t._flat_grads = flat_buffer(list(t.grads.values()))
-            t.optimizer = t._make_optimizer()  # fresh state: nothing has been trained yet
-        self.model.set_numerics(MemberNumerics([t._watch for t in self.members]))
-        self._batches: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(self.members)
+            if hasattr(t, "optimizer"):
+                t.optimizer.rebind(t.params)
+        self.model.set_numerics(MemberNumerics([self.members[i]._watch for i in slots]))
+        self.slots = slots  # the members the stacked model computes, its member axis in order
 
     def running(self) -> list[int]:
         """The members still training: not stopped, below their ``steps``."""
@@ -101,11 +113,17 @@ class Ensemble:
 
     # ---- one step --------------------------------------------------------------------------
     def train_step(self) -> dict[int, dict]:
-        """One step of every running member; returns their records by member index."""
-        live, model = self.running(), self.model
+        """One step of every running member; returns their records by member index. Once
+        members have stopped or finished, the running ones are stacked again without them
+        (``_stack``: the same values in fewer rows), so that no step computes a member that no
+        longer trains; each member's arithmetic is its own, so its bits do not change."""
+        live = self.running()
+        if live != self.slots:
+            self._stack(live)
+        model = self.model
         for i in live:
             self._batches[i] = self.members[i].next_batch()
-        batches: list[Any] = self._batches
+        batches: list[Any] = [self._batches[i] for i in live]
         x = np.stack([b[0] for b in batches])  # (M, B, T)
         y = np.stack([b[1] for b in batches])
         if not model.training:
@@ -115,12 +133,13 @@ class Ensemble:
                 armed.enter_context(self.members[i]._watching())
             parts: Any = model.forward(x, y)  # one LossParts per member
         self._hand_over_max_logits()
-        records = {i: self.members[i].forward_record(parts[i], y[i]) for i in live}
+        records = {i: self.members[i].forward_record(parts[k], y[k])
+                   for k, i in enumerate(live)}
         going = [i for i in live if self.members[i].stopped is None]
         scales = {i: self.members[i].loss_scale() for i in going}
         model.flat_gradients.fill(0)  # type: ignore[union-attr]  # stack() sets it
         dloss = [scales[i] * self.members[i].config.loss_multiplier if i in scales else 0.0
-                 for i in range(len(self.members))]
+                 for i in live]
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is detected below
             model.backward(dloss)
         for i in going:
@@ -130,7 +149,8 @@ class Ensemble:
     def _hand_over_max_logits(self) -> None:
         """Each member model's attention ``max_logit`` (what ``residual_stats`` records), from
         the stacked forward's per-member maxima."""
-        for block, *members in zip(self.model.blocks, *(t.model.blocks for t in self.members)):
+        stacked = [self.members[i] for i in self.slots]
+        for block, *members in zip(self.model.blocks, *(t.model.blocks for t in stacked)):
             maxes = block.attn.branch.member_max_logit
             for m, b in enumerate(members):
                 b.attn.branch.max_logit = maxes[m]
@@ -160,10 +180,10 @@ class Ensemble:
         results can still change: those of ``due`` and those still running."""
         return sorted(set(due) | set(self.running()))
 
-    def _stacked_val_losses(self) -> list[float]:
-        """Every member's mean validation NLL, from one stacked forward per validation batch
-        (the single run's ``Trainer.evaluate``, member by member)."""
-        model, members = self.model, self.members
+    def _stacked_val_losses(self) -> dict[int, float]:
+        """Each stacked member's mean validation NLL, by member index, from one stacked forward
+        per validation batch (the single run's ``Trainer.evaluate``, member by member)."""
+        model, members = self.model, [self.members[i] for i in self.slots]
         model.eval()
         total, count = [0.0] * len(members), [0] * len(members)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -177,7 +197,7 @@ class Ensemble:
                     count[m] += n
         model.release()
         model.train()
-        return [t / c for t, c in zip(total, count)]
+        return dict(zip(self.slots, (t / c for t, c in zip(total, count))))
 
     # ---- the loop --------------------------------------------------------------------------
     def run(self, *, progress: Progress | None = None) -> list[TrainResult]:

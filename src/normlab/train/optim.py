@@ -147,6 +147,20 @@ class Optimizer:
             raise ValueError(f"gradients missing for {sorted(missing)}")
         return ck.real(lr, "lr", lo=0)
 
+    def rebind(self, params: dict[str, np.ndarray]) -> None:
+        """Update ``params`` from now on: arrays with the names (in order), shapes and dtypes of
+        the present ones (the same values moved to other memory, as an ensemble stacked again
+        moves them); the state (step count, moments, laid out in that order) is kept."""
+        if list(params) != list(self.params):
+            raise ValueError(f"rebind: params must name {list(self.params)} in this order; got "
+                             f"{list(params)}")
+        for name, p in self.params.items():
+            q = params[name]
+            if q.shape != p.shape or q.dtype != p.dtype:
+                raise ValueError(f"rebind: parameter {name!r} must keep its shape {p.shape} and "
+                                 f"dtype {p.dtype}; got {q.shape} {q.dtype}")
+        self.params = params
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """Flat arrays for a checkpoint: ``t`` and ``<param>/<moment>``."""
         out = {"t": np.asarray(self.t, np.int64)}
