@@ -35,6 +35,7 @@ os.environ.update({"OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"})
 from normlab.lab import framework as F
 from normlab.lab.experiments import _training
 from normlab.train import TrainConfig
+from normlab.train.budget import step_flops
 
 
 class _Planned(Exception):
@@ -48,17 +49,6 @@ class _TooLong(Exception):
     pass
 
 
-def step_flops(c: TrainConfig) -> float:
-    """Matrix-multiply FLOPs of one training step (forward and backward) of ``c``'s model."""
-    m = c.model
-    C, L, V, T, B = m.d_model, m.n_layers, m.vocab_size, m.seq_len, c.batch_size
-    heads, kv = m.n_heads * m.head_dim, m.kv_heads * m.head_dim
-    ffn = 3 if m.activation == "swiglu" else 2  # SwiGLU: two input projections
-    per_token = 2 * (L * (C * (heads + 2 * kv) + heads * C + ffn * C * m.hidden) + C * V)
-    attention = 2 * L * 2 * T * heads  # q k^T and p v per token (the full T x T product)
-    return 3.0 * (per_token + attention) * B * T
-
-
 def first_grid(name: str, size: str, limit: float) -> list[TrainConfig] | None:
     """The configs of ``name``'s first training grid at ``size``; None where measure() ends or
     runs past ``limit`` seconds without one."""
@@ -68,7 +58,12 @@ def first_grid(name: str, size: str, limit: float) -> list[TrainConfig] | None:
     def planned(base, points, ctx, **_):
         raise _Planned([base.with_overrides(dict(over)) for _, over, *_own in points])
 
-    def too_long(*_):
+    def too_long(_signum, frame):
+        while frame is not None:  # never inside an import: a module left half-initialized in
+            if frame.f_code.co_filename.startswith("<frozen importlib"):  # sys.modules breaks
+                signal.setitimer(signal.ITIMER_REAL, 0.01)  # every later import of it
+                return
+            frame = frame.f_back
         raise _TooLong
 
     saved, _training.run_points = _training.run_points, planned

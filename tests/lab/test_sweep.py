@@ -232,3 +232,32 @@ def test_the_sweep_package_imports_ray_and_matplotlib_only_when_used():
             "bad = [m for m in ('ray', 'matplotlib', 'rich') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_runs_are_grouped_into_ensembles_that_keep_every_worker_busy(monkeypatch):
+    from normlab.lab.sweep import runner
+    from normlab.lab.sweep.runner import as_points, ensembles
+
+    monkeypatch.setattr(runner, "_members_that_fit", lambda config: 16)
+    cfg = TrainConfig(model=GPTConfig(vocab_size=16, seq_len=8, n_layers=2, d_model=16,
+                                      n_heads=2), steps=10)
+    one_shape = as_points([dataclasses.replace(cfg, seed=s) for s in range(20)])
+    groups = ensembles(one_shape, 2)  # 16 + 4 would leave a worker idle for three quarters
+    assert [len(g) for g in groups] == [10, 10]
+    assert [p for g in groups for p in g] == one_shape  # each point once, in its order
+    assert [len(g) for g in ensembles(one_shape, 1)] == [10, 10]  # the memory's cap of 16
+    # three shapes of 5 runs, of equal cost (the heads split d = 16 differently): 5, 5, 5 keeps
+    # one worker idle for a third of the time, one shape cut in two does not
+    heads = as_points([dataclasses.replace(cfg, seed=s, model=dataclasses.replace(
+        cfg.model, n_heads=h)) for h in (1, 2, 4) for s in range(5)])
+    groups = ensembles(heads, 2)
+    assert sorted(len(g) for g in groups) == [2, 3, 5, 5]
+    assert all(len({p.config.model.n_heads for p in g}) == 1 for g in groups)
+    costs = [runner._cost(g) for g in groups]
+    assert costs == sorted(costs, reverse=True)  # the costliest first
+    whole = [runner._cost(heads[i:i + 5]) for i in (0, 5, 10)]
+    assert runner._finish_time(costs, 2) < runner._finish_time(whole, 2)
+    # different costs that already balance are left whole
+    widths = as_points([dataclasses.replace(cfg, seed=s, model=dataclasses.replace(
+        cfg.model, d_model=d)) for d in (16, 24, 32) for s in range(5)])
+    assert sorted(len(g) for g in ensembles(widths, 2)) == [5, 5, 5]

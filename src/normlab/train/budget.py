@@ -96,6 +96,19 @@ def count_parameters(model: GPTConfig) -> int:
     return tables + L * (per_layer + small) + 2 * C
 
 
+def step_flops(config: TrainConfig) -> float:
+    """Matrix-multiply FLOPs of one training step (forward and backward) of ``config``'s model:
+    every linear product (grouped KV heads and SwiGLU's two input projections counted) and
+    attention's q k^T and p v over the full T x T, times 3 for the backward's two products."""
+    m = config.model
+    C, L, V, T, B = m.d_model, m.n_layers, m.vocab_size, m.seq_len, config.batch_size
+    heads, kv = m.n_heads * m.head_dim, m.kv_heads * m.head_dim
+    ffn = 3 if m.activation == "swiglu" else 2  # SwiGLU: two input projections
+    per_token = 2 * (L * (C * (heads + 2 * kv) + heads * C + ffn * C * m.hidden) + C * V)
+    attention = 2 * L * 2 * T * heads  # q k^T and p v per token (the full T x T product)
+    return 3.0 * (per_token + attention) * B * T
+
+
 def _markov_contexts(vocab: int, order: int) -> float:
     """V^k, as a float that is ``inf`` rather than a huge integer when it is astronomically
     large."""
@@ -232,4 +245,4 @@ def check_memory(config: TrainConfig, *, available: int | None = None,
 
 
 __all__ = ["Estimate", "MemoryBudgetError", "available_memory", "check_memory", "count_parameters",
-           "estimate", "format_bytes"]
+           "estimate", "format_bytes", "step_flops"]

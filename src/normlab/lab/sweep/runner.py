@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -137,23 +138,62 @@ def ensemble_key(config: TrainConfig) -> str:
     return json.dumps([config.batch_size, model], sort_keys=True, default=str)
 
 
+# an ensemble step's time in members: each member's own work, plus this much shared per step
+# (benchmarks/train_ensemble.py at the lab's shape: a member-step takes about 14.5 + 8.5 / M ms)
+STEP_OVERHEAD = 0.6
+
+
 def ensembles(points: list[Point], workers: int) -> list[list[Point]]:
-    """``points`` grouped into ensembles: the points of one ``ensemble_key`` together, in their
-    order, at most ``MAX_MEMBERS`` and at most what the memory allows per group
-    (``train.budget``: every member's parameters, optimizer state and activations), the
-    largest groups halved until there is one for each of the executor's ``workers``."""
-    groups: dict[str, list[Point]] = {}
+    """``points`` grouped into ensembles for ``workers`` workers, the costliest first (the order
+    the executor takes them in). The points of one ``ensemble_key`` are cut, in their order, into
+    consecutive groups of near-equal size, at most ``MAX_MEMBERS`` and at most what the memory
+    allows (``train.budget``: every member's parameters, optimizer state and activations); a key
+    is cut into more groups while that shortens the time until the last worker is done, as a
+    worker taking the costliest group left whenever it is free would see it (``_finish_time``:
+    a group costs its steps' FLOPs times its members plus ``STEP_OVERHEAD``)."""
+    keys: dict[str, list[Point]] = {}
     for p in points:
-        groups.setdefault(ensemble_key(p.config), []).append(p)
-    out: list[list[Point]] = []
-    for members in groups.values():
-        cap = _members_that_fit(members[0].config)
-        out += [members[i:i + cap] for i in range(0, len(members), cap)]
-    while len(out) < workers and any(len(g) > 1 for g in out):
-        big = max(range(len(out)), key=lambda i: len(out[i]))
-        g = out.pop(big)
-        out[big:big] = [g[: len(g) // 2], g[len(g) // 2:]]
-    return out
+        keys.setdefault(ensemble_key(p.config), []).append(p)
+    runs = list(keys.values())
+    cuts = [-(-len(m) // _members_that_fit(m[0].config)) for m in runs]
+
+    def groups(cuts: list[int]) -> list[tuple[float, list[Point]]]:
+        out = []
+        for members, n in zip(runs, cuts):
+            size, extra = divmod(len(members), n)
+            lo = 0
+            for i in range(n):
+                hi = lo + size + (i < extra)
+                out.append((_cost(members[lo:hi]), members[lo:hi]))
+                lo = hi
+        return sorted(out, key=lambda cg: cg[0], reverse=True)
+
+    best = _finish_time([c for c, _ in groups(cuts)], workers)
+    while True:
+        tries = [cuts[:i] + [n + 1] + cuts[i + 1:] for i, n in enumerate(cuts)
+                 if n < len(runs[i])]
+        scored = [(_finish_time([c for c, _ in groups(t)], workers), t) for t in tries]
+        if not scored or min(t for t, _ in scored) >= best * (1 - 1e-9):
+            return [g for _, g in groups(cuts)]
+        best, cuts = min(scored, key=lambda tc: tc[0])
+
+
+def _cost(group: list[Point]) -> float:
+    """A group's relative time: its longest run's steps x a step's FLOPs x (members +
+    ``STEP_OVERHEAD``)."""
+    from ...train.budget import step_flops
+
+    c = group[0].config
+    return max(p.config.steps for p in group) * step_flops(c) * (len(group) + STEP_OVERHEAD)
+
+
+def _finish_time(costs: list[float], workers: int) -> float:
+    """When the last of ``workers`` workers is done with groups of ``costs``, taken in order,
+    each by the first worker free."""
+    free = [0.0] * max(min(workers, len(costs)), 1)
+    for c in costs:
+        heapq.heapreplace(free, free[0] + c)
+    return max(free)
 
 
 def _members_that_fit(config: TrainConfig) -> int:
