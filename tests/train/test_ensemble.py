@@ -200,3 +200,17 @@ def test_the_stacked_model_holds_every_member_parameter_with_a_member_axis():
             assert stacked[name].shape == (3, *p.shape)
             assert np.shares_memory(stacked[name], p)
             np.testing.assert_array_equal(stacked[name][i], p)
+
+
+def test_rebind_refuses_parameters_that_do_not_match_the_state():
+    from normlab.train.optim import AdamW
+
+    p = {"a": np.zeros((2, 3), np.float32), "b": np.zeros(4, np.float32)}
+    opt = AdamW(p)
+    with pytest.raises(ValueError, match="in this order"):
+        opt.rebind({"b": p["b"].copy(), "a": p["a"].copy()})
+    with pytest.raises(ValueError, match="parameter 'a' must keep its shape"):
+        opt.rebind({"a": np.zeros((3, 2), np.float32), "b": p["b"].copy()})
+    moved = {k: v.copy() for k, v in p.items()}
+    opt.rebind(moved)
+    assert opt.params is moved
