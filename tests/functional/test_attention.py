@@ -166,3 +166,73 @@ def test_attention_over_an_empty_sequence_is_refused_by_name(shape):
     q = np.zeros(shape, np.float32)
     with pytest.raises(ValueError, match=r"q must have B, heads, T and D >= 1 .*got shape"):
         attention_forward(q, q, q)
+
+
+# ---- an ensemble's members: one call over every member's batch, each member's bits its own ----
+
+def _bits(a):
+    return np.ascontiguousarray(a).tobytes()
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_qk_norm_of_members_is_each_members_own_call_bit_for_bit(norm, dtype):
+    from normlab.functional.attention import (
+        qk_norm_backward,
+        qk_norm_forward,
+        qk_norm_members_backward,
+        qk_norm_members_forward,
+    )
+
+    rng = np.random.default_rng(7)
+    M, B, T, H, D = 3, 2, 5, 2, 8
+    # the heads as attention sees them: a transposed view of the projection's rows
+    x = rng.normal(0.5, 2.0, size=(M * B, T, H, D)).astype(dtype).transpose(0, 2, 1, 3)
+    w = rng.normal(1.0, 0.5, size=(M, D)).astype(dtype)
+    w[1, 3] = -0.0  # the sign of a zero gain is kept as each call keeps it
+    dout = rng.normal(size=x.shape).astype(dtype)
+    y, cache = qk_norm_members_forward(x, w, norm=norm, eps=1e-6)
+    dx, dw = qk_norm_members_backward(dout, cache)
+    assert dw.shape == (M, D)
+    for m in range(M):
+        rows = slice(m * B, (m + 1) * B)
+        y_m, c_m = qk_norm_forward(x[rows], w[m], norm=norm, eps=1e-6)
+        dx_m, dw_m = qk_norm_backward(dout[rows], c_m, norm=norm)
+        assert _bits(y[rows]) == _bits(y_m)
+        assert _bits(dx[rows]) == _bits(dx_m)
+        assert _bits(dw[m]) == _bits(dw_m)
+
+
+def test_qk_norm_of_members_declines_what_it_cannot_batch():
+    from normlab.functional.attention import qk_norm_members_forward
+
+    x = np.ones((6, 4), np.float32)
+    assert qk_norm_members_forward(x, np.ones((4, 4), np.float32), norm="rmsnorm",
+                                   eps=1e-6) is None  # 4 members do not divide 6 rows
+    assert qk_norm_members_forward(x.astype(np.float16), np.ones((3, 4), np.float16),
+                                   norm="rmsnorm", eps=1e-6) is None
+
+
+@pytest.mark.parametrize("opts", [
+    dict(), dict(softcap=2.0, window=3), dict(rope=True, scale=0.3), dict(causal=False),
+])
+def test_attention_of_members_is_each_members_own_call_bit_for_bit(opts):
+    from normlab.functional.attention import attention_forward_members
+
+    rng = np.random.default_rng(3)
+    M, B, H, Hkv, T, D = 3, 2, 4, 2, 6, 4
+    q = rng.normal(0.0, 2.0, size=(M * B, H, T, D)).astype(np.float32)
+    k, v = (rng.normal(0.0, 2.0, size=(M * B, Hkv, T, D)).astype(np.float32) for _ in "kv")
+    opts = dict(opts, rope=rope_tables(T, D) if opts.get("rope") else None)
+    out, cache, maxes = attention_forward_members(M, q, k, v, **opts)
+    dout = rng.normal(size=out.shape).astype(np.float32)
+    grads = attention_backward(dout, cache)[:3]
+    for m in range(M):
+        rows = slice(m * B, (m + 1) * B)
+        out_m, c_m = attention_forward(q[rows], k[rows], v[rows], **opts)
+        assert _bits(out[rows]) == _bits(out_m)
+        assert maxes[m] == c_m.max_logit
+        for got, want in zip(grads, attention_backward(dout[rows], c_m)[:3]):
+            assert _bits(got[rows]) == _bits(want)
+    with pytest.raises(ValueError, match="members = 4"):
+        attention_forward_members(4, q, k, v)

@@ -131,10 +131,36 @@ def test_members_that_round_alike_are_rounded_together_and_equal_their_single_ru
     dict(dropout=0.1, attn_dropout=0.1),
     dict(positions="rope", qk_norm="rmsnorm", n_kv_heads=1, attn_softcap=3.0),
     dict(qk_norm="layernorm", qk_norm_scope="all", tie_embeddings=True, bias=True),
+    dict(qk_norm="layernorm"),  # the reference attention, all members in one call
+    dict(qk_norm="rmsnorm", qk_norm_scope="all", sliding_window=3),
+    dict(positions="rope", sliding_window=5, window_layers=(1,), attn_softcap=2.0),
     dict(activation="swiglu", norm="rmsnorm", norm_offset=1.0, embed_scale=2.0),
 ])
 def test_model_features_member_equals_its_single_run(model):
     assert_members_are_single_runs(members(base(**model)))
+
+
+@pytest.mark.parametrize("model, how", [
+    (dict(), "fused"), (dict(qk_norm="layernorm"), "stacked"),
+    (dict(qk_norm="rmsnorm", qk_norm_scope="all"), "fused"),
+    (dict(positions="rope", qk_norm="rmsnorm"), "stacked"),
+    (dict(dropout=0.1, attn_dropout=0.1), "members"),
+])
+def test_attention_runs_once_over_every_member_unless_each_draws_its_own_dropout(
+        model, how, monkeypatch):
+    from normlab.nn.attention import CausalSelfAttention
+
+    seen = []
+    forward = CausalSelfAttention._members_forward
+
+    def spy(self, x):
+        y = forward(self, x)
+        seen.append((self._cache[0], len(self.member_max_logit)))
+        return y
+
+    monkeypatch.setattr(CausalSelfAttention, "_members_forward", spy)
+    Ensemble(members(base(**model))).train_step()
+    assert seen == [(how, 3)] * 2  # both blocks
 
 
 def test_whole_results_with_evaluations_and_probes_equal_the_single_runs():

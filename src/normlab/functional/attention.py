@@ -42,8 +42,10 @@ from numpy.typing import DTypeLike
 from .. import _checks as ck
 from .._checks import Array
 from .dropout import DropoutCache, dropout_backward, dropout_forward
+from .layernorm import layer_norm_backward, layer_norm_forward
 from .norms import get as get_norm
 from .norms import qk_names
+from .rmsnorm import rms_norm_backward, rms_norm_forward
 from .rope import RopeCache, rope_backward, rope_forward
 from .softmax import SoftmaxCache, softmax_backward, softmax_forward
 
@@ -179,6 +181,69 @@ def qk_norm_backward(dout: Array, cache: Any, *, norm: str) -> tuple[Array, Arra
     return dx, dweight
 
 
+class QKMembersCache(NamedTuple):
+    """``qk_norm_members_forward``'s cache: the norm's own cache over every member's rows (the
+    norm with a unit gain), each member's gain as its call multiplies by it, the weight dtype."""
+
+    norm: str
+    cache: Any
+    gain: Array  # (M, C) compute dtype
+    weight_dtype: np.dtype
+
+
+def _by_member(a: Array, members: int) -> Array:
+    """(M N, ...) -> (M, N, ...): a view (only the first axis is split)."""
+    return a.reshape((members, a.shape[0] // members) + a.shape[1:])
+
+
+def _member_gain(g: Array, ndim: int) -> Array:
+    """(M, C) -> (M, 1, ..., 1, C) with ``ndim`` axes: broadcasting against ``_by_member``'s."""
+    return g.reshape((g.shape[0],) + (1,) * (ndim - 2) + g.shape[-1:])
+
+
+def qk_norm_members_forward(x: Array, weights: Array, *, norm: str,
+                            eps: float) -> tuple[Array, QKMembersCache] | None:
+    """An ensemble's QK-norm: x (M N, ..., C) holds the M members' rows one member after another
+    along its first axis, and member m's rows are scaled by its own gain ``weights[m]`` (weights
+    (M, C)). Each member's values equal ``qk_norm_forward(x_m, weights[m])``'s bit for bit: the
+    norm runs once with a unit gain (its product by 1 is exact) and each member's gain is then
+    applied as that call applies it, the last rounding of both. None for a norm other than
+    "layernorm" and "rmsnorm" (the caller then runs each member alone)."""
+    if (norm not in ("layernorm", "rmsnorm") or x.dtype not in (np.float32, np.float64)
+            or x.shape[0] % weights.shape[0]):
+        return None
+    ct = x.dtype
+    cache: Any
+    if norm == "layernorm":  # out = xhat, then out *= g
+        y, cache = layer_norm_forward(x, None, eps=eps)
+        gain = weights.astype(ct)
+    else:  # out = x rstd (1 + 0), where its call has x rstd (g + 0)
+        y, cache = rms_norm_forward(x, np.ones(x.shape[-1], weights.dtype), eps=eps)
+        gain = weights.astype(ct) + ct.type(0.0)
+    rows = _by_member(y, len(weights))  # a view of the fresh output
+    rows *= _member_gain(gain, rows.ndim)
+    return y, QKMembersCache(norm, cache, gain, weights.dtype)
+
+
+def qk_norm_members_backward(dout: Array, cache: QKMembersCache) -> tuple[Array, Array]:
+    """``(dx, dweights)`` of ``qk_norm_members_forward``: dweights (M, C), each member's row
+    that of ``qk_norm_backward`` alone (its rows reduced as that call reduces them)."""
+    norm, inner, gain, weight_dt = cache
+    M, x = len(gain), inner[0]
+    ct = gain.dtype
+    dy = dout.astype(ct, copy=False)
+    gh = (_by_member(dy, M) * _member_gain(gain, dy.ndim + 1)).reshape(dy.shape)
+    if norm == "layernorm":
+        dx = layer_norm_backward(gh, inner)[0]
+        xhat = (x.astype(ct, copy=False) - inner.mean) * inner.rstd
+    else:
+        dx = rms_norm_backward(gh, inner)[0]
+        xhat = x.astype(ct, copy=False) * inner.rstd
+    prod = _by_member(dy * xhat, M)
+    dweights = np.stack([ck.reduce_rows(p) for p in prod]).astype(ck.compute_dtype(weight_dt))
+    return dx, dweights
+
+
 def check_args(q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng,
                causal, scale=None, window=None):
     """``attention_forward``'s arguments checked (shared with ``normlab.kernels``): q as a
@@ -238,15 +303,18 @@ def _normed_rotated(q: Array, k: Array, q_norm_weight: Array | None,
 
 
 def _logits(q: Array, k: Array, scale: Any, softcap: float | None, mask: Array | None,
-            per_head: bool = False) -> tuple[Array, float, Array | None, Array | None]:
+            per_head: bool = False, members: int | None = None
+            ) -> tuple[Array, Any, Array | None, Array | None]:
     """The scaled, masked and (optionally) soft-capped logits (B, H, T, T), their largest value
-    before the cap, the cap's tanh (saved for the backward) and, with ``per_head``, each head's
+    before the cap (with ``members``, an array: each member's, the batch being ``members``
+    equal blocks), the cap's tanh (saved for the backward) and, with ``per_head``, each head's
     largest value before the cap (H,) (None without)."""
     s = _scores(q, k)  # (B, H, T, T)
     s *= scale
     if mask is not None:
         s += mask
-    max_logit = float(s.max())  # over the kept positions: the masked ones are -inf
+    # over the kept positions: the masked ones are -inf
+    max_logit = float(s.max()) if members is None else s.reshape(members, -1).max(axis=1)
     head_max = s.max(axis=(0, 2, 3)) if per_head else None  # (H,)
     tanh = None
     if softcap is not None:
@@ -298,6 +366,42 @@ def attention_forward(
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
     """
+    out, cache, _ = _forward(q, k, v, q_norm_weight, k_norm_weight, qk_norm, qk_norm_eps, rope,
+                             softcap, p_drop, training, rng, causal, scale, window, head_stats)
+    return out, cache
+
+
+def attention_forward_members(
+    members: int,
+    q: Array,
+    k: Array,
+    v: Array,
+    *,
+    rope: tuple[Array, Array] | None = None,
+    softcap: float | None = None,
+    causal: bool = True,
+    scale: float | None = None,
+    window: int | None = None,
+) -> tuple[Array, AttentionCache, Array]:
+    """An ensemble's attention: the batches of M = ``members`` members one after another along
+    the batch axis (q (M B, H, T, D), k and v (M B, Hkv, T, D)), any QK-norm already applied
+    (``qk_norm_members_forward``: each member has its own gains) and no dropout (each member
+    draws its own masks). Returns ``(out, cache, max_logits)``: out and cache those of
+    ``attention_forward`` over all the sequences, whose every step computes each sequence on
+    its own, so that each member's rows are those of its own call, bit for bit; max_logits (M,)
+    each member's ``max_logit``. ``attention_backward`` takes the cache."""
+    ck.integer(members, "members", lo=1)
+    if np.ndim(q) != 4 or np.shape(q)[0] % members:
+        raise ValueError(f"q must have shape (M B, H, T, D) with M = members = {members} "
+                         f"dividing its first axis; got {np.shape(q)}")
+    return _forward(q, k, v, None, None, "none", 1e-6, rope, softcap, 0.0, False, None, causal,
+                    scale, window, False, members)
+
+
+def _forward(q, k, v, q_norm_weight, k_norm_weight, qk_norm, qk_norm_eps, rope, softcap, p_drop,
+             training, rng, causal, scale, window, head_stats, members=None):
+    """``attention_forward``'s lines: ``(out, cache, max_logits)``, max_logits None without
+    ``members`` (see ``attention_forward_members``)."""
     _check_nonempty(q, k, v)
     q, k, v, softcap, p_drop, training, causal, scale, window = check_args(
         q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
@@ -308,7 +412,11 @@ def attention_forward(
                                                        qk_norm, qk_norm_eps, rope)
     mask = causal_mask(T, ct, window) if causal else None  # (T, T) -inf above the diagonal
     s, max_logit, tanh, head_max = _logits(q, k, ct.type(scale), softcap, mask,
-                                           ck.flag(head_stats, "head_stats"))  # (B, H, T, T)
+                                           ck.flag(head_stats, "head_stats"),
+                                           members)  # (B, H, T, T)
+    maxes = None
+    if members is not None:
+        maxes, max_logit = max_logit, float(max_logit.max())
     p, sm_cache = softmax_forward(s, axis=-1)  # (B, H, T, T)
     heads = None if head_max is None else HeadStats(head_max, row_entropy(sm_cache.p))
     p_used, drop = (dropout_forward(p, p_drop, training=True, rng=rng)
@@ -316,7 +424,7 @@ def attention_forward(
     out = _mix(p_used, v)  # (B, H, T, D)
     cache = AttentionCache(q, k, v, sm_cache, p_used, drop, tanh, softcap, scale, q_norm, k_norm,
                            qk_norm, rope_caches, dtypes, max_logit, heads)
-    return ck.out_cast(out, dtypes[0]), cache
+    return ck.out_cast(out, dtypes[0]), cache, maxes
 
 
 def attention_backward(

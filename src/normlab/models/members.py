@@ -10,7 +10,9 @@ idx (M, B, T) computes all members at once:
     matrix products       one batched product over the members (one sgemm per member, on the
                           member's rows: a member's product is its model's, bit for bit)
     element-wise ops      once over the (M, B, T, ...) tensor (GELU, residual adds, scales)
-    attention             the fused op once over the M B sequences (its max logit per member)
+    attention             once over the M B sequences, on the path a member's own call takes
+                          (the fused op, else the reference), its QK-norm with each member's
+                          gains (its max logit per member); member by member with dropout
     norms, dropout, loss  member by member: each member's parameters, reduction order, dropout
                           generator and loss settings (soft-cap, z-loss, label smoothing)
 

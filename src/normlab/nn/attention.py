@@ -193,24 +193,16 @@ class CausalSelfAttention(Module):
     member_max_logit: tuple[float, ...] = ()  # after a forward: each member's max_logit
 
     def _members_forward(self, x: np.ndarray) -> np.ndarray:
-        """The members' attention: the projections batched over the members, the fused op once
-        over the M B sequences where it computes the call, else member by member."""
+        """The members' attention: the projections batched over the members, the attention op
+        once over the M B sequences where each member's rows are then computed as its own call
+        computes them (``_stacked``), else member by member."""
         M, B, T, _C = x.shape
         H, D = self.n_heads, self.head_dim
         qkv = self.qkv(x).reshape(M * B, T, -1)  # (M B, T, (H + 2 Hkv) D)
-        fused = None
-        if self.impl == "kernel" and self.qk_norm == "none":
-            from ..kernels.attention import attention_forward_members
-
-            rows = np.empty((M * B, T, H, D), qkv.dtype)  # the heads' outputs, as proj reads them
-            fused = attention_forward_members(
-                M, *self._split(qkv), out=rows.transpose(0, 2, 1, 3), softcap=self.softcap,
-                p_drop=self.p_drop, training=self.training, rng=None, causal=self.causal,
-                scale=self.scale, window=self.window, rope=self.rope)
-        if fused is not None:
-            y, cache, maxes = fused  # (M B, H, T, D): a view of rows
-            self._cache = ("fused", (cache, None))
-            self.member_max_logit = tuple(maxes)
+        stacked = self._stacked(M, qkv)
+        if stacked is not None:
+            y, self._cache, maxes = stacked  # (M B, H, T, D)
+            self.member_max_logit = tuple(float(m) for m in maxes)
         else:
             parts = [self._core(qkv[m * B:(m + 1) * B], m) for m in range(M)]
             y = np.concatenate([p[0] for p in parts])  # (M B, H, T, D)
@@ -220,19 +212,90 @@ class CausalSelfAttention(Module):
         y = self.numerics.output(y.reshape(M, B, H, T, D), "attention")
         return self.proj(y.transpose(0, 1, 3, 2, 4).reshape(M, B, T, H * D))
 
+    def _stacked(self, M: int, qkv: np.ndarray) -> tuple[np.ndarray, Any, Any] | None:
+        """The M members' attention in one call over qkv (M B, T, (H + 2 Hkv) D): ``(y, cache,
+        max_logits)``, y (M B, H, T, D); the path a member's own call takes (the fused op where
+        ``kernels.attention`` computes it, else the reference), its QK-norm with each member's
+        gains. None where that cannot be done at once: dropout in training (each member draws
+        its own masks), a QK-norm ``qk_norm_members_forward`` does not know, another dtype."""
+        from ..functional.attention import attention_forward_members, qk_norm_members_forward
+
+        if (self.training and self.p_drop > 0.0) or qkv.dtype not in (np.float32, np.float64):
+            return None
+        H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
+        T = qkv.shape[1]
+        q, k, v = qkv[..., : H * D], qkv[..., H * D : (H + K) * D], qkv[..., (H + K) * D :]
+        norms: list[Any] = []
+
+        def normed(a: np.ndarray, gains: str) -> np.ndarray | None:
+            got = qk_norm_members_forward(a, self.params[gains], norm=self.qk_norm,
+                                          eps=self.qk_norm_eps)
+            if got is not None:
+                norms.append(got[1])
+                return got[0]
+            return None
+
+        heads = lambda a, n: a.reshape(a.shape[0], T, n, D).transpose(0, 2, 1, 3)  # noqa: E731
+        if self.qk_norm != "none" and self.qk_norm_scope == "all":
+            q, k = normed(q, "q_norm"), normed(k, "k_norm")  # type: ignore[assignment]
+            if q is None or k is None:
+                return None
+        q, k, v = heads(q, H), heads(k, K), heads(v, K)
+        per_head = self.qk_norm != "none" and self.qk_norm_scope == "head"
+        if per_head:
+            q, k = normed(q, "q_norm"), normed(k, "k_norm")  # type: ignore[assignment]
+            if q is None or k is None:
+                return None
+        options: dict[str, Any] = dict(softcap=self.softcap, causal=self.causal,
+                                       scale=self.scale, window=self.window)
+        got = None
+        if self.impl == "kernel" and not per_head:
+            from ..kernels.attention import attention_forward_members as fused
+
+            rows = np.empty((q.shape[0], T, H, D), qkv.dtype)  # as proj reads the heads' outputs
+            got = fused(M, q, k, v, out=rows.transpose(0, 2, 1, 3), rope=self.rope, p_drop=0.0,
+                        training=False, rng=None, **options)
+        how = "fused" if got is not None else "stacked"
+        if got is None:
+            rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
+            got = attention_forward_members(M, q, k, v, rope=rope, **options)
+        y, cache, maxes = got
+        return y, (how, (cache, norms)), maxes
+
     def _members_backward(self, dout: np.ndarray) -> np.ndarray:
+        from ..functional.attention import attention_backward, qk_norm_members_backward
+
         M, B, T, _C = dout.shape
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(M * B, T, H, D).transpose(0, 2, 1, 3)
         how, saved = self._last_cache()
-        if how == "fused":
-            dqkv = self._core_backward(dy, saved)[0]  # (M B, T, (H + 2 Hkv) D)
-        else:
+        if how == "members":
             parts = [self._core_backward(dy[m * B:(m + 1) * B], s) for m, s in enumerate(saved)]
             dqkv = np.concatenate([p[0] for p in parts])
             if self.qk_norm != "none":
                 self.accumulate("q_norm", np.stack([p[1] for p in parts]))
                 self.accumulate("k_norm", np.stack([p[2] for p in parts]))
+            return self.qkv.backward(dqkv.reshape(M, B, T, -1))  # (M, B, T, C)
+        cache, norms = saved
+        if not norms:  # as each member's call: its backward, straight into d qkv's columns
+            dqkv = self._core_backward(dy, (cache, None))[0]
+            return self.qkv.backward(dqkv.reshape(M, B, T, -1))
+        per_head = self.qk_norm_scope == "head"
+        # as each member's call: a per-head QK-norm's cache takes the reference, the others
+        # the backward of the op's choice (the fused one where it computed the forward)
+        dq, dk, dv = (attention_backward if per_head
+                      else self.op("attention_backward"))(dy, cache)[:3]
+        flat = lambda a: a.transpose(0, 2, 1, 3).reshape(M * B, T, -1)  # noqa: E731
+        if per_head:
+            (dq, dwq), (dk, dwk) = (qk_norm_members_backward(dq, norms[0]),
+                                    qk_norm_members_backward(dk, norms[1]))
+        dq, dk, dv = flat(dq), flat(dk), flat(dv)
+        if not per_head:  # over the whole projections
+            (dq, dwq), (dk, dwk) = (qk_norm_members_backward(dq, norms[0]),
+                                    qk_norm_members_backward(dk, norms[1]))
+        self.accumulate("q_norm", dwq)
+        self.accumulate("k_norm", dwk)
+        dqkv = np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1)
         return self.qkv.backward(dqkv.reshape(M, B, T, -1))  # (M, B, T, C)
 
 
