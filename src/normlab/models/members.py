@@ -13,8 +13,10 @@ idx (M, B, T) computes all members at once:
     attention             once over the M B sequences, on the path a member's own call takes
                           (the fused op, else the reference), its QK-norm with each member's
                           gains (its max logit per member); member by member with dropout
-    norms, dropout, loss  member by member: each member's parameters, reduction order, dropout
-                          generator and loss settings (soft-cap, z-loss, label smoothing)
+    norms                 LayerNorm and RMSNorm as one kernel launch, each member's rows with
+                          its own parameters and its reduction order; the others member by member
+    dropout, loss         member by member: each member's dropout generator and loss settings
+                          (soft-cap, z-loss, label smoothing)
 
 Every parameter gradient reduces over the axes its parameter was broadcast along (a member's
 batch and positions), never over the members.
