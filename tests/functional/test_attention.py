@@ -203,14 +203,15 @@ def test_qk_norm_of_members_is_each_members_own_call_bit_for_bit(norm, dtype):
         assert _bits(dw[m]) == _bits(dw_m)
 
 
-def test_qk_norm_of_members_declines_what_it_cannot_batch():
+def test_qk_norm_of_members_declines_what_it_cannot_batch_and_refuses_bad_gains():
     from normlab.functional.attention import qk_norm_members_forward
 
     x = np.ones((6, 4), np.float32)
-    assert qk_norm_members_forward(x, np.ones((4, 4), np.float32), norm="rmsnorm",
-                                   eps=1e-6) is None  # 4 members do not divide 6 rows
     assert qk_norm_members_forward(x.astype(np.float16), np.ones((3, 4), np.float16),
                                    norm="rmsnorm", eps=1e-6) is None
+    for w in (np.ones((4, 4)), np.ones((3, 5)), np.ones(4)):  # 4 members do not divide 6 rows
+        with pytest.raises(ValueError, match="weights must have shape"):
+            qk_norm_members_forward(x, w.astype(np.float32), norm="rmsnorm", eps=1e-6)
 
 
 @pytest.mark.parametrize("opts", [

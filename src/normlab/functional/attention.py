@@ -208,9 +208,14 @@ def qk_norm_members_forward(x: Array, weights: Array, *, norm: str,
     (M, C)). Each member's values equal ``qk_norm_forward(x_m, weights[m])``'s bit for bit: the
     norm runs once with a unit gain (its product by 1 is exact) and each member's gain is then
     applied as that call applies it, the last rounding of both. None for a norm other than
-    "layernorm" and "rmsnorm" (the caller then runs each member alone)."""
-    if (norm not in ("layernorm", "rmsnorm") or x.dtype not in (np.float32, np.float64)
-            or x.shape[0] % weights.shape[0]):
+    "layernorm" and "rmsnorm", or for another dtype than float32 and float64 (the caller then
+    runs each member alone)."""
+    x, weights = ck.float_array(x, "x"), ck.float_array(weights, "weights")
+    if weights.ndim != 2 or x.ndim < 2 or weights.shape[-1] != x.shape[-1] or (
+            x.shape[0] % max(len(weights), 1)):
+        raise ValueError(f"weights must have shape (M, C) with C = x's last axis and M dividing "
+                         f"x's first; got weights {weights.shape}, x {x.shape}")
+    if norm not in ("layernorm", "rmsnorm") or x.dtype not in (np.float32, np.float64):
         return None
     ct = x.dtype
     cache: Any
