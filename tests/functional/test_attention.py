@@ -212,6 +212,10 @@ def test_qk_norm_of_members_declines_what_it_cannot_batch_and_refuses_bad_gains(
     for w in (np.ones((4, 4)), np.ones((3, 5)), np.ones(4)):  # 4 members do not divide 6 rows
         with pytest.raises(ValueError, match="weights must have shape"):
             qk_norm_members_forward(x, w.astype(np.float32), norm="rmsnorm", eps=1e-6)
+    from normlab.functional.attention import qk_norm_members_backward
+
+    with pytest.raises(TypeError, match="QKMembersCache"):
+        qk_norm_members_backward(x, (1, 2, 3, 4))
 
 
 @pytest.mark.parametrize("opts", [

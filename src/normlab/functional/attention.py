@@ -233,6 +233,7 @@ def qk_norm_members_forward(x: Array, weights: Array, *, norm: str,
 def qk_norm_members_backward(dout: Array, cache: QKMembersCache) -> tuple[Array, Array]:
     """``(dx, dweights)`` of ``qk_norm_members_forward``: dweights (M, C), each member's row
     that of ``qk_norm_backward`` alone (its rows reduced as that call reduces them)."""
+    ck.cache(cache, QKMembersCache, "qk_norm_members")
     norm, inner, gain, weight_dt = cache
     M, x = len(gain), inner[0]
     ct = gain.dtype
