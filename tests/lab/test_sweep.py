@@ -4,6 +4,7 @@ and retry failed ones, divergence as a result, the summary and the LR-sensitivit
 import dataclasses
 import json
 import math
+import multiprocessing as mp
 import os
 import sys
 
@@ -28,6 +29,7 @@ from normlab.lab.sweep import (
     run_sweep,
     summarize,
 )
+from normlab.lab.sweep.executors import shared_workers
 from normlab.lab.sweep.task import THREAD_ENV
 from normlab.models import GPTConfig
 from normlab.train import TrainConfig, train
@@ -90,6 +92,44 @@ def test_a_dead_worker_fails_its_task_and_the_pool_goes_on():
     out = dict(ProcessPool(1).imap(_dispatch, [(tag, (fns.get(tag), arg)) for tag, arg in items]))
     assert out["crash"]["status"] == FAILED and "worker process died" in out["crash"]["reason"]
     assert out["a"]["arg"] == 1 and out["b"]["arg"] == 2
+
+
+def test_shared_workers_serve_every_pool_in_the_block_and_stop_with_it():
+    def run(pool, n):  # -> the pids of the workers that ran the tasks, and of every worker alive
+        out = dict(pool.imap(env_probe, [(i, i) for i in range(n)]))
+        assert sorted(out) == list(range(n))
+        assert all(o["env"] == THREAD_ENV for o in out.values())
+        return {o["pid"] for o in out.values()}, {p.pid for p in mp.active_children()}
+
+    assert not mp.active_children()
+    with shared_workers():
+        with shared_workers():  # nested: the outer block owns the workers
+            used, first = run(ProcessPool(1), 2)
+        assert len(first) == 1 and used == first
+        used, second = run(ProcessPool(2), 4)  # more workers than before: started afresh, once
+        assert len(second) == 2 and used <= second and second.isdisjoint(first)
+        for pool in (ProcessPool(2), ProcessPool(1), ProcessPool(2)):
+            used, alive = run(pool, 3)
+            assert used <= second and alive == second  # the same processes, pool after pool
+    assert not mp.active_children()  # shut down with the block
+    used, _ = run(ProcessPool(2), 2)  # outside a block: a pool of its own, shut down after
+    assert used.isdisjoint(second) and not mp.active_children()
+
+
+def test_an_interrupted_sweep_stops_the_shared_workers_and_the_next_starts_new_ones():
+    with shared_workers():
+        before = {o["pid"] for _, o in ProcessPool(2).imap(env_probe, [(i, i) for i in range(2)])}
+        it = ProcessPool(2).imap(env_probe, [(i, i) for i in range(4)])
+        next(it)
+        it.close()  # the caller stops reading: the workers may be mid-task, so they go
+        assert not mp.active_children()
+        after = {o["pid"] for _, o in ProcessPool(2).imap(env_probe, [(i, i) for i in range(2)])}
+        assert after.isdisjoint(before)
+        # a dead worker breaks the block's pool: the sweep goes on with new workers
+        items = [("crash", None), ("a", 1), ("b", 2)]
+        out = dict(ProcessPool(1).imap(_dispatch, [(t, ({"crash": crash}.get(t), a))
+                                                   for t, a in items]))
+        assert out["crash"]["status"] == FAILED and out["b"]["arg"] == 2
 
 
 def _dispatch(arg):

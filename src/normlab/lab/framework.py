@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._files import jsonable, read_json, write_json
 from .formatting import fmt as fmt  # the lab's formatter, imported from here by experiments
-from .sweep.executors import check_executor
+from .sweep.executors import check_executor, shared_workers
 
 if TYPE_CHECKING:
     from .stats import Interval
@@ -715,7 +715,8 @@ def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
                 if old.is_dir() and (old != store or not use_cache):
                     shutil.rmtree(old)
     t0 = time.perf_counter()
-    data = module.measure(config, RunContext(progress, executor, store))
+    with shared_workers():  # an experiment's sweeps share one set of pool workers
+        data = module.measure(config, RunContext(progress, executor, store))
     wall = time.perf_counter() - t0
     result = result_of(module, config, data, size)
     result.wall_s = wall

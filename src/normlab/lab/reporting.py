@@ -19,6 +19,7 @@ from normlab import portable
 
 from .framework import Result, registry
 from .report_page import build_html
+from .sweep.executors import shared_workers
 
 DEFAULT_OUT = "normlab-report"
 REPORT_FILE = "report.html"
@@ -72,6 +73,10 @@ def write_report(
     alone, aside, rest = lanes(names, None if rejudge else executor)
 
     def run_all(rep):
+        with shared_workers():  # every experiment's sweeps, one set of pool workers
+            return _run_all(rep)
+
+    def _run_all(rep):
         done = {n: run.entry(rep, n) for n in alone}
         with _Aside(aside, size, seed, out, use_cache) as beside:
             done.update((n, run.entry(rep, n)) for n in rest)

@@ -77,9 +77,35 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+# Inside ``shared_workers()``: "active", the ProcessPoolExecutor every ProcessPool uses (None
+# until the first asks for one), and "size", its number of workers
+_SHARED: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def shared_workers() -> Iterator[None]:
+    """Within the block, every :class:`ProcessPool` takes its tasks to one set of worker
+    processes, kept from sweep to sweep, and shut down when the block ends. A report runs a dozen
+    sweeps; each would otherwise start its workers again (NumPy imported and the kernels loaded
+    from numba's cache: about 1.5 s of CPU a worker). A task's numbers do not depend on what its
+    worker ran before: within one sweep a worker already runs task after task. Blocks nest (the
+    outermost one owns the workers)."""
+    if "active" in _SHARED:
+        yield
+        return
+    _SHARED["active"] = None
+    try:
+        yield
+    finally:
+        pool = _SHARED.pop("active")
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
 class ProcessPool:
     """``workers`` processes on this machine (default: one per core), one single-threaded run
-    each."""
+    each; inside :func:`shared_workers`, the block's processes (as many as the largest pool
+    asked for) with at most ``workers`` of them busy."""
 
     def __init__(self, workers: int | None = None):
         self.workers = default_workers() if workers is None else _check_workers(workers)
@@ -91,8 +117,31 @@ class ProcessPool:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=worker_init, initargs=(os.getpid(),))
+        if "active" not in _SHARED:
+            return ProcessPoolExecutor(self.workers,
+                                       mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=worker_init, initargs=(os.getpid(),))
+        pool = _SHARED["active"]
+        if pool is None or _SHARED["size"] < self.workers:
+            if pool is not None:
+                pool.shutdown(wait=True)
+            pool = _SHARED["active"] = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=worker_init, initargs=(os.getpid(),))
+            _SHARED["size"] = self.workers
+        return pool
+
+    def _release(self, pool: Any, clean: bool) -> None:
+        """The sweep is done with ``pool``: shut it down, unless it is the block's and the sweep
+        ended cleanly (an interrupted sweep stops the block's workers too: they may be mid-task)."""
+        if _SHARED.get("active") is pool:
+            if clean:
+                return
+            _SHARED["active"] = None
+        if clean:
+            pool.shutdown(wait=True)
+        else:
+            _terminate(pool)
 
     def imap(self, fn: Task, items: Iterable[tuple[T, Any]]) -> Iterator[tuple[T, dict]]:
         from concurrent.futures import FIRST_COMPLETED, wait
@@ -106,6 +155,8 @@ class ProcessPool:
             try:
                 while True:
                     if broken and not inflight:  # every task of the broken pool is reported
+                        if _SHARED.get("active") is pool:
+                            _SHARED["active"] = None
                         pool.shutdown(wait=True)
                         pool, broken = self._pool(), False
                     while not broken and len(inflight) < self.workers:  # taken lazily
@@ -129,11 +180,8 @@ class ProcessPool:
                             payload = failure(f"{type(exc).__name__}: {exc}")
                         yield tag, payload
                 clean = True
-            finally:
-                if clean:
-                    pool.shutdown(wait=True)
-                else:  # interrupted (Ctrl-C, SIGTERM) or the caller stopped reading
-                    _terminate(pool)
+            finally:  # not clean: interrupted (Ctrl-C, SIGTERM) or the caller stopped reading
+                self._release(pool, clean)
 
 
 def _terminate(pool: Any) -> None:
@@ -296,4 +344,4 @@ def _host_port(text: str) -> bool:
 
 __all__ = ["EXECUTORS", "ProcessPool", "RayExecutor", "RayUnavailable", "SerialExecutor",
            "add_executor_arguments", "check_executor", "default_workers", "executor_from_args",
-           "import_ray", "make_executor"]
+           "import_ray", "make_executor", "shared_workers"]
