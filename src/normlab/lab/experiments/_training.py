@@ -127,6 +127,30 @@ def _value(fn: Callable[[dict], float], rec: dict) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
 
 
+def run_tasks(fn: Callable[[Any], Any], args: Sequence[Any], ctx: RunContext, *,
+              progress: Callable[[int], None] | None = None) -> list[Any]:
+    """``[fn(a) for a in args]``, computed on the run context's executor: on the pool's workers,
+    as the sweeps' runs are (in this process with ``serial``), in ``args``' order. For an
+    experiment's own seeded computations between its sweeps, which would otherwise keep one core
+    busy and leave the pool's idle; the numbers do not depend on where they run (one BLAS and
+    numba thread in every worker). ``fn``: a module-level function (it travels by reference);
+    its arguments and results must pickle. A task that raises raises a RuntimeError here, with
+    its traceback; ``progress(done)`` is called as the tasks finish."""
+    from ..sweep.executors import make_executor
+    from ..sweep.task import call
+
+    out: dict[int, Any] = {}
+    jobs = ((i, (fn, a)) for i, a in enumerate(args))
+    for i, payload in make_executor(ctx.executor, max(len(args), 1)).imap(call, jobs):
+        if payload["status"] != "done":
+            raise RuntimeError(f"{getattr(fn, '__name__', fn)}({args[i]!r}) failed: "
+                               f"{payload['reason']}\n{payload.get('traceback') or ''}")
+        out[i] = payload["value"]
+        if progress is not None:
+            progress(len(out))
+    return [out[i] for i in range(len(args))]
+
+
 def run_grid(base: TrainConfig, variants: Mapping[str, Mapping[str, Any]], ctx: RunContext, *,
              lrs: Sequence[float] | None = None, seeds: Sequence[int] = (0,),
              series: Series | None = None, name: str = "grid",

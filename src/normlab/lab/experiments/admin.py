@@ -22,7 +22,7 @@ from .. import stats
 from ..framework import IDENTITY, MODEL_COMPARISON, PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
 from ._setups import output_changes
-from ._training import require_finished, run_grid, seed_losses, select
+from ._training import require_finished, run_grid, run_tasks, seed_losses, select
 
 LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
 
@@ -114,19 +114,26 @@ def _changes(N: int, cfg: Config, i: int) -> dict[str, tuple[float, float, float
                           seed=cfg.seed + i)
 
 
+def _changes_task(job: tuple[int, Config, int]) -> dict[str, tuple[float, float, float]]:
+    return _changes(*job)
+
+
 def _output_change(cfg: Config, ctx, work: int) -> dict:
-    norm_err, done = 0.0, 0
+    jobs = sorted(((N, cfg, i) for N in cfg.sublayers for i in range(cfg.seeds)),
+                  key=lambda job: -job[0])  # the deepest models first, for the pool
+    changes = dict(zip(((N, i) for N, _, i in jobs), run_tasks(
+        _changes_task, jobs, ctx, progress=lambda k: ctx.progress(
+            k * work // len(jobs), work, f"output change: {k} of {len(jobs)} models"))))
+    norm_err = 0.0
     vals: dict[str, list[list[float]]] = {p: [[] for _ in cfg.sublayers] for p in PLACEMENTS}
     omega: list[list[float]] = [[] for _ in cfg.sublayers]
     for j, N in enumerate(cfg.sublayers):
         for i in range(cfg.seeds):
-            for p, (change, w, err) in _changes(N, cfg, i).items():
+            for p, (change, w, err) in changes[N, i].items():
                 vals[p][j].append(change)
                 if p == "admin":
                     omega[j].append(w)
                     norm_err = max(norm_err, err)
-            done += N * len(PLACEMENTS)
-            ctx.progress(done, work, f"output change: N={N}, seed {i}")
     # (seeds, len(N)) per placement: seed i shares its draws across placements
     raw = {p: np.array(rows).T for p, rows in vals.items()}
     return {"sublayers": list(cfg.sublayers), "per_seed": raw,

@@ -8,9 +8,10 @@ offline), every run with the same hyperparameters and seeds:
    model DyT without beta, ``weight * tanh(alpha x)``, alpha0 per position (attention 0.8, FFN
    0.2, final 0.2: the LLaMA 7B row, the smallest model the paper trained), and a learnable
    scalar on the token embeddings initialized to sqrt(d); against LayerNorm and RMSNorm with the
-   embeddings times the fixed sqrt(d) (RoPE positions in every arm). The DyT arm and the
-   LayerNorm arm are trained in-process (:class:`LlamaDyTTrainer`; the LayerNorm model is kept
-   for part 3), RMSNorm through the sweep;
+   embeddings times the fixed sqrt(d) (RoPE positions in every arm). The DyT arm
+   (:class:`LlamaDyTTrainer`) and the LayerNorm arm (its trained model read for part 3) are
+   trained outside the sweep, as tasks on its workers (``_training.run_tasks``), RMSNorm
+   through the sweep;
 2. context: DyT with the paper's non-LLM default (one alpha0 for every norm, with beta) at
    alpha0 in a grid, through the sweep;
 3. the S-curve that motivates DyT: in each trained LayerNorm model, every LayerNorm's input x
@@ -31,7 +32,7 @@ from ...train import TrainConfig, Trainer
 from .. import stats as S
 from ..framework import SHOWN, Card, Check, fmt
 from . import _recipes as R
-from ._training import require_finished, run_grid, select
+from ._training import require_finished, run_grid, run_tasks, select
 
 LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
 
@@ -252,6 +253,23 @@ def _s_curve(trainer: Trainer, cfg: Config) -> tuple[list[dict], dict]:
 
 
 # ---- the experiment --------------------------------------------------------------------------
+def _own_run(job: tuple[Config, str, int]) -> dict:
+    """One of the runs trained outside the sweep (``run_tasks``, on the pool's workers): the
+    LayerNorm model, read for the S-curve (part 3) once trained, or the DyT model of the LLaMA
+    recipe (:class:`LlamaDyTTrainer`)."""
+    cfg, arm, seed = job
+    over = {"lr": cfg.base.lr, "seed": seed}
+    if arm == "layernorm":
+        ln = Trainer(cfg.base.with_overrides({"model.norm": "layernorm", **over}))
+        ln.run()
+        fit, scatter = _s_curve(ln, cfg)
+        return {"loss": _final_of(ln), "fit": fit, "scatter": scatter, "evals": ln.evals}
+    dy = LlamaDyTTrainer(cfg.base.with_overrides({"model.norm": "dyt", **over}),
+                         alphas=tuple(cfg.llama_alpha), learn_scale=True)
+    dy.run()
+    return {"loss": _final_of(dy), "scale": dy.scale, "evals": dy.evals}
+
+
 def measure(config: Config, ctx) -> dict:
     cfg, lr = config, config.base.lr
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
@@ -261,35 +279,28 @@ def measure(config: Config, ctx) -> dict:
         return dataclasses.replace(ctx, progress=lambda done, _t, note="": ctx.progress(
             offset + done, total, note))
 
-    rms = run_grid(cfg.base, {"rmsnorm": {"model.norm": "rmsnorm"}}, at(0), lrs=[lr],
-                   seeds=seeds, name="dyt-rmsnorm")
-    sweep = run_grid(cfg.base, {_alpha_name(a): {"model.norm": "dyt", "model.dyt_alpha": float(a)}
-                                for a in cfg.alphas}, at(len(seeds)), lrs=[lr],
-                     seeds=seeds, name="dyt-alpha")
-    require_finished(rms + sweep)
+    runs = run_grid(cfg.base, {"rmsnorm": {"model.norm": "rmsnorm"}, **{
+        _alpha_name(a): {"model.norm": "dyt", "model.dyt_alpha": float(a)} for a in cfg.alphas}},
+        at(0), lrs=[lr], seeds=seeds, name="dyt")
+    require_finished(runs)
+    rms, sweep = select(runs, norm="rmsnorm"), select(runs, norm="dyt")
     losses: dict[str, list[float]] = {"layernorm": [], "dyt": [],
                                       "rmsnorm": [_final(r) for r in _by_seed(rms)]}
     alpha_loss = {a: [_final(r) for r in _by_seed(sweep, dyt_alpha=float(a))] for a in cfg.alphas}
+    done = (1 + len(cfg.alphas)) * len(seeds)
+    jobs = [(cfg, arm, seed) for seed in seeds for arm in ("layernorm", "dyt")]
+    own = run_tasks(_own_run, jobs, ctx, progress=lambda k: ctx.progress(
+        done + k, total, f"LayerNorm and DyT (LLaMA recipe): {k} of {len(jobs)} runs"))
     scatter: dict[Any, Any] = {}
     fits, scales, curves = [], [], {}
-    done = (1 + len(cfg.alphas)) * len(seeds)
-    for i, seed in enumerate(seeds):
-        ctx.progress(done + 2 * i, total, f"LayerNorm, seed {seed} (in-process)")
-        ln = Trainer(cfg.base.with_overrides({"model.norm": "layernorm", "lr": lr, "seed": seed}))
-        ln.run()
-        losses["layernorm"].append(_final_of(ln))
-        f, sc = _s_curve(ln, cfg)
-        fits.append(f)
-        scatter = scatter or sc
-        ctx.progress(done + 2 * i + 1, total, f"DyT, LLaMA recipe, seed {seed} (in-process)")
-        dy = LlamaDyTTrainer(cfg.base.with_overrides({"model.norm": "dyt", "lr": lr,
-                                                      "seed": seed}),
-                             alphas=tuple(cfg.llama_alpha), learn_scale=True)
-        dy.run()
-        losses["dyt"].append(_final_of(dy))
-        scales.append(dy.scale)
+    for i, (ln, dy) in enumerate(zip(own[::2], own[1::2])):
+        losses["layernorm"].append(ln["loss"])
+        fits.append(ln["fit"])
+        scatter = scatter or ln["scatter"]
+        losses["dyt"].append(dy["loss"])
+        scales.append(dy["scale"])
         if i == 0:
-            curves = {"layernorm": ln.evals, "dyt": dy.evals}
+            curves = {"layernorm": ln["evals"], "dyt": dy["evals"]}
     ctx.progress(total, total, "done")
     curves["rmsnorm"] = next(r.evals for r in rms if r.seed == seeds[0])
     alphas = sorted(alpha_loss)

@@ -72,6 +72,22 @@ def run_points(configs: list[dict[str, Any]]) -> dict[str, Any]:
          "result": r.to_dict(), "wall_s": wall, "cpu_s": cpu} for r in results]}
 
 
+def call(job: tuple[Any, Any]) -> dict[str, Any]:
+    """``fn(arg)`` for ``job = (fn, arg)``, as an executor task; never raises. Returns
+    ``{"status": "done", "value": fn(arg)}``, or a failure payload with the traceback. An
+    experiment's own computations go to the pool's workers this way
+    (``lab.experiments._training.run_tasks``); ``fn`` travels by reference (a module-level
+    function)."""
+    fn, arg = job
+    try:
+        from ..allocator import keep_freed_memory
+
+        keep_freed_memory()
+        return {"status": "done", "value": fn(arg)}
+    except Exception as exc:
+        return failure(f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
 def failure(reason: str, tb: str | None = None) -> dict[str, Any]:
     """The payload of a run that failed (an exception, or a worker that died)."""
     return {"status": "failed", "reason": reason, "traceback": tb, "result": None}
