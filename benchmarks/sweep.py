@@ -8,7 +8,11 @@ point runs); the table gives the median and the first (cold) sweep, and the spee
 serial / executor (ideal: the number of workers). Everything is single-threaded (one BLAS and
 numba thread per process, as the pool's workers are), so the serial baseline is one core's work.
 The pool pays for starting its workers (Python, NumPy, numba's cached kernels) in every sweep;
-Ray keeps its workers between sweeps, and its start-up (``ray.init``) is timed apart.
+Ray keeps its workers between sweeps, and its start-up (``ray.init``) is timed apart. A second
+table runs ``--sweeps`` consecutive small sweeps (a report runs a dozen) twice per repeat, each
+starting its own workers and all sharing one set (``sweep.executors.shared_workers``, as
+``normlab report`` and ``normlab run`` do), with the CPU seconds of the workers beside the wall
+time.
 
 Two more columns say what the machine gave: "cores used" is the runs' CPU seconds over the
 sweep's wall time, and each repeat also measures the *ceiling*: the throughput of the same fixed
@@ -69,6 +73,41 @@ def ceiling(pool, workers: int, n: int) -> float:
     return workers * t1 / (time.perf_counter() - t0)
 
 
+def consecutive(a) -> None:
+    """The second table: ``a.sweeps`` sweeps of 4 short runs each, with fresh and shared workers
+    (round-robin over ``a.repeats``); wall time and the workers' CPU seconds (RUSAGE_CHILDREN,
+    counted when a worker exits, so each arm ends with its workers shut down)."""
+    import contextlib
+    import resource
+
+    from normlab.lab.sweep.executors import shared_workers
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    runs = [points(4, 20)[i].config for i in range(4)]
+    out: dict[str, list[tuple[float, float]]] = {"fresh workers per sweep": [],
+                                                 "shared workers": []}
+    with tempfile.TemporaryDirectory(prefix="normlab-sweeps-bench-") as root:
+        for r in range(a.repeats):
+            for name, block in (("fresh workers per sweep", contextlib.nullcontext),
+                                ("shared workers", shared_workers)):
+                t0, c0 = time.perf_counter(), children_cpu()
+                with block():
+                    for k in range(a.sweeps):
+                        seeded = [c.with_overrides({"seed": 1000 * r + k}) for c in runs]
+                        run_sweep(make_points(seeded), os.path.join(root, f"{r}-{name[0]}-{k}"),
+                                  executor=ProcessPool(a.workers))
+                out[name].append((time.perf_counter() - t0, children_cpu() - c0))
+    print(f"\n{a.sweeps} consecutive sweeps of 4 runs x 20 steps on {a.workers} workers, median "
+          f"of {a.repeats} (round-robin)")
+    print(f"{'workers':<24} {'wall s':>8} {'workers CPU s':>14} {'per sweep':>10}")
+    for name, ts in out.items():
+        wall, cpu = (float(np.median([t[i] for t in ts])) for i in (0, 1))
+        print(f"{name:<24} {wall:8.2f} {cpu:14.2f} {cpu / a.sweeps:9.2f} s")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--points", type=int, default=8)
@@ -76,6 +115,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=300, help="training steps per point")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-ray", action="store_true", help="skip Ray")
+    p.add_argument("--sweeps", type=int, default=6, help="consecutive sweeps, second table")
     a = p.parse_args()
     assert ONE_THREAD == THREAD_ENV, "keep the baseline's threads those of the pool's workers"
 
@@ -136,6 +176,7 @@ def main() -> int:
     print(f"serial per point: {serial / a.points:.2f} s")
     if not a.no_ray:
         print(f"ray.init (local, {a.workers} CPUs): {ray_init:.2f} s, not in the sweeps' times")
+    consecutive(a)
     print("threads per process: 1 (" + ", ".join(f"{k}={v}" for k, v in THREAD_ENV.items()) + ")")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in env.items()))
     return 0
