@@ -74,13 +74,10 @@ def write_report(
 
     def run_all(rep):
         with shared_workers():  # every experiment's sweeps, one set of pool workers
-            return _run_all(rep)
-
-    def _run_all(rep):
-        done = {n: run.entry(rep, n) for n in alone}
-        with _Aside(aside, size, seed, out, use_cache) as beside:
-            done.update((n, run.entry(rep, n)) for n in rest)
-            done.update((n, run.entry(rep, n, beside)) for n in aside)
+            done = {n: run.entry(rep, n) for n in alone}
+            with _Aside(aside, size, seed, out, use_cache) as beside:
+                done.update((n, run.entry(rep, n)) for n in rest)
+                done.update((n, run.entry(rep, n, beside)) for n in aside)
         return [done[n] for n in names]
 
     if show_progress:
