@@ -66,6 +66,29 @@ def test_warmup_pre_ln_gap_is_small():
     assert premise.passed is True and r.verdict != E.NOT_TESTED
 
 
+def test_warmup_premise_first_runs_the_other_arms_only_when_it_holds(monkeypatch, tmp_path):
+    """Premises first: Post-LN with warmup at the largest depth trains first; with a premise
+    margin no run clears (the whole way to the floor and more) it is the only arm trained and
+    the claims are not judged, each kept with why. Its runs are the same runs as in the tested
+    measurement, bit for bit."""
+    tested = tiny("warmup")
+    monkeypatch.setattr(warmup, "HALF", 1.5)
+    gated = E.run_experiment("warmup", size="tiny", seed=0, executor="serial", plots=False).result
+    top = max(gated.data["depths"])
+    post_w = warmup._variant("post", top, True)
+    assert gated.verdict == E.NOT_TESTED and gated.data["tested"] is False
+    assert list(gated.data["loss"]) == [post_w] and gated.data["gaps"] == {}
+    for key in ("loss", "seed_loss", "loss_at_init", "diverged"):
+        assert gated.data[key][post_w] == tested.data[key][post_w]
+    assert gated.data["lr_star"] == tested.data["lr_star"] and "tested" not in tested.data
+    claims = [c for c in gated.checks if c.kind == E.CLAIM]
+    assert len(claims) == len(warmup._CLAIMS) and all(
+        c.passed is None and c.measured.startswith("not run: the premise did not hold")
+        for c in claims)
+    assert gated.measured.startswith("not tested: Post-LN with warmup at L=")
+    assert (tmp_path / warmup.plot(gated, tmp_path)[0]).stat().st_size > 1000
+
+
 def test_norm_placement_direction():
     """Twelve blocks without any norm end worse than ReZero; DeepNorm and ReZero stay within
     the tolerance of Pre-LN (a deeper tiny config, 60 steps)."""

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from normlab.lab import framework as E
+from normlab.lab.experiments.output_logit_divergence import ARMS
 
 NAMES = ("attention-logit-growth", "output-logit-divergence", "precision-recipes")
 _CACHE = {}
@@ -29,8 +30,9 @@ def test_result_structure_and_verdict_rule(name, tmp_path):
     r = tiny(name)
     assert name in E.registry() and r.name == name and r.size == "tiny"
     assert r.verdict == E.verdict_of(r.checks) and r.verdict_rule == E.VERDICT_RULE
-    counted = [c for c in r.checks if c.counted]
-    assert len(counted) >= 2 and any(c.passed is None for c in r.checks)
+    counted = [c for c in r.checks if c.counted]  # (none where a premise did not hold)
+    assert len(counted) >= 2 or r.verdict == E.NOT_TESTED
+    assert any(c.passed is None for c in r.checks)
     for c in r.checks:
         assert c.claim and c.published and c.measured and c.rule and c.source
     assert r.notes and "sweep" in r.setting
@@ -157,8 +159,18 @@ def test_rare_tokens_logits_fall_below_the_mean_and_the_head_grows_without_decay
     assert d["log_z0"] == pytest.approx(math.log(V), abs=1.0)  # logits ~ N(0, 1) at init
 
 
-def test_output_experiment_records_diverged_runs_and_still_judges():
-    r = tiny("output-logit-divergence", **{"base.lr": 30.0})
+def _every_arm(monkeypatch, **overrides):
+    """The tiny output-logit-divergence with a premise margin every run clears (-1 nats: a late
+    rise is never negative), so that the fix arms run; its sweeps in this process."""
+    from normlab.lab.experiments import output_logit_divergence as od
+
+    monkeypatch.setattr(od, "LATE_RISE", -1.0)
+    return E.run_experiment("output-logit-divergence", size="tiny", seed=0, executor="serial",
+                            overrides=overrides or None, plots=False).result
+
+
+def test_output_experiment_records_diverged_runs_and_still_judges(monkeypatch):
+    r = _every_arm(monkeypatch, **{"base.lr": 30.0})
     runs = r.data["runs"]
     assert any(x["status"] == "diverged" for x in runs)
     for _arm, p in r.data["per"].items():
@@ -171,23 +183,41 @@ def test_output_experiment_records_diverged_runs_and_still_judges():
     assert r.verdict in E.VERDICTS
 
 
-def test_output_premise_gates_the_verdict_both_ways():
-    """Without a late loss rise in the no-fix arm nothing is judged ('not tested at this
-    size'); with one, the z-loss claims are judged, in the claims' forms."""
-    r = tiny("output-logit-divergence")
-    forms = {c.claim: c.form for c in r.checks if c.kind == E.CLAIM}
+def test_output_premise_first_runs_the_fix_arms_only_when_it_holds(monkeypatch):
+    """Premises first: at the tiny size the no-fix arm's loss does not degrade late, so only
+    that arm is trained and the claims are not judged ('not tested at this size', each claim
+    kept with why); when the premise holds, every arm runs and the claims are judged in their
+    forms. The no-fix runs are the same runs either way, bit for bit."""
+    gated = tiny("output-logit-divergence")
+    assert gated.verdict == E.NOT_TESTED and gated.data["tested"] is False
+    assert list(gated.data["per"]) == ["no fix"]
+    assert {x["variant"] for x in gated.data["runs"]} == {"no fix"}
+    claims = [c for c in gated.checks if c.kind == E.CLAIM]
+    assert len(claims) == 4 and all(c.passed is None and not c.inconclusive
+                                    and c.measured.startswith("not run: the premise did not hold")
+                                    for c in claims)
+    assert next(c for c in gated.checks if c.premise).passed is False
+    every = _every_arm(monkeypatch)
+    assert "tested" not in every.data and list(every.data["per"]) == list(ARMS)
+    forms = {c.claim: c.form for c in every.checks if c.kind == E.CLAIM}
     assert sorted(forms.values()) == sorted([E.EQUIVALENCE, E.SUPERIORITY, E.SUPERIORITY,
                                              E.NON_INFERIORITY])
+    assert every.data["per"]["no fix"] == gated.data["per"]["no fix"]
+    assert [x for x in every.data["runs"] if x["variant"] == "no fix"] == gated.data["runs"]
 
     def rise(values):
         def edit(data):
             data["per"]["no fix"]["rise"] = list(values)
         return edit
 
-    verdict, checks = _rejudged("output-logit-divergence", rise([1.0, 1.1]))
-    assert verdict != E.NOT_TESTED and next(c for c in checks if c.premise).passed is True
-    verdict, checks = _rejudged("output-logit-divergence", rise([0.0, 0.001]))
-    assert verdict == E.NOT_TESTED and next(c for c in checks if c.premise).passed is False
+    monkeypatch.undo()  # the premise's own margin again
+    module = E.load("output-logit-divergence")
+    for values, holds in (([1.0, 1.1], True), ([0.0, 0.001], False)):
+        data = json.loads(json.dumps(every.data))
+        rise(values)(data)
+        checks = module.judge(data, E.configure(module, "tiny"))
+        assert (E.verdict_of(checks) != E.NOT_TESTED) is holds
+        assert next(c for c in checks if c.premise).passed is holds
 
 
 def test_output_experiment_arms_differ_only_in_their_fix():

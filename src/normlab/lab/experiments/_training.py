@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ...train import TrainConfig
-from ..framework import RunContext
+from ..framework import CLAIM, Check, RunContext
 from ..sweep.summary import finite
 
 Series = Mapping[str, Callable[[dict], float]]  # name -> value from one step's history record
@@ -295,6 +295,14 @@ def require_finished(runs: Sequence[Run]) -> None:
     if failed:
         raise RuntimeError(f"{len(failed)} training run(s) failed; first: {failed[0].variant} "
                            f"lr {failed[0].lr:g} seed {failed[0].seed}: {failed[0].reason}")
+
+
+def not_run(claim: str, published: str, rule: str, source: str, why: str) -> Check:
+    """A source's claim whose arms were not trained because a premise of its experiment did not
+    hold (premises first: the premise's runs go first, and the rest only when it holds). The row
+    keeps the claim, undecided (the verdict is 'not tested at this size'), with why."""
+    return Check(claim=claim, published=published, measured=f"not run: {why}", rule=rule,
+                 passed=None, source=source, kind=CLAIM)
 
 
 def cpu_seconds(runs: Sequence[Run]) -> float:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -126,10 +126,26 @@ def validate(cfg: Config) -> None:
 
 
 def measure(config: Config, ctx) -> dict:
+    """Premises first: the no-fix arm trains first; only when its loss degrades late (the
+    premise holds) do the fix arms run. Each run is the run it would be in one sweep (a member
+    of an ensemble is its single run), so the order changes no number."""
     cfg = config
-    runs = T.run_points(cfg.base, _points(cfg), ctx, series=SERIES, name="arms")
-    T.require_finished(runs)
-    per = {arm: _arm(T.select(runs, arm=arm)) for arm in ARMS}
+    points = _points(cfg)
+    first = T.run_points(cfg.base, [p for p in points if p[0] == "no fix"], ctx, series=SERIES,
+                         name="premise")
+    T.require_finished(first)
+    data = _data(cfg, first, ("no fix",))
+    if _premise(data).passed is not True:
+        return {**data, "tested": False}
+    rest = T.run_points(cfg.base, [p for p in points if p[0] != "no fix"], ctx, series=SERIES,
+                        name="arms")
+    T.require_finished(rest)
+    return _data(cfg, first + rest, ARMS)
+
+
+def _data(cfg: Config, runs: list[T.Run], arms: tuple[str, ...]) -> dict:
+    """The measurement's data from the runs of ``arms`` (the no-fix arm's, or every arm's)."""
+    per = {arm: _arm(T.select(runs, arm=arm)) for arm in arms}
     first = next(r for r in runs if r.curves.get("log_z"))
     return {"per": per, "runs": T.as_data(runs), "lr": cfg.base.lr,
             "vocab": cfg.base.model.vocab_size, "cap": cfg.final_softcap,
@@ -170,9 +186,58 @@ def _arm(rs: list) -> dict:
 
 
 def judge(data: dict, config: Config) -> list[Check]:
+    if not data.get("tested", True):  # the premise did not hold: the fix arms were not run
+        premise = _premise(data)
+        why = (f"the premise did not hold ({premise.measured}), so the fix arms were not "
+               f"trained")
+        return [premise, *(T.not_run(**c._asdict(), rule="judged when the premise holds", why=why)
+                           for c in (_NEAR_ZERO, _DRIFT, _PREVENTS, _LOSS)), _no_fix_row(data)]
     return [_premise(data), _near_zero_check(data), _drift_check(data), _prevents_check(data),
             _loss_check(data), _mean_logit_row(data), _rare_row(data), _cap_identity(data),
             _cap_row(data), _decay_row(data)]
+
+
+class _Claim(NamedTuple):
+    """A counted claim's texts (a claim not run shows them too)."""
+
+    claim: str
+    published: str
+    source: str
+
+
+_NEAR_ZERO = _Claim(
+    claim="with z-loss 1e-4, log Z stays near 0",
+    published="log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final |log Z| < 1",
+    source="Wortsman et al. 2023 [V]; papers.md section 7 D")
+_DRIFT = _Claim(
+    claim="without weight decay or z-loss, log Z drifts far from 0: > 10 x the z-loss arm's",
+    published="the output logits drift very negative late in training without weight decay "
+              "(2.4M model, LR 0.1); papers.md D: |log Z| > 10 x the z-loss arm's",
+    source="Wortsman et al. 2023, 3.1.2 [V]; papers.md 7 D")
+_PREVENTS = _Claim(
+    claim="z-loss prevents the late loss rise",
+    published="z-loss 1e-4 fixes the late divergence (Wortsman Fig. 4)",
+    source="Wortsman et al. 2023, 3.1.2 and Fig. 4 [V]")
+_LOSS = _Claim(
+    claim="z-loss does not cost loss",
+    published="papers.md D: final loss with z-loss <= without",
+    source="Wortsman et al. 2023 [V]; papers.md section 7 D")
+
+
+def _no_fix_row(data: dict) -> Check:
+    """The no-fix arm's numbers, shown when the fix arms were not run."""
+    return Check(
+        claim="the no-fix arm: log Z, the mean logit, never-seen tokens' logits, the head's norm",
+        published="the logits diverge and become very negative late in training (Wortsman "
+                  "Fig. 4)",
+        measured=f"final log Z {_text(data, 'no fix', 'log_z')} (at init "
+                 f"{fmt(data['log_z0'])}, about ln V = {fmt(math.log(data['vocab']))}), mean "
+                 f"logit {_text(data, 'no fix', 'mean_logit')}, mean logit of the tokens not "
+                 f"yet a target {_text(data, 'no fix', 'unseen')}, head weight norm "
+                 f"{_text(data, 'no fix', 'head_norm')} (at init about sqrt(V) = "
+                 f"{fmt(math.sqrt(data['vocab']))})",
+        rule="shown, not counted", passed=None, kind=SHOWN,
+        source="Wortsman et al. 2023, 3.1.2 [V]")
 
 
 def _vals(data: dict, arm: str, key: str, missing: float = math.nan) -> list[float]:
@@ -202,11 +267,7 @@ def _near_zero_check(data: dict) -> Check:
     z = _vals(data, "z-loss", "log_z")
     iv = stats.mean_interval(z)
     return Check.equivalence(
-        claim="with z-loss 1e-4, log Z stays near 0",
-        published="log Z held near 0 by z-loss 1e-4 (Wortsman Fig. 4); papers.md D: final "
-                  "|log Z| < 1",
-        interval=iv, margin=LOG_Z_NEAR_0, centre=0.0,
-        source="Wortsman et al. 2023 [V]; papers.md section 7 D",
+        **_NEAR_ZERO._asdict(), interval=iv, margin=LOG_Z_NEAR_0, centre=0.0,
         margin_source="papers.md 7 D: final |log Z| < 1 with z-loss",
         measured=f"LR {data['lr']:g}: final log Z with z-loss {iv.text()} (at init "
                  f"{fmt(data['log_z0'])}, about ln V = {fmt(math.log(data['vocab']))})",
@@ -219,11 +280,7 @@ def _drift_check(data: dict) -> Check:
     logs = [math.log10(max(abs(a), 1e-12) / max(abs(b), 1e-12)) for a, b in zip(none, z)]
     iv = stats.mean_interval(logs)._replace(method="paired " + stats.T_METHOD)
     return Check.superiority(
-        claim="without weight decay or z-loss, log Z drifts far from 0: > 10 x the z-loss arm's",
-        published="the output logits drift very negative late in training without weight decay "
-                  "(2.4M model, LR 0.1); papers.md D: |log Z| > 10 x the z-loss arm's",
-        interval=iv, side=stats.ABOVE, margin=math.log10(DRIFT_RATIO),
-        source="Wortsman et al. 2023, 3.1.2 [V]; papers.md 7 D",
+        **_DRIFT._asdict(), interval=iv, side=stats.ABOVE, margin=math.log10(DRIFT_RATIO),
         margin_source="papers.md 7 D: final |log Z| without z-loss > 10 x with it",
         measured=f"final log Z without a fix {stats.mean_interval(none).text()}, with z-loss "
                  f"{stats.mean_interval(z).text()}; log10 of the |log Z| ratio {iv.text()}",
@@ -235,10 +292,7 @@ def _prevents_check(data: dict) -> Check:
     none, z = _vals(data, "no fix", "rise"), _vals(data, "z-loss", "rise")
     iv = stats.paired_interval(none, z)
     return Check.superiority(
-        claim="z-loss prevents the late loss rise",
-        published="z-loss 1e-4 fixes the late divergence (Wortsman Fig. 4)",
-        interval=iv, side=stats.ABOVE, margin=0.0,
-        source="Wortsman et al. 2023, 3.1.2 and Fig. 4 [V]",
+        **_PREVENTS._asdict(), interval=iv, side=stats.ABOVE, margin=0.0,
         margin_source="a direction: the paper gives no size",
         measured=f"final minus lowest validation loss: without a fix "
                  f"{stats.mean_interval(none).text()}, with z-loss {stats.mean_interval(z).text()}"
@@ -250,10 +304,7 @@ def _loss_check(data: dict) -> Check:
     none, z = _vals(data, "no fix", "loss"), _vals(data, "z-loss", "loss")
     iv = stats.paired_interval(z, none)
     return Check.non_inferiority(
-        claim="z-loss does not cost loss",
-        published="papers.md D: final loss with z-loss <= without", interval=iv,
-        side=stats.BELOW, margin=LOSS_MARGIN,
-        source="Wortsman et al. 2023 [V]; papers.md section 7 D",
+        **_LOSS._asdict(), interval=iv, side=stats.BELOW, margin=LOSS_MARGIN,
         margin_source=f"{LOSS_MARGIN:g} nats: papers.md section 11 G's tolerance for 'the same "
                       "loss' (7 D gives '<=' without a margin)",
         measured=f"final validation loss without a fix {stats.mean_interval(none).text(4)}, with "
@@ -345,6 +396,12 @@ def headline(data: dict, config: Config) -> str:
     def m(arm, key):
         v = [x for x in data["per"][arm][key] if x is not None]
         return fmt(float(np.mean(v))) if v else "-"
+
+    if not data.get("tested", True):
+        return (f"not tested: LR {data['lr']:g}, V={data['vocab']}: the no-fix arm's loss does "
+                f"not degrade late (late rise {_text(data, 'no fix', 'rise')} nats, the premise "
+                f"needs more than {LATE_RISE:g}); final log Z {m('no fix', 'log_z')}, mean logit "
+                f"{m('no fix', 'mean_logit')}; the fix arms were not run")
 
     return (f"LR {data['lr']:g}, V={data['vocab']} (means over seeds): final log Z no fix "
             f"{m('no fix', 'log_z')}, z-loss {m('z-loss', 'log_z')}, soft-cap "

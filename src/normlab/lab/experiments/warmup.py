@@ -10,7 +10,8 @@ Adam (0.9, 0.98) without gradient clipping. The effect is the warmup gap
 
 per placement p (a diverged run counts as its loss at init). It is read at the highest learning
 rate at which Post-LN *with* warmup trains (closes at least half the distance from its loss at
-init to the entropy floor) at the largest depth.
+init to the entropy floor) at the largest depth. That baseline is the premise, and it runs
+first: when it does not train, the other arms are not run and nothing is judged.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ...train import TrainConfig
 from .. import stats as S
 from ..framework import PREMISE, SHOWN, Card, Check, fmt
 from . import _recipes as R
-from ._training import final_losses, require_finished, run_grid, seed_losses, select
+from ._training import final_losses, not_run, require_finished, run_grid, seed_losses, select
 
 LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)
 
@@ -41,7 +42,8 @@ CARD = Card(
     method="normlab GPT on the Markov source (exact entropy floor): placement (post, pre, "
            "deepnorm) x `depths` x `lrs` x {no warmup, linear warmup over `warmup_frac` of the "
            "steps}, cosine decay after it in both arms, Adam without weight decay or clipping "
-           "(`base`), `seeds` seed(s), run as one sweep.",
+           "(`base`), `seeds` seed(s). Premises first: Post-LN with warmup at the largest "
+           "depth trains first, and the other arms only when it trains.",
     explanation="Xiong et al. show that at initialization Post-LN's gradients near the output "
                 "are large (Theorem 1; see gradients-at-init): a large learning rate in the "
                 "first steps then pushes the model into a bad region it does not leave, and "
@@ -103,16 +105,33 @@ def _trains(loss: float, loss0: float, floor: float) -> bool:
 
 
 def measure(config: Config, ctx) -> dict:
+    """Premises first: Post-LN with warmup at the largest depth (the baseline every gap is read
+    against) trains first, at every learning rate and seed; only when it trains (the premise
+    holds) do the other arms run. Each run is the run it would be in one sweep (a member of an
+    ensemble is its single run), so the order changes no number."""
     cfg = config
     W = max(round(cfg.warmup_frac * cfg.base.steps), 1)
     variants = {_variant(p, L, warm): {"model.placement": p, "model.n_layers": L,
                                        "warmup": W if warm else 0}
                 for L in sorted(cfg.depths, reverse=True) for p in PLACEMENTS
                 for warm in (False, True)}
-    runs = run_grid(cfg.base, variants, ctx, lrs=cfg.lrs,
-                    seeds=[cfg.seed + i for i in range(cfg.seeds)],
-                    series={"nll": lambda rec: rec["nll"]}, name="warmup")
-    require_finished(runs)
+    post_w = _variant("post", max(cfg.depths), True)
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    series = {"nll": lambda rec: rec["nll"]}
+    first = run_grid(cfg.base, {post_w: variants[post_w]}, ctx, lrs=cfg.lrs, seeds=seeds,
+                     series=series, name="premise")
+    require_finished(first)
+    data = _data(cfg, first, [post_w], W)
+    if _premise(data).passed is not True:
+        return {**data, "tested": False}
+    rest = run_grid(cfg.base, {v: o for v, o in variants.items() if v != post_w}, ctx,
+                    lrs=cfg.lrs, seeds=seeds, series=series, name="warmup")
+    require_finished(rest)
+    return _data(cfg, first + rest, list(variants), W)
+
+
+def _data(cfg: Config, runs: list, variants: list[str], W: int) -> dict:
+    """The measurement's data from the runs of ``variants`` (the premise's one, or all)."""
     floor = next(r.entropy_floor for r in runs if r.entropy_floor is not None)
     lrs, depths = sorted(cfg.lrs), sorted(cfg.depths)
     loss = {v: final_losses(runs, v) for v in variants}  # variant -> {lr: mean final loss}
@@ -120,7 +139,8 @@ def measure(config: Config, ctx) -> dict:
     post_w = _variant("post", depths[-1], True)
     trained = [lr for lr in lrs if _trains(loss[post_w][lr], init[post_w], floor)]
     lr_star = max(trained) if trained else None
-    curves = {} if lr_star is None else {
+    every = len(variants) > 1
+    curves = {} if lr_star is None or not every else {
         _variant(p, depths[-1], w): {"steps": r.steps, "nll": r.curves["nll"]}
         for p in PLACEMENTS for w in (False, True)
         for r in select(runs, placement=p, n_layers=depths[-1], warmup=W if w else 0,
@@ -132,7 +152,8 @@ def measure(config: Config, ctx) -> dict:
             "diverged": {v: sum(r.status == "diverged" for r in runs if r.variant == v)
                          for v in variants},
             "gaps": {p: {str(L): [loss[_variant(p, L, False)][lr] - loss[_variant(p, L, True)][lr]
-                                  for lr in lrs] for L in depths} for p in PLACEMENTS},
+                                  for lr in lrs] for L in depths} for p in PLACEMENTS}
+            if every else {},
             "lr_star": lr_star, "curves": curves}
 
 
@@ -160,14 +181,13 @@ def _share(data: dict, v: str, lr: float) -> np.ndarray:
     return (init - np.asarray(data["seed_loss"][v][data["lrs"].index(lr)])) / (init - floor)
 
 
-def judge(data: dict, config: Config) -> list[Check]:
-    lrs, depths, lr_star = data["lrs"], data["depths"], data["lr_star"]
-    Lmin, Lmax = depths[0], depths[-1]
-    post_w = _variant("post", Lmax, True)
-    # the premise: Post-LN with warmup trains at the largest depth (at lr*, or at the lowest lr)
+def _premise(data: dict) -> Check:
+    """The premise: Post-LN with warmup trains at the largest depth (at lr*, or at the lowest
+    lr when it trains at none); ``measure`` decides with it whether the other arms run."""
+    lrs, Lmax, lr_star = data["lrs"], data["depths"][-1], data["lr_star"]
     at_lr = lr_star if lr_star is not None else lrs[0]
-    share = S.mean_interval(_share(data, post_w, at_lr))
-    premise = Check.decided(
+    share = S.mean_interval(_share(data, _variant("post", Lmax, True), at_lr))
+    return Check.decided(
         claim=f"Post-LN with warmup trains at L={Lmax} (lr {at_lr:g})",
         published="Post-LN with 4000 warmup steps: BLEU ~34 (Fig. 2)", interval=share,
         threshold=HALF, side=S.ABOVE, kind=PREMISE,
@@ -175,6 +195,16 @@ def judge(data: dict, config: Config) -> list[Check]:
         rule=f"interval > {HALF}: the baseline the warmup gap is read against (lr* = the highest "
              f"lr where the mean over seeds closes half the way)",
         source="Xiong et al. 2020, Fig. 2 [V]", margin_source="the lab's half-way rule")
+
+
+def judge(data: dict, config: Config) -> list[Check]:
+    lrs, depths, lr_star = data["lrs"], data["depths"], data["lr_star"]
+    Lmin, Lmax = depths[0], depths[-1]
+    premise = _premise(data)
+    if not data.get("tested", True):  # the premise did not hold: the other arms were not run
+        why = (f"the premise did not hold ({premise.measured}), so the arms that test the "
+               f"claim were not trained")
+        return [premise] + [not_run(c, p, r, s, why) for c, p, r, s, _ in _CLAIMS]
     if lr_star is None:
         none = f"Post-LN with warmup trains at no learning rate of {lrs} at L={Lmax}"
         return [premise] + [Check(claim=c, published=p, measured=none, rule=r, passed=None,
@@ -239,6 +269,10 @@ def _unmeasurable(claim: str, published: str, rule: str, source: str, why: str) 
 
 def headline(data: dict, config: Config) -> str:
     lr, Lmax = data["lr_star"], data["depths"][-1]
+    if not data.get("tested", True):
+        return (f"not tested: Post-LN with warmup at L={Lmax} closes "
+                f"{_premise(data).measured.rpartition(': ')[2]} of the way to the floor (the "
+                f"premise needs more than {HALF}); the other arms were not run")
     if lr is None:
         return f"Post-LN with warmup trains at no learning rate of {data['lrs']} at L={Lmax}"
     pair = {p: " / ".join(fmt(_loss(data, p, Lmax, w, lr)) for w in (False, True))
@@ -293,6 +327,8 @@ def plot(result, out_dir) -> list[str]:
     for p in PLACEMENTS:
         for warm, ls in ((True, "-"), (False, "--")):
             v = _variant(p, Lmax, warm)
+            if v not in d["loss"]:  # not run: the premise did not hold
+                continue
             a.errorbar(lrs, d["loss"][v], yerr=_two_se(d["seed_loss"][v]), ls=ls, marker="o",
                        ms=4, capsize=2, color=COLORS[p], label=v)
     a.axhline(d["floor"], color="k", ls=":", lw=0.9, label="entropy floor")
@@ -300,7 +336,10 @@ def plot(result, out_dir) -> list[str]:
           "final validation loss (nats/token)")
     a.legend(fontsize=6)
     markers = dict(zip(depths, "os^D"))
-    for p in PLACEMENTS:
+    if not d["gaps"]:
+        b.text(0.5, 0.5, "not run: the premise did not hold", ha="center", va="center",
+               transform=b.transAxes, fontsize=9, color="#555555")
+    for p in PLACEMENTS if d["gaps"] else ():
         for L in depths:
             b.plot(lrs, d["gaps"][p][str(L)], marker=markers.get(L, "o"), ms=4, color=COLORS[p],
                    alpha=0.4 + 0.6 * L / Lmax, label=f"{p} L={L}")
@@ -311,7 +350,8 @@ def plot(result, out_dir) -> list[str]:
         ax.set_xticklabels([f"{x:g}" for x in lrs])
         ax.minorticks_off()
     style(b, "warmup gap = loss(no warmup) - loss(warmup)", "peak learning rate", "gap (nats)")
-    b.legend(fontsize=6)
+    if d["gaps"]:
+        b.legend(fontsize=6)
     for p in PLACEMENTS:
         for warm in (False, True):
             cv = d["curves"].get(_variant(p, Lmax, warm))
@@ -321,6 +361,7 @@ def plot(result, out_dir) -> list[str]:
     c.axhline(d["floor"], color="k", ls=":", lw=0.9)
     style(c, f"training loss at lr={d['lr_star']} (L={Lmax})" if d["lr_star"] else
           "training loss", "step", "training NLL (smoothed)")
-    c.legend(fontsize=6)
+    if d["curves"]:
+        c.legend(fontsize=6)
     return [save(fig, out_dir, "warmup.png")]
 
