@@ -24,8 +24,10 @@ def test_result_fields(name, tmp_path):
     assert r.name == name and r.size == "tiny"
     for field in ("title", "claim", "citation", "published", "setting", "measured"):
         assert isinstance(getattr(r, field), str) and getattr(r, field).strip(), field
-    assert r.checks and any(c.counted or c.identity for c in r.checks)  # decided, inconclusive
-    #                                                 or an identity: never only shown rows
+    decided = [c for c in r.checks if c.counted or c.identity
+               or (c.premise and (c.passed is not None or c.inconclusive))]
+    assert decided  # a claim decided or inconclusive, an identity, or a premise (when it did
+    #                 not hold, nothing else is judged): never only shown rows
     for c in r.checks:
         assert c.claim and c.published and c.measured and c.rule
         assert c.passed in (True, False, None)
