@@ -88,7 +88,8 @@ SIZES = {
     "tiny": {**R.tiny_model(embed_scale=True),  # the lab's tiny model
              "depths": (2, 4), "lrs": (1e-3, 3e-2), "base.steps": 40, "base.eval_interval": 10,
              "base.batch_size": 8, "base.model.seq_len": 8, "seeds": 2},
-    "quick": {},
+    "quick": {"lrs": (1e-3, 1e-2)},  # the grid's two ends (the time budget): the rows read the
+    #                                  highest lr where Post-LN with warmup trains and the lowest
     "full": {"depths": (3, 6), "lrs": (1e-3, 3e-3, 1e-2, 3e-2), "seeds": 5,
              "base.steps": 1000, "base.eval_interval": 250, "base.model.d_model": 64,
              "base.model.seq_len": 32, "base.model.init_std": 64**-0.5,
