@@ -43,6 +43,37 @@ def test_accumulate_sum_kernel_is_the_reference(fmt, chunk, rounding):
     assert _same(K.accumulate_sum(x.T, fmt, axis=0, chunk=chunk, rounding=rounding), want)
 
 
+@pytest.mark.parametrize("fmt", ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2",
+                                 "float8_e4m3fnuz", "float8_e5m2fnuz", "float32"])
+@pytest.mark.parametrize("overflow", [None, "saturate"])
+@pytest.mark.parametrize("chunk", [None, 4])
+def test_accumulate_sum_kernel_at_the_range_edges(fmt, overflow, chunk):
+    """Running sums that cross each edge of the format's normal range, where the kernel leaves
+    its inline nearest-even rounding for the general one: past the largest finite value (inf,
+    NaN or saturation), down into the subnormals and to exact zeros of either sign; against
+    the reference's one algorithm (``_running_sums``), which takes ``overflow``."""
+    from normlab.kernels.accumulate import _sum_rows, acc_spec
+    from normlab.precision import get_format
+    from normlab.precision.accumulate import _running_sums
+
+    info = ml_dtypes.finfo(np.float32 if fmt == "float32" else fmt)
+    big, tiny = float(info.max), float(info.smallest_normal)
+    rng = np.random.default_rng(6)
+    rows = [np.full(40, big / 7), np.full(40, -big / 7),  # overflow, both signs
+            np.r_[np.full(8, big / 3), np.full(8, -big / 3)],  # up to the edge and back
+            tiny * rng.uniform(-3, 3, 40),  # partials in and out of the subnormals
+            np.r_[tiny, -tiny, tiny / 2, -tiny / 2, 1.0, -1.0, 0.0, -0.0] * 5,  # exact zeros
+            rng.standard_normal(40) * np.exp(rng.uniform(-30, 30, 40))]
+    x = np.stack([np.resize(r, 40) for r in rows]).astype(np.float32)
+    acc = Accumulation(fmt, chunk, "nearest_even", overflow)
+    got = np.empty(len(x))
+    _sum_rows(x, got, acc_spec(acc), 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = _running_sums(x.astype(np.float64), get_format(fmt), chunk or 40,
+                             get_format("float32"), "nearest_even", overflow, None)
+    assert _same(got, want)
+
+
 def test_accumulate_sum_kernel_edges_and_errors():
     assert K.accumulate_sum(np.ones(1000, np.float32), "bfloat16") == 256.0
     assert K.accumulate_sum(np.zeros((2, 0)), "bfloat16").tolist() == [0.0, 0.0]
