@@ -25,14 +25,16 @@
 #                    full run's finished training runs) and merges it into docs/results/full.json
 #   make check-block the quick report at a disjoint block of seeds (seed 10000), committed as
 #                    docs/results/quick-seed10000.json: docs/lab.md lists every verdict and
-#                    counted row whose state differs from docs/results/quick.json's
+#                    counted row whose state differs from docs/results/quick.json's;
+#                    check-block-full ONLY=NAME does the same for one experiment at the full
+#                    size (docs/results/full-seed10000.json, against full.json)
 #   make conformance the golden vectors, the other tools' results on them (in a venv of their own,
 #                    .venv-conformance) and the conformance table of docs/numerics.md
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint docs docs-serve check bench notebooks results results-full tables check-block \
+.PHONY: demo test lint docs docs-serve check bench notebooks results results-full tables check-block check-block-full \
 	conformance clean
 
 LINT ?= lint
@@ -95,13 +97,28 @@ check-block: $(VENV)/.installed-lab
 	cp normlab-results-seed10000/summary.json docs/results/quick-seed10000.json
 	$(MAKE) tables
 
+# the full size at the disjoint block of seeds 10000, one experiment at a time (ONLY=NAME),
+# merged into docs/results/full-seed10000.json and set beside the full verdicts in docs/lab.md
+FULL_CHECK_OUT := normlab-results-full-seed10000
+check-block-full: $(VENV)/.installed-lab
+	$(if $(ONLY),,$(error check-block-full measures one experiment: ONLY=NAME))
+	mkdir -p docs/results
+	$(PORTABLE) $(BIN)/normlab report --out $(FULL_CHECK_OUT) --full --seed 10000 --only $(ONLY)
+	if [ -f docs/results/full-seed10000.json ]; then \
+		$(BIN)/normlab report --merge $(FULL_CHECK_OUT)/summary.json \
+			--results docs/results/full-seed10000.json; \
+	else cp $(FULL_CHECK_OUT)/summary.json docs/results/full-seed10000.json; fi
+	$(MAKE) tables
+
 # the generated tables (docs/lab.md, the README) and the forest plots, from the committed results
 FULL_RESULTS = $(if $(wildcard docs/results/full.json),--full-results docs/results/full.json)
 CHECK_RESULTS = $(if $(wildcard docs/results/quick-seed10000.json),\
 	--check-results docs/results/quick-seed10000.json)
+FULL_CHECK_RESULTS = $(if $(and $(FULL_RESULTS),$(wildcard docs/results/full-seed10000.json)),\
+	--full-check-results docs/results/full-seed10000.json)
 tables: $(VENV)/.installed-lab
 	$(BIN)/normlab report --markdown --results docs/results/quick.json $(FULL_RESULTS) \
-		$(CHECK_RESULTS) \
+		$(CHECK_RESULTS) $(FULL_CHECK_RESULTS) \
 		--forest docs/img/verdicts-quick.png --readme docs/lab.md README.md
 	$(if $(FULL_RESULTS),$(BIN)/normlab report --markdown --results docs/results/full.json \
 		--forest docs/img/verdicts-full.png > /dev/null)

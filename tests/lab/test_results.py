@@ -115,14 +115,44 @@ def test_report_markdown_from_the_command_line(tmp_path, capsys):
     assert "--check-results" in capsys.readouterr().err
 
 
+def test_the_full_block_comparison_names_the_experiments_it_holds(tmp_path, capsys):
+    """``--full-check-results``: the full size at a disjoint block of seeds, set beside
+    ``--full-results``; a block holding some of the experiments names them, and a verdict or a
+    counted row that differs is listed with both states."""
+    row = {"name": "a", "verdict": "reproduced", "checks": [
+        {"kind": "claim", "status": "pass", "claim": "x"}]}
+    full = {"size": "full", "seed": 0, "experiments": [row, {**row, "name": "b"}]}
+    other = {"size": "full", "seed": 10000, "experiments": [
+        {**row, "verdict": "partly reproduced",
+         "checks": [{"kind": "claim", "status": "inconclusive", "claim": "x"}]}]}
+    text = R.check_block(full, other)
+    assert text.startswith("**At a disjoint block of seeds, full size** (seed 10000, "
+                           "`docs/results/full-seed10000.json`, "
+                           "`make check-block-full ONLY=NAME`)")
+    assert "the same verdict for 0 of 1 experiments measured there (`a`)" in text
+    assert "(reproduced / partly reproduced)" in text and "(pass / inconclusive)" in text
+    assert R.check_block(full, {**other, "experiments": [row, {**row, "name": "b"}]}).count(
+        "measured there") == 0  # every experiment: nothing to name
+    summary = ROOT / "docs" / "results" / "quick.json"
+    fulls = ROOT / "docs" / "results" / "full.json"
+    same = tmp_path / "same.json"
+    same.write_text(fulls.read_text())
+    for argv in ([], ["--full-results", str(fulls)]):  # without --full-results; the same seed
+        assert main(["report", "--markdown", "--results", str(summary), *argv,
+                     "--full-check-results", str(same)]) == 2
+        assert "--full-check-results" in capsys.readouterr().err
+    assert main(["report", "--full-check-results", str(same)]) == 2  # only with --markdown
+    assert "--full-check-results" in capsys.readouterr().err
+
+
 def _committed():
     full = ROOT / "docs" / "results" / "full.json"
     return (json.loads((ROOT / "docs" / "results" / "quick.json").read_text()),
             json.loads(full.read_text()) if full.is_file() else None)
 
 
-def _check_block():
-    path = ROOT / "docs" / "results" / "quick-seed10000.json"
+def _check_block(size: str = "quick"):
+    path = ROOT / "docs" / "results" / f"{size}-seed10000.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -132,12 +162,18 @@ def test_the_readme_table_is_the_committed_results_file():
     measured' until that file exists); ``make results`` / ``make tables`` regenerate them. It reads
     whichever layout the committed file has (schema 2 until the quick report is measured again)."""
     summary, full = _committed()
-    check = _check_block()
+    check, full_check = _check_block(), _check_block("full")
     for path in (ROOT / "docs" / "lab.md", ROOT / "README.md"):
         text = path.read_text()
-        assert R.blocks_of(text) and R.rendered(path, summary, full, check=check) == text, path
+        assert R.blocks_of(text) and R.rendered(path, summary, full, check=check,
+                                                full_check=full_check) == text, path
     if check is not None:  # a disjoint block of seeds at the same size
         assert check["size"] == summary["size"] and check["seed"] != summary["seed"]
+    if full_check is not None:  # the full size's, some experiments measured at both blocks
+        assert full is not None and full_check["size"] == "full"
+        assert full_check["seed"] != full["seed"]
+        assert {r["name"] for r in full_check["experiments"]} <= {
+            r["name"] for r in full["experiments"]}
         assert "At a disjoint block of seeds" in (ROOT / "docs" / "lab.md").read_text()
     assert summary["size"] == "quick" and summary["schema"] in R.READABLE
     if full is None:

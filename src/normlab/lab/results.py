@@ -208,12 +208,17 @@ def _full_line(full: dict[str, Any] | None, summary: dict[str, Any]) -> str:
     return text
 
 
+# how each size's disjoint block is measured and merged
+CHECK_COMMANDS = {"quick": "make check-block", "full": "make check-block-full ONLY=NAME"}
+
+
 def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
     """The paragraph that sets ``summary`` beside ``check``, the same size measured at a
     disjoint block of seeds: the experiments whose verdict differs, and every counted row
     (claims and premises, paired by position: a row's text may quote a measured value) whose
-    state differs, with both states; '' without ``check``."""
-    if check is None:
+    state differs, with both states; '' without ``check``. Where ``check`` holds only some of
+    the experiments (the full size's, measured one at a time), the paragraph names them."""
+    if check is None or summary is None:
         return ""
     theirs = {r["name"]: r for r in check["experiments"]}
     mine = [r for r in summary["experiments"] if r["name"] in theirs]
@@ -227,18 +232,25 @@ def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
                 if a["status"] != b["status"]:
                     changed.append(f"`{r['name']}` \"{a['claim']}\" ({a['status']} / "
                                    f"{b['status']})")
-    return (f"**At a disjoint block of seeds** (seed {check['seed']}, "
-            f"`docs/results/quick-seed{check['seed']}.json`, `make check-block`): the same "
-            f"verdict for {len(mine) - len(verdicts)} of {len(mine)} experiments"
+    size = check.get("size", "quick")
+    some = len(mine) < len(summary["experiments"])
+    which = ", ".join(f"`{r['name']}`" for r in mine)
+    return (f"**At a disjoint block of seeds{', full size' if size == 'full' else ''}** (seed "
+            f"{check['seed']}, `docs/results/{size}-seed{check['seed']}.json`, "
+            f"`{CHECK_COMMANDS.get(size, 'make check-block')}`): the same verdict for "
+            f"{len(mine) - len(verdicts)} of {len(mine)} experiments"
+            + (f" measured there ({which})" if some else "")
             + (f" (differs: {'; '.join(verdicts)})" if verdicts else "")
             + f"; {len(changed)} of {rows} counted rows change state (seed {summary['seed']} / "
             f"seed {check['seed']})" + (": " + "; ".join(changed) if changed else "") + ".")
 
 
 def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
-             figure: str = "img/verdicts-quick.png", check: dict[str, Any] | None = None) -> str:
+             figure: str = "img/verdicts-quick.png", check: dict[str, Any] | None = None,
+             full_check: dict[str, Any] | None = None) -> str:
     """The lab page's block: the tally at each size, the verdicts at a disjoint block of seeds
-    (``check``, :func:`check_block`), the forest plot of the verdicts (``figure``, '' for none),
+    (``check`` at the quick size, ``full_check`` at the full size: :func:`check_block`), the
+    forest plot of the verdicts (``figure``, '' for none),
     what it does not draw, and one row per experiment with the quick and the full verdict side
     by side (the full one "not yet measured" when ``full`` is None or lacks the experiment)."""
     rows = summary["experiments"]
@@ -247,6 +259,8 @@ def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
              _full_line(full, summary), ""]
     if check is not None:
         lines += [check_block(summary, check), ""]
+    if full is not None and full_check is not None:
+        lines += [check_block(full, full_check), ""]
     lines += [confidence(summary), ""]
     if figure:
         lines += [f"![The verdicts of the {summary['size']} report: each counted row's 95% "
@@ -367,7 +381,8 @@ def blocks_of(text: str) -> list[tuple[str, str]]:
 
 
 def rendered(path: str | Path, summary: dict[str, Any], full: dict[str, Any] | None,
-             text: str | None = None, check: dict[str, Any] | None = None) -> str:
+             text: str | None = None, check: dict[str, Any] | None = None,
+             full_check: dict[str, Any] | None = None) -> str:
     """The text of ``path`` with every generated block it holds rendered from the summaries
     (the figures' paths relative to the file: ``docs/img/`` from the top, ``img/`` from docs/)."""
     path = Path(path)
@@ -378,15 +393,16 @@ def rendered(path: str | Path, summary: dict[str, Any], full: dict[str, Any] | N
     table = "lab.md" if in_docs else "docs/lab.md"
     for begin, end in blocks_of(text):
         a, b = readme_block(text, begin, end)
-        body = (markdown(summary, full, figure=figure, check=check) if begin == BEGIN
+        body = (markdown(summary, full, figure=figure, check=check, full_check=full_check)
+                if begin == BEGIN
                 else summary_markdown(summary, full, figure=figure, table=table))
         text = text[:a] + "\n" + body + "\n" + text[b:]
     return text
 
 
 def update_readme(path: str | Path, summary: dict[str, Any],
-                  full: dict[str, Any] | None = None, check: dict[str, Any] | None = None
-                  ) -> bool:
+                  full: dict[str, Any] | None = None, check: dict[str, Any] | None = None,
+                  full_check: dict[str, Any] | None = None) -> bool:
     """Replace every generated block of the file (:func:`blocks_of`) with its rendering from
     ``summary`` and ``full``; True when the file changed. Written atomically, only when it
     changes."""
@@ -394,7 +410,7 @@ def update_readme(path: str | Path, summary: dict[str, Any],
 
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    new = rendered(path, summary, full, text, check)
+    new = rendered(path, summary, full, text, check, full_check)
     if new == text:
         return False
     atomic_write(path, new, what="README")

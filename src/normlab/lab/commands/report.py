@@ -56,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check-results", metavar="FILE", default=None,
                    help="with --markdown: the same size's summary at a disjoint block of seeds "
                    "(docs/results/quick-seed10000.json), set beside --results' verdicts")
+    p.add_argument("--full-check-results", metavar="FILE", default=None,
+                   help="with --markdown and --full-results: the full size's summary at a "
+                   "disjoint block of seeds (docs/results/full-seed10000.json, some or all of "
+                   "the experiments), set beside --full-results' verdicts")
     p.add_argument("--readme", metavar="FILE", nargs="+", default=None,
                    help="with --markdown: replace the generated lab blocks of these files (the "
                    "table of docs/lab.md, the README's summary)")
@@ -106,7 +110,16 @@ def _markdown(args: argparse.Namespace) -> int:
                 raise ValueError(f"--check-results: {args.check_results!r} must be a summary of "
                                  f"the {summary.get('size')!r} size at another seed than "
                                  f"{summary.get('seed')!r} (normlab report --seed N)")
-        text = markdown(summary, full, check=check)
+        full_check = None
+        if args.full_check_results is not None:
+            full_check = _summary(args.full_check_results, "--full-check-results")
+            if full is None or full_check.get("size") != "full" or full_check.get(
+                    "seed") == full.get("seed"):
+                raise ValueError(f"--full-check-results: {args.full_check_results!r} must be a "
+                                 f"summary of the full size at another seed than "
+                                 f"--full-results' (normlab report --full --seed N), given with "
+                                 f"--full-results")
+        text = markdown(summary, full, check=check, full_check=full_check)
         for name in args.readme or []:
             readme = check_input_file(name, what="--readme")
             try:
@@ -129,7 +142,7 @@ def _markdown(args: argparse.Namespace) -> int:
     if args.readme is None:
         print(text)
     for name in args.readme or []:
-        changed = update_readme(name, summary, full, check)
+        changed = update_readme(name, summary, full, check, full_check)
         print(f"{name}: lab blocks {'rewritten' if changed else 'already up to date'} "
               f"from {source}" + (f" and {args.full_results}" if full is not None else ""))
     return 0
@@ -143,10 +156,11 @@ def _merge(args: argparse.Namespace) -> int:
     from ..results import SCHEMA, merge
 
     if (args.results is None or args.markdown or args.rejudge or args.only or args.readme
-            or args.full_results or args.forest or args.check_results):
+            or args.full_results or args.forest or args.check_results
+            or args.full_check_results):
         raise UsageError("--merge SUMMARY needs --results FILE (the committed summary) and "
                          "takes no --markdown, --rejudge, --only, --readme, --full-results, "
-                         "--check-results or --forest")
+                         "--check-results, --full-check-results or --forest")
     try:
         both = [read_json(p, what=flag) for p, flag in ((args.results, "--results"),
                                                          (args.merge, "--merge"))]
@@ -212,9 +226,9 @@ def main(args: argparse.Namespace) -> int:
     if args.markdown:
         return _markdown(args)
     if any(v is not None for v in (args.results, args.readme, args.full_results, args.forest,
-                                   args.check_results)):
-        raise UsageError("--results, --full-results, --check-results, --readme and --forest go "
-                         "with --markdown")
+                                   args.check_results, args.full_check_results)):
+        raise UsageError("--results, --full-results, --check-results, --full-check-results, "
+                         "--readme and --forest go with --markdown")
     seed = check_output_arguments(args)
     names = check_names(args.only)
     executor = executor_from_args(args)
