@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -77,7 +78,46 @@ def test_a_kernel_loaded_from_the_disk_cache_gives_the_bits_it_gave_when_compile
     assert not differ, f"compiled and cached kernels differ: {differ}"
 
 
-if __name__ == "__main__":
-    from pathlib import Path
+_RSTD = """
+import numpy as np
+from normlab import kernels as K
+from normlab.precision import Accumulation
+x = np.linspace(0.5, 1.5, 96, dtype=np.float32).reshape(3, 32)
+print(K.rms_norm_forward(x, np.ones(32, np.float32), accumulate=Accumulation("bfloat16"))[1]
+      .rstd.ravel().tolist())
+"""
 
+
+def test_an_edit_to_a_kernel_file_reaches_the_kernels_that_call_into_it(tmp_path):
+    """numba checks a cached kernel against its own file only; the package keys its cache folder
+    by the whole kernels package's source, so that an edit to ``accumulate.py`` reaches the
+    RMSNorm kernel (in ``norms.py``) that calls its running sum, in a copy of the package."""
+    import shutil
+
+    import normlab
+
+    src = tmp_path / "src"
+    shutil.copytree(Path(normlab.__file__).parent, src / "normlab",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["PYTHONPATH"] = str(src)
+
+    def rstd() -> list:
+        out = subprocess.run([sys.executable, "-c", _RSTD], env=env, check=True, timeout=900,
+                             capture_output=True, text=True, cwd=tmp_path)
+        return json.loads(out.stdout)
+
+    before = rstd()
+    acc = src / "normlab" / "kernels" / "accumulate.py"
+    text = acc.read_text()
+    assert text.count("    return total\n") == 1
+    acc.write_text(text.replace("    return total\n", "    return 4.0 * total\n"))
+    after = rstd()
+    assert rstd() == after  # loaded from the new folder: the same bits
+    np.testing.assert_allclose(np.array(after) * 2, before, rtol=1e-6)  # 1/sqrt(4 ms)
+    folders = list((src / "normlab" / "kernels" / "__pycache__").glob("numba-*"))
+    assert len(folders) == 2, folders
+
+
+if __name__ == "__main__":
     Path(sys.argv[1]).write_text(json.dumps(_digests()))

@@ -30,8 +30,10 @@ attention (``attention.py``: the matmuls around the capped causal softmax kernel
 ``normlab.train.AdamW`` calls it itself.
 
 Compilation: every kernel is compiled on its first call for each combination of argument types
-(about 1 to 3 s each) and cached on disk (``cache=True``, in ``__pycache__`` beside this
-package, or ``NUMBA_CACHE_DIR``); a later process loads the machine code (milliseconds).
+(about 1 to 3 s each) and cached on disk (``cache=True``, in ``__pycache__/numba-<hash>``
+beside this package, the hash of the package's source, so that an edit to any kernel file
+compiles everything again; or ``NUMBA_CACHE_DIR``); a later process loads the machine code
+(milliseconds).
 ``warm_up()`` compiles (or loads) the common float32 specializations ahead of time.
 
 Threads: problems of 4M elements and more are split across numba's threads (``NUMBA_NUM_THREADS``,

@@ -33,6 +33,31 @@ from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 
+
+def _source_keyed_cache() -> None:
+    """Keep numba's disk cache in a folder named by a hash of this package's source
+    (``__pycache__/numba-<hash>``), unless ``NUMBA_CACHE_DIR`` chose one. numba checks a cached
+    kernel against its own file only, while the machine code holds every kernel it calls from
+    the other files: after an edit to ``accumulate.py``, say, the norms' cached kernels kept the
+    old running sum until the cache was cleared, and a refactor checked bit for bit against the
+    committed results would have run the old code. Set before any kernel is decorated (numba
+    reads ``config.CACHE_DIR`` then); where the folder cannot be written numba falls back to its
+    usual places."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    import hashlib
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(here.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    numba.config.CACHE_DIR = str(here / "__pycache__" / f"numba-{h.hexdigest()[:16]}")
+
+
+_source_keyed_cache()
+
 # Fast-math flags for reductions only: reassociation (vectorized partial sums). No 'nnan'/'ninf':
 # NaN and inf propagate as in NumPy. No 'nsz' either: with it, a reduction called from another
 # kernel compiled to different code in the process that compiled it and in one that loaded it
