@@ -53,7 +53,8 @@ def _source_keyed_cache() -> None:
     for path in sorted(here.glob("*.py")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
-    numba.config.CACHE_DIR = str(here / "__pycache__" / f"numba-{h.hexdigest()[:16]}")
+    numba.config.CACHE_DIR = str(  # type: ignore[attr-defined]  # set at numba import
+        here / "__pycache__" / f"numba-{h.hexdigest()[:16]}")
 
 
 _source_keyed_cache()
