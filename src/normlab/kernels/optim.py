@@ -19,6 +19,7 @@ whole update is one call.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -85,7 +86,15 @@ def adamw_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
     Returns:
         (n,) float64: the squared norm of each parameter's update.
     """
-    dt = p.dtype
+    check_buffers(p, g, m, v, starts, decay)
+    return update(p, g, m, v, np.asarray(starts, np.int64), np.asarray(decay, np.bool_), lr=lr,
+                  b1=b1, b2=b2, eps=eps, weight_decay=weight_decay, t=t)
+
+
+def check_buffers(p: Any, g: Any, m: Any, v: Any, starts: Any, decay: Any) -> None:
+    """``adamw_update``'s checks of its buffers and layout (a TypeError or ValueError naming
+    the argument): an optimizer that steps the same buffers every time checks them once."""
+    dt = getattr(p, "dtype", None)
     for name, a in (("p", p), ("g", g), ("m", m), ("v", v)):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"{name} must be a NumPy array; got {type(a).__name__}")
@@ -100,7 +109,14 @@ def adamw_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
             or np.any(np.diff(starts) < 0) or decay.shape != (starts.size - 1,)):
         raise ValueError("starts must rise from 0 to the buffers' length, with one decay flag per "
                          "parameter")
-    c = dt.type
+
+
+def update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, starts: np.ndarray,
+           decay: np.ndarray, *, lr: float, b1: float, b2: float, eps: float,
+           weight_decay: float, t: int) -> np.ndarray:
+    """``adamw_update`` on buffers that ``check_buffers`` accepted (``starts`` int64,
+    ``decay`` bool), unchecked."""
+    c = p.dtype.type
     bc1 = 1.0 - b1**t
     bc2_sqrt = math.sqrt(1.0 - b2**t)
     sq = np.empty(decay.size, np.float64)

@@ -214,19 +214,18 @@ class AdamW(Optimizer):
         return all(p.dtype == dt and grads[n].dtype == dt for n, p in self.params.items())
 
     def _fused_step(self, grads: dict[str, np.ndarray], lr: float) -> dict[str, float]:
-        from ..kernels.optim import adamw_update
+        from ..kernels.optim import adamw_update, update
 
         names = list(self.params)
-        sizes = [self.params[n].size for n in names]
-        decay = np.array([n in self.decay and self.weight_decay > 0 for n in names])
         hyper: dict[str, Any] = dict(lr=lr, b1=self.b1, b2=self.b2, eps=self.eps,
                                      weight_decay=self.weight_decay, t=self.t)
         m, v = self.flat_state["m"], self.flat_state["v"]
-        p, g = self._flat_buffers([self.params[n] for n in names], [grads[n] for n in names])
-        if p is not None and g is not None:
-            starts = np.concatenate([[0], np.cumsum(sizes)])
-            sq = adamw_update(p, g, m, v, starts, decay, **hyper)
-            return dict(zip(names, sq.tolist()))  # float64 -> Python floats
+        plan = self._plan(names, [self.params[n] for n in names], [grads[n] for n in names])
+        if plan is not None:  # the flat buffers of the last step, checked when first seen
+            p, g, starts, decay = plan
+            return dict(zip(names, update(p, g, m, v, starts, decay, **hyper).tolist()))
+        sizes = [self.params[n].size for n in names]
+        decay = self._decay_flags(names)
         out, lo = {}, 0
         for i, n in enumerate(names):
             hi = lo + sizes[i]
@@ -236,20 +235,37 @@ class AdamW(Optimizer):
             out[n], lo = float(sq[0]), hi
         return out
 
-    def _flat_buffers(self, ps: list[np.ndarray], gs: list[np.ndarray]
-                      ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """``flat_buffer`` of the parameters and of the gradients, found again only when an
-        array is not the one of the last step (the same arrays are the same buffers)."""
-        saved = self._flat_cache
-        if (saved is not None and len(saved[0]) == len(ps)
-                and all(a is b for a, b in zip(saved[0], ps))
-                and all(a is b for a, b in zip(saved[1], gs))):
-            return saved[2], saved[3]
-        p, g = flat_buffer(ps), flat_buffer(gs)
-        self._flat_cache = (ps, gs, p, g)
-        return p, g
+    def _decay_flags(self, names: list[str]) -> np.ndarray:
+        return np.array([n in self.decay and self.weight_decay > 0 for n in names])
 
-    _flat_cache: tuple | None = None  # (params, grads, flat params, flat grads) of the last step
+    def _plan(self, names: list[str], ps: list[np.ndarray], gs: list[np.ndarray]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The fused step's buffers and layout, (flat params, flat grads, starts, decay flags),
+        or None where the arrays are not one buffer each; found (``flat_buffer``) and checked
+        (``kernels.optim.check_buffers``) again only when an array, the decay or the moments'
+        buffers are not those of the last step."""
+        from ..kernels.optim import check_buffers
+
+        m, v = self.flat_state["m"], self.flat_state["v"]
+        saved = self._flat_cache
+        decays = (self.weight_decay, frozenset(self.decay))
+        if (saved is not None and len(saved[0]) == len(ps) and saved[1] == decays
+                and saved[2] is m and saved[3] is v
+                and all(a is b for a, b in zip(saved[0], ps))
+                and all(a is b for a, b in zip(saved[4], gs))):
+            return saved[5]
+        p, g = flat_buffer(ps), flat_buffer(gs)
+        plan = None
+        if p is not None and g is not None:
+            starts = np.concatenate([[0], np.cumsum([a.size for a in ps])]).astype(np.int64)
+            decay = self._decay_flags(names)
+            check_buffers(p, g, m, v, starts, decay)
+            plan = (p, g, starts, decay)
+        self._flat_cache = (ps, decays, m, v, gs, plan)
+        return plan
+
+    # (params, (weight decay, decayed names), m, v, grads, the plan) of the last step
+    _flat_cache: tuple | None = None
 
     def step(self, grads: dict[str, np.ndarray], lr: float) -> dict[str, float]:
         """One update with learning rate ``lr``; returns ||update||^2 per parameter."""
