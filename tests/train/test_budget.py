@@ -79,6 +79,7 @@ def test_the_estimate_bounds_a_runs_peak_within_a_small_factor(kw):
 @pytest.mark.parametrize("field,value,flag", [
     ("model.n_layers", 1_000_000_000, "model.n_layers"),
     ("model.d_model", 1_000_000_000, "model.d_model"),
+    ("model.d_head", 1_000_000_000, "model.d_head"),  # a head width apart from d_model
     ("model.seq_len", 1_000_000_000, "model.seq_len"),
     ("batch_size", 1_000_000_000, "batch_size"),
     ("eval_batches", 1_000_000_000, "eval_batches"),

@@ -38,7 +38,7 @@ from .config import TrainConfig
 
 MAX_MARKOV_CONTEXTS = 2**20  # the Markov source's table has V^k rows (as MarkovSource enforces)
 # The fields that size a run, in the order they are named when several would help.
-SIZE_FIELDS = ("model.n_layers", "model.d_model", "model.d_ff", "model.vocab_size",
+SIZE_FIELDS = ("model.n_layers", "model.d_model", "model.d_ff", "model.d_head", "model.vocab_size",
                "model.seq_len", "batch_size", "eval_batches", "markov_order", "steps")
 
 

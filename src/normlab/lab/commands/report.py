@@ -83,6 +83,29 @@ def _summary(path: str, flag: str) -> dict:
     return summary
 
 
+def _blocks(args: argparse.Namespace, summary: dict, full: dict | None
+            ) -> tuple[dict | None, dict | None]:
+    """The summaries at a disjoint block of seeds, ``--check-results`` (the same size as
+    ``summary``) and ``--full-check-results`` (the full size, beside ``full``), each read and
+    checked; a ValueError naming the flag otherwise."""
+    check = full_check = None
+    if args.check_results is not None:
+        check = _summary(args.check_results, "--check-results")
+        if check.get("size") != summary.get("size") or check.get("seed") == summary.get("seed"):
+            raise ValueError(f"--check-results: {args.check_results!r} must be a summary of "
+                             f"the {summary.get('size')!r} size at another seed than "
+                             f"{summary.get('seed')!r} (normlab report --seed N)")
+    if args.full_check_results is not None:
+        full_check = _summary(args.full_check_results, "--full-check-results")
+        if full is None or full_check.get("size") != "full" or full_check.get(
+                "seed") == full.get("seed"):
+            raise ValueError(f"--full-check-results: {args.full_check_results!r} must be a "
+                             f"summary of the full size at another seed than "
+                             f"--full-results' (normlab report --full --seed N), given with "
+                             f"--full-results")
+    return check, full_check
+
+
 def _markdown(args: argparse.Namespace) -> int:
     """``--markdown``: the lab's tables from a summary (and the full one); every input checked
     first, then the forest plot and the files written."""
@@ -102,23 +125,7 @@ def _markdown(args: argparse.Namespace) -> int:
             if full.get("size") != "full":
                 raise ValueError(f"--full-results: {args.full_results!r} is a summary of the "
                                  f"{full.get('size')!r} size, not of the full size")
-        check = None
-        if args.check_results is not None:
-            check = _summary(args.check_results, "--check-results")
-            if check.get("size") != summary.get("size") or check.get("seed") == summary.get(
-                    "seed"):
-                raise ValueError(f"--check-results: {args.check_results!r} must be a summary of "
-                                 f"the {summary.get('size')!r} size at another seed than "
-                                 f"{summary.get('seed')!r} (normlab report --seed N)")
-        full_check = None
-        if args.full_check_results is not None:
-            full_check = _summary(args.full_check_results, "--full-check-results")
-            if full is None or full_check.get("size") != "full" or full_check.get(
-                    "seed") == full.get("seed"):
-                raise ValueError(f"--full-check-results: {args.full_check_results!r} must be a "
-                                 f"summary of the full size at another seed than "
-                                 f"--full-results' (normlab report --full --seed N), given with "
-                                 f"--full-results")
+        check, full_check = _blocks(args, summary, full)
         text = markdown(summary, full, check=check, full_check=full_check)
         for name in args.readme or []:
             readme = check_input_file(name, what="--readme")
