@@ -59,9 +59,14 @@ def first_grid(name: str, size: str, limit: float) -> list[TrainConfig] | None:
         raise _Planned([base.with_overrides(dict(over)) for _, over, *_own in points])
 
     def too_long(_signum, frame):
-        while frame is not None:  # never inside an import: a module left half-initialized in
-            if frame.f_code.co_filename.startswith("<frozen importlib"):  # sys.modules breaks
-                signal.setitimer(signal.ITIMER_REAL, 0.01)  # every later import of it
+        # never inside an import (a module left half-initialized in sys.modules breaks every
+        # later import of it) nor inside numba compiling a kernel (an exception raised in
+        # llvmlite's ctypes callbacks is swallowed there, and the compilation left in between)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if (name.startswith("<frozen importlib") or f"{os.sep}numba{os.sep}" in name
+                    or f"{os.sep}llvmlite{os.sep}" in name):
+                signal.setitimer(signal.ITIMER_REAL, 0.01)
                 return
             frame = frame.f_back
         raise _TooLong
