@@ -218,7 +218,7 @@ def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
     (claims and premises, paired by position: a row's text may quote a measured value) whose
     state differs, with both states; '' without ``check``. Where ``check`` holds only some of
     the experiments (the full size's, measured one at a time), the paragraph names them."""
-    if check is None or summary is None:
+    if check is None:
         return ""
     theirs = {r["name"]: r for r in check["experiments"]}
     mine = [r for r in summary["experiments"] if r["name"] in theirs]
@@ -250,9 +250,9 @@ def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
              full_check: dict[str, Any] | None = None) -> str:
     """The lab page's block: the tally at each size, the verdicts at a disjoint block of seeds
     (``check`` at the quick size, ``full_check`` at the full size: :func:`check_block`), the
-    forest plot of the verdicts (``figure``, '' for none),
-    what it does not draw, and one row per experiment with the quick and the full verdict side
-    by side (the full one "not yet measured" when ``full`` is None or lacks the experiment)."""
+    forest plot of the verdicts (``figure``, '' for none), what it does not draw, and one row
+    per experiment with the quick and the full verdict side by side (the full one "not yet
+    measured" when ``full`` is None or lacks the experiment)."""
     rows = summary["experiments"]
     fulls = {r["name"]: r["verdict"] for r in (full or {}).get("experiments", [])}
     lines = [f"**{headline(summary['tally'])}** {_setting(summary)}.", "",
