@@ -25,7 +25,9 @@ What runs fused: LayerNorm, RMSNorm, the residual add + norm, softmax (plain, an
 with the causal mask), cross-entropy, GELU, quantization, low-precision accumulation
 (``accumulate.py``: the norms, softmax and cross-entropy take ``accumulate=``, a policy's
 ``norm_accumulate`` / ``softmax_accumulate``, and equal the reference bit for bit), and
-attention (``attention.py``: the matmuls around the capped causal softmax kernel).
+attention (``attention.py``: the matmuls around the capped causal softmax kernel), and
+QK-norm's LayerNorm (``qk_norm.py``: NumPy's order of additions, bit for bit the reference, so
+that a QK-norm model computes the same bits on either path).
 ``optim.adamw_update`` is AdamW's update in one pass over flat buffers, bit for bit NumPy's;
 ``normlab.train.AdamW`` calls it itself.
 
@@ -80,6 +82,10 @@ OPS: dict[str, Op] = {
     "gelu_backward": Op("activations", "normlab.functional.activations"),
     "attention_forward": Op("attention", "normlab.functional.attention"),
     "attention_backward": Op("attention", "normlab.functional.attention"),
+    "qk_norm_forward": Op("qk_norm", "normlab.functional.attention"),
+    "qk_norm_backward": Op("qk_norm", "normlab.functional.attention"),
+    "qk_norm_members_forward": Op("qk_norm", "normlab.functional.attention"),
+    "qk_norm_members_backward": Op("qk_norm", "normlab.functional.attention"),
     # quantization is a precision op, not a layer: its reference is normlab.precision's
     "quantize": Op("rounding", "normlab.precision.rounding"),
     # a low-precision running sum, chunked: the accumulation roles' reference is precision's

@@ -36,6 +36,7 @@ from ..functional.attention import (
     row_entropy,
 )
 from ..functional.softmax import SoftmaxCache
+from .qk_norm import qk_norm_backward, qk_norm_forward
 from .softmax import _backward as _softmax_backward
 from .softmax import _forward as _softmax_forward
 
@@ -59,10 +60,38 @@ def _fast(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: dict) -> bool:
 
 def attention_forward(q, k, v, q_norm_weight=None, k_norm_weight=None, **options):
     """Attention; as ``normlab.functional.attention_forward`` (same arguments and cache)."""
+    if _qk_layer_norm(q, k, options):
+        return _normed_reference(q, k, v, q_norm_weight, k_norm_weight, options)
     if not _fast(q, k, v, options):
         return _ref.attention_forward(q, k, v, q_norm_weight, k_norm_weight, **options)
     out, cache, _ = _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options)
     return out, cache
+
+
+# ---- a LayerNorm QK-norm: the reference attention around the fused norm ------------------------
+# The products and the softmax stay the reference's (a QK-norm model's runs keep their bits); the
+# norm, about ten NumPy passes over q and over k each way, is ``qk_norm``'s kernel, bit for bit.
+def _qk_layer_norm(q: object, k: object, options: dict) -> bool:
+    """Whether the call has a LayerNorm QK-norm on float32 or float64 q, k of one dtype."""
+    dtypes = {getattr(a, "dtype", None) for a in (q, k)}
+    return (options.get("qk_norm") == "layernorm" and not set(options) - _FAST_OPTIONS
+            and len(dtypes) == 1
+            and dtypes.pop() in (np.float32, np.float64))
+
+
+def _normed_reference(q, k, v, q_norm_weight, k_norm_weight, options):
+    """The reference attention of q and k normed by the fused QK-norm, with the norm's caches
+    where the reference keeps them (its backward runs the norm's backward from them)."""
+    o = {"qk_norm_eps": 1e-6, "softcap": None, "p_drop": 0.0, "training": False, "rng": None,
+         "causal": True, "scale": None, "window": None, **options}
+    _ref._check_nonempty(q, k, v)
+    _ref.check_args(q, k, v, q_norm_weight, k_norm_weight, o["qk_norm"], o["softcap"],
+                    o["p_drop"], o["training"], o["rng"], o["causal"], o["scale"], o["window"])
+    eps = ck.positive(o["qk_norm_eps"], "qk_norm_eps")
+    qn, cq = qk_norm_forward(q, q_norm_weight, norm="layernorm", eps=eps)
+    kn, ck_ = qk_norm_forward(k, k_norm_weight, norm="layernorm", eps=eps)
+    out, cache = _ref.attention_forward(qn, kn, v, **{**options, "qk_norm": "none"})
+    return out, cache._replace(q_norm=cq, k_norm=ck_, qk_norm="layernorm")
 
 
 def attention_forward_members(members: int, q: np.ndarray, k: np.ndarray, v: np.ndarray,
@@ -107,6 +136,12 @@ def attention_backward(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Gradients ``(dq, dk, dv, None, None)``; as ``normlab.functional.attention_backward``."""
     ck.cache(cache, AttentionCache, "attention")
+    if cache.qk_norm == "layernorm" and len(set(cache.dtypes)) == 1:
+        dq, dk, dv, _, _ = _ref.attention_backward(
+            dout, cache._replace(qk_norm="none", q_norm=None, k_norm=None))
+        dq, dwq = qk_norm_backward(dq, cache.q_norm, norm="layernorm")
+        dk, dwk = qk_norm_backward(dk, cache.k_norm, norm="layernorm")
+        return dq, dk, dv, dwq, dwk
     if not _fused_cache(cache):
         return _ref.attention_backward(dout, cache)
     dq, dk, dv = _fused_backward(dout, cache)

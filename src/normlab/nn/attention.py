@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from .. import _checks as ck
-from ..functional.attention import HeadStats, qk_norm_backward, qk_norm_forward
+from ..functional.attention import HeadStats
 from ..functional.norms import qk_names
 from .linear import Linear
 from .module import Module
@@ -99,8 +99,9 @@ class CausalSelfAttention(Module):
         H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = qkv[..., : H * D], qkv[..., H * D : (H + K) * D], qkv[..., (H + K) * D :]
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
-            q, cq = qk_norm_forward(q, q_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
-            k, ck_ = qk_norm_forward(k, k_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
+            norm = self.op("qk_norm_forward")
+            q, cq = norm(q, q_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
+            k, ck_ = norm(k, k_norm, norm=self.qk_norm, eps=self.qk_norm_eps)
             self._qk_caches = (cq, ck_)
         heads = lambda a, n: a.reshape(B, T, n, D).transpose(0, 2, 1, 3)  # noqa: E731
         return heads(q, H), heads(k, K), heads(v, K)
@@ -115,8 +116,9 @@ class CausalSelfAttention(Module):
         dwq = dwk = None
         if self.qk_norm != "none" and self.qk_norm_scope == "all":
             cq, ck_ = qk_caches
-            dq, dwq = qk_norm_backward(dq, cq, norm=self.qk_norm)
-            dk, dwk = qk_norm_backward(dk, ck_, norm=self.qk_norm)
+            norm_backward = self.op("qk_norm_backward")
+            dq, dwq = norm_backward(dq, cq, norm=self.qk_norm)
+            dk, dwk = norm_backward(dk, ck_, norm=self.qk_norm)
         return np.concatenate([dq, dk, dv.astype(dq.dtype, copy=False)], axis=-1), dwq, dwk
 
     def _core(self, qkv: np.ndarray, member: int | None = None) -> tuple[np.ndarray, Any, Any]:
@@ -218,8 +220,9 @@ class CausalSelfAttention(Module):
         ``kernels.attention`` computes it, else the reference), its QK-norm with each member's
         gains. None where that cannot be done at once: dropout in training (each member draws
         its own masks), a QK-norm ``qk_norm_members_forward`` does not know, another dtype."""
-        from ..functional.attention import attention_forward_members, qk_norm_members_forward
+        from ..functional.attention import attention_forward_members
 
+        qk_norm_members_forward = self.op("qk_norm_members_forward")
         if (self.training and self.p_drop > 0.0) or qkv.dtype not in (np.float32, np.float64):
             return None
         H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
@@ -263,8 +266,9 @@ class CausalSelfAttention(Module):
         return y, (how, (cache, norms)), maxes
 
     def _members_backward(self, dout: np.ndarray) -> np.ndarray:
-        from ..functional.attention import attention_backward, qk_norm_members_backward
+        from ..functional.attention import attention_backward
 
+        qk_norm_members_backward = self.op("qk_norm_members_backward")
         M, B, T, _C = dout.shape
         H, D = self.n_heads, self.head_dim
         dy = self.proj.backward(dout).reshape(M * B, T, H, D).transpose(0, 2, 1, 3)

@@ -1,7 +1,8 @@
 """``normlab bench``: the fused kernels against the NumPy reference, PyTorch CPU and a plain copy.
 
 For rows x d float32 inputs, measures side by side in one run (round-robin, median of repeats):
-forward and forward+backward of LayerNorm, RMSNorm and the fused residual add + LayerNorm, in
+forward and forward+backward of LayerNorm, RMSNorm, the fused residual add + LayerNorm and
+QK-norm's LayerNorm (gain only, bit for bit the reference: time it at head widths), in
 three implementations (``normlab.kernels``, ``normlab.functional``, PyTorch CPU), and a plain
 copy of the same bytes (read x, write y: the memory-bandwidth floor of a forward) in two forms:
 into a preallocated array and into a fresh one (the OS zeroes a new array's pages as it is first
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..formatting import fmt
 
-OPS = ("layer_norm", "rms_norm", "add_layer_norm")
+OPS = ("layer_norm", "rms_norm", "add_layer_norm", "qk_layer_norm")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +42,7 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool) -> dict[tuple[str, .
     from ... import functional as F
     from ... import kernels as K
     from ...functional import add_norm as A
+    from ...functional import attention as FA
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(rows, d)).astype(np.float32)
@@ -69,6 +71,13 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool) -> dict[tuple[str, .
 
         def both(m):
             return lambda: m.rms_norm_backward(dy, m.rms_norm_forward(x, g, eps=1e-6)[1])
+    elif op == "qk_layer_norm":  # QK-norm's LayerNorm: a gain, no bias, NumPy's additions
+        def fwd(m):
+            return lambda: m.qk_norm_forward(x, g, norm="layernorm", eps=1e-6)
+
+        def both(m):
+            return lambda: m.qk_norm_backward(
+                dy, m.qk_norm_forward(x, g, norm="layernorm", eps=1e-6)[1], norm="layernorm")
     else:
         def fwd(m):
             return lambda: m.add_norm_forward(x, r, g, b, eps=1e-5)
@@ -81,7 +90,7 @@ def _candidates(op: str, rows: int, d: int, with_ref: bool) -> dict[tuple[str, .
     if into is not None:
         out[("kernel", "fwd out=")] = into
     if with_ref:
-        ref = A if op == "add_layer_norm" else F
+        ref = A if op == "add_layer_norm" else FA if op == "qk_layer_norm" else F
         out[("reference", "fwd")] = fwd(ref)
         out[("reference", "fwd+bwd")] = both(ref)
     out.update(_torch_candidates(op, x, r, dy, g, b))
@@ -104,6 +113,9 @@ def _torch_candidates(op, x, r, dy, g, b):
     elif op == "rms_norm":
         def f():
             return TF.rms_norm(tx, (d,), tg, 1e-6)
+    elif op == "qk_layer_norm":
+        def f():
+            return TF.layer_norm(tx, (d,), tg, None, 1e-6)
     else:
         def f():
             s = tx + tr  # the unfused graph: add, then norm; both outputs used downstream
