@@ -61,7 +61,7 @@ def xiong_model(placement: str, n_layers: int, *, d: int, vocab: int, seq_len: i
                     d_ff=d, activation="relu", placement=placement, norm=norm, bias=False,
                     init_std=d**-0.5, causal=False, dtype=dtype)
     rng = np.random.default_rng(seed)
-    model = GPT(cfg, rng=rng)
+    model = GPT(cfg, rng=rng, flatten=False)  # never trained: no flat optimizer buffers
     beta = deepnorm_beta(n_layers) if placement == "deepnorm" else 1.0
     xavier_(model, rng, beta=beta, zero_qk=True)
     return gaussian_inputs_(model, rng)
@@ -144,7 +144,7 @@ def _output_change(placement: str, N: int, *, d: int, n_heads: int, seq_len: int
     mc = GPTConfig(vocab_size=64, seq_len=seq_len, n_layers=L, d_model=d, n_heads=n_heads,
                    d_ff=4 * d, activation="relu", placement=placement, norm="layernorm",
                    init_std=d**-0.5, dtype="float32")
-    model = GPT(mc, rng=rng)
+    model = GPT(mc, rng=rng, flatten=False)  # never trained: no flat optimizer buffers
     xavier_(model, rng, beta=deepnorm_beta(L) if placement == "deepnorm" else 1.0)
     gaussian_inputs_(model, rng)
     idx = rng.integers(0, 64, size=(inputs, seq_len))  # (B, T) the fixed input x0
