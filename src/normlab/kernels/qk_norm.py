@@ -213,7 +213,8 @@ def _run_backward(dout: np.ndarray, x: np.ndarray, gains: np.ndarray, mean: np.n
     return dx, dw
 
 
-def qk_norm_forward(x: Any, weight: Any, *, norm: str, eps: float) -> tuple[np.ndarray, Any]:
+def qk_norm_forward(x: np.ndarray, weight: np.ndarray, *, norm: str,
+                    eps: float) -> tuple[np.ndarray, Any]:
     """As ``normlab.functional.attention.qk_norm_forward``, bit for bit."""
     if norm != "layernorm":
         return _ref.qk_norm_forward(x, weight, norm=norm, eps=eps)
@@ -238,7 +239,7 @@ def qk_norm_backward(dout: Any, cache: Any, *, norm: str) -> tuple[np.ndarray, n
     return dx, dw[0].astype(ck.compute_dtype(weight_dt))
 
 
-def qk_norm_members_forward(x: Any, weights: Any, *, norm: str,
+def qk_norm_members_forward(x: np.ndarray, weights: np.ndarray, *, norm: str,
                             eps: float) -> tuple[np.ndarray, QKMembersCache] | None:
     """As ``normlab.functional.attention.qk_norm_members_forward``, bit for bit."""
     xa, wa = ck.float_array(x, "x"), ck.float_array(weights, "weights")
