@@ -183,6 +183,28 @@ def test_output_experiment_records_diverged_runs_and_still_judges(monkeypatch):
     assert r.verdict in E.VERDICTS
 
 
+def test_output_rise_of_a_run_stopped_before_its_first_evaluation():
+    """A diverged run counts as its loss at init; its late rise is that loss minus the lowest
+    on the way: its lowest validation loss, or, when it stopped before its first evaluation,
+    its lowest training loss (not 0, as a rise measured against itself would read)."""
+    from normlab.lab.experiments import _training as T
+    from normlab.lab.experiments import output_logit_divergence as od
+
+    def run(seed, status, evals, nll):
+        return T.Run(variant="no fix", lr=0.1, seed=seed, status=status, reason=None,
+                     final_val_loss=None if status != "done" else 4.0, loss_at_init=8.0,
+                     entropy_floor=None, steps_done=30, skipped_steps=0,
+                     steps=list(range(0, 10 * len(nll), 10)), curves={"nll": nll},
+                     evals=[{"step": 10 * (i + 1), "val_loss": v} for i, v in enumerate(evals)])
+
+    per = od._arm([run(0, "diverged", [], [8.0, 5.5, 3.0, None, math.nan]),
+                   run(1, "diverged", [6.0, 5.0], [8.0, 2.0, math.inf]),
+                   run(2, "done", [5.0, 4.5], [8.0, 3.0, 3.5])])
+    assert per["loss"] == [8.0, 8.0, 4.0]
+    assert per["rise"] == [5.0, 3.0, 0.0]  # 8 - 3 (training), 8 - 5 (validation), 4 - 4
+    assert per["diverged"] == [True, True, False]
+
+
 def test_output_premise_first_runs_the_fix_arms_only_when_it_holds(monkeypatch):
     """Premises first: at the tiny size the no-fix arm's loss does not degrade late, so only
     that arm is trained and the claims are not judged ('not tested at this size', each claim

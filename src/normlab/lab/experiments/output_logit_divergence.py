@@ -165,7 +165,8 @@ def _late(run: T.Run, key: str) -> float | None:
 def _arm(rs: list) -> dict:
     """One arm, seed by seed: the final (late-mean) log Z, mean logit, unseen tokens' mean logit
     and head norm; the final validation loss (a diverged run: its loss at init), the late rise
-    (final minus the lowest validation loss on the way), and the largest log Z of any step."""
+    (final minus the lowest validation loss on the way; for a run stopped before its first
+    evaluation, the lowest training loss), and the largest log Z of any step."""
     out: dict[str, list[Any]] = {
         k: [] for k in ("seeds", "log_z", "mean_logit", "unseen", "head_norm", "loss",
                         "rise", "loss0", "log_z_max", "diverged", "unseen_count")}
@@ -173,6 +174,9 @@ def _arm(rs: list) -> dict:
         loss0 = r.loss_at_init
         final = stats.outcome(r.final_val_loss if r.status == "done" else None, loss0)
         evals = [stats.outcome(e["val_loss"], loss0) for e in r.evals]
+        if r.status != "done" and not evals:  # stopped before its first evaluation: the
+            # lowest on the way is its training loss's (else its rise would read as 0)
+            evals = [v for v in r.curves.get("nll", []) if v is not None and math.isfinite(v)]
         out["seeds"].append(r.seed)
         out["loss0"].append(loss0)
         out["loss"].append(final)
@@ -260,7 +264,8 @@ def _premise(data: dict) -> Check:
         margin_source=f"{LATE_RISE:g} nats = 2.5 x the 0.02-nat tolerance papers.md (section 11 "
                       "G) uses for 'the same loss'; the paper gives no size",
         note="validation every base.eval_interval steps; a diverged run counts as its loss at "
-             "init (its rise is then that loss minus its lowest)")
+             "init (its rise is then that loss minus its lowest: its lowest validation loss, "
+             "or its lowest training loss when it stopped before its first evaluation)")
 
 
 def _near_zero_check(data: dict) -> Check:
