@@ -96,9 +96,12 @@ __all__ = sorted(OPS) + ["IMPLS", "OPS", "Op", "available", "check_impl", "resol
 
 
 def __getattr__(name: str) -> Any:
+    """An op, imported from its submodule at its first use and kept as this module's attribute
+    (later uses do not come back here: an experiment's step calls ops by this module's name)."""
     if name in OPS:
         module = importlib.import_module(f"{__name__}.{OPS[name].kernel}")
-        return getattr(module, name)
+        value = globals()[name] = getattr(module, name)
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

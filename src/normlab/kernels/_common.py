@@ -81,6 +81,14 @@ ROW_BLOCK = 32
 PARALLEL_MIN = 1 << 22
 
 
+# Whether this process's numba pool has one thread (NUMBA_NUM_THREADS=1: the lab's workers,
+# ``make results``), found at the first launch: every calling thread then has one thread for good
+# (numba refuses a count above the pool's, and the pool's is fixed once it runs), so ``launch``
+# calls the kernel straight away without asking numba for the count (about 10 us of Python a
+# launch, 1-2% of a lab step).
+_ONE_THREAD = False
+
+
 def nchunks(rows: int, work: int | None = None) -> int:
     """Chunks (= threads used) for a problem of ``rows`` rows and ``work`` elements."""
     if work is not None and work < PARALLEL_MIN:
@@ -91,10 +99,12 @@ def nchunks(rows: int, work: int | None = None) -> int:
 def launch(kernel: Any, work: int, *args: Any) -> Any:
     """Call a parallel kernel; below PARALLEL_MIN elements with one thread (the thread count is
     per calling thread in numba, so this changes nothing for other threads)."""
-    if work >= PARALLEL_MIN:
+    global _ONE_THREAD
+    if work >= PARALLEL_MIN or _ONE_THREAD:
         return kernel(*args)
-    saved = numba.get_num_threads()
+    saved = numba.get_num_threads()  # (starts numba's thread pool at the first launch)
     if saved == 1:  # already one thread (the lab's workers): nothing to set or restore
+        _ONE_THREAD = numba.config.NUMBA_NUM_THREADS == 1
         return kernel(*args)
     numba.set_num_threads(1)
     try:
