@@ -104,7 +104,7 @@ def launch(kernel: Any, work: int, *args: Any) -> Any:
         return kernel(*args)
     saved = numba.get_num_threads()  # (starts numba's thread pool at the first launch)
     if saved == 1:  # already one thread (the lab's workers): nothing to set or restore
-        _ONE_THREAD = numba.config.NUMBA_NUM_THREADS == 1
+        _ONE_THREAD = numba.config.NUMBA_NUM_THREADS == 1  # type: ignore[attr-defined]
         return kernel(*args)
     numba.set_num_threads(1)
     try:
