@@ -84,8 +84,8 @@ PARALLEL_MIN = 1 << 22
 # Whether this process's numba pool has one thread (NUMBA_NUM_THREADS=1: the lab's workers,
 # ``make results``), found at the first launch: every calling thread then has one thread for good
 # (numba refuses a count above the pool's, and the pool's is fixed once it runs), so ``launch``
-# calls the kernel straight away without asking numba for the count (about 10 us of Python a
-# launch, 1-2% of a lab step).
+# calls the kernel straight away without asking numba for the count (a few microseconds of
+# Python a launch: under 1% of a lab ensemble's step, more where small kernels run one by one).
 _ONE_THREAD = False
 
 
