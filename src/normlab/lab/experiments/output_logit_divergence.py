@@ -173,14 +173,14 @@ def _arm(rs: list) -> dict:
     for r in sorted(rs, key=lambda r: r.seed):
         loss0 = r.loss_at_init
         final = stats.outcome(r.final_val_loss if r.status == "done" else None, loss0)
-        evals = [stats.outcome(e["val_loss"], loss0) for e in r.evals]
-        if r.status != "done" and not evals:  # stopped before its first evaluation: the
-            # lowest on the way is its training loss's (else its rise would read as 0)
-            evals = [v for v in r.curves.get("nll", []) if v is not None and math.isfinite(v)]
+        lows = [stats.outcome(e["val_loss"], loss0) for e in r.evals]  # on the way
+        if r.status != "done" and not lows:  # stopped before its first evaluation: its
+            # training loss's (else its rise would read as 0)
+            lows = [v for v in r.curves.get("nll", []) if v is not None and math.isfinite(v)]
         out["seeds"].append(r.seed)
         out["loss0"].append(loss0)
         out["loss"].append(final)
-        out["rise"].append(final - min(evals + [final]))
+        out["rise"].append(final - min(lows + [final]))
         out["log_z_max"].append(r.peaks.get("log_z"))
         out["diverged"].append(r.status != "done")
         for key, series in (("log_z", "log_z"), ("mean_logit", "mean_logit"),
