@@ -4,6 +4,7 @@ rule reads, "no difference" is a stated outcome, and a diverged run counts as it
 At the tiny size (two blocks, 30 steps) no direction of the gap is robust, so none is asserted:
 the claim is about converged models, and the quick size reports what a small model resolves."""
 
+import copy
 import json
 
 import numpy as np
@@ -47,6 +48,20 @@ def test_result_pairs_the_seeds_and_reads_the_gap(tmp_path):
     assert all(0.5 < f < 1.5 for f in X.trained_fraction(d, lr_post, lr_pre))
     files = X.plot(r, tmp_path)
     assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
+
+
+def test_premise_gates_the_verdict_both_ways():
+    """The quality claim needs a Post-LN that trains: the measured data passes the premise and is
+    judged; the same data with every Post-LN run left at its loss at init is 'not tested'."""
+    r = tiny()
+    assert next(c for c in r.checks if c.premise).passed is True
+    assert r.verdict != E.NOT_TESTED
+    stalled = copy.deepcopy(r.data)
+    init = stalled["loss_at_init"]["post"]
+    stalled["loss"]["post"] = {lr: [init] * len(v) for lr, v in stalled["loss"]["post"].items()}
+    checks = X.judge(stalled, E.configure(X, "tiny"))
+    assert next(c for c in checks if c.premise).passed is False
+    assert E.verdict_of(checks) == E.NOT_TESTED
 
 
 def test_no_difference_is_a_statable_outcome():
