@@ -265,7 +265,7 @@ def main() -> None:
     import normlab
 
     try:
-        from normlab.lab.commands.train import keep_freed_memory
+        from normlab.lab.allocator import keep_freed_memory
 
         keep_freed_memory()
     except ImportError:  # pragma: no cover

@@ -73,7 +73,7 @@ from normlab.train import AdamW  # noqa: E402
 
 torch.set_num_threads(THREADS)
 if not ARGS.glibc_malloc_defaults:  # the same process-wide setting for both frameworks
-    from normlab.lab.commands.train import keep_freed_memory
+    from normlab.lab.allocator import keep_freed_memory
 
     KEEP_FREED = keep_freed_memory()
 else:

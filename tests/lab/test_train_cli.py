@@ -87,6 +87,29 @@ def test_keep_freed_memory_stops_page_faults_on_reused_temporaries():
     assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 500
 
 
+def test_every_measuring_process_keeps_freed_memory(tmp_path):
+    """The measuring commands (run, report, train) and every pool worker, the report's second
+    process included, set the allocator before they measure; a command that measures nothing
+    leaves it alone. In a fresh interpreter, so that nothing else has set it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "import normlab.lab.allocator as a\n"
+        "calls = []\n"
+        "a.keep_freed_memory = lambda: calls.append(1) or True\n"
+        "from normlab.lab.cli import main\n"
+        "from normlab.lab.sweep.task import worker_init\n"
+        "main(['list']); listed = len(calls)\n"
+        "main(['run', 'dropout', '--tiny', '--out', sys.argv[1]]); ran = len(calls)\n"
+        "worker_init(os.getppid())\n"
+        "print(listed, ran, len(calls))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[-3:] == ["0", "1", "2"]
+
+
 # ---- nothing lost: outputs, inputs, existing checkpoints ------------------------------------
 WILD = ["--optimizer", "sgd", "--lr", "500", "--momentum", "0", "--grad-clip", "none",
         "--warmup", "0", "--schedule", "constant", "--weight-decay", "0"]

@@ -1,6 +1,7 @@
 """The process's memory allocator, set for NumPy training: one home for the glibc ``mallopt``
-call that ``normlab train``, the sweep's workers and the benchmarks share (it sits below both the
-commands and the sweep, so neither imports the other for it)."""
+call that the measuring commands (``normlab run``, ``report``, ``train``), every pool worker (the
+report's second process included) and the benchmarks share (it sits below both the commands and
+the sweep, so neither imports the other for it)."""
 
 from __future__ import annotations
 

@@ -31,8 +31,6 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..allocator import keep_freed_memory
-
 if TYPE_CHECKING:
     from ...train import Trainer
     from ...train.config import TrainConfig
@@ -264,7 +262,6 @@ def main(args: argparse.Namespace) -> int:
     if trainer is None:
         print(nothing, file=sys.stderr)
         return 0
-    keep_freed_memory()
     cfg = trainer.config
     m = cfg.model
     print(f"normlab train: {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, "

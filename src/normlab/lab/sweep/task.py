@@ -94,11 +94,15 @@ def failure(reason: str, tb: str | None = None) -> dict[str, Any]:
 
 
 def worker_init(parent_pid: int) -> None:
-    """A pool worker's initializer: leave Ctrl-C to the driver (which stops the workers), and
-    exit when the driver is gone (killed with SIGKILL, say) rather than train on for nobody."""
+    """A pool worker's initializer: leave Ctrl-C to the driver (which stops the workers), keep
+    freed memory for reuse (``allocator``), and exit when the driver is gone (killed with
+    SIGKILL, say) rather than train on for nobody."""
     import signal
 
+    from ..allocator import keep_freed_memory
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_freed_memory()
 
     def watch() -> None:
         while os.getppid() == parent_pid:
