@@ -122,9 +122,11 @@ def _execute(todo: list[Point], store: RunStore, records: dict[str, RunRecord], 
                 report()
 
 
-# the most runs one ensemble trains: beyond, a member's step is no faster (benchmarks/
-# train_ensemble.py) and one task would hold a worker for long
-MAX_MEMBERS = 16
+# the most runs one ensemble trains (benchmarks/train_ensemble.py): beyond, a member's step is
+# no faster at the lab's quick shape, and slower at the full sizes' longer sequences (shape
+# "long"), where the members' activations no longer fit the cache; one task would also hold a
+# worker for long
+MAX_MEMBERS = 8
 
 
 def ensemble_key(config: TrainConfig) -> str:
