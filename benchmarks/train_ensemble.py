@@ -2,12 +2,16 @@
 against the same model trained alone, against PyTorch eager training the same members, and
 against the sgemm limit measured in the same run on the step's own shapes.
 
-    python benchmarks/train_ensemble.py [--members 1,4,8,16] [--shapes lab,bench] [--repeats 7]
+    python benchmarks/train_ensemble.py [--members 1,4,8,16] [--shapes lab,bench,long]
+                                        [--repeats 7]
 
 Shapes: ``lab`` is the lab's quick shape (the warmup experiment's recipe: post-LN LayerNorm,
-d 32, T 16, B 16, V 16, 12 blocks, Adam (0.9, 0.98), no weight decay, no clipping, Markov data)
-and ``bench`` the training benchmark's (benchmarks/train_step.py: pre-LN RMSNorm, d 128, T 64,
-B 16, V 64, 4 blocks). One thread (OpenBLAS, numba, torch), and a malloc that keeps freed memory,
+d 32, T 16, B 16, V 16, 12 blocks, Adam (0.9, 0.98), no weight decay, no clipping, Markov data),
+``bench`` the training benchmark's (benchmarks/train_step.py: pre-LN RMSNorm, d 128, T 64,
+B 16, V 64, 4 blocks) and ``long`` a full-size lab model with the full sizes' longer sequences
+(precision-recipes' full size: pre-LN LayerNorm, d 64, T 64, B 16, V 16, 4 blocks, AdamW (0.9,
+0.95), decay 0.1, clipping at 1, order-2 Markov data), where the sweep runner's cap on an
+ensemble's members (``MAX_MEMBERS``) is decided. One thread (OpenBLAS, numba, torch), and a malloc that keeps freed memory,
 as ``normlab train`` sets it.
 
 Per shape and ensemble size M, medians over ``--repeats`` rounds (round-robin) of:
@@ -56,13 +60,18 @@ SHAPES = {
         model=GPTConfig(vocab_size=64, seq_len=64, n_layers=4, d_model=128, n_heads=4,
                         placement="pre", norm="rmsnorm"),
         steps=10**6, batch_size=16, eval_interval=10**6),
+    "long": TrainConfig(
+        model=GPTConfig(vocab_size=16, seq_len=64, n_layers=4, d_model=64, n_heads=4,
+                        placement="pre"),
+        data="markov", markov_order=2, steps=10**6, batch_size=16, beta2=0.95,
+        weight_decay=0.1, grad_clip=1.0, eval_interval=10**6),
 }
 
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--members", default="1,4,8,16")
-    p.add_argument("--shapes", default="lab,bench")
+    p.add_argument("--shapes", default="lab,bench,long")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--steps", type=int, default=3, help="steps per timed round")
     p.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
