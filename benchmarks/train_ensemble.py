@@ -11,8 +11,8 @@ d 32, T 16, B 16, V 16, 12 blocks, Adam (0.9, 0.98), no weight decay, no clippin
 B 16, V 64, 4 blocks) and ``long`` a full-size lab model with the full sizes' longer sequences
 (precision-recipes' full size: pre-LN LayerNorm, d 64, T 64, B 16, V 16, 4 blocks, AdamW (0.9,
 0.95), decay 0.1, clipping at 1, order-2 Markov data), where the sweep runner's cap on an
-ensemble's members (``MAX_MEMBERS``) is decided. One thread (OpenBLAS, numba, torch), and a malloc that keeps freed memory,
-as ``normlab train`` sets it.
+ensemble's members (``MAX_MEMBERS``) is decided. One thread (OpenBLAS, numba, torch), and a
+malloc that keeps freed memory, as ``normlab train`` sets it.
 
 Per shape and ensemble size M, medians over ``--repeats`` rounds (round-robin) of:
 
