@@ -124,8 +124,8 @@ def _execute(todo: list[Point], store: RunStore, records: dict[str, RunRecord], 
 
 # the most runs one ensemble trains (benchmarks/train_ensemble.py): beyond, a member's step is
 # no faster at the lab's quick shape, and slower at the full sizes' longer sequences (shape
-# "long"), where the members' activations no longer fit the cache; one task would also hold a
-# worker for long
+# "long"; likely as the members' activations leave the cache, not measured apart); one task
+# would also hold a worker for long
 MAX_MEMBERS = 8
 
 
