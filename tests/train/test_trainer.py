@@ -133,6 +133,18 @@ def test_divergence_stops_the_run_and_says_why():
     json.dumps(result.to_dict(), allow_nan=False)  # strict JSON even after a blow-up
 
 
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("field", ["lr", "weight_decay"])
+def test_a_step_beyond_float32s_range_stops_the_run_without_a_warning(field):
+    """AdamW's lr / (1 - beta1) or lr x weight decay above float32's largest value rounds to
+    inf (as NumPy rounds it): the parameters overflow, the run stops with that reason, and
+    nothing is printed."""
+    big = {"lr": {"lr": 1e38, "warmup": 0}, "weight_decay": {"weight_decay": 1e300}}[field]
+    result = train(dataclasses.replace(TINY, grad_clip=None, steps=5, **big))
+    assert result.stopped is not None and result.steps_done < 5
+    assert "non-finite" in result.stopped or "exploded" in result.stopped
+
+
 def test_metrics_are_recorded_every_step():
     result = train(dataclasses.replace(TINY, steps=4))
     L = TINY_MODEL.n_layers

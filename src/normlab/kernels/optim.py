@@ -120,8 +120,13 @@ def update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, starts: n
     bc1 = 1.0 - b1**t
     bc2_sqrt = math.sqrt(1.0 - b2**t)
     sq = np.empty(decay.size, np.float64)
-    _adamw(p, g, m, v, starts, decay, c(b1), c(1.0 - b1), c(b2), c(1.0 - b2), c(bc2_sqrt), c(eps),
-           c(lr / bc1), c(lr * weight_decay), sq)
+    # A constant beyond the dtype's range (a learning rate of 1e39 in float32) rounds to inf, as
+    # NumPy rounds it in the reference: the parameters become non-finite and the trainer stops
+    # the run with that reason, so the cast's overflow warning says nothing more.
+    with np.errstate(over="ignore"):
+        consts = (c(b1), c(1.0 - b1), c(b2), c(1.0 - b2), c(bc2_sqrt), c(eps), c(lr / bc1),
+                  c(lr * weight_decay))
+    _adamw(p, g, m, v, starts, decay, *consts, sq)
     return sq
 
 
