@@ -25,8 +25,15 @@ Per shape and ensemble size M, medians over ``--repeats`` rounds (round-robin) o
     limit        the step's matrix-multiply FLOPs (every linear product forward and backward,
                  attention's four products) at the sgemm rate NumPy reaches on the linear products'
                  own shapes, timed in the same rounds
+    products     the same products as an ensemble of M computes them, divided by M: normlab's
+                 stacked linear forward and backward on (M, B, T, C) rows, and attention's
+                 products (``normlab.functional.attention``'s, which the fused kernel calls) on
+                 the strided q, k, v views of the fused projection, written into the same views;
+                 everything else of the step left out, timed in the same rounds
 
-and prints per-member milliseconds, the fraction of the limit (limit / time) and normlab's best
+and prints per-member milliseconds, the fraction of the limit (limit / time), the ceiling (limit /
+products: the fraction of the limit a step would reach if everything but its matrix products took
+no time, with the products as NumPy's BLAS runs them on the step's own shapes) and normlab's best
 against PyTorch's best (ensemble / torch best).
 """
 
@@ -230,6 +237,42 @@ def sgemm_products(shapes: dict):
     return run
 
 
+def engine_products(cfg: TrainConfig, M: int):
+    """One step's matrix products for M members as the ensemble computes them (module doc)."""
+    from normlab.functional.attention import _mix, _mix_backward, _scores, _scores_backward
+    from normlab.functional.linear import linear_backward, linear_forward
+
+    m = cfg.model
+    C, V, H, D, L = m.d_model, m.vocab_size, m.n_heads, m.head_dim, m.n_layers
+    B, T = cfg.batch_size, m.seq_len
+    rng = np.random.default_rng(0)
+    f32 = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
+    linears = [(f32(M, B, T, i), f32(M, o, i), f32(M, B, T, o))
+               for i, o in [(C, 3 * C), (C, C), (C, m.hidden), (m.hidden, C)] * L + [(C, V)]]
+
+    def heads(a: np.ndarray) -> list[np.ndarray]:  # (M B, T, 3 C) -> q, k, v (M B, H, T, D)
+        return [a[..., j * C:(j + 1) * C].reshape(M * B, T, H, D).transpose(0, 2, 1, 3)
+                for j in range(3)]
+
+    qkv, dqkv = f32(M * B, T, 3 * C), np.empty((M * B, T, 3 * C), np.float32)
+    (q, k, v), (dq, dk, dv) = heads(qkv), heads(dqkv)
+    rows = np.empty((M * B, T, H, D), np.float32).transpose(0, 2, 1, 3)
+    p = np.tril(np.abs(f32(M * B, H, T, T)))
+    dy = f32(M * B, H, T, D)
+
+    def run() -> None:
+        for x, w, dout in linears:
+            _, cache = linear_forward(x, w)
+            linear_backward(dout, cache)
+        for _ in range(L):
+            _scores(q, k)
+            _mix(p, v, rows)
+            dp, _ = _mix_backward(dy, p, v, dv)
+            _scores_backward(dp, q, k, dq, dk)
+
+    return run
+
+
 # ---- timing ------------------------------------------------------------------------------------
 def timed(fns: dict, repeats: int, steps: int, clock=time.perf_counter) -> dict[str, float]:
     """Median seconds per call of each function, round-robin over ``repeats`` rounds."""
@@ -249,7 +292,8 @@ def timed(fns: dict, repeats: int, steps: int, clock=time.perf_counter) -> dict[
 def measure(name: str, cfg: TrainConfig, M: int, a: argparse.Namespace) -> dict:
     flops, shapes = model_flops(cfg.model, cfg.batch_size, cfg.model.seq_len)
     gemm = sgemm_products(shapes)
-    fns = {"alone": normlab_alone(cfg), "ensemble": normlab_ensemble(cfg, M), "sgemm": gemm}
+    fns = {"alone": normlab_alone(cfg), "ensemble": normlab_ensemble(cfg, M), "sgemm": gemm,
+           "products": engine_products(cfg, M)}
     if not a.no_torch:
         fns["torch 1x1"] = torch_one_at_a_time(cfg, M)
         try:
@@ -261,7 +305,7 @@ def measure(name: str, cfg: TrainConfig, M: int, a: argparse.Namespace) -> dict:
     t = timed(fns, a.repeats, a.steps,
               time.process_time if a.clock == "cpu" else time.perf_counter)
     rate = sum(shapes.values()) / t["sgemm"]
-    per = {"alone": t["alone"], "ensemble": t["ensemble"] / M}
+    per = {"alone": t["alone"], "ensemble": t["ensemble"] / M, "products": t["products"] / M}
     for k in ("torch 1x1", "torch vmap"):
         if k in t:
             per[k] = t[k] / M
@@ -282,8 +326,8 @@ def main() -> None:
     print(f"normlab {normlab.__version__}, numpy {np.__version__}, torch {torch.__version__}, "
           f"1 thread, medians of {a.repeats} rounds x {a.steps} steps, {a.clock} clock")
     head = (f"{'shape':6} {'M':>3} {'alone':>8} {'ensemble':>9} {'torch 1x1':>10} "
-            f"{'torch vmap':>11} {'limit':>7} {'GF/s':>6} {'ens/limit':>9} {'alone/limit':>11} "
-            f"{'ens/torch':>9}")
+            f"{'torch vmap':>11} {'limit':>7} {'GF/s':>6} {'products':>8} {'ens/limit':>9} "
+            f"{'alone/limit':>11} {'ceiling':>7} {'ens/torch':>9}")
     rows = []
     for name in a.shapes.split(","):
         for M in (int(m) for m in a.members.split(",")):
@@ -295,8 +339,8 @@ def main() -> None:
             vs = "-" if tb is None else f"{min(r['ensemble'], r['alone']) / tb:.2f}"
             print(f"{name:6} {M:>3} {ms('alone'):>8} {ms('ensemble'):>9} {ms('torch 1x1'):>10} "
                   f"{ms('torch vmap'):>11} {ms('limit'):>7} {r['gflops']:>6.1f} "
-                  f"{r['limit'] / r['ensemble']:>9.0%} {r['limit'] / r['alone']:>11.0%} "
-                  f"{vs:>9}",
+                  f"{ms('products'):>8} {r['limit'] / r['ensemble']:>9.0%} "
+                  f"{r['limit'] / r['alone']:>11.0%} {r['limit'] / r['products']:>7.0%} {vs:>9}",
                   flush=True)
 
 
