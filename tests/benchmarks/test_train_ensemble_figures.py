@@ -35,7 +35,7 @@ def test_the_table_is_the_run():
     text = (ROOT / RUN).read_text()
     assert text.startswith("$ ") and "benchmarks/train_ensemble.py" in text.splitlines()[0]
     rows = result_rows(text)
-    assert {r[0] for r in rows} == {"lab", "bench", "long"} and all(len(r) == 11 for r in rows)
+    assert {r[0] for r in rows} == {"lab", "bench", "long"} and all(len(r) == 13 for r in rows)
     assert table_after_marker(DOC.read_text(), RUN) == rows
 
 
