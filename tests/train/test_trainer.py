@@ -133,7 +133,7 @@ def test_divergence_stops_the_run_and_says_why():
     json.dumps(result.to_dict(), allow_nan=False)  # strict JSON even after a blow-up
 
 
-@pytest.mark.filterwarnings("error")
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("field", ["lr", "weight_decay"])
 def test_a_step_beyond_float32s_range_stops_the_run_without_a_warning(field):
     """AdamW's lr / (1 - beta1) or lr x weight decay above float32's largest value rounds to
