@@ -207,14 +207,20 @@ def normlab_ensemble(cfg: TrainConfig, M: int):
 
 
 # ---- the sgemm limit ---------------------------------------------------------------------------
+def linear_dims(cfg: GPTConfig) -> list[tuple[int, int]]:
+    """(C_in, C_out) of every linear layer of one step, in the model's order."""
+    C = cfg.d_model
+    return [(C, 3 * C), (C, C), (C, cfg.hidden), (cfg.hidden, C)] * cfg.n_layers + [
+        (C, cfg.vocab_size)]
+
+
 def model_flops(cfg: GPTConfig, B: int, T: int) -> tuple[float, dict]:
     """Matrix-multiply FLOPs of one step and those of each (M, K, N) linear product (as
     benchmarks/train_step.py counts them)."""
-    C, V, H, D, L = cfg.d_model, cfg.vocab_size, cfg.n_heads, cfg.head_dim, cfg.n_layers
+    H, D, L = cfg.n_heads, cfg.head_dim, cfg.n_layers
     N = B * T
-    linears = [(C, 3 * C), (C, C), (C, cfg.hidden), (cfg.hidden, C)] * L + [(C, V)]
     shapes: dict = {}
-    for cin, cout in linears:
+    for cin, cout in linear_dims(cfg):
         for m, k, n in ((N, cin, cout), (N, cout, cin), (cout, N, cin)):  # y, dx, dW
             shapes[(m, k, n)] = shapes.get((m, k, n), 0.0) + 2.0 * m * k * n
     attention = L * 6 * 2.0 * B * H * T * T * D
@@ -243,12 +249,11 @@ def engine_products(cfg: TrainConfig, M: int):
     from normlab.functional.linear import linear_backward, linear_forward
 
     m = cfg.model
-    C, V, H, D, L = m.d_model, m.vocab_size, m.n_heads, m.head_dim, m.n_layers
+    C, H, D, L = m.d_model, m.n_heads, m.head_dim, m.n_layers
     B, T = cfg.batch_size, m.seq_len
     rng = np.random.default_rng(0)
     f32 = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
-    linears = [(f32(M, B, T, i), f32(M, o, i), f32(M, B, T, o))
-               for i, o in [(C, 3 * C), (C, C), (C, m.hidden), (m.hidden, C)] * L + [(C, V)]]
+    linears = [(f32(M, B, T, i), f32(M, o, i), f32(M, B, T, o)) for i, o in linear_dims(m)]
 
     def heads(a: np.ndarray) -> list[np.ndarray]:  # (M B, T, 3 C) -> q, k, v (M B, H, T, D)
         return [a[..., j * C:(j + 1) * C].reshape(M * B, T, H, D).transpose(0, 2, 1, 3)
