@@ -48,3 +48,11 @@ def test_the_stream_is_counted_once(result):
     derivations here, so no row of this experiment is a counted claim."""
     assert not any(c.counted for c in result.checks)
     assert result.verdict == E.HOLDS
+
+
+def test_every_row_is_an_identity_a_derivation_or_shown(result):
+    """No row reads as an undecided claim of the source: the uncentered-input row has no rule to
+    decide and is shown context."""
+    assert {c.kind for c in result.checks} <= {E.IDENTITY, E.DERIVATION, E.SHOWN}
+    uncentered = next(c for c in result.checks if c.claim.startswith("For an uncentered input"))
+    assert uncentered.kind == E.SHOWN and uncentered.status == "shown"

@@ -95,4 +95,9 @@ def test_tiny_rows_have_the_claims_forms(tiny):
         F.CLAIM, F.SUPERIORITY)
     eps15 = next(c for c in tiny.checks if c.claim.startswith("eps 1e-15"))
     assert eps15.form == F.EQUIVALENCE and eps15.threshold == pytest.approx([0.98, 1.02])
+    # Adam's scale invariance makes the eps-free scaled run the unscaled one: true by
+    # construction, so counted apart; the stall under eps 1e-8 is the source's counted claim
+    assert eps15.kind == F.DERIVATION and not eps15.counted
+    stall = next(c for c in tiny.checks if "eps 1e-8 stalls" in c.claim)
+    assert stall.kind == F.CLAIM and stall.form == F.THRESHOLD
     assert all(c.margin_source for c in tiny.checks if c.counted)

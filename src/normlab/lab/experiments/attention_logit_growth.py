@@ -363,8 +363,9 @@ def _grid_row(data: dict) -> Check:
         claim=f"the LR sensitivity over the grid extended past the paper's (d={d})",
         published="papers.md 7 C extends the grid to 1.0 when nothing diverges at 0.3",
         measured="; ".join(parts) or "-",
-        rule="shown, not counted: above 0.3 both arms diverge at this size, and a grid point "
-             "where both diverge adds the same loss-at-init term to both sensitivities",
+        rule="shown, not counted: the claim is about the paper's grid (up to 0.3), and a grid "
+             "point where both arms diverge adds the same loss-at-init term to both "
+             "sensitivities (the divergence LR is the next row)",
         passed=None, kind=SHOWN, source="Wortsman et al. 2023, section 2.2 [V]; papers.md 7 C")
 
 

@@ -156,7 +156,7 @@ def _shown(data: dict) -> list[Check]:
                        f"{fmt(peak['post'])}, deepnorm {fmt(peak['deepnorm'])})",
               rule="shown: the stack's output is a LayerNorm output (norm sqrt(d) per token), so "
                    "its change saturates near sqrt(2d) within one to three of Post-LN's steps "
-                   "while DeepNorm keeps learning; the max over 20 steps compares a saturated "
+                   f"while DeepNorm keeps learning; the max over {n} steps compares a saturated "
                    "arm with a learning one", passed=None, kind=SHOWN,
               source="Wang et al. 2022, Sec. 3 [S]"),
         Check(claim="Pre-LN's and Admin's first update beside DeepNorm's",

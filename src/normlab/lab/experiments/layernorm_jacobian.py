@@ -297,7 +297,7 @@ def _identity_checks(data: dict) -> list[Check]:
               published="the lemma's ||x|| (its inputs are centered at initialization)",
               measured="||J|| ||x|| / sqrt(d) at mean offset " + ", ".join(
                   f"{r['offset']:g}: LN {r['layernorm']:.3g}, RMS {r['rmsnorm']:.3g}" for r in off),
-              rule="shown", passed=None, source="follows from the closed form",
+              rule="shown", passed=None, source="follows from the closed form", kind=SHOWN,
               note="RMSNorm does not subtract the mean, so its bound reads ||x|| itself"),
     ]
 
