@@ -383,4 +383,6 @@ def test_the_check_block_lists_every_verdict_and_counted_row_that_differs():
     assert "3 of 4 experiments (differs: `two` (partly reproduced / not reproduced))" in text
     assert "1 of 6 counted rows change state (seed 0 / seed 10000): `two`" in text
     assert "(pass / FAIL)" in text and R.check_block(a, None) == ""
+    b["experiments"][1]["checks"][0]["status"] = "shown"  # a claim whose arms were not run
+    assert "(pass / not judged)" in R.check_block(a, b)
     assert "At a disjoint block of seeds" in R.markdown(a, check=b)

@@ -208,6 +208,12 @@ def _full_line(full: dict[str, Any] | None, summary: dict[str, Any]) -> str:
     return text
 
 
+def _state(row: dict[str, Any]) -> str:
+    """A counted row's state in words: a claim left undecided is one whose arms were not run
+    (a premise of its experiment did not hold), not context."""
+    return "not judged" if row.get("kind") == CLAIM and row["status"] == "shown" else row["status"]
+
+
 # how each size's disjoint block is measured and merged
 CHECK_COMMANDS = {"quick": "make check-block", "full": "make check-block-full ONLY=NAME"}
 
@@ -230,8 +236,8 @@ def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
             if a.get("kind") in (CLAIM, PREMISE) and a.get("kind") == b.get("kind"):
                 rows += 1
                 if a["status"] != b["status"]:
-                    changed.append(f"`{r['name']}` \"{a['claim']}\" ({a['status']} / "
-                                   f"{b['status']})")
+                    changed.append(f"`{r['name']}` \"{a['claim']}\" ({_state(a)} / "
+                                   f"{_state(b)})")
     size = check.get("size", "quick")
     some = len(mine) < len(summary["experiments"])
     which = ", ".join(f"`{r['name']}`" for r in mine)
