@@ -105,8 +105,8 @@ class Config:
     #                                     baseline: three sizes on the width axis)
     head_dim: int = 16  # D: head width of every model (Wortsman scale heads with d, D fixed)
     eps_lr: float = 1e-3  # peak learning rate of the eps runs: the low end of the grid, where
-    #                       the loss reduction of a short run still grows with the step (a task
-    #                       that needs the full step: at the best lr a tenth of it still learns)
+    #                       the loss reduction of a short run still grows with the step (at the
+    #                       best lr a tenth of the step still makes most of the progress)
     loss_multiplier: float = 1e-7  # the eps runs' loss multiplier (papers.md F: 1e-7)
     eps_values: tuple[float, ...] = (1e-6, 1e-8, 1e-15)  # AdamW eps of the scaled runs (paper)
     seeds: int = 6  # training seeds, each seeding every arm alike: fixed from a pilot at seed
