@@ -152,7 +152,9 @@ def judge(data: dict, config: Config) -> list[Check]:
         measured="ln(post / pre), paired over seeds: " + ", ".join(
             f"L={L} {iv.text()}" for L, iv in zip(cfg.depths, st["log_ratio"])),
         rule="superiority: the paired interval of ln(post / pre) > 0 at every L (the row's "
-             "interval: the depth with the lowest bound)", source="Xiong et al. Thm. 1 [V]")
+             "interval: the depth with the lowest bound)", source="Xiong et al. Thm. 1 [V]",
+        margin_source="a direction, margin 0: Theorem 1 bounds the two gradients in O(.) "
+                      "without constants, so only the sign is tested")
     if ratio_ok is not ratio.passed:  # another depth fails or straddles where this one passes
         ratio.passed, ratio.inconclusive = ratio_ok, ratio_ok is None
     return [
@@ -177,7 +179,9 @@ def judge(data: dict, config: Config) -> list[Check]:
                           measured=f"per-layer log-log slope: post {st['pslope']['post'].text()}"
                           f" (post - pre {st['pslope_gap'].text()}); top/bottom "
                           f"{st['ratio']['post']:.2f}",
-                          source="Xiong et al. Fig. 3(a) [V]"),
+                          source="Xiong et al. Fig. 3(a) [V]",
+                          margin_source="a direction, margin 0: Fig. 3(a) gives a curve and no "
+                                        "rate"),
         Check.equivalence(claim=f"Pre-LN's per-layer gradient is 'almost the same' at every "
                           f"layer (L = {cfg.profile_depth})", published="flat (Fig. 3b)",
                           interval=st["pslope"]["pre"], margin=FLAT, centre=0.0,
