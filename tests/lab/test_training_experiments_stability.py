@@ -122,6 +122,18 @@ def test_attention_experiment_records_diverged_runs_and_still_judges():
     assert div.kind == E.SHOWN and "baseline d=16: 3, 3" in div.measured
 
 
+def test_attention_tiny_qk_norm_keeps_the_logits_an_order_below_the_baselines():
+    """The effect's direction where the tiny size shows it: at the claim grid's top LR every
+    seed's baseline peak logit is more than ten times its QK-norm twin's (the tiny size's two
+    seeds are too few for the interval, and its sensitivities too close to read)."""
+    r = tiny("attention-logit-growth")
+    d, w = r.data, r.data["widths"][0]
+    j = d["lrs"].index(max(lr for lr in d["lrs"] if lr <= 0.3))
+    base = [row[j] for row in d["per"][f"baseline d={w}"]["peak"]]
+    qk = [row[j] for row in d["per"][f"qk-norm d={w}"]["peak"]]
+    assert all(b > 10 * q for b, q in zip(base, qk)), (base, qk)
+
+
 def test_attention_soft_cap_is_read_from_the_models_attention():
     """The probe's raw logits are far above the cap; what the op's softmax saw (cap x its cached
     tanh) stays at or below the cap, and its probabilities are the softmax of those."""
