@@ -109,7 +109,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "With RMSNorm on q and k the logit q.k / sqrt(D) is bounded by sqrt(D) g_q g_k, and the "
         "gains g_q, g_k are learned: the bound moves with them (Henry et al. 2020 learn the scale "
         "outright; Wortsman et al. 2023 see QK-norm lower, not remove, the logit growth).",
-        "attention-logit-growth", "premise: without QK-norm the attention logits grow"),
+        "attention-logit-growth", "QK-norm keeps the attention logits small"),
     Difference(
         "chapter 2.4, section 4",
         "\"Xiong et al.'s theoretical and empirical analysis shows Pre-LN Transformers ... can be "
