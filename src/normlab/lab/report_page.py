@@ -187,7 +187,9 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
         (f"<p><b>Confidence.</b> {_e(CONFIDENCE)} A check on a training or random quantity is "
          "decided from its interval (shown beside its number) against a margin written in the "
          "experiment before measuring, with where the margin comes from; the seed count of each "
-         "experiment is fixed on its configuration from a pilot at seeds no verdict uses.</p>"),
+         "experiment is fixed on its configuration for the whole experiment, and its notes say "
+         "where it came from: a pilot at seeds no verdict uses, or, for the counts raised after "
+         "a verdict had differed between seed blocks, those verdict runs' spread.</p>"),
         f"<p><b>Verdict rule.</b> {_e(VERDICT_RULE)}</p>",
         forest_html(summary, forest),
         ("<table><tr><th>Experiment</th><th>Claim</th><th>Published</th><th>Measured</th>"
