@@ -386,3 +386,15 @@ def test_the_check_block_lists_every_verdict_and_counted_row_that_differs():
     b["experiments"][1]["checks"][0]["status"] = "shown"  # a claim whose arms were not run
     assert "(pass / not judged)" in R.check_block(a, b)
     assert "At a disjoint block of seeds" in R.markdown(a, check=b)
+
+
+def test_every_decided_row_of_the_committed_results_says_where_its_margin_comes_from():
+    """A claim or a premise decided against a margin names the margin's source, in every
+    committed results file (a direction says so: margin 0 and why the source gives no size)."""
+    missing = []
+    for path in sorted((ROOT / "docs" / "results").glob("*.json")):
+        for r in json.loads(path.read_text())["experiments"]:
+            missing += [f"{path.name}: {r['name']}: {c['claim']}" for c in r["checks"]
+                        if c.get("kind") in ("claim", "premise") and c.get("form")
+                        and not c.get("margin_source")]
+    assert not missing, missing
