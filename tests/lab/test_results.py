@@ -388,6 +388,22 @@ def test_the_check_block_lists_every_verdict_and_counted_row_that_differs():
     assert "At a disjoint block of seeds" in R.markdown(a, check=b)
 
 
+def test_the_check_block_pairs_claims_past_context_rows_one_block_lacks():
+    """A premise that did not hold leaves out its arms' context rows: the claims after them
+    are still paired with their own counterparts, and every one of them is listed."""
+    premise = {"kind": "premise", "status": "pass", "claim": "p"}
+    context = {"kind": "shown", "status": "shown", "claim": "context"}
+    claims = [{"kind": "claim", "status": s, "claim": c} for c, s in
+              (("c1", "pass"), ("c2", "inconclusive"))]
+    row = {"name": "w", "verdict": "partly reproduced", "checks": [premise, context, *claims]}
+    other = {"name": "w", "verdict": "not tested at this size", "checks": [
+        {**premise, "status": "inconclusive"}, *({**c, "status": "shown"} for c in claims)]}
+    text = R.check_block({"size": "full", "seed": 0, "experiments": [row]},
+                         {"size": "full", "seed": 10000, "experiments": [other]})
+    assert "3 of 3 counted rows change state" in text
+    assert '"c1" (pass / not judged)' in text and '"c2" (inconclusive / not judged)' in text
+
+
 def test_every_decided_row_of_the_committed_results_says_where_its_margin_comes_from():
     """A claim or a premise decided against a margin names the margin's source, in every
     committed results file (a direction says so: margin 0 and why the source gives no size)."""

@@ -208,6 +208,13 @@ def _full_line(full: dict[str, Any] | None, summary: dict[str, Any]) -> str:
     return text
 
 
+def _decided_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """An experiment's claims and premises, in order: the rows a block comparison pairs (the
+    rows between them, shown context, may differ: an experiment whose premise did not hold
+    has no context rows of its arms)."""
+    return [c for c in result["checks"] if c.get("kind") in (CLAIM, PREMISE)]
+
+
 def _state(row: dict[str, Any]) -> str:
     """A counted row's state in words: a claim left undecided is one whose arms were not run
     (a premise of its experiment did not hold), not context."""
@@ -221,9 +228,10 @@ CHECK_COMMANDS = {"quick": "make check-block", "full": "make check-block-full ON
 def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
     """The paragraph that sets ``summary`` beside ``check``, the same size measured at a
     disjoint block of seeds: the experiments whose verdict differs, and every counted row
-    (claims and premises, paired by position: a row's text may quote a measured value) whose
-    state differs, with both states; '' without ``check``. Where ``check`` holds only some of
-    the experiments (the full size's, measured one at a time), the paragraph names them."""
+    (claims and premises, paired by their position among the claims and premises: a row's text
+    may quote a measured value) whose state differs, with both states; '' without ``check``.
+    Where ``check`` holds only some of the experiments (the full size's, measured one at a
+    time), the paragraph names them."""
     if check is None:
         return ""
     theirs = {r["name"]: r for r in check["experiments"]}
@@ -232,8 +240,8 @@ def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
                 for r in mine if r["verdict"] != theirs[r["name"]]["verdict"]]
     rows, changed = 0, []
     for r in mine:
-        for a, b in zip(r["checks"], theirs[r["name"]]["checks"]):
-            if a.get("kind") in (CLAIM, PREMISE) and a.get("kind") == b.get("kind"):
+        for a, b in zip(_decided_rows(r), _decided_rows(theirs[r["name"]])):
+            if a.get("kind") == b.get("kind"):
                 rows += 1
                 if a["status"] != b["status"]:
                     changed.append(f"`{r['name']}` \"{a['claim']}\" ({_state(a)} / "
