@@ -42,6 +42,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._files import jsonable, read_json, write_json
+from . import codebase, identity
 from .formatting import fmt as fmt  # the lab's formatter, imported from here by experiments
 from .sweep.executors import check_executor, shared_workers
 
@@ -577,9 +578,10 @@ def config_dict(config: Any) -> dict[str, Any]:
 
 
 def cache_key(module: ModuleType, config: Any) -> str:
-    """A hash of the configuration, the experiment's source and notes, and the source of the
-    whole normlab package (:func:`package_hash`): a change anywhere in the code an experiment
-    runs (the core included) measures it again."""
+    """A hash of the configuration, the experiment's source and notes (as text: the card's
+    words are in the result), and the code of the whole normlab package (:func:`package_hash`):
+    a change to what any of it computes measures the experiment again; an edit to prose
+    outside the experiment does not."""
     h = hashlib.sha256()
     h.update(json.dumps(config_dict(config), sort_keys=True).encode())
     h.update(inspect.getsource(module).encode())
@@ -588,50 +590,17 @@ def cache_key(module: ModuleType, config: Any) -> str:
     return h.hexdigest()[:16]
 
 
-_PACKAGE = Path(__file__).resolve().parents[1]  # the installed normlab package
-
-
-def _package_files() -> list[Path]:
-    return sorted(p for pattern in ("*.py", "*.md", "*.json") for p in _PACKAGE.rglob(pattern))
-
-
-def _hash_files(paths: list[Path]) -> str:
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(path.relative_to(_PACKAGE).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 @functools.lru_cache(maxsize=1)
 def package_hash() -> str:
-    """A hash of every source and data file of the installed normlab package (``*.py``, the
-    experiments' notes and index), by path and content."""
-    return _hash_files(_package_files())
+    """A hash of every module of the installed normlab package as it computes (each module's
+    syntax tree without docstrings or comments: :func:`normlab.lab.codebase.code_hash`)."""
+    return codebase.code_hash(codebase.modules())
 
 
-#: The parts of ``normlab.lab`` a training run executes: the sweep (its task trains, its runner
-#: groups points into ensembles, its store writes the records) and the allocator the task sets.
-#: No module outside ``normlab.lab`` imports it (tests/lab/test_layering.py).
-TRAINING_LAB = ("lab/__init__.py", "lab/allocator.py", "lab/sweep/")
-
-
-def training_files() -> list[Path]:
-    """The files :func:`training_hash` covers: the package without ``normlab.lab``, and
-    :data:`TRAINING_LAB`."""
-    rel = [(p, p.relative_to(_PACKAGE).as_posix()) for p in _package_files()]
-    return [p for p, r in rel if not r.startswith("lab/") or r.startswith(TRAINING_LAB)]
-
-
-@functools.lru_cache(maxsize=1)
 def training_hash() -> str:
-    """A hash of the source a training run executes (:func:`training_files`). An experiment's
-    sweep store is keyed by it, not by :func:`cache_key`: every run in the store is keyed by its
-    own whole configuration, so a change to what the lab measures, judges or draws (an
-    experiment's module, a note, the report) measures the experiment again from the finished
-    runs, and a change to the code that trains starts the store afresh. A report of record that
-    takes longer than one sitting resumes across such changes."""
-    return _hash_files(training_files())
+    """The key of an experiment's sweep store: :func:`normlab.lab.identity.training_hash`, the
+    code a training run executes."""
+    return identity.training_hash()
 
 
 # ---- measuring, judging, caching -----------------------------------------------------------
@@ -710,6 +679,8 @@ def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
     store = None
     if exp_dir is not None:
         store = exp_dir / "sweep" / training_hash()
+        if use_cache and store.parent.is_dir():  # a store of the same code under its old key
+            identity.adopt_legacy_store(store)
         if store.parent.is_dir():  # stale stores: other training code, or no cache wanted
             for old in store.parent.iterdir():
                 if old.is_dir() and (old != store or not use_cache):
