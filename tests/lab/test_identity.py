@@ -157,3 +157,87 @@ def test_a_store_kept_under_the_earlier_key_of_the_same_code_is_adopted(tmp_path
     other.mkdir()
     shutil.rmtree(new)
     assert not identity.adopt_legacy_store(new) and other.is_dir()
+
+
+# ---- run ids ---------------------------------------------------------------------------------
+def _pinned_configs() -> list[dict]:
+    path = Path(__file__).parents[1] / "train" / "data" / "pinned_runs.json"
+    return [case["config"] for case in json.loads(path.read_text()).values()]
+
+
+def _lab_configs() -> list[TrainConfig]:
+    """The training recipe of every training experiment, at each size."""
+    from normlab.lab import framework
+
+    out = []
+    for name in framework.registry():
+        module = framework.load(name)
+        for size in ("tiny", "quick", "full"):
+            config = framework.configure(module, size)
+            out += [v for v in vars(config).values() if isinstance(v, TrainConfig)]
+    return out
+
+
+def test_adding_a_config_field_with_a_default_keeps_every_id():
+    """A new knob (a field with a default, on the run or on the model) moves no stored run: the
+    pinned runs' and every lab recipe's ids are the same under the extended configs."""
+    from dataclasses import dataclass, replace
+
+    from normlab.models import GPTConfig
+
+    @dataclass(frozen=True)
+    class WithKnob(TrainConfig):
+        derf_shift: float = 0.25
+
+    @dataclass(frozen=True)
+    class ModelWithKnob(GPTConfig):
+        derf_alpha: float = 0.5
+
+    configs = [TrainConfig.from_dict(c) for c in _pinned_configs()] + _lab_configs()
+    assert len(configs) > 40
+    for c in configs:
+        model = ModelWithKnob(**vars(c.model))
+        extended = WithKnob(**{**vars(c), "model": model})
+        assert identity.run_id(extended) == identity.run_id(c), c
+        assert identity.run_id(replace(extended, derf_shift=0.5)) != identity.run_id(c)
+        assert identity.run_id(replace(extended, model=replace(model, derf_alpha=1.0))) != \
+            identity.run_id(c)
+
+
+def test_a_run_id_is_the_hash_of_what_differs_from_the_defaults():
+    assert identity.run_key(TrainConfig()) == {}
+    c = TrainConfig(lr=3e-3).with_overrides({"model.n_layers": 6, "model.placement": "post"})
+    assert identity.run_key(c) == {"lr": 3e-3, "model": {"n_layers": 6, "placement": "post"}}
+    assert identity.run_id(c) == identity.run_id(TrainConfig.from_dict(c.to_dict()))
+    assert len({identity.run_id(TrainConfig(seed=s)) for s in range(50)}) == 50
+    assert identity.run_id(TrainConfig(probes=("logit_drift",))) != identity.run_id(
+        TrainConfig())
+
+
+def test_a_sweep_finds_runs_stored_under_their_earlier_ids(tmp_path, monkeypatch):
+    """A store written under the earlier ids (a hash of the whole config dict) is read back, not
+    trained again: each run's directory is renamed to its id now once its config.json is the
+    point's; a directory whose config is another run's is left alone."""
+    import normlab.train
+    from normlab.lab.sweep import RunStore, SerialExecutor, run_sweep
+    from normlab.lab.sweep.spec import load_spec
+
+    from _sweep_helpers import write_spec
+
+    points = load_spec(write_spec(tmp_path, steps=3)).points()
+    first = run_sweep(points, tmp_path / "out", executor=SerialExecutor())
+    runs = tmp_path / "out" / "runs"
+    for p in points:  # as an earlier version left the store
+        (runs / p.id).rename(runs / identity.legacy_run_id(p.config))
+    stray = runs / identity.legacy_run_id(points[0].config.with_overrides({"seed": 99}))
+    shutil.copytree(runs / identity.legacy_run_id(points[1].config), stray)
+    trained = []
+    monkeypatch.setattr(normlab.train, "train", lambda *a, **k: trained.append(a) or 1 / 0)
+    monkeypatch.setattr(normlab.train, "train_ensemble",
+                        lambda *a, **k: trained.append(a) or 1 / 0)
+    again = run_sweep(points, tmp_path / "out", executor=SerialExecutor())
+    assert not trained and all(r.reused and r.finished for r in again)
+    assert [r.result for r in again] == [r.result for r in first]
+    assert sorted(d.name for d in runs.iterdir()) == sorted([p.id for p in points] + [stray.name])
+    events = RunStore(tmp_path / "out").events()
+    assert sum(e["event"] == "rekeyed" for e in events) == len(points)

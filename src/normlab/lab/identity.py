@@ -67,19 +67,20 @@ def _training_hash(root: Path) -> str:
 # ---- run ids -------------------------------------------------------------------------------
 def run_key(config: Any) -> dict[str, Any]:
     """The fields of ``config`` (a ``TrainConfig``) that differ from their defaults, as JSON
-    values: the model's as ``{"model": {...}}`` against the default model of the config's class,
-    nested dataclasses the same way; ``{}`` for a config of defaults only."""
+    values: the model's as ``{"model": {...}}`` against the config class's default model, nested
+    dataclasses the same way (a field the default object lacks against its own default); ``{}``
+    for a config of defaults only."""
     return _diff(config, type(config)())
 
 
 def _diff(config: Any, default: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(config):
-        v, d = getattr(config, f.name), getattr(default, f.name, _MISSING)
+        v = getattr(config, f.name)
+        d = getattr(default, f.name) if hasattr(default, f.name) else _field_default(f)
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            base = d if type(d) is type(v) else type(v)()
-            inner = _diff(v, base)
-            if inner or type(d) is not type(v):
+            inner = _diff(v, d if dataclasses.is_dataclass(d) else type(v)())
+            if inner:
                 out[f.name] = inner
         elif d is _MISSING or _json(v) != _json(d):
             out[f.name] = _jsonable(v)
@@ -87,6 +88,14 @@ def _diff(config: Any, default: Any) -> dict[str, Any]:
 
 
 _MISSING = object()
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return _MISSING
 
 
 def _jsonable(v: Any) -> Any:

@@ -41,16 +41,16 @@ seeds, counted without listing them, :attr:`SweepSpec.size`) may be at most ``ma
 once per distinct path. The spec file itself must be a regular file of at most
 :data:`MAX_SPEC_BYTES` (a FIFO or device is refused unread).
 
-A point's identity is a stable hash of its full config dict (:func:`run_id`): rerunning the same
-spec maps every point to the same store directory, and editing a spec leaves the points that did
-not change where they were.
+A point's identity is a stable hash of the fields of its config that differ from their defaults
+(:func:`run_id`, :func:`normlab.lab.identity.run_id`): rerunning the same spec maps every point to
+the same store directory, editing a spec leaves the points that did not change where they were,
+and a field added to the config later (with a default) moves no point.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 import itertools
 import json
 import math
@@ -62,11 +62,11 @@ from typing import Any
 
 from ...models import GPTConfig
 from ...train.config import TrainConfig
+from .. import identity
 
 SPEC_KEYS = ("seeds", "base", "grid", "random")
 RANDOM_KEYS = ("samples", "seed")  # the search's own keys in [random]; the rest are fields
 DISTRIBUTIONS = ("choice", "uniform", "log_uniform", "int_uniform")
-ID_LENGTH = 16  # hex digits of sha256 kept in a run id
 MAX_POINTS = 1000  # points a spec may have unless the caller lifts the cap
 MAX_SPEC_BYTES = 2**20  # a spec file's size cap
 
@@ -261,10 +261,10 @@ class Point:
 
 
 def run_id(config: TrainConfig) -> str:
-    """A stable hash of the full config dict: the same config gives the same id in any process,
-    on any machine, from any spec."""
-    text = json.dumps(config.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
+    """A stable hash of the config's fields that differ from their defaults
+    (:func:`normlab.lab.identity.run_id`): the same run gives the same id in any process, on any
+    machine, from any spec, before and after a field is added to the config."""
+    return identity.run_id(config)
 
 
 def make_points(configs: Iterable[TrainConfig | Point]) -> list[Point]:

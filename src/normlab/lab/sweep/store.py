@@ -222,8 +222,12 @@ class RunStore:
 
     # ---- reading -----------------------------------------------------------------------------
     def read(self, point: Point) -> RunRecord:
-        """The point's record: finished or failed as its status says, pending otherwise."""
+        """The point's record: finished or failed as its status says, pending otherwise. A run
+        kept under the id an earlier version gave it (:func:`normlab.lab.identity.legacy_run_id`)
+        is moved to its id now first (:meth:`adopt_legacy`)."""
         d = self.run_dir(point.id)
+        if not d.exists():
+            self.adopt_legacy(point)
         status = _read_json(d / "status.json")
         rec = RunRecord(point.id, point.config.to_dict(), PENDING, path=d, reused=True,
                         varied=dict(point.varied))
@@ -242,6 +246,24 @@ class RunStore:
                 )
                 rec.status, rec.result, rec.reason = PENDING, None, None
         return rec
+
+    def adopt_legacy(self, point: Point) -> bool:
+        """Rename the point's directory from its earlier id to its id now when the run there is
+        the point's (its ``config.json`` is the point's config) and nothing holds the id now.
+        Returns whether it did; logs a ``rekeyed`` journal line."""
+        from ..identity import legacy_run_id
+
+        old, new = self.run_dir(legacy_run_id(point.config)), self.run_dir(point.id)
+        if old == new or not old.is_dir() or new.exists():
+            return False
+        if _read_json(old / "config.json") != json.loads(json.dumps(point.config.to_dict())):
+            return False
+        try:
+            os.replace(old, new)
+        except OSError:  # another sweep took it first, or the folder is read-only: run it
+            return False
+        self._log("rekeyed", point.id, legacy_id=old.name)
+        return True
 
     def events(self) -> list[dict[str, Any]]:
         """The journal's lines (dispatches and outcomes), oldest first."""
