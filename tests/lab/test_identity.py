@@ -218,11 +218,11 @@ def test_a_sweep_finds_runs_stored_under_their_earlier_ids(tmp_path, monkeypatch
     """A store written under the earlier ids (a hash of the whole config dict) is read back, not
     trained again: each run's directory is renamed to its id now once its config.json is the
     point's; a directory whose config is another run's is left alone."""
+    from _sweep_helpers import write_spec
+
     import normlab.train
     from normlab.lab.sweep import RunStore, SerialExecutor, run_sweep
     from normlab.lab.sweep.spec import load_spec
-
-    from _sweep_helpers import write_spec
 
     points = load_spec(write_spec(tmp_path, steps=3)).points()
     first = run_sweep(points, tmp_path / "out", executor=SerialExecutor())
