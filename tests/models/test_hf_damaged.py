@@ -154,20 +154,26 @@ CONFIG_CASES = [  # (edit of config.json, what the refusal says)
     ({"num_hidden_layers": None}, "lacks num_hidden_layers"),
     ({"vocab_size": None}, "lacks vocab_size"),
     ({"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4}}, "lacks factor"),
-    ({"num_hidden_layers": 10**6}, "num_hidden_layers = 1000000 but the checkpoint stores"),
+    ({"num_hidden_layers": 10**4}, "num_hidden_layers = 10000 but the checkpoint stores"),
+    # sizes beyond any memory: refused naming the field before anything grows with them
+    ({"num_hidden_layers": 10**9}, "num_hidden_layers = 1000000000: the model needs about"),
     ({"vocab_size": 10**12}, "vocab_size = 1000000000000 must be an integer in"),
-    ({"vocab_size": 2**30}, "embed_tokens.weight has shape"),
+    ({"vocab_size": 12}, "embed_tokens.weight has shape"),
+    ({"vocab_size": 2**31 - 1}, "vocab_size = 2147483647: the model needs about"),
     ({"intermediate_size": 10**11}, "intermediate_size = 100000000000 must be an integer"),
-    ({"intermediate_size": 2**30}, "needs up to"),
-    ({"max_position_embeddings": 10**9}, "needs up to"),
+    ({"intermediate_size": 2**31 - 1}, "intermediate_size = 2147483647: the model needs about"),
+    ({"hidden_size": 2**31 - 1}, "hidden_size = 2147483647: the model needs about"),
     ({"rms_norm_eps": "1e-6"}, "rms_norm_eps = '1e-6' must be a finite number"),
-    ({"sliding_window": "3"}, "sliding_window = '3' must be an integer"),
+    ({"head_dim": "4"}, "head_dim = '4' must be an integer"),
     ({"model_type": ["llama"]}, "model_type not supported"),
 ]
 
 
 @pytest.mark.parametrize("edit,message", CONFIG_CASES, ids=[str(c[0]) for c in CONFIG_CASES])
-def test_config_fields_are_typed_and_bounded_before_allocating(edit, message, tmp_path):
+def test_config_fields_are_typed_and_bounded_before_allocating(edit, message, tmp_path,
+                                                               monkeypatch):
+    # the same verdicts on a machine of any size: 16 GB available
+    monkeypatch.setattr("normlab._memory.available_memory", lambda: 16 * 10**9)
     path = save_hf(_model(), tmp_path / "ck")
     _edit_config(path, **edit)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

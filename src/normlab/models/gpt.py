@@ -42,6 +42,11 @@ from ..nn.numerics import FULL_PRECISION, Numerics
 from .block import Block, init_stds, make_norm
 from .config import GPTConfig
 
+# RoPE's tables (cos and sin, (rows, D/2) each) hold at first the positions 0..ROPE_ROWS-1 (or
+# seq_len, when fewer) and grow when a longer sequence comes: a model of 10^9 positions holds no
+# table for the positions it never reads (transformers computes cos and sin per forward)
+ROPE_ROWS = 4096
+
 
 class LossParts(NamedTuple):
     """What one forward with targets returns."""
@@ -64,6 +69,9 @@ class GPT(Module):
     numerics: Numerics = FULL_PRECISION
     # the parameters that are memory maps of a checkpoint's files (set by load_hf)
     mapped_parameters: tuple[str, ...] = ()
+    # the transformers family of the checkpoint it was loaded from (set by load_hf; save_hf's
+    # default family)
+    hf_family: str | None = None
 
     def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
                  dropout_rng: np.random.Generator | None = None, flatten: bool = True):
@@ -101,12 +109,14 @@ class GPT(Module):
         if cfg.positions == "learned":
             self.wpe = Embedding(cfg.seq_len, C, rng=rng, std=std["table"], dtype=dtype)
         else:
-            inv_freq = rope_frequencies(
+            self._inv_freq = rope_frequencies(
                 cfg.head_dim, cfg.rope_base, cfg.rope_scaling, factor=cfg.rope_factor,
                 low_freq_factor=cfg.rope_low_freq_factor,
                 high_freq_factor=cfg.rope_high_freq_factor,
                 original_max=cfg.rope_original_max)  # (D/2,)
-            rope = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, dtype, inv_freq=inv_freq)
+            # [cos, sin], one list shared by every block's attention: grown in place (_embed)
+            rope = self._rope = list(rope_tables(min(cfg.seq_len, ROPE_ROWS), cfg.head_dim,
+                                                 cfg.rope_base, dtype, inv_freq=self._inv_freq))
         # rng is None for GPT.empty: Block then draws nothing (its hint says Generator)
         self.blocks = [Block(cfg, rng=rng,  # type: ignore[arg-type]
                              dropout_rng=self.dropout_rng, rope=rope, window=cfg.window(layer))
@@ -134,6 +144,10 @@ class GPT(Module):
         T = idx.shape[-1]
         if not 1 <= T <= cfg.seq_len:
             raise ValueError(f"sequence length T = {T} must be in [1, seq_len = {cfg.seq_len}]")
+        if cfg.positions == "rope" and T > len(self._rope[0]):  # positions the tables lack
+            rows = min(cfg.seq_len, max(T, 2 * len(self._rope[0])))
+            self._rope[:] = rope_tables(rows, cfg.head_dim, cfg.rope_base, cfg.dtype,
+                                        inv_freq=self._inv_freq)  # (rows, D/2) x 2
         x = self.wte(idx)  # (B, T, C)
         if cfg.embed_scale != 1.0:
             x = x * x.dtype.type(cfg.embed_scale)  # (B, T, C)

@@ -29,25 +29,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import resource
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ..models import GPTConfig
+# below the models (the checkpoint loader checks its model against them too): re-exported here
+from .._memory import MemoryBudgetError, available_memory, count_parameters, format_bytes
 from .config import TrainConfig
 
 MAX_MARKOV_CONTEXTS = 2**20  # the Markov source's table has V^k rows (as MarkovSource enforces)
 # The fields that size a run, in the order they are named when several would help.
 SIZE_FIELDS = ("model.n_layers", "model.d_model", "model.d_ff", "model.d_head", "model.vocab_size",
                "model.seq_len", "batch_size", "eval_batches", "markov_order", "steps")
-
-
-class MemoryBudgetError(ValueError):
-    """A run that cannot fit; ``field`` is the config field that lowers the estimate most."""
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.field = field
 
 
 class Estimate(NamedTuple):
@@ -68,32 +60,6 @@ class Estimate(NamedTuple):
         """The largest parts, as text: ``activations 3.1 GB, parameters 1.0 GB``."""
         named = sorted(zip(self._fields, self), key=lambda kv: -kv[1])
         return ", ".join(f"{k} {format_bytes(v)}" for k, v in named[:3] if v > 0)
-
-
-def format_bytes(n: float) -> str:
-    """``1.5 GB`` (decimal units), ``inf`` for an estimate too large to compute."""
-    if not math.isfinite(n):
-        return "inf"
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB", "EB"):
-        if abs(n) < 1000 or unit == "EB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} EB"  # pragma: no cover
-
-
-def count_parameters(model: GPTConfig) -> int:
-    """The model's parameter count: the weight matrices and tables exactly, norms and biases
-    bounded from above (at most ``GPT(model).num_parameters()`` plus a few vectors per layer)."""
-    C, V, T, L, F = model.d_model, model.vocab_size, model.seq_len, model.n_layers, model.hidden
-    fc = 2 * F if model.activation == "swiglu" else F
-    per_layer = 4 * C * C + C * fc + F * C  # qkv, attention out, MLP in and out
-    small = 8 * C + 5 * C + fc + 4 * model.head_dim + 8  # norms (<= 4 per block), biases, qk-norms
-    tables = (
-        V * C
-        + (T * C if model.positions == "learned" else 0)
-        + (0 if model.tie_embeddings else V * C)
-    )
-    return tables + L * (per_layer + small) + 2 * C
 
 
 def step_flops(config: TrainConfig) -> float:
@@ -147,32 +113,6 @@ def estimate(config: TrainConfig, *, text_bytes: int | None = None) -> Estimate:
         params, activations = params + w * P, 2 * activations
     return Estimate(params, opt, activations, 16 * config.eval_batches * B * T,
                     data if math.isfinite(data) else math.inf, 4 * config.steps * (1024 + 128 * L))
-
-
-def available_memory() -> int | None:
-    """Bytes this process may still allocate: the kernel's ``MemAvailable`` (or the free
-    physical pages), lowered to the address-space limit when one is set; None when unknown."""
-    avail = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    if avail is None:
-        try:
-            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            avail = None
-    try:
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY:
-            avail = soft if avail is None else min(avail, soft)
-    except (ValueError, OSError):  # pragma: no cover - no such limit on this platform
-        pass
-    return avail
 
 
 def _default(field: str) -> Any:

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from ... import _checks as ck
+from ... import _memory
 from ..._files import check_output_dir, check_output_path, read_json
 from ..config import GPTConfig
-from ..gpt import GPT
+from ..gpt import GPT, ROPE_ROWS
 from . import families as fam
 from .safetensors import MappedFiles, Tensor, read_header
 
@@ -108,13 +109,14 @@ def _stored(files: list[Path], wmap: dict | None) -> dict[str, Tensor]:
 
 
 def _check_sizes(config: GPTConfig, stored: dict[str, Tensor], family: str) -> None:
-    """The config's sizes against the stored tensors and the memory available, before a
-    layout is listed or an array allocated."""
+    """The config's sizes against the memory available and the stored tensors, before a layout
+    is listed or an array allocated (nothing here grows with the config's sizes)."""
+    check_memory(config, family)
     rec = fam.record(family)
     pre = f"{rec.prefix}{rec.layers}."
     layers = sorted({int(n[len(pre):].split(".", 1)[0]) for n in stored
                      if n.startswith(pre) and n[len(pre):].split(".", 1)[0].isdigit()})
-    if layers != list(range(config.n_layers)):
+    if len(layers) != config.n_layers or layers != list(range(len(layers))):
         held = f"layers 0..{layers[-1]}" if layers else "no layers"
         raise ValueError(f"{family}: {rec.layers_key} = {config.n_layers} but the checkpoint "
                          f"stores {held}")
@@ -122,16 +124,46 @@ def _check_sizes(config: GPTConfig, stored: dict[str, Tensor], family: str) -> N
     if emb in stored and stored[emb].shape != (config.vocab_size, config.d_model):
         raise ValueError(f"{family}: tensor {emb} has shape {stored[emb].shape}; vocab_size "
                          f"and the hidden size say {(config.vocab_size, config.d_model)}")
-    from ...train.budget import available_memory, count_parameters, format_bytes
 
-    itemsize = np.dtype(config.dtype).itemsize
-    need = (count_parameters(config) + 2 * config.seq_len * config.head_dim) * itemsize
-    avail = available_memory()
-    if avail is not None and need > avail:
-        raise ValueError(f"{family}: the config's model needs up to {format_bytes(need)}; "
-                         f"{format_bytes(avail)} is available (sizes: vocab_size "
-                         f"{config.vocab_size}, hidden {config.d_model}, intermediate "
-                         f"{config.hidden}, positions {config.seq_len})")
+
+# the sizes of the memory estimate: parameter_count's name -> GPTConfig's field
+_SIZES = {"L": "n_layers", "C": "d_model", "F": "d_ff", "V": "vocab_size", "T": "seq_len",
+          "D": "d_head", "H": "n_heads", "K": "n_kv_heads"}
+
+
+def model_bytes(config: GPTConfig, **sizes: int) -> int:
+    """The bytes ``GPT.empty(config)`` holds once its parameters are set: the parameters
+    (``_memory.parameter_count``, the sizes overridden by ``sizes``) and, with RoPE, its cos and
+    sin tables of at most ``gpt.ROPE_ROWS`` positions and their float64 temporaries (a RoPE model
+    holds no table of all ``seq_len`` positions)."""
+    c = config
+    n = dict(V=c.vocab_size, T=c.seq_len, L=c.n_layers, C=c.d_model, H=c.n_heads, K=c.kv_heads,
+             D=c.head_dim, F=c.hidden) | sizes
+    itemsize = np.dtype(c.dtype).itemsize
+    params = _memory.parameter_count(**n, gated=c.activation in ("swiglu", "geglu"),
+                                     learned=c.positions == "learned", tied=c.tie_embeddings)
+    rope = 0 if c.positions == "learned" else min(n["T"], ROPE_ROWS) * n["D"] * (itemsize + 16)
+    return params * itemsize + rope
+
+
+def check_memory(config: GPTConfig, family: str, *, available: int | None = None) -> int:
+    """``model_bytes(config)``, or a ``MemoryBudgetError`` naming the ``config.json`` field that
+    lowers it most when it exceeds ``available`` bytes (default: the memory available now)."""
+    need = model_bytes(config)
+    avail = _memory.available_memory() if available is None else available
+    if avail is None or need <= avail:
+        return need
+    rec = fam.record(family)
+    keys = {field: key for key, field in rec.mapped.items() if field in _SIZES.values()}
+    drop = {keys[f]: need - model_bytes(config, **{n: 1}) for n, f in _SIZES.items() if f in keys}
+    key = max(drop, key=lambda k: drop[k])
+    value = getattr(config, {"d_ff": "hidden", "d_head": "head_dim", "n_kv_heads": "kv_heads"}
+                    .get(rec.mapped[key], rec.mapped[key]))
+    raise _memory.MemoryBudgetError(
+        f"{family}: {key} = {value}: the model needs about {_memory.format_bytes(need)} of "
+        f"memory, more than the {_memory.format_bytes(avail)} available; lower {key} (sizes: "
+        f"vocab_size {config.vocab_size}, hidden {config.d_model}, intermediate "
+        f"{config.hidden}, layers {config.n_layers}, positions {config.seq_len})", field=key)
 
 
 def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bool = True,
@@ -148,9 +180,12 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
 
     Before anything is mapped, every file is checked (``safetensors``: the format's rules;
     shards plain names inside the folder, each tensor stored once, where the index says), and
-    the config's fields typed and its sizes checked against the stored tensors and the memory
-    available. A weight that is NaN or infinite is refused, naming the tensor, unless
-    ``allow_nonfinite`` (to load a damaged model for inspection).
+    the config's fields checked against the family's record (``families``: every field mapped,
+    or ignored with its assumed value, or bookkeeping) and typed, and its sizes checked against
+    the memory available (``check_memory``: a ``MemoryBudgetError`` naming the field to lower)
+    and the stored tensors. A weight that is NaN or infinite is refused, naming the tensor,
+    unless ``allow_nonfinite`` (to load a damaged model for inspection). The model remembers its
+    family (``model.hf_family``): ``save_hf`` writes it back as that family.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}")
@@ -184,6 +219,7 @@ def load_hf(path: str | os.PathLike, *, dtype: str = "float32", mmap_weights: bo
     _copy_all(maps, copies)
     model.eval()
     model.mapped_parameters = tuple(views)
+    model.hf_family = family
     return model
 
 
@@ -259,8 +295,10 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
     """Write ``model`` as a transformers checkpoint in the directory ``path`` (created):
     ``config.json`` and ``model.safetensors`` in ``dtype`` ("float32", "float16" or
     "bfloat16"), or shards of at most ``max_shard_bytes`` with ``model.safetensors.index.json``.
-    ``family`` defaults to the one ``family_of`` finds; a family the model cannot be written as
-    is refused by name before anything is written. ``from_pretrained`` loads the result.
+    ``family`` defaults to the family the model was loaded as (``load_hf`` sets
+    ``model.hf_family``), else to the one ``family_of`` finds; a family the model cannot be
+    written as is refused by name before anything is written. ``from_pretrained`` loads the
+    result.
 
     The checkpoint is replaced whole or not at all: every file is written into a fresh folder
     beside ``path`` and fsync'ed, the other files of ``path`` (a tokenizer, a README) are linked
@@ -279,7 +317,7 @@ def save_hf(model: GPT, path: str | os.PathLike, *, family: str | None = None,
     import ml_dtypes
 
     config = model.config
-    family = fam.writable_family(config, family)
+    family = fam.writable_family(config, model.hf_family if family is None else family)
     hf = fam.hf_config(config, family)
     hf["dtype"] = dtype
     np_dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)

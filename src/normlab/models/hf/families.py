@@ -9,8 +9,15 @@ up) are separate tensors that normlab stacks in one projection, and GPT-2's ``Co
 weights transposed (in, out). ``layout`` lists, for every normlab parameter, the checkpoint
 tensors it is made of; loading and saving read that one list in the two directions.
 
-What a family's config says that normlab cannot express is refused with the field's name; every
-field normlab reads is type- and range-checked first (``fields``), naming the field.
+Every record states its coverage of ``config.json``: the fields it ``mapped`` (read into
+``GPTConfig``, type- and range-checked first by ``fields``, naming the field) and the fields it
+``ignored``, each with the value normlab assumes (``Assumed``: ``attention_dropout`` is mapped,
+``pretraining_tp`` is anything, GPT-2's ``scale_attn_weights`` must be true). Besides these only
+``BOOKKEEPING`` keys are read past (names, token ids, generation settings: nothing the forward or
+backward pass computes with). A config that sets an ignored field to a value other than the one
+assumed is refused, naming the field, its value and the assumption; a field neither mapped nor
+listed is refused by name, whatever its value. Families transformers has and normlab knowingly
+cannot read are refused with the reason (``REFUSED_FAMILIES``: Helium's interleaved RoPE).
 """
 
 from __future__ import annotations
@@ -31,22 +38,96 @@ NORM_PARAMETERS = {"layernorm": ("weight", "bias"), "rmsnorm": ("weight", None)}
 LN_GAIN, LN_BIAS = NORM_PARAMETERS["layernorm"]
 RMS_GAIN = NORM_PARAMETERS["rmsnorm"][0]
 
-# Keys of config.json that carry no arithmetic of the forward pass (generation, tokenizer ids,
-# init, bookkeeping, dropout): read past. Every other key is either read (the records' own
-# sets below) or, when set, refused by name.
-_INERT = frozenset({
-    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "use_cache",
-    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
-    "initializer_range", "output_attentions", "output_hidden_states", "return_dict",
-    "tie_word_embeddings", "id2label", "label2id", "task_specific_params", "_name_or_path",
-    "_commit_hash", "chunk_size_feed_forward", "problem_type", "tokenizer_class", "prefix",
-    "is_decoder", "is_encoder_decoder", "finetuning_task", "attention_dropout",
+# ---- what each config.json field is to normlab -----------------------------------------------
+class _Anything:
+    def __repr__(self) -> str:
+        return "anything"
+
+
+ANY: Any = _Anything()  # an ignored field whose value changes nothing normlab computes
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: true is not 1, 0 is 0.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return bool(a == b)
+
+
+class Assumed(NamedTuple):
+    """A ``config.json`` field a family does not map, and what normlab assumes of it."""
+
+    values: tuple[Any, ...]  # the values accepted (the first is the one named); (ANY,): any value
+    why: str  # what the field does in transformers, and why normlab may read past it
+
+    def accepts(self, value: Any) -> bool:
+        return self.values[0] is ANY or any(_same(value, v) for v in self.values)
+
+    def shown(self) -> str:
+        """``False``, ``False or None``, ``anything``."""
+        return " or ".join(repr(v) for v in self.values)
+
+
+# Keys of config.json that carry no arithmetic of the forward or backward pass, for every
+# family: names and versions, token ids read by generation, the labels of classification heads,
+# output switches, and PretrainedConfig's generation settings (read by generate() alone).
+BOOKKEEPING = frozenset({
+    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype",
+    "_name_or_path", "_commit_hash", "_attn_implementation_autoset", "bos_token_id",
+    "eos_token_id", "sep_token_id", "decoder_start_token_id", "id2label", "label2id",
+    "problem_type", "task_specific_params", "tokenizer_class", "prefix", "finetuning_task",
+    "output_attentions", "output_hidden_states", "return_dict", "use_cache", "torchscript",
+    "use_bfloat16", "tf_legacy_loss", "cache_implementation", "max_length", "min_length",
+    "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
+    "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens",
 })
-_DECODER_KEYS = frozenset({
-    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings", "rms_norm_eps",
-    "rope_parameters", "rope_scaling", "rope_theta", "pretraining_tp", "sliding_window",
-})
+
+_ANYTHING = (ANY,)
+_COMMON_IGNORED = {
+    "chunk_size_feed_forward": Assumed(_ANYTHING, "read by no code of these families (it would "
+                                                  "run the MLP over chunks of positions: the "
+                                                  "same products)"),
+    "is_encoder_decoder": Assumed((False,), "a decoder-only language model"),
+    "is_decoder": Assumed(_ANYTHING, "read by no causal language model's code"),
+}
+_DECODER_IGNORED = {
+    **_COMMON_IGNORED,
+    "pad_token_id": Assumed(_ANYTHING, "the embedding's padding_idx: transformers keeps that "
+                                       "row's gradient 0 and normlab does not (the forward is "
+                                       "the same; training on the pad token differs)"),
+    "pretraining_tp": Assumed(_ANYTHING, "read by no code of transformers 5 (transformers 4 "
+                                         "sliced the same products into that many parts)"),
+}
+_NO_WINDOW = Assumed(_ANYTHING, "this family's transformers code reads no sliding window: every "
+                                "layer attends to every earlier position")
+_DECODER_MAPPED = {
+    "vocab_size": "vocab_size", "hidden_size": "d_model", "intermediate_size": "d_ff",
+    "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
+    "num_key_value_heads": "n_kv_heads", "head_dim": "d_head", "hidden_act": "activation",
+    "max_position_embeddings": "seq_len", "rms_norm_eps": "norm_eps",
+    "tie_word_embeddings": "tie_embeddings", "initializer_range": "init_std",
+    "attention_dropout": "attn_dropout",
+    "rope_parameters": "rope_base, rope_scaling, rope_factor, rope_low_freq_factor, "
+                       "rope_high_freq_factor, rope_original_max",
+    "rope_scaling": "rope_scaling and its factors (transformers 4's key)",
+    "rope_theta": "rope_base (transformers 4's key)",
+}
+# a RoPE setting's keys, by rope_type (any other key is refused)
+_ROPE_KEYS = {"default": frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})}
+_ROPE_KEYS["linear"] = _ROPE_KEYS["default"] | {"factor"}
+_ROPE_KEYS["llama3"] = _ROPE_KEYS["linear"] | {"low_freq_factor", "high_freq_factor",
+                                               "original_max_position_embeddings"}
+# families transformers has and normlab knowingly does not read: model_type -> why
+REFUSED_FAMILIES = {
+    "helium": "its rotary embedding is interleaved: transformers' models/helium rotates the "
+              "features 0::2 of each head with 1::2, where normlab's RoPE (Llama's) rotates the "
+              "first half with the second, so read as a Llama its q and k would be rotated in the "
+              "wrong pairs",
+}
 # GPTConfig fields every decoder record may set
 _DECODER_FREE = ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads", "n_kv_heads",
                  "d_head", "d_ff", "activation", "placement", "norm", "norm_eps", "positions",
@@ -71,7 +152,8 @@ class Family:
 
     name: str  # config.json's model_type
     architecture: str  # config.json's architectures[0]
-    keys: frozenset[str]  # config.json keys read (besides _INERT)
+    mapped: dict[str, str]  # config.json field -> the GPTConfig fields it sets
+    ignored: dict[str, Assumed]  # config.json field -> what normlab assumes of it
     read: Callable[[dict, str, Family], dict]  # config.json -> GPTConfig fields
     write: Callable[[GPTConfig, Family], dict]  # GPTConfig -> config.json (beyond the head)
     tensors: Callable[[GPTConfig, Family], list]  # the layout: list of Entry
@@ -112,25 +194,43 @@ def _refuse(family: str, field: str, value: Any, what: str) -> ValueError:
     return ValueError(f"{family}: {field} = {value!r} is not supported ({what})")
 
 
-def _refuse_unknown(hf: dict, family: str, known: frozenset) -> None:
-    unknown = sorted(k for k in hf if k not in known and hf[k] not in (None, False, 0, {}, []))
+def _check_fields(hf: dict, rec: Family) -> None:
+    """Every key of ``hf`` is mapped by ``rec``, ignored by it with its value among those
+    assumed, or bookkeeping; a ValueError naming the first that is not."""
+    family = rec.name
+    unknown = sorted(k for k in hf if k not in rec.mapped and k not in rec.ignored
+                     and k not in BOOKKEEPING)
     if unknown:
         raise ValueError(f"{family}: {', '.join(unknown)} not supported (config fields normlab "
-                         f"cannot express; refusing rather than dropping them)")
+                         f"neither maps nor knows to be ignorable; refusing rather than "
+                         f"dropping them)")
+    for key, assumed in rec.ignored.items():
+        if key in hf and not assumed.accepts(hf[key]):
+            raise _refuse(family, key, hf[key],
+                          f"normlab assumes {key} = {assumed.shown()}: {assumed.why}")
+
+
+def _record_of(hf: dict) -> Family:
+    """The record of ``hf``'s model_type; a ValueError naming it (and why, for a family normlab
+    knowingly refuses) otherwise."""
+    family = hf.get("model_type")
+    if isinstance(family, str) and family in REFUSED_FAMILIES:
+        raise ValueError(f"{family}: model_type not supported: {REFUSED_FAMILIES[family]}")
+    if not isinstance(family, str) or family not in RECORDS:
+        raise ValueError(f"{family}: model_type not supported; normlab reads "
+                         f"{', '.join(RECORDS)}")
+    return RECORDS[family]
 
 
 def config_from_hf(hf: dict, dtype: str = "float32") -> GPTConfig:
     """The ``GPTConfig`` of a transformers ``config.json`` (a dict); refuses what it cannot
-    express, naming the family and the field, and every field it reads of the wrong JSON type
-    or out of range (``fields``)."""
+    express, naming the family and the field: a field of the wrong JSON type or out of range
+    (``fields``), an ignored field whose value is not the one normlab assumes, a field the record
+    neither maps nor lists, a family normlab knowingly refuses (``REFUSED_FAMILIES``)."""
     if not isinstance(hf, dict):
         raise TypeError(f"hf must be the dict of a config.json; got {type(hf).__name__}")
-    family = hf.get("model_type")
-    if not isinstance(family, str) or family not in RECORDS:
-        raise ValueError(f"{family}: model_type not supported; normlab reads "
-                         f"{', '.join(RECORDS)}")
-    rec = RECORDS[family]
-    _refuse_unknown(hf, family, _INERT | rec.keys)
+    rec = _record_of(hf)
+    _check_fields(hf, rec)
     return GPTConfig(**rec.read(hf, dtype, rec), dtype=dtype)
 
 
@@ -159,6 +259,10 @@ def _rope_fields(hf: dict, family: str) -> dict:
                    rope_original_max=fd.integer(rp, "original_max_position_embeddings", where))
     elif kind != "default":
         raise _refuse(family, "rope_type", kind, "normlab has default, linear and llama3 RoPE")
+    unknown = sorted(set(rp) - _ROPE_KEYS[kind])
+    if unknown:
+        raise ValueError(f"{where}: {', '.join(unknown)} not supported (a {kind} RoPE setting "
+                         f"holds {', '.join(sorted(_ROPE_KEYS[kind]))})")
     partial = fd.real(rp, "partial_rotary_factor", where, default=1.0)
     if partial != 1.0:
         raise _refuse(family, "partial_rotary_factor", partial, "RoPE rotates the whole head")
@@ -169,7 +273,7 @@ def _layer_types(hf: dict, rec: Family, n_layers: int) -> tuple[int | None, list
     """(the window, each layer's type or None) as the record's window rule reads them."""
     family = rec.name
     W = fd.integer(hf, "sliding_window", family, default=None)
-    types = fd.string_list(hf, "layer_types", family)
+    types = None if rec.windows == "all" else fd.string_list(hf, "layer_types", family)
     if rec.windows == "qwen" and not fd.flag(hf, "use_sliding_window", family, default=False):
         W = None  # as transformers: the window exists only with use_sliding_window
         types = None if types is None else ["full_attention"] * len(types)
@@ -185,8 +289,11 @@ def _layer_types(hf: dict, rec: Family, n_layers: int) -> tuple[int | None, list
 
 
 def _windows(hf: dict, rec: Family, n_layers: int) -> dict:
-    """``sliding_window`` and ``window_layers`` from ``sliding_window`` and ``layer_types``."""
+    """``sliding_window`` and ``window_layers`` from ``sliding_window`` and ``layer_types``
+    (nothing for a family without windows: it reads neither)."""
     family = rec.name
+    if rec.windows == "none":
+        return {}
     W, types = _layer_types(hf, rec, n_layers)
     if types is not None:
         bad = sorted(set(types) - {"full_attention", "sliding_attention"})
@@ -217,12 +324,13 @@ def _decoder_read(hf: dict, dtype: str, rec: Family) -> dict:
     if act not in acts:
         raise _refuse(family, rec.act_key, act,
                       "the MLP is SwiGLU (silu), Gemma 2's GeGLU (gelu_pytorch_tanh)")
-    if fd.flag(hf, "use_bidirectional_attention", family, default=False):
-        raise _refuse(family, "use_bidirectional_attention", True, "attention is causal")
     L = fd.integer(hf, "num_hidden_layers", family)
     C = fd.integer(hf, "hidden_size", family)
     H = fd.integer(hf, "num_attention_heads", family)
-    attn_bias = fd.flag(hf, "attention_bias", family, default=False)
+    def switch(key: str) -> bool:  # a bias switch the record has (else no bias)
+        return key in rec.bias_keys and fd.flag(hf, key, family, default=False)
+
+    attn_bias = switch("attention_bias")
     kw: dict[str, Any] = dict(
         vocab_size=fd.integer(hf, "vocab_size", family),
         seq_len=fd.integer(hf, "max_position_embeddings", family), n_layers=L,
@@ -233,8 +341,9 @@ def _decoder_read(hf: dict, dtype: str, rec: Family) -> dict:
         norm_eps=fd.real(hf, "rms_norm_eps", family, default=1e-6), positions="rope",
         tie_embeddings=fd.flag(hf, "tie_word_embeddings", family, default=rec.tied_default),
         bias=False, qkv_bias=attn_bias, out_bias=attn_bias,
-        mlp_bias=fd.flag(hf, "mlp_bias", family, default=False),
+        mlp_bias=switch("mlp_bias"),
         init_std=fd.real(hf, "initializer_range", family, default=0.02, lo=0.0, open_lo=True),
+        attn_dropout=fd.probability(hf, "attention_dropout", family, default=0.0),
         **_rope_fields(hf, family), **_windows(hf, rec, L),
     )
     kw.update(rec.fixed)
@@ -258,10 +367,6 @@ _GPT2_ACTS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu":
 
 def _gpt2_read(hf: dict, dtype: str, rec: Family) -> dict:
     family = rec.name
-    for field, ok in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
-                      ("add_cross_attention", False)):
-        if fd.flag(hf, field, family, default=ok) != ok:
-            raise _refuse(family, field, hf[field], f"normlab's attention has {field} = {ok}")
     act = fd.string(hf, "activation_function", family, default="gelu_new")
     if act not in _GPT2_ACTS:
         raise _refuse(family, "activation_function", act, f"one of {sorted(_GPT2_ACTS)}")
@@ -275,6 +380,8 @@ def _gpt2_read(hf: dict, dtype: str, rec: Family) -> dict:
         norm_eps=fd.real(hf, "layer_norm_epsilon", family, default=1e-5), positions="learned",
         tie_embeddings=fd.flag(hf, "tie_word_embeddings", family, default=True), bias=True,
         init_std=fd.real(hf, "initializer_range", family, default=0.02, lo=0.0, open_lo=True),
+        attn_dropout=fd.probability(hf, "attn_pdrop", family, default=0.1),
+        dropout=fd.probability(hf, "resid_pdrop", family, default=0.1),
     )
 
 
@@ -579,51 +686,81 @@ def _is_olmo2(c: GPTConfig) -> bool:
     return c.placement == "branch" and c.qk_norm == "rmsnorm" and c.qk_norm_scope == "all"
 
 
+_SUMMARY = Assumed(_ANYTHING, "GPT2DoubleHeadsModel's classification head, no part of "
+                             "GPT2LMHeadModel")
 _GPT2 = Family(
     name="gpt2", architecture="GPT2LMHeadModel", read=_gpt2_read, write=_gpt2_write,
     tensors=_gpt2_tensors, claims=lambda c: c.positions == "learned", check=_gpt2_check,
     prefix="transformer.",
     layers="h", layers_key="n_layer", embedding="wte.weight",
     buffers=(".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq"),
-    keys=frozenset({
-        "vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "n_inner", "n_ctx",
-        "activation_function", "layer_norm_epsilon", "attn_pdrop", "embd_pdrop", "resid_pdrop",
-        "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
-        "summary_first_dropout", "reorder_and_upcast_attn", "scale_attn_weights",
-        "scale_attn_by_inverse_layer_idx", "add_cross_attention"}),
+    mapped={"vocab_size": "vocab_size", "n_embd": "d_model", "n_layer": "n_layers",
+            "n_head": "n_heads", "n_positions": "seq_len", "n_inner": "d_ff",
+            "activation_function": "activation", "layer_norm_epsilon": "norm_eps",
+            "tie_word_embeddings": "tie_embeddings", "initializer_range": "init_std",
+            "attn_pdrop": "attn_dropout", "resid_pdrop": "dropout"},
+    ignored={
+        **_COMMON_IGNORED,
+        "pad_token_id": Assumed(_ANYTHING, "read by GPT2ForSequenceClassification alone"),
+        "embd_pdrop": Assumed(_ANYTHING, "dropout of the embeddings in training: normlab has "
+                                         "none (load_hf's model is in eval mode, where "
+                                         "dropout is the identity)"),
+        "scale_attn_weights": Assumed((True,), "normlab scales q.k by 1 / sqrt(D)"),
+        "scale_attn_by_inverse_layer_idx": Assumed((False,), "normlab's attention logits carry "
+                                                             "no 1 / (layer + 1)"),
+        "add_cross_attention": Assumed((False,), "a decoder without cross-attention"),
+        "reorder_and_upcast_attn": Assumed(_ANYTHING, "how transformers orders and upcasts "
+                                                      "float16 attention; normlab computes "
+                                                      "attention in float32 or float64"),
+        "n_ctx": Assumed(_ANYTHING, "transformers 4's copy of n_positions, read by no code of "
+                                    "transformers 5"),
+        **{k: _SUMMARY for k in ("summary_type", "summary_use_proj", "summary_activation",
+                                 "summary_proj_to_labels", "summary_first_dropout")},
+    },
 )
 _LLAMA = Family(
     name="llama", architecture="LlamaForCausalLM", read=_decoder_read, write=_decoder_write,
     tensors=_decoder_tensors, claims=lambda c: True, check=_decoder_check,
-    keys=_DECODER_KEYS | {"attention_bias", "mlp_bias"}, bias_keys=("attention_bias", "mlp_bias"),
+    mapped={**_DECODER_MAPPED, "attention_bias": "qkv_bias, out_bias", "mlp_bias": "mlp_bias"},
+    ignored={**_DECODER_IGNORED, "sliding_window": _NO_WINDOW},
+    bias_keys=("attention_bias", "mlp_bias"),
     rope_scaling=True, free=("rope_scaling", "rope_factor", "rope_low_freq_factor",
                              "rope_high_freq_factor", "rope_original_max", "qkv_bias",
                              "out_bias", "mlp_bias"),
 )
 _MISTRAL = dataclasses.replace(
-    _LLAMA, name="mistral", architecture="MistralForCausalLM", keys=_DECODER_KEYS,
+    _LLAMA, name="mistral", architecture="MistralForCausalLM",
+    mapped={**_DECODER_MAPPED, "sliding_window": "sliding_window"}, ignored=_DECODER_IGNORED,
     claims=lambda c: c.sliding_window is not None and c.window_layers is None,
     bias_keys=(), rope_scaling=False, windows="all", free=("sliding_window",),
 )
 _QWEN2 = dataclasses.replace(
     _MISTRAL, name="qwen2", architecture="Qwen2ForCausalLM", windows="qwen",
-    keys=_DECODER_KEYS | {"use_sliding_window", "max_window_layers", "layer_types"},
+    mapped={**_MISTRAL.mapped, "use_sliding_window": "sliding_window",
+            "max_window_layers": "window_layers", "layer_types": "window_layers"},
     claims=lambda c: c.biases()[:2] == (True, False), fixed=(("qkv_bias", True),
                                                             ("out_bias", False)),
     free=("qkv_bias", "out_bias", "sliding_window", "window_layers"),
 )
 _QWEN3 = dataclasses.replace(
     _QWEN2, name="qwen3", architecture="Qwen3ForCausalLM",
-    keys=_QWEN2.keys | {"attention_bias"}, bias_keys=("attention_bias",), one_bias_switch=True,
+    mapped={**_QWEN2.mapped, "attention_bias": "qkv_bias, out_bias"},
+    bias_keys=("attention_bias",), one_bias_switch=True,
     claims=lambda c: c.qk_norm == "rmsnorm" and c.qk_norm_scope == "head",
     fixed=(("qk_norm", "rmsnorm"), ("qk_norm_scope", "head")),
     free=("qk_norm", "qkv_bias", "out_bias", "sliding_window", "window_layers"),
 )
 _GEMMA2 = dataclasses.replace(
     _LLAMA, name="gemma2", architecture="Gemma2ForCausalLM", claims=_is_gemma2,
-    keys=_DECODER_KEYS | {"attention_bias", "hidden_activation", "query_pre_attn_scalar",
-                          "layer_types", "final_logit_softcapping", "attn_logit_softcapping",
-                          "use_bidirectional_attention"},
+    mapped={**{k: v for k, v in _DECODER_MAPPED.items() if k != "hidden_act"},
+            "hidden_activation": "activation", "attention_bias": "qkv_bias, out_bias",
+            "query_pre_attn_scalar": "attn_scale", "sliding_window": "sliding_window",
+            "layer_types": "window_layers", "attn_logit_softcapping": "attn_softcap",
+            "final_logit_softcapping": "final_softcap"},
+    ignored={**_DECODER_IGNORED,
+             "hidden_act": Assumed(_ANYTHING, "transformers' Gemma 2 reads hidden_activation, "
+                                              "never hidden_act"),
+             "use_bidirectional_attention": Assumed((False, None), "attention is causal")},
     act_key="hidden_activation", acts=(("gelu_pytorch_tanh", "geglu"), ("gelu_new", "geglu")),
     act_written="gelu_pytorch_tanh", tied_default=True, windows="layer_types",
     bias_keys=("attention_bias",), rope_scaling=False,
@@ -637,7 +774,8 @@ _GEMMA2 = dataclasses.replace(
 )
 _OLMO2 = dataclasses.replace(
     _LLAMA, name="olmo2", architecture="Olmo2ForCausalLM", claims=_is_olmo2,
-    keys=_DECODER_KEYS | {"attention_bias"}, bias_keys=("attention_bias",),
+    mapped={**_DECODER_MAPPED, "attention_bias": "qkv_bias, out_bias"},
+    bias_keys=("attention_bias",),
     one_bias_switch=True, rope_scaling=False,
     fixed=(("placement", "branch"), ("qk_norm", "rmsnorm"), ("qk_norm_scope", "all")),
     norms=(("attn.norm", "post_attention_layernorm"), ("mlp.norm", "post_feedforward_layernorm")),

@@ -80,3 +80,12 @@ def string_list(hf: dict, key: str, family: str) -> list | None:
                               or not all(isinstance(v, str) for v in value)):
         raise ValueError(f"{family}: {key} = {value!r} must be a list of strings")
     return value
+
+
+def probability(hf: dict, key: str, family: str, *, default: float) -> float:
+    """``hf[key]`` as a dropout probability: a finite JSON number in [0, 1)."""
+    value = _get(hf, key, family, default)
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and 0.0 <= value < 1.0)):
+        raise ValueError(f"{family}: {key} = {value!r} must be a finite number in [0, 1)")
+    return float(value)
