@@ -53,9 +53,12 @@ def test_scaled_qdq_is_two_float32_multiplications_around_a_saturating_cast():
 def test_tensor_scaling_recipe():
     rng = np.random.default_rng(1)
     x = rng.standard_normal(4096).astype(np.float32) * 1e-5  # far below e4m3's range
-    y, s = TensorScaling().qdq(x, "float8_e4m3fn")
+    t = TensorScaling().quantize(x, "float8_e4m3fn")
+    y, s = t.dequantize(), t.scale
     assert s == tensor_scale(amax(x), "float8_e4m3fn")
+    np.testing.assert_array_equal(TensorScaling().qdq(x, "float8_e4m3fn"), y)
     st = error_stats(x, y, "float8_e4m3fn", s)
+    assert t.stats(x) == st
     assert st.saturated == 0 and st.flushed < 0.01 and st.rel_error < 0.05
     unscaled = quantize(x, "float8_e4m3fn")
     assert error_stats(x, unscaled, "float8_e4m3fn").flushed > 0.9  # why scaling exists

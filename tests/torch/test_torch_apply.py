@@ -138,7 +138,7 @@ def test_cast_from_a_source_is_apply(name):
     """The emulator's first rounding of a weight, cast straight from it into a buffer: apply's
     bits where it applies (finite float32, an unscaled format torch stores with an infinity),
     nothing written where it does not."""
-    from normlab.torch.quantize import _cast_from
+    from normlab.torch.quantize import cast_from
 
     p, work = IN_PLACE[name], Workspace()
     x = _all_16bit_inputs()
@@ -147,7 +147,7 @@ def test_cast_from_a_source_is_apply(name):
         for src in (torch.from_numpy(v), torch.from_numpy(v.T.copy()).t()):
             dst = work.take(src)
             dst.fill_(7.0)
-            done = _cast_from(p, src, dst, work)
+            done = cast_from(p, src, dst, work)
             assert done == (np.isfinite(v).all() and name in ("bf16", "fp16", "e5m2"))
             want = apply(p, src).numpy() if done else np.full(v.shape, 7.0, np.float32)
             assert np.array_equal(dst.numpy().view(np.uint32), want.view(np.uint32)), name

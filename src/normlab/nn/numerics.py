@@ -84,35 +84,29 @@ FULL_PRECISION = Numerics()
 class PolicyNumerics(Numerics):
     """The hooks of a ``normlab.precision.PrecisionPolicy`` (a preset name or a policy).
 
-    ``rng`` is required when a role rounds stochastically. The ``accumulate`` role must be
-    float32 (the model's matrix multiplies accumulate in float32; ``precision.matmul`` emulates
-    lower accumulators op by op), and ``communication`` does not apply to one process.
+    The roles, their checks and the per-tensor scaling states are
+    ``normlab.precision.roles.PolicyRoles`` (shared with ``normlab.torch.emulate``): ``rng`` is
+    required when a role rounds stochastically; the ``accumulate`` role must be float32 (the
+    model's matrix multiplies accumulate in float32; ``precision.matmul`` emulates lower
+    accumulators op by op), and ``communication`` does not apply to one process.
     """
 
     def __init__(self, policy: Any, *, rng: np.random.Generator | None = None,
                  impl: str = "kernel"):
         from .. import kernels
-        from ..precision import PrecisionPolicy, get_policy
+        from ..precision.roles import PolicyRoles
 
         # The element rounding: normlab.kernels.quantize (the default, where numba imports) or
         # normlab.precision.quantize; the two return the same bits, stochastic rounding included.
         kernels.check_impl(impl)
         self.quantizer = kernels.quantize if impl == "kernel" and kernels.available() else None
+        self.rounding = PolicyRoles(policy, rng=rng)
+        self.policy, self.roles, self.rng = self.rounding.policy, self.rounding.roles, rng
 
-        self.policy = get_policy(policy) if isinstance(policy, str) else policy
-        if not isinstance(self.policy, PrecisionPolicy):
-            raise TypeError(f"policy must be a PrecisionPolicy or a preset name; got {policy!r}")
-        if self.policy.accumulate.rounds:
-            raise ValueError(f"policy {self.policy.name!r}: the model accumulates its matrix "
-                             f"multiplies in float32; an accumulate format of "
-                             f"{self.policy.accumulate} is emulated by "
-                             f"normlab.precision.matmul only")
-        roles = ("params", "compute", "activations", "gradients")
-        self.roles = {r: getattr(self.policy, r) for r in roles}
-        if rng is None and any(p.rounding == "stochastic" for p in self.roles.values()):
-            raise TypeError(f"policy {self.policy.name!r} rounds stochastically: pass rng=")
-        self.rng = rng
-        self.states: dict[str, Any] = {}  # "site/key/role" -> DelayedScalingState
+    @property
+    def states(self) -> dict[str, Any]:
+        """The per-tensor scaling states, by ``"site/key/role"``."""
+        return self.rounding.states
 
     def bind(self, site: str) -> Numerics:
         return _Site(self, site)
@@ -122,52 +116,20 @@ class PolicyNumerics(Numerics):
         p = self.roles[role]
         if not p.rounds:
             return x
-        state = None
-        if p.scaling is not None and p.scaling.kind == "delayed":
-            name = f"{site}/{key}/{role}"
-            state = self.states.get(name)
-            if state is None:
-                state = self.states[name] = p.new_state()
+        state = self.rounding.state(role, f"{site}/{key}")
         return p.apply(x, rng=self.rng, state=state, quantizer=self.quantizer).astype(
             x.dtype, copy=False)
 
     def end_step(self) -> None:
-        for state in self.states.values():
-            state.update()
+        self.rounding.end_step()
 
     def state(self) -> dict:
-        return {name: {"scale": float(s.scale), "amax_history": s.amax_history.tolist()}
-                for name, s in self.states.items()}
+        return self.rounding.state_dict()
 
     def load_state(self, state: dict) -> None:
-        """Restore what :meth:`state` returned; each entry is checked first (a TypeError or
-        ValueError naming it): a delayed-scaling state of one of the policy's roles, its scale a
-        finite number > 0 and its amax history as long as the recipe's, of amaxes (>= 0, or the
-        NaN or inf a step recorded)."""
-        from .. import _checks as ck
-
-        if not isinstance(state, dict):
-            raise TypeError(f"numerics state must be a mapping; got {type(state).__name__}")
-        for name, saved in state.items():
-            role = str(name).rsplit("/", 1)[-1]
-            if role not in self.roles or self.roles[role].scaling is None:
-                raise ValueError(f"numerics state {name!r} does not belong to policy "
-                                 f"{self.policy.name!r}")
-            s = self.roles[role].new_state()
-            if not isinstance(saved, dict) or not {"scale", "amax_history"} <= set(saved):
-                raise TypeError(f"numerics state {name!r} must hold scale and amax_history")
-            scale = ck.positive(saved["scale"], f"numerics state {name!r}: scale")
-            try:
-                history = np.asarray(saved["amax_history"], np.float64)
-            except (TypeError, ValueError):
-                history = None
-            if history is None or history.shape != s.amax_history.shape or (history < 0).any():
-                raise ValueError(f"numerics state {name!r}: amax_history must be "
-                                 f"{s.amax_history.size} numbers >= 0 (NaN or inf where a step "
-                                 f"saw one)")
-            with np.errstate(over="ignore"):  # an amax beyond float32 is inf, as a step records it
-                s.scale, s.amax_history = scale, history.astype(np.float32)
-            self.states[name] = s
+        """Restore what :meth:`state` returned, each entry checked first
+        (``PolicyRoles.load_state``: a TypeError or ValueError naming it)."""
+        self.rounding.load_state(state)
 
 
 class _Site(Numerics):

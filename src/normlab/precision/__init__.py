@@ -4,7 +4,9 @@ Everything here runs on a CPU with NumPy: ``quantize`` puts values on a format's
 as float32), so a recipe can be tried before it is run on hardware that has the format.
 
 Modules: ``formats`` (FloatFormat, FORMATS), ``rounding`` (quantize, cast), ``scaling``
-(per-tensor, delayed, MX), ``loss_scaling`` (GradScaler's algorithm), ``master`` (weight updates
+(the scaling dialects behind one protocol and their table ``SCALINGS``: per-tensor, delayed,
+MX), ``roles`` (a policy's roles as a model applies them: shared by normlab's model and
+``normlab.torch``), ``loss_scaling`` (GradScaler's algorithm), ``master`` (weight updates
 in low precision), ``matmul`` (emulated matmul), ``policy`` (PrecisionPolicy and presets),
 ``demos`` (the chapter's demonstrations), ``accumulate`` (sums in a low-precision
 accumulator, chunked), ``conformance`` (the golden vectors and the table of other tools).
@@ -31,25 +33,36 @@ from .policy import (
     PrecisionPolicy,
     get_policy,
 )
+from .roles import APPLIED_ROLES, PolicyRoles
 from .rounding import OVERFLOWS, ROUNDINGS, cast, quantize, round_to_bfloat16
 from .scaling import (
+    SCALINGS,
     DelayedScaling,
     DelayedScalingState,
     ErrorStats,
     MXScaling,
     MXTensor,
+    Quantized,
+    ScaledTensor,
+    Scaling,
+    ScalingDialect,
+    ScalingState,
     TensorScaling,
     amax,
     error_stats,
     mx_dequantize,
     mx_quantize,
     mx_scale,
+    register_scaling,
     scaled_qdq,
+    scaling_from_dict,
     tensor_scale,
+    unregister_scaling,
 )
 
 __all__ = [
     "ACCUMULATION_ROLES",
+    "APPLIED_ROLES",
     "DIALECTS",
     "FORMATS",
     "METHODS",
@@ -57,6 +70,7 @@ __all__ = [
     "PRESETS",
     "ROLES",
     "ROUNDINGS",
+    "SCALINGS",
     "Accumulation",
     "DelayedScaling",
     "DelayedScalingState",
@@ -66,8 +80,14 @@ __all__ = [
     "LossScaling",
     "MXScaling",
     "MXTensor",
+    "PolicyRoles",
     "Precision",
     "PrecisionPolicy",
+    "Quantized",
+    "ScaledTensor",
+    "Scaling",
+    "ScalingDialect",
+    "ScalingState",
     "StaticLossScaler",
     "TensorScaling",
     "WeightUpdater",
@@ -86,7 +106,10 @@ __all__ = [
     "mx_quantize",
     "mx_scale",
     "quantize",
+    "register_scaling",
     "round_to_bfloat16",
     "scaled_qdq",
+    "scaling_from_dict",
     "tensor_scale",
+    "unregister_scaling",
 ]

@@ -60,14 +60,13 @@ from .formats import FORMATS, FloatFormat, get_format
 from .loss_scaling import DynamicLossScaler, StaticLossScaler
 from .rounding import _check_overflow, _check_rounding, quantize
 from .scaling import (
-    SCALINGS,
     DelayedScaling,
-    DelayedScalingState,
     MXScaling,
-    TensorScaling,
-    amax,
-    scaled_qdq,
-    tensor_scale,
+    Quantized,
+    ScaledTensor,
+    Scaling,
+    ScalingState,
+    scaling_from_dict,
 )
 
 ROLES = ("params", "compute", "accumulate", "activations", "gradients", "optimizer", "master",
@@ -77,9 +76,6 @@ _NO_ACCUMULATION = Accumulation()  # the default: float32, the reductions as the
 _FLOAT32 = FORMATS["float32"]
 _FORMAT_FIELDS = ("exponent_bits", "mantissa_bits", "bias", "inf_nan", "subnormals", "signed",
                   "zero", "name")
-
-Scaling = TensorScaling | DelayedScaling | MXScaling
-
 
 def _format_from(value: Any, where: str) -> FloatFormat:
     if isinstance(value, Mapping):
@@ -103,34 +99,6 @@ def _format_to(fmt: FloatFormat) -> Any:
     return {f: getattr(fmt, f) for f in _FORMAT_FIELDS}
 
 
-def _scaling_from(value: Any, where: str) -> Scaling | None:
-    if value is None or isinstance(value, (TensorScaling, DelayedScaling, MXScaling)):
-        return value
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{where}.scaling must be null, or an object with a 'kind' "
-                        f"({', '.join(SCALINGS)}); got {value!r}")
-    fields = dict(value)
-    kind = fields.pop("kind", None)
-    if kind not in SCALINGS:
-        raise ValueError(f"{where}.scaling.kind must be one of {tuple(SCALINGS)}; got {kind!r}")
-    cls = SCALINGS[kind]
-    known = [f.name for f in dataclasses.fields(cls)]
-    unknown = set(fields) - set(known)
-    if unknown:
-        raise ValueError(f"{where}.scaling: unknown field(s) {sorted(unknown)} for kind "
-                         f"{kind!r}; known: {', '.join(known)}")
-    try:
-        return cls(**fields)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{where}.scaling: {exc}") from None
-
-
-def _scaling_to(s: Scaling | None) -> Any:
-    if s is None:
-        return None
-    return {"kind": s.kind, **dataclasses.asdict(s)}
-
-
 @dataclass(frozen=True)
 class Precision:
     """How one role's tensors are represented.
@@ -139,7 +107,8 @@ class Precision:
         format: a FloatFormat or a name in FORMATS (``"float32"``: no rounding of float32 data).
         rounding: as ``quantize`` (``"stochastic"`` needs an rng when applied).
         overflow: as ``quantize``; None: the format's default, or ``"saturate"`` under scaling.
-        scaling: None, ``TensorScaling``, ``DelayedScaling`` or ``MXScaling``.
+        scaling: None, a scaling dialect (``TensorScaling``, ``DelayedScaling``, ``MXScaling``,
+            any class of ``scaling.SCALINGS``), or its ``to_dict()`` form.
         sr_bits: stochastic rounding from this many random bits (``quantize``'s ``sr_bits``:
             hardware's and unit-scaling's few-bit SR); None: exact probabilities.
     """
@@ -155,7 +124,7 @@ class Precision:
         object.__setattr__(self, "format", fmt)
         _check_rounding(self.rounding)
         _check_overflow(self.overflow, fmt)
-        object.__setattr__(self, "scaling", _scaling_from(self.scaling, "precision"))
+        object.__setattr__(self, "scaling", scaling_from_dict(self.scaling, "precision.scaling"))
         if self.sr_bits is not None:
             if self.rounding != "stochastic":
                 raise ValueError(f"sr_bits applies to rounding='stochastic' only; got rounding="
@@ -168,46 +137,53 @@ class Precision:
         """False when applying it to float32 data changes nothing (float32, no scaling)."""
         return not (self.format == _FLOAT32 and self.scaling is None and self.overflow is None)
 
-    def new_state(self) -> DelayedScalingState | None:
-        """The per-tensor state that delayed scaling needs (None for the other kinds)."""
-        if isinstance(self.scaling, DelayedScaling):
-            return self.scaling.new_state(self.format)
-        return None
+    def new_state(self) -> ScalingState | None:
+        """The per-tensor state its scaling keeps from step to step (delayed scaling's amax
+        history); None when it keeps none."""
+        return None if self.scaling is None else self.scaling.new_state(self.format)
 
     def apply(self, x: Any, *, rng: np.random.Generator | None = None,
-              state: DelayedScalingState | None = None, axis: int | None = None,
+              state: ScalingState | None = None, axis: int | None = None,
               quantizer: Callable | None = None) -> Array:
         """x represented in this precision (values on the format's grid, dequantized when
         scaled), float32 (float64 for float64 input), x's shape.
 
         Args:
             rng: for stochastic rounding.
-            state: the tensor's ``new_state()``, required under delayed scaling.
-            axis: the MX block axis (default: the recipe's).
+            state: the tensor's ``new_state()``, required by a scaling that keeps one
+                (delayed scaling).
+            axis: the block axis of a block scaling (default: the recipe's).
             quantizer: a function with ``quantize``'s signature and results, used for the
-                element rounding of unscaled, per-tensor and delayed scaling (default:
+                element rounding where the scaling rounds elements one by one (default:
                 ``normlab.precision.quantize``; ``normlab.kernels.quantize`` is the same,
                 faster).
         """
         s = self.scaling
-        if self.sr_bits is not None:  # every element rounding draws sr_bits random bits
-            quantizer = functools.partial(quantizer or quantize, sr_bits=self.sr_bits)
         if s is None:
-            return (quantizer or quantize)(x, self.format, rounding=self.rounding,
-                                           overflow=self.overflow, rng=rng)
-        overflow = "saturate" if self.overflow is None else self.overflow
-        if isinstance(s, TensorScaling):
-            scale = tensor_scale(amax(x), self.format, margin=s.margin,
-                                 power_of_two=s.power_of_two)
-            return scaled_qdq(x, self.format, scale, rounding=self.rounding, overflow=overflow,
-                              rng=rng, quantizer=quantizer)
-        if isinstance(s, DelayedScaling):
-            if not isinstance(state, DelayedScalingState):
-                raise TypeError("this precision uses delayed scaling: pass state= (from "
-                                "precision.new_state(), one per tensor, updated every step)")
-            return state.qdq(x, rounding=self.rounding, rng=rng, quantizer=quantizer)
-        return s.qdq(x, self.format, rounding=self.rounding, rng=rng, axis=axis,
-                     sr_bits=self.sr_bits)
+            q = quantizer or quantize
+            if self.sr_bits is not None:  # every element rounding draws sr_bits random bits
+                q = functools.partial(q, sr_bits=self.sr_bits)
+            return q(x, self.format, rounding=self.rounding, overflow=self.overflow, rng=rng)
+        return s.qdq(x, self.format, rounding=self.rounding, overflow=self._scaled_overflow,
+                     rng=rng, state=state, axis=axis, sr_bits=self.sr_bits, quantizer=quantizer)
+
+    def quantize(self, x: Any, *, rng: np.random.Generator | None = None,
+                 state: ScalingState | None = None, axis: int | None = None) -> Quantized:
+        """x in this precision as a quantized value: its elements, scales and ``stats(x)``
+        (unscaled: one scale of 1). ``apply`` is its ``dequantize()``."""
+        s = self.scaling
+        if s is None:
+            fmt = self.format
+            q = quantize(x, fmt, rounding=self.rounding, overflow=self.overflow, rng=rng,
+                         sr_bits=self.sr_bits)
+            return ScaledTensor(q, 1.0, 1.0, fmt)
+        return s.quantize(x, self.format, rounding=self.rounding,
+                          overflow=self._scaled_overflow, rng=rng, state=state, axis=axis,
+                          sr_bits=self.sr_bits)
+
+    @property
+    def _scaled_overflow(self) -> str:
+        return "saturate" if self.overflow is None else self.overflow
 
     def to_value(self) -> Any:
         """JSON value: the format name alone when nothing else is set, else an object."""
@@ -221,7 +197,7 @@ class Precision:
         if self.overflow is not None:
             out["overflow"] = self.overflow
         if self.scaling is not None:
-            out["scaling"] = _scaling_to(self.scaling)
+            out["scaling"] = self.scaling.to_dict()
         return out
 
     @classmethod
@@ -244,7 +220,8 @@ class Precision:
         try:
             return cls(_format_from(value["format"], f"{where}.format"),
                        value.get("rounding", "nearest_even"), value.get("overflow"),
-                       _scaling_from(value.get("scaling"), where), value.get("sr_bits"))
+                       scaling_from_dict(value.get("scaling"), f"{where}.scaling"),
+                       value.get("sr_bits"))
         except (TypeError, ValueError) as exc:
             msg = str(exc)
             raise type(exc)(msg if msg.startswith(where) else f"{where}: {msg}") from None
@@ -256,14 +233,8 @@ class Precision:
                          else f"{self.rounding} ({self.sr_bits} random bits)")
         if self.overflow is not None:
             parts.append(f"overflow={self.overflow}")
-        s = self.scaling
-        if isinstance(s, DelayedScaling):
-            parts.append(f"delayed scaling (history {s.amax_history_len}, "
-                         f"{s.amax_compute_algo}, margin {s.margin})")
-        elif isinstance(s, MXScaling):
-            parts.append(f"MX blocks of {s.block_size} ({s.scale_rule} E8M0 scale)")
-        elif isinstance(s, TensorScaling):
-            parts.append(f"per-tensor scaling (margin {s.margin})")
+        if self.scaling is not None:
+            parts.append(self.scaling.describe())
         return ", ".join(parts)
 
 

@@ -27,17 +27,26 @@ scale s before rounding and divided by it afterwards:
   clamp before the cast for E5M2; PyTorch's E4M3 cast saturates from 2.13) and
   TransformerEngine (``satfinite``) all do; ``mx_quantize`` always saturates.
 
-Recipes (``TensorScaling``, ``DelayedScaling``, ``MXScaling``) are frozen data that a
-``PrecisionPolicy`` can hold; their ``qdq`` methods (and ``DelayedScaling.new_state()``) do the
-work.
+**One interface.** A scaling dialect is frozen data with one protocol (:class:`Scaling`):
+``qdq(x, fmt, *, rounding, overflow, rng, state, axis, sr_bits, quantizer) -> array`` (the
+quantize-dequantize), ``quantize(...)`` (the same as a :class:`Quantized` value: its elements,
+its scales and ``stats(x)``), ``new_state(fmt)`` (what it keeps from step to step, or None),
+``describe()`` and ``to_dict()`` / ``from_dict()`` (its name and parameters as data). The table
+:data:`SCALINGS` maps each dialect's name (``kind``) to its class; ``register_scaling`` adds one.
+A ``PrecisionPolicy`` holds dialects as data, ``normlab.nn.numerics`` and ``normlab.torch``
+apply them through the protocol alone (``normlab.torch`` in torch operations where it has them
+for a kind, else through the NumPy path on a CPU copy: the same bits), so a new dialect is one
+class and one ``register_scaling`` call.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -87,13 +96,7 @@ def scaled_qdq(x: Any, fmt: Any, scale: float, *, rounding: str = "nearest_even"
     (float64 for float64 input) as on hardware; scaled casts saturate by default, as TE's.
     ``quantizer`` replaces ``quantize`` (a function with its signature and results).
     Returns x's shape, float32 or float64."""
-    x = ck.float_array(x, "x")
-    s = ck.positive(scale, "scale")
-    ct = ck.compute_dtype(x.dtype)
-    xs = x.astype(ct, copy=False) * ct.type(s)
-    q = (quantizer or quantize)(xs, fmt, rounding=rounding, overflow=overflow, rng=rng)
-    q *= ct.type(np.float32(1.0) / np.float32(s)) if ct == np.float32 else ct.type(1.0 / s)
-    return q
+    return _scaled(x, fmt, scale, rounding, overflow, rng, quantizer or quantize).dequantize()
 
 
 class ErrorStats(NamedTuple):
@@ -135,10 +138,204 @@ def error_stats(x: Any, y: Any, fmt: Any, scale: Any = 1.0) -> ErrorStats:
     )
 
 
+# --- the interface ------------------------------------------------------------------------------
+
+class Quantized(Protocol):
+    """A quantized tensor: its elements on the format's grid and what decodes them."""
+
+    @property
+    def elements(self) -> Array:
+        """x's shape, values of the element format (float32; float64 for float64 x)."""
+        ...
+
+    @property
+    def fmt(self) -> FloatFormat:
+        """The element format."""
+        ...
+
+    def dequantize(self) -> Array:
+        """The values represented: x's shape."""
+        ...
+
+    def stats(self, x: Any) -> ErrorStats:
+        """Error statistics against the original x."""
+        ...
+
+
+class ScalingState(Protocol):
+    """What a dialect keeps for one tensor from step to step (delayed scaling's amax history)."""
+
+    def update(self) -> float:
+        """End of an optimizer step: the state for the next one. Returns its scale."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able state, for a checkpoint."""
+        ...
+
+    def load(self, saved: Any, where: str) -> None:
+        """Restore what ``to_dict`` gave, each value checked (errors name ``where``)."""
+        ...
+
+
+@runtime_checkable
+class Scaling(Protocol):
+    """A scaling dialect (the module docstring): frozen data, named by ``kind`` in SCALINGS."""
+
+    kind: ClassVar[str]
+
+    def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+            overflow: str | None = "saturate", rng: np.random.Generator | None = None,
+            state: Any = None, axis: int | None = None, sr_bits: int | None = None,
+            quantizer: Callable | None = None) -> Array: ...
+
+    def quantize(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+                 overflow: str | None = "saturate", rng: np.random.Generator | None = None,
+                 state: Any = None, axis: int | None = None, sr_bits: int | None = None,
+                 quantizer: Callable | None = None) -> Quantized: ...
+
+    def new_state(self, fmt: Any) -> ScalingState | None: ...
+
+    def describe(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class ScalingDialect:
+    """What every dialect shares (a base for frozen dataclasses): its parameters as data
+    (``to_dict`` / ``from_dict``), no state, and ``qdq`` as ``quantize(...).dequantize()``. A
+    subclass sets ``kind`` and defines ``quantize`` and ``describe``; one with a state defines
+    ``new_state``; one with a faster path than the dequantize defines ``qdq``."""
+
+    kind: ClassVar[str] = ""
+
+    def quantize(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+                 overflow: str | None = "saturate", rng: np.random.Generator | None = None,
+                 state: Any = None, axis: int | None = None, sr_bits: int | None = None,
+                 quantizer: Callable | None = None) -> Quantized:
+        raise NotImplementedError
+
+    def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+            overflow: str | None = "saturate", rng: np.random.Generator | None = None,
+            state: Any = None, axis: int | None = None, sr_bits: int | None = None,
+            quantizer: Callable | None = None) -> Array:
+        """Quantize-dequantize x: float32 (float64 for float64 x), x's shape."""
+        return self.quantize(x, fmt, rounding=rounding, overflow=overflow, rng=rng, state=state,
+                             axis=axis, sr_bits=sr_bits, quantizer=quantizer).dequantize()
+
+    def new_state(self, fmt: Any) -> ScalingState | None:
+        """The per-tensor state (None: the dialect keeps none)."""
+        return None
+
+    def describe(self) -> str:
+        return self.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind": ..., <parameters>}``: JSON-able, read back by :func:`scaling_from_dict`."""
+        assert dataclasses.is_dataclass(self)
+        return {"kind": self.kind, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any], where: str = "scaling") -> Any:
+        """The dialect from its parameters (``kind`` left out); unknown ones refused by name."""
+        assert dataclasses.is_dataclass(cls)
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = set(fields) - set(known)
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)} for kind "
+                             f"{cls.kind!r}; known: {', '.join(known) or 'none'}")
+        try:
+            return cls(**fields)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+
+
+#: The dialects by name (``kind``): the one table a policy, the model and ``normlab.torch`` read.
+SCALINGS: dict[str, Any] = {}
+
+
+def register_scaling(cls: Any) -> Any:
+    """Add a dialect class to :data:`SCALINGS` under its ``kind`` (usable as a decorator).
+    It must implement :class:`Scaling`; a kind already taken is refused."""
+    kind = getattr(cls, "kind", None)
+    if not isinstance(cls, type) or not isinstance(kind, str) or not kind:
+        raise TypeError(f"a scaling dialect is a class with a non-empty 'kind'; got {cls!r}")
+    missing = [m for m in ("qdq", "quantize", "new_state", "describe", "to_dict", "from_dict")
+               if not callable(getattr(cls, m, None))]
+    if missing:
+        raise TypeError(f"scaling dialect {kind!r} lacks {', '.join(missing)}")
+    if kind in SCALINGS and SCALINGS[kind] is not cls:
+        raise ValueError(f"a scaling dialect named {kind!r} exists: {SCALINGS[kind].__name__}")
+    SCALINGS[kind] = cls
+    return cls
+
+
+def unregister_scaling(kind: str) -> None:
+    """Remove a dialect from :data:`SCALINGS` (a test's throwaway dialect)."""
+    if kind not in SCALINGS:
+        raise KeyError(f"no scaling dialect named {kind!r}; known: {', '.join(SCALINGS)}")
+    del SCALINGS[kind]
+
+
+def scaling_from_dict(value: Any, where: str = "scaling") -> Any:
+    """A dialect from ``{"kind": ..., <parameters>}`` (a dialect object is returned as it is,
+    None stays None); the kind and each parameter are checked, errors naming ``where``."""
+    if value is None or isinstance(value, ScalingDialect) or (
+            isinstance(value, Scaling) and not isinstance(value, type)):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{where} must be null, or an object with a 'kind' "
+                        f"({', '.join(SCALINGS)}); got {value!r}")
+    fields = dict(value)
+    kind = fields.pop("kind", None)
+    if kind not in SCALINGS:
+        raise ValueError(f"{where}.kind must be one of {tuple(SCALINGS)}; got {kind!r}")
+    return SCALINGS[kind].from_dict(fields, where)
+
+
+def _element_quantizer(quantizer: Callable | None, sr_bits: int | None) -> Callable:
+    """The element rounding: ``quantizer`` (default ``quantize``), drawing ``sr_bits`` random
+    bits per stochastic rounding when given."""
+    q = quantizer or quantize
+    return q if sr_bits is None else functools.partial(q, sr_bits=sr_bits)
+
+
+class ScaledTensor(NamedTuple):
+    """A tensor quantized with one scale: ``elements = quantize(x * scale)``, decoded as
+    ``elements * decode`` (``decode`` = float32(1 / scale) for float32 x, as hardware)."""
+
+    elements: Array  # x's shape, values of the element format (float32; float64 for float64 x)
+    scale: float  # the encoding scale s
+    decode: float  # the decoding multiplier
+    fmt: FloatFormat  # the element format
+
+    def dequantize(self) -> Array:
+        """elements * decode: x's shape."""
+        return self.elements * self.elements.dtype.type(self.decode)
+
+    def stats(self, x: Any) -> ErrorStats:
+        """Error statistics against the original x."""
+        return error_stats(x, self.dequantize(), self.fmt, self.scale)
+
+
+def _scaled(x: Any, fmt: Any, s: float, rounding: str, overflow: str | None,
+            rng: np.random.Generator | None, quantizer: Callable) -> ScaledTensor:
+    """``scaled_qdq``'s steps, kept apart: the rounded x * s and its decode multiplier."""
+    x = ck.float_array(x, "x")
+    s = ck.positive(s, "scale")
+    fmt = get_format(fmt)
+    ct = ck.compute_dtype(x.dtype)
+    q = quantizer(x.astype(ct, copy=False) * ct.type(s), fmt, rounding=rounding,
+                  overflow=overflow, rng=rng)
+    decode = float(np.float32(1.0) / np.float32(s)) if ct == np.float32 else 1.0 / s
+    return ScaledTensor(q, float(s), decode, fmt)
+
+
 # --- per-tensor and delayed scaling -----------------------------------------------------------
 
+@register_scaling
 @dataclass(frozen=True)
-class TensorScaling:
+class TensorScaling(ScalingDialect):
     """Per-tensor current scaling: s = fmax / amax(x) / 2^margin from x itself (TE's
     ``Float8CurrentScaling``; ``power_of_two`` rounds s down to a power of two)."""
 
@@ -150,15 +347,25 @@ class TensorScaling:
         ck.integer(self.margin, "margin", lo=-64, hi=64)
         ck.flag(self.power_of_two, "power_of_two")
 
-    def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
-            rng: np.random.Generator | None = None) -> tuple[Array, float]:
-        """Returns (quantize-dequantized x, the scale s used)."""
-        s = tensor_scale(amax(x), fmt, margin=self.margin, power_of_two=self.power_of_two)
-        return scaled_qdq(x, fmt, s, rounding=rounding, rng=rng), s
+    def scale_of(self, x: Any, fmt: Any) -> float:
+        """The scale s this recipe gives x."""
+        return tensor_scale(amax(x), fmt, margin=self.margin, power_of_two=self.power_of_two)
+
+    def quantize(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+                 overflow: str | None = "saturate", rng: np.random.Generator | None = None,
+                 state: Any = None, axis: int | None = None, sr_bits: int | None = None,
+                 quantizer: Callable | None = None) -> ScaledTensor:
+        """x * s rounded to ``fmt`` with s from x's own amax (``state``, ``axis``: unused)."""
+        return _scaled(x, fmt, self.scale_of(x, fmt), rounding, overflow, rng,
+                       _element_quantizer(quantizer, sr_bits))
+
+    def describe(self) -> str:
+        return f"per-tensor scaling (margin {self.margin})"
 
 
+@register_scaling
 @dataclass(frozen=True)
-class DelayedScaling:
+class DelayedScaling(ScalingDialect):
     """TransformerEngine's DelayedScaling recipe: the scale of step t comes from the amax of the
     steps before it. Defaults are TE's (margin 0, history 1024, 'max'); Megatron's older default
     was ``amax_history_len=1, amax_compute_algo="most_recent"``."""
@@ -177,6 +384,24 @@ class DelayedScaling:
         """The per-tensor state (amax history and scale) for one tensor cast to ``fmt``."""
         return DelayedScalingState(self, fmt)
 
+    def quantize(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+                 overflow: str | None = "saturate", rng: np.random.Generator | None = None,
+                 state: Any = None, axis: int | None = None, sr_bits: int | None = None,
+                 quantizer: Callable | None = None) -> ScaledTensor:
+        """x * s rounded to ``fmt`` with the state's scale s, x's amax recorded in its history
+        (``state``: from ``new_state(fmt)``, one per tensor, updated every step)."""
+        if not isinstance(state, DelayedScalingState):
+            raise TypeError("this precision uses delayed scaling: pass state= (from "
+                            "precision.new_state(), one per tensor, updated every step)")
+        t = _scaled(x, state.fmt, state.scale, rounding, overflow, rng,
+                    _element_quantizer(quantizer, sr_bits))
+        state.record(x)
+        return t
+
+    def describe(self) -> str:
+        return (f"delayed scaling (history {self.amax_history_len}, {self.amax_compute_algo}, "
+                f"margin {self.margin})")
+
 
 class DelayedScalingState:
     """The state of one delayed-scaled tensor: ``scale`` (float32, 1.0 at first) and
@@ -194,10 +419,17 @@ class DelayedScalingState:
             rng: np.random.Generator | None = None, quantizer: Callable | None = None) -> Array:
         """Quantize-dequantize x with the current scale and record amax(x) in slot 0 (the
         maximum over the calls of this step, e.g. over gradient-accumulation micro-batches)."""
-        y = scaled_qdq(x, self.fmt, self.scale, rounding=rounding, rng=rng, quantizer=quantizer)
-        a = np.float32(amax(x))
+        return self.recipe.qdq(x, self.fmt, rounding=rounding, rng=rng, state=self,
+                               quantizer=quantizer)
+
+    def record(self, x: Any) -> None:
+        """amax(x) into slot 0 of the history (the maximum over this step's calls; NaN stays)."""
+        self.record_amax(amax(x))
+
+    def record_amax(self, value: float) -> None:
+        """An amax into slot 0 of the history, as :meth:`record` does for a tensor's."""
+        a = np.float32(value)
         self.amax_history[0] = np.nan if np.isnan(a) else max(self.amax_history[0], a)
-        return y
 
     def update(self) -> float:
         """End of step: amax from the history, roll it, new scale (TE's
@@ -208,6 +440,27 @@ class DelayedScalingState:
         self.amax_history[0] = 0.0
         self.scale = tensor_scale(a, self.fmt, margin=self.recipe.margin, previous=self.scale)
         return self.scale
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"scale", "amax_history"}`` as JSON-able numbers."""
+        return {"scale": float(self.scale), "amax_history": self.amax_history.tolist()}
+
+    def load(self, saved: Any, where: str = "state") -> None:
+        """Restore what :meth:`to_dict` returned, checked first (a TypeError or ValueError naming
+        ``where``): its scale a finite number > 0, its amax history as long as the recipe's, of
+        amaxes (>= 0, or the NaN or inf a step recorded)."""
+        if not isinstance(saved, dict) or not {"scale", "amax_history"} <= set(saved):
+            raise TypeError(f"{where} must hold scale and amax_history")
+        scale = ck.positive(saved["scale"], f"{where}: scale")
+        try:
+            history = np.asarray(saved["amax_history"], np.float64)
+        except (TypeError, ValueError):
+            history = None
+        if history is None or history.shape != self.amax_history.shape or (history < 0).any():
+            raise ValueError(f"{where}: amax_history must be {self.amax_history.size} numbers "
+                             f">= 0 (NaN or inf where a step saw one)")
+        with np.errstate(over="ignore"):  # an amax beyond float32 is inf, as a step records it
+            self.scale, self.amax_history = scale, history.astype(np.float32)
 
 
 # --- MX block scaling -------------------------------------------------------------------------
@@ -378,8 +631,9 @@ def mx_dequantize(t: MXTensor) -> Array:
     return t.dequantize()
 
 
+@register_scaling
 @dataclass(frozen=True)
-class MXScaling:
+class MXScaling(ScalingDialect):
     """MX block scaling as a recipe: blocks of ``block_size`` along ``axis`` share an E8M0
     scale chosen by ``scale_rule`` (``SCALE_RULES``; ``mx_scale`` gives each rule's source)."""
 
@@ -393,14 +647,16 @@ class MXScaling:
         ck.choice(self.scale_rule, "scale_rule", SCALE_RULES)
         ck.integer(self.axis, "axis", lo=-32, hi=31)
 
-    def qdq(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
-            rng: np.random.Generator | None = None, axis: int | None = None,
-            sr_bits: int | None = None) -> Array:
-        """Quantize-dequantize x in MX blocks along ``axis`` (default: the recipe's)."""
+    def quantize(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
+                 overflow: str | None = "saturate", rng: np.random.Generator | None = None,
+                 state: Any = None, axis: int | None = None, sr_bits: int | None = None,
+                 quantizer: Callable | None = None) -> MXTensor:
+        """x in MX blocks along ``axis`` (default: the recipe's); the elements always saturate
+        (``overflow``, ``state``, ``quantizer``: unused)."""
         return mx_quantize(x, fmt, block_size=self.block_size,
                            axis=self.axis if axis is None else axis,
                            scale_rule=self.scale_rule, rounding=rounding, rng=rng,
-                           sr_bits=sr_bits).dequantize()
+                           sr_bits=sr_bits)
 
-
-SCALINGS = {"tensor": TensorScaling, "delayed": DelayedScaling, "mx": MXScaling}
+    def describe(self) -> str:
+        return f"MX blocks of {self.block_size} ({self.scale_rule} E8M0 scale)"

@@ -50,29 +50,27 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ..precision import Precision, PrecisionPolicy, get_policy
-from .quantize import Workspace, _cast_from, _transposed, apply, apply_
-
-_ROLES = ("params", "compute", "activations", "gradients")
+from ..precision.roles import PolicyRoles
+from .quantize import Workspace, apply, apply_, cast_from, is_transposed
 
 
 class _Rounder:
-    """Applies one policy's roles to torch tensors, with the delayed-scaling states and the
-    buffers reused from step to step (``Workspace``)."""
+    """Applies one policy's roles (``normlab.precision.roles.PolicyRoles``: the roles, their
+    checks and the per-tensor scaling states, shared with normlab's own model) to torch tensors,
+    with the buffers reused from step to step (``Workspace``)."""
 
-    def __init__(self, policy: PrecisionPolicy, rng: np.random.Generator | None):
-        self.policy, self.rng = policy, rng
-        self.roles = {r: getattr(policy, r) for r in _ROLES}
-        self.states: dict[str, Any] = {}
+    def __init__(self, roles: PolicyRoles):
+        self.rounding = roles
+        self.policy, self.roles, self.rng = roles.policy, roles.roles, roles.rng
         self.work = Workspace()
 
-    def _state(self, p: Precision, role: str, name: str) -> Any:
-        if p.scaling is None or p.scaling.kind != "delayed":
-            return None
-        key = f"{name}/{role}"
-        if key not in self.states:
-            self.states[key] = p.new_state()
-        return self.states[key]
+    @property
+    def states(self) -> dict[str, Any]:
+        """The per-tensor scaling states, by ``"<site>/<tensor>/<role>"``."""
+        return self.rounding.states
+
+    def _state(self, role: str, name: str) -> Any:
+        return self.rounding.state(role, name)
 
     def __call__(self, role: str, x: torch.Tensor, name: str) -> torch.Tensor:
         """``role``'s rounding of x, a new tensor (x itself when the role does not round)."""
@@ -80,7 +78,7 @@ class _Rounder:
         if not p.rounds:
             return x
         with torch.no_grad():
-            return apply(p, x, rng=self.rng, state=self._state(p, role, name)).to(x.dtype)
+            return apply(p, x, rng=self.rng, state=self._state(role, name)).to(x.dtype)
 
     def inplace(self, role: str, x: torch.Tensor, name: str) -> torch.Tensor:
         """``role``'s rounding written into x, a tensor of the caller's that nothing else
@@ -89,8 +87,8 @@ class _Rounder:
         if not p.rounds:
             return x
         with torch.no_grad():
-            state = self._state(p, role, name)
-            if x.dtype == torch.float32 and (x.is_contiguous() or _transposed(x)):
+            state = self._state(role, name)
+            if x.dtype == torch.float32 and (x.is_contiguous() or is_transposed(x)):
                 return apply_(p, x, rng=self.rng, state=state, work=self.work)
             return x.copy_(apply(p, x, rng=self.rng, state=state))
 
@@ -109,7 +107,7 @@ class _Rounder:
             return x, False
         buf = self.work.take(x)
         with torch.no_grad():
-            done = _cast_from(self.roles[ps[0]], x, buf, self.work)
+            done = cast_from(self.roles[ps[0]], x, buf, self.work)
             if not done:
                 buf.copy_(x)
         last = self.roles[ps[0]] if done else None
@@ -125,8 +123,7 @@ class _Rounder:
             self.work.give(t)
 
     def end_step(self) -> None:
-        for s in self.states.values():
-            s.update()
+        self.rounding.end_step()
 
 
 class _Straight(torch.autograd.Function):
@@ -247,18 +244,9 @@ class emulate:
                  embed: str | None = None):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-        pol = get_policy(policy) if isinstance(policy, str) else policy
-        if not isinstance(pol, PrecisionPolicy):
-            raise TypeError(f"policy must be a PrecisionPolicy or a preset name; got {policy!r}")
-        if pol.accumulate.rounds:
-            raise ValueError(f"policy {pol.name!r}: emulate accumulates the products in float32; "
-                             f"an accumulate format of {pol.accumulate} is not emulated")
-        if rng is None and any(getattr(pol, r).rounding == "stochastic" for r in _ROLES):
-            raise TypeError(f"policy {pol.name!r} rounds stochastically: pass rng=")
-        if rng is not None and not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
-        self.model, self.policy = model, pol
-        self.rounder = _Rounder(pol, rng)
+        roles = PolicyRoles(policy, rng=rng, who="emulate")
+        self.model, self.policy = model, roles.policy
+        self.rounder = _Rounder(roles)
         names = dict(model.named_modules())
         self.stream = _default_stream(model) if stream is None else tuple(stream)
         self.embed = _default_embed(model) if embed is None else embed

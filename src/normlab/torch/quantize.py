@@ -31,8 +31,7 @@ from ..precision.rounding import OVERFLOWS, ROUNDINGS
 from ..precision.scaling import (
     SCALE_RULES,
     DelayedScalingState,
-    MXScaling,
-    TensorScaling,
+    ScalingState,
     tensor_scale,
 )
 
@@ -501,7 +500,7 @@ class Workspace:
         """A float32 tensor of ``like``'s shape and device (values unset), laid out as
         ``like`` where that is a transposed contiguous matrix (so the products that read it run
         as they would on ``like``), contiguous otherwise."""
-        key = (tuple(like.shape), _transposed(like), like.device)
+        key = (tuple(like.shape), is_transposed(like), like.device)
         free = self._free.get(key)
         if free:
             return free.pop()
@@ -511,10 +510,10 @@ class Workspace:
 
     def give(self, t: torch.Tensor) -> None:
         """Return a tensor from ``take`` for reuse (its holder no longer reads it)."""
-        self._free.setdefault((tuple(t.shape), _transposed(t), t.device), []).append(t)
+        self._free.setdefault((tuple(t.shape), is_transposed(t), t.device), []).append(t)
 
 
-def _transposed(t: torch.Tensor) -> bool:
+def is_transposed(t: torch.Tensor) -> bool:
     """t is a matrix whose transpose, and not itself, is contiguous."""
     return t.dim() == 2 and not t.is_contiguous() and t.t().is_contiguous()
 
@@ -524,7 +523,7 @@ def _flat(t: torch.Tensor) -> torch.Tensor | None:
     contiguous matrix), for element-wise work; None otherwise."""
     if t.is_contiguous():
         return t.view(-1)
-    return t.t().reshape(-1) if _transposed(t) else None
+    return t.t().reshape(-1) if is_transposed(t) else None
 
 
 def _check_apply(precision: Any, t: Any) -> None:
@@ -536,37 +535,38 @@ def _check_apply(precision: Any, t: Any) -> None:
 
 
 def apply(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
-          state: DelayedScalingState | None = None) -> torch.Tensor:
+          state: ScalingState | None = None) -> torch.Tensor:
     """``Precision.apply`` in torch operations on ``t``'s device, the same values bit for bit:
-    unscaled, per-tensor (the scale from this tensor's amax), delayed (``state`` from
-    ``precision.new_state()``: its scale, and this tensor's amax recorded in its history) and MX
-    scaling (blocks along the recipe's axis). float32 (or float16 / bfloat16) input; returns
-    float32. A precision with ``sr_bits`` and float64 input go through ``Precision.apply`` on a
-    CPU copy."""
+    unscaled, and each scaling dialect that :data:`TORCH_SCALINGS` has in torch operations
+    (per-tensor: the scale from this tensor's amax; delayed: ``state`` from
+    ``precision.new_state()``, its scale, and this tensor's amax recorded in its history; MX:
+    blocks along the recipe's axis). float32 (or float16 / bfloat16) input; returns float32.
+    Any other dialect of ``normlab.precision.scaling.SCALINGS``, a precision with ``sr_bits`` and
+    float64 input go through ``Precision.apply`` on a CPU copy: the same bits, at NumPy's
+    speed."""
     _check_apply(precision, t)
     s, p = precision.scaling, precision
-    if p.sr_bits is not None or t.dtype == torch.float64:
+    backend = None if s is None else TORCH_SCALINGS.get(s.kind)
+    if p.sr_bits is not None or t.dtype == torch.float64 or (s is not None and backend is None):
         a = t.detach().to("cpu").numpy()
         out = p.apply(a if t.dtype == torch.float64 else a.astype(np.float32), rng=rng,
                       state=state)
         return torch.from_numpy(np.ascontiguousarray(out)).to(t.device)
     x = t.detach().to(torch.float32)
-    if s is None:
+    if backend is None:
         return quantize(x, p.format, rounding=p.rounding, overflow=p.overflow, rng=rng)
-    if isinstance(s, MXScaling):
-        return mx_quantize(x, p.format, block_size=s.block_size, axis=s.axis,
-                           scale_rule=s.scale_rule, rounding=p.rounding, rng=rng).dequantize()
-    return _apply_scaled(p, x, rng, state, None)
+    return backend.qdq(p, x, rng, state, None)
 
 
 def apply_(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | None = None,
-           state: DelayedScalingState | None = None,
+           state: ScalingState | None = None,
            work: Workspace | None = None) -> torch.Tensor:
     """``apply`` written into ``t`` (a float32 tensor the caller owns: contiguous, or a
-    transposed contiguous matrix), the same bits. Unscaled, per-tensor and delayed scaling
-    rounding deterministically run in place on its memory (element-wise: its order does not
-    matter), a format torch stores (nearest even, a finite tensor) through torch's cast and
-    ``work``'s buffers; stochastic rounding (which draws in t's order) and MX scaling (blocks
+    transposed contiguous matrix), the same bits. Unscaled rounding and the dialects whose
+    :data:`TORCH_SCALINGS` entry works in place (per-tensor, delayed), rounding
+    deterministically, run in place on its memory (element-wise: its order does not matter), a
+    format torch stores (nearest even, a finite tensor) through torch's cast and ``work``'s
+    buffers; stochastic rounding (which draws in t's order) and every other dialect (MX blocks
     along an axis) are ``apply`` copied in. Returns ``t``."""
     _check_apply(precision, t)
     flat = _flat(t)
@@ -574,23 +574,25 @@ def apply_(precision: Precision, t: torch.Tensor, *, rng: np.random.Generator | 
         raise ValueError(f"t must be a float32 tensor without a gradient, contiguous or a "
                          f"transposed contiguous matrix; got {t.dtype}, strides {t.stride()}")
     s, p, work = precision.scaling, precision, work or Workspace()
-    if p.rounding == "stochastic" or isinstance(s, MXScaling):
+    backend = None if s is None else TORCH_SCALINGS.get(s.kind)
+    if p.rounding == "stochastic" or p.sr_bits is not None or (
+            s is not None and (backend is None or not backend.in_place)):
         t.copy_(apply(p, t, rng=rng, state=state))
-    elif s is not None:
-        _apply_scaled(p, flat, rng, state, work)
+    elif backend is not None:
+        backend.qdq(p, flat, rng, state, work)
     else:
         _unscaled_(p, flat, work)
     return t
 
 
-def _cast_from(p: Precision, src: torch.Tensor, dst: torch.Tensor, work: Workspace) -> bool:
+def cast_from(p: Precision, src: torch.Tensor, dst: torch.Tensor, work: Workspace) -> bool:
     """``dst = apply(p, src)`` straight from ``src`` through torch's cast (one pass less than a
     copy and a rounding in place) where ``p`` is unscaled and rounds to nearest even to a
     format torch stores with an infinity, and ``src`` is finite float32 laid out as ``dst``:
     True; otherwise nothing is written: False."""
     fmt = p.format
     if p.scaling is not None or p.overflow == "saturate" or not fmt.has_inf or \
-            src.dtype != torch.float32 or _transposed(src) != _transposed(dst):
+            src.dtype != torch.float32 or is_transposed(src) != is_transposed(dst):
         return False
     dt = _native(fmt, p.rounding, p.overflow, not fmt.subnormals)
     fs, fd = _flat(src), _flat(dst)
@@ -612,22 +614,52 @@ def _unscaled_(p: Precision, x: torch.Tensor, work: Workspace) -> torch.Tensor:
     return work.cast_(x, dt)  # overflow past max: inf, normlab's and the cast's
 
 
-def _apply_scaled(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
-                  state: DelayedScalingState | None, work: Workspace | None) -> torch.Tensor:
-    """Per-tensor and delayed scaling of float32 x (in place with ``work``)."""
-    s = p.scaling
+def _tensor_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
+                state: ScalingState | None, work: Workspace | None) -> torch.Tensor:
+    """Per-tensor scaling of float32 x (in place with ``work``)."""
+    s: Any = p.scaling  # a TensorScaling (TORCH_SCALINGS["tensor"])
     overflow = "saturate" if p.overflow is None else p.overflow
-    if isinstance(s, TensorScaling):
-        am = _amax(x)
-        scale = tensor_scale(am, p.format, margin=s.margin, power_of_two=s.power_of_two)
-        return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am),
-                           work, am)
+    am = _amax(x)
+    scale = tensor_scale(am, p.format, margin=s.margin, power_of_two=s.power_of_two)
+    return _scaled_qdq(x, p.format, scale, p.rounding, overflow, rng, math.isfinite(am), work, am)
+
+
+def _delayed_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
+                 state: ScalingState | None, work: Workspace | None) -> torch.Tensor:
+    """Delayed scaling of float32 x with ``state``'s scale, x's amax recorded in its history
+    (in place with ``work``)."""
     if not isinstance(state, DelayedScalingState):
         raise TypeError("this precision uses delayed scaling: pass state= (from "
                         "precision.new_state(), one per tensor, updated every step)")
     am = np.float32(_amax(x))
-    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, "saturate", rng,
+    overflow = "saturate" if p.overflow is None else p.overflow
+    y = _scaled_qdq(x, state.fmt, state.scale, p.rounding, overflow, rng,
                     bool(np.isfinite(am)), work, float(am))
-    h = state.amax_history
-    h[0] = np.nan if np.isnan(am) else max(h[0], am)
+    state.record_amax(float(am))
     return y
+
+
+def _mx_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
+            state: ScalingState | None, work: Workspace | None) -> torch.Tensor:
+    """MX blocks of float32 x along the recipe's axis."""
+    s: Any = p.scaling  # an MXScaling (TORCH_SCALINGS["mx"])
+    return mx_quantize(x, p.format, block_size=s.block_size, axis=s.axis,
+                       scale_rule=s.scale_rule, rounding=p.rounding, rng=rng).dequantize()
+
+
+class TorchScaling(NamedTuple):
+    """A scaling dialect in torch operations: ``qdq(precision, x, rng, state, work)`` of a
+    float32 tensor, the same bits as the dialect's own ``qdq``; ``in_place``: with a
+    ``Workspace`` it rounds x in place (element-wise, for ``apply_``)."""
+
+    qdq: Any
+    in_place: bool = False
+
+
+#: The dialects (``normlab.precision.scaling.SCALINGS``'s kinds) that normlab.torch computes in
+#: torch operations; any other dialect goes through its NumPy ``qdq`` on a CPU copy.
+TORCH_SCALINGS: dict[str, TorchScaling] = {
+    "tensor": TorchScaling(_tensor_qdq, in_place=True),
+    "delayed": TorchScaling(_delayed_qdq, in_place=True),
+    "mx": TorchScaling(_mx_qdq),
+}
