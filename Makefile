@@ -110,7 +110,10 @@ check-block-full: $(VENV)/.installed-lab
 	else cp $(FULL_CHECK_OUT)/summary.json docs/results/full-seed10000.json; fi
 	$(MAKE) tables
 
-# the generated tables (docs/lab.md, the README) and the forest plots, from the committed results
+# the generated tables (docs/lab.md, the README), the forest plots and the report's picture
+# (docs/img/report.png, rendered by headless Chromium: apt-get install chromium) from the
+# committed results, each picture with a record of the results it was drawn from (PNG.json,
+# tools/doc_pictures.py); and the counts the docs' prose states (tools/doc_values.py)
 FULL_RESULTS = $(if $(wildcard docs/results/full.json),--full-results docs/results/full.json)
 CHECK_RESULTS = $(if $(wildcard docs/results/quick-seed10000.json),\
 	--check-results docs/results/quick-seed10000.json)
@@ -122,6 +125,11 @@ tables: $(VENV)/.installed-lab
 		--forest docs/img/verdicts-quick.png --readme docs/lab.md README.md
 	$(if $(FULL_RESULTS),$(BIN)/normlab report --markdown --results docs/results/full.json \
 		--forest docs/img/verdicts-full.png > /dev/null)
+	$(BIN)/python tools/doc_pictures.py stamp docs/img/verdicts-quick.png docs/results/quick.json
+	$(if $(FULL_RESULTS),$(BIN)/python tools/doc_pictures.py stamp docs/img/verdicts-full.png \
+		docs/results/full.json)
+	$(BIN)/python tools/doc_pictures.py report
+	$(BIN)/python tools/doc_values.py
 
 FULL_OUT := normlab-results-full
 FULL_FLAGS = --full $(if $(FRESH),--no-cache) $(if $(RAY),--ray $(RAY))

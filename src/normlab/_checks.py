@@ -13,14 +13,17 @@ value) with a message that names the argument and says what is accepted.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from numbers import Real
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 import ml_dtypes
 import numpy as np
 
 Array = np.ndarray
+_T = TypeVar("_T")
 
 _ML_DTYPES_FLOATS = frozenset(
     np.dtype(getattr(ml_dtypes, name))
@@ -175,6 +178,24 @@ def known_keys(keys: Any, allowed: Any, what: str) -> None:
         if key not in allowed:
             raise ValueError(f"unknown {what} {key!r}{_did_you_mean(key, allowed)}; known: "
                              f"{', '.join(map(str, allowed))}")
+
+
+def dataclass_from(cls: type[_T], data: Any, unknown: str,
+                   **convert: Callable[[Any], Any]) -> _T:
+    """``cls(**data)`` for the dataclass ``cls``, from a mapping of its fields (a config's
+    ``to_dict``, an object read from JSON): keys that are not fields of ``cls`` are refused
+    first, all of them at once, with a ValueError ``"{unknown} [keys]; known: fields"``
+    (``unknown`` says what they are: ``"config: unknown model fields"``); ``convert[key]`` maps
+    that key's value before the call (a nested config from its dict). A missing key takes the
+    field's default; the dataclass checks the values."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"expected a mapping of {cls.__name__}'s fields; got "
+                        f"{type(data).__name__}")
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    extra = sorted(str(k) for k in data if k not in names)
+    if extra:
+        raise ValueError(f"{unknown} {extra}; known: {', '.join(names)}")
+    return cls(**{k: convert[k](v) if k in convert else v for k, v in data.items()})
 
 
 def _did_you_mean(value: Any, options: Any) -> str:

@@ -16,8 +16,11 @@ writer that takes a file name):
 JSON (:func:`dumps_json`, :func:`write_json`, :func:`read_json`) has one convention for numbers
 JSON cannot hold: a non-finite float is written as the string ``"inf"``, ``"-inf"`` or ``"nan"``
 (NumPy scalars and arrays become Python numbers and lists), and :func:`number` reads such a value
-back. :func:`read_json` refuses a file that is missing, not a regular file, over a size cap or not
-valid JSON, naming the file.
+back. One writer differs: ``TrainResult.to_dict`` writes a non-finite figure as null
+(``jsonable(..., null_nonfinite=True)``), as the pinned runs recorded it; :func:`finite` reads a
+figure of either form as a float, or None where it is not a finite number. :func:`read_json`
+refuses a file that is missing, not a regular file, over a size cap or not valid JSON, naming
+the file.
 
 Path checks run before any work starts: :func:`check_output_path` (the folder exists, the target
 is new or a regular file), :func:`check_input_file` (an existing regular file of bounded size, so
@@ -214,23 +217,39 @@ def _replace(path: PathLike, fill: Callable[[Any, str], None], what: str) -> Pat
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
-def jsonable(obj: Any) -> Any:
+def jsonable(obj: Any, *, null_nonfinite: bool = False) -> Any:
     """``obj`` with NumPy scalars and arrays as Python numbers and lists, tuples as lists, keys as
-    strings, and non-finite floats as the strings ``'inf'``, ``'-inf'``, ``'nan'``."""
+    strings, and non-finite floats as the strings ``'inf'``, ``'-inf'``, ``'nan'`` (the one
+    convention), or as None with ``null_nonfinite`` (``TrainResult.to_dict`` only: the pinned
+    runs, ``tests/train/data/pinned_runs.json``, were recorded so)."""
     if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v, null_nonfinite=null_nonfinite) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
+        return [jsonable(v, null_nonfinite=null_nonfinite) for v in obj]
     if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
+        return jsonable(obj.tolist(), null_nonfinite=null_nonfinite)
     if isinstance(obj, np.bool_):
         return bool(obj)
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, (float, np.floating)):
         v = float(obj)
-        return v if math.isfinite(v) else repr(v)  # 'inf', '-inf', 'nan'
+        if math.isfinite(v):
+            return v
+        return None if null_nonfinite else repr(v)  # 'inf', '-inf', 'nan'
     return obj
+
+
+def finite(value: Any) -> float | None:
+    """A figure as a float, or None where it is not a finite number: None (null, as a result
+    written by ``TrainResult.to_dict`` holds it), :func:`jsonable`'s strings ``'inf'``,
+    ``'-inf'``, ``'nan'``, a non-finite float, or anything that is not a number (a bool
+    included). The one reader of the lab's figures that may be missing (a diverged run's)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, np.integer, np.floating)):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
 
 
 def number(value: Any) -> float:

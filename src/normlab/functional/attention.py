@@ -37,7 +37,6 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from .._checks import Array
@@ -47,7 +46,7 @@ from .norms import get as get_norm
 from .norms import qk_names
 from .rmsnorm import rms_norm_backward, rms_norm_forward
 from .rope import RopeCache, rope_backward, rope_forward
-from .softmax import SoftmaxCache, softmax_backward, softmax_forward
+from .softmax import SoftmaxCache, causal_mask, softmax_backward, softmax_forward
 
 QK_NORMS = qk_names()  # the built-in vocabulary; ``norms.qk_names()`` is the registry's now
 
@@ -89,15 +88,6 @@ class AttentionCache(NamedTuple):
     dtypes: tuple  # (q, k, v) dtypes as given
     max_logit: float  # the largest raw logit scale q.k over the unmasked positions
     heads: HeadStats | None = None  # with head_stats=True; None otherwise
-
-
-def causal_mask(T: int, dtype: DTypeLike, window: int | None = None) -> Array:
-    """(T, T) additive mask: 0 on and below the diagonal, -inf above it; with a sliding
-    ``window`` W also -inf where the key is W or more positions behind the query."""
-    mask = np.triu(np.full((T, T), -np.inf, dtype), k=1)
-    if window is not None and window < T:
-        mask += np.tril(np.full((T, T), -np.inf, dtype), k=-window)
-    return mask
 
 
 def _grouped(a: Array, groups: int) -> Array:

@@ -8,8 +8,10 @@ An entry holds what a norm is made of, in one place:
     backward    ``backward(dout, cache) -> (dx, *dparams)``, gradients in the order of ``params``
     params      the parameters, in the forward's order, with their shapes and initial values
     options     the forward's keyword options and their defaults (``eps`` and the like)
-    module      the ``nn`` module class, or its dotted name resolved on first use
-    twin        the PyTorch twin for the tests (a dotted name: the core never imports torch)
+    module      the ``nn`` module class of a norm defined outside normlab (a test's toy norm);
+                None: the class the ``nn`` layer registered for the name (:func:`register_module`)
+    twin        the PyTorch twin for its tests, for a norm defined outside normlab; None: the
+                twin ``normlab.testing`` registered for the name (:func:`register_twin`)
     config      which ``GPTConfig`` field sets which module option
     kernel      the op name in ``normlab.kernels`` (``layer_norm`` for ``layer_norm_forward`` /
                 ``layer_norm_backward``), None where only the reference exists
@@ -24,11 +26,13 @@ The users, each reading the registry instead of a list of its own: ``models.bloc
 (``functional.add_norm``, ``kernels.add_norm``) and the modules of ``nn.layers``.
 
 Why here, in ``functional/``: two of the users (QK-norm inside ``attention_forward`` and the fused
-add + norm) are functional ops, and ``functional`` imports nothing above it. The module class and
-the PyTorch twin live above (``nn``) and beside (``testing``) the functional layer; the entry
-names them and :meth:`NormEntry.module_class` / :meth:`NormEntry.twin_fn` import them on first
-use, as ``kernels.resolve`` does for its table. A norm defined outside normlab (a test's toy
-norm) may give the class itself.
+add + norm) are functional ops, and ``functional`` imports nothing above it, not even by name.
+The module class and the PyTorch twin live above it (``nn``, ``testing``), so the layer that owns
+them registers them against the entry's name: ``nn.layers`` registers ``LayerNorm``, ``RMSNorm``,
+``DyT`` and the generic ``Norm`` (:func:`register_module`), ``normlab.testing`` the PyTorch
+twins (:func:`register_twin`); :meth:`NormEntry.module_class` and :meth:`NormEntry.twin_fn`
+read what was registered. A norm defined outside normlab (a test's toy norm) may give its class
+and twin in the entry itself.
 
 A new norm is its functional forward and backward, one :func:`register` call (an entry), and a
 PyTorch twin for its tests; ``nn.Norm`` builds its module from the entry, and the blocks, the
@@ -39,7 +43,6 @@ gain and bias carry the same names (``weight``, ``bias``).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,8 +99,8 @@ class NormEntry:
     params: tuple[Param, ...]
     options: Mapping[str, Any] = field(default_factory=dict)  # forward keyword options: defaults
     module_options: Mapping[str, Any] = field(default_factory=dict)  # init-only: defaults
-    module: str | type | None = None  # None: the generic ``normlab.nn.layers:Norm``
-    twin: str | Callable[..., Any] | None = None
+    module: type | None = None  # None: the class registered for the name, else the generic one
+    twin: Callable[..., Any] | None = None  # None: the twin registered for the name
     config: Mapping[str, str] = field(default_factory=dict)  # module option -> GPTConfig field
     kernel: str | None = None
     fused: str | None = None
@@ -109,32 +112,42 @@ class NormEntry:
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
 
+    def _own_module(self) -> type | None:
+        """The entry's own class, else the one registered for its name (None: the generic)."""
+        return self.module or _MODULES.get(self.name)
+
     def module_class(self) -> type:
-        """The ``nn`` module class (imported on first use when given by name)."""
-        return _load(self.module or "normlab.nn.layers:Norm")
+        """The ``nn`` module class: the entry's own, the one registered for its name, else the
+        generic ``Norm`` (registered by ``normlab.nn``, which must have been imported)."""
+        cls = self._own_module() or _MODULES.get(GENERIC)
+        if cls is None:
+            raise LookupError(f"norm {self.name!r}: no nn module class is registered; import "
+                              f"normlab.nn (it registers its module classes)")
+        return cls
 
     def twin_fn(self) -> Callable[..., Any]:
-        """The PyTorch twin ``twin(x, *params, **options) -> tensor`` (imports torch)."""
-        if self.twin is None:
-            raise LookupError(f"norm {self.name!r} has no PyTorch twin")
-        return _load(self.twin)
+        """The PyTorch twin ``twin(x, *params, **options) -> tensor``: the entry's own, else the
+        one registered for its name (``normlab.testing`` registers the built-in norms' twins
+        when imported; calling one imports torch)."""
+        twin = self.twin or _TWINS.get(self.name)
+        if twin is None:
+            raise LookupError(f"norm {self.name!r} has no PyTorch twin (normlab.testing "
+                              f"registers those of normlab's norms when imported)")
+        return twin
 
     def build(self, C: int, *, dtype: Any, **options: Any) -> Any:
-        """A module of this norm over a width ``C`` (its class from ``module``)."""
+        """A module of this norm over a width ``C``: ``cls(C, ...)`` of its own class, or the
+        generic ``Norm(entry, C, ...)`` (:meth:`module_class`)."""
         cls = self.module_class()
-        if self.module is None:
+        if self._own_module() is None:
             return cls(self, C, dtype=dtype, **options)
         return cls(C, dtype=dtype, **options)
 
 
-def _load(ref: str | Any) -> Any:
-    if not isinstance(ref, str):
-        return ref
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
+GENERIC = ""  # register_module's name for the generic module class (nn.layers.Norm)
 _REGISTRY: dict[str, NormEntry] = {}
+_MODULES: dict[str, type] = {}  # name (or GENERIC) -> nn module class, registered by nn.layers
+_TWINS: dict[str, Callable[..., Any]] = {}  # name -> PyTorch twin, registered by normlab.testing
 
 
 def register(entry: NormEntry) -> NormEntry:
@@ -155,9 +168,33 @@ def register(entry: NormEntry) -> NormEntry:
 
 
 def unregister(name: str) -> None:
-    """Remove the entry ``name`` (for tests that register a norm of their own)."""
+    """Remove the entry ``name`` and what was registered for it (for tests that register a norm
+    of their own)."""
     get(name)
     del _REGISTRY[name]
+    _MODULES.pop(name, None)
+    _TWINS.pop(name, None)
+
+
+def register_module(name: str, cls: type) -> None:
+    """Register ``cls`` as the ``nn`` module class of the entry ``name``, built as ``cls(C,
+    dtype=..., **options)`` (``name`` = :data:`GENERIC`: the generic class, built as ``cls(entry,
+    C, ...)`` for an entry without a class of its own). ``nn.layers`` calls it for its classes;
+    a later call for the same name replaces the class (a module reloaded)."""
+    if name != GENERIC:
+        get(name)
+    if not isinstance(cls, type):
+        raise TypeError(f"cls must be a class; got {cls!r}")
+    _MODULES[name] = cls
+
+
+def register_twin(name: str, twin: Callable[..., Any]) -> None:
+    """Register ``twin(x, *params, **options) -> tensor`` as the PyTorch twin of the entry
+    ``name`` (``normlab.testing`` calls it for normlab's norms); a later call replaces it."""
+    get(name)
+    if not callable(twin):
+        raise TypeError(f"twin must be callable; got {twin!r}")
+    _TWINS[name] = twin
 
 
 def get(name: str) -> NormEntry:
@@ -225,7 +262,6 @@ register(NormEntry(
     "layernorm", layer_norm_forward, layer_norm_backward,
     params=(Param("weight"), Param("bias", init=0.0, flag="bias")),
     options={"eps": 1e-5}, module_options={"bias": True},
-    module="normlab.nn.layers:LayerNorm", twin="normlab.testing.oracles:layer_norm",
     config={"eps": "norm_eps", "bias": "bias"}, kernel="layer_norm", fused="layer",
     row_stats=LAYER_NORM_ROWS, qk=True,
     title="LayerNorm (Ba et al. 2016)",
@@ -234,7 +270,6 @@ register(NormEntry(
     "rmsnorm", rms_norm_forward, rms_norm_backward,
     params=(Param("weight", init=_one_minus_offset),),
     options={"eps": 1e-8, "partial": None, "offset": 0.0},
-    module="normlab.nn.layers:RMSNorm", twin="normlab.testing.oracles:rms_norm",
     config={"eps": "norm_eps", "partial": "norm_partial", "offset": "norm_offset"},
     kernel="rms_norm", fused="rms", row_stats=RMS_NORM_ROWS, qk=True,
     title="RMSNorm (Zhang & Sennrich 2019)",
@@ -244,11 +279,10 @@ register(NormEntry(
     params=(Param("alpha", scalar=True, init=_alpha_init),
             Param("weight"), Param("bias", init=0.0)),
     module_options={"alpha_init": ALPHA_INIT},
-    module="normlab.nn.layers:DyT", twin="normlab.testing.oracles:dyt",
     config={"alpha_init": "dyt_alpha"},
     title="Dynamic Tanh (Zhu et al. 2025)",
 ))
 
-__all__ = ["LAYER_NORM_ROWS", "NONE", "RMS_NORM_ROWS", "NormEntry", "Param", "RowStats",
-           "block_names", "by_fused", "config_fields", "fused_names", "get", "names", "qk_names",
-           "register", "unregister"]
+__all__ = ["GENERIC", "LAYER_NORM_ROWS", "NONE", "RMS_NORM_ROWS", "NormEntry", "Param",
+           "RowStats", "block_names", "by_fused", "config_fields", "fused_names", "get", "names",
+           "qk_names", "register", "register_module", "register_twin", "unregister"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from .._checks import Array
@@ -95,6 +96,16 @@ class CappedSoftmaxCache(NamedTuple):
     dtype: np.dtype  # the logits' dtype
 
 
+def causal_mask(T: int, dtype: DTypeLike, window: int | None = None) -> Array:
+    """(T, T) additive mask: 0 on and below the diagonal, -inf above it; with a sliding
+    ``window`` W also -inf where the key is W or more positions behind the query (attention's
+    mask, here beside the capped softmax that adds it; ``functional.attention`` imports it)."""
+    mask = np.triu(np.full((T, T), -np.inf, dtype), k=1)
+    if window is not None and window < T:
+        mask += np.tril(np.full((T, T), -np.inf, dtype), k=-window)
+    return mask
+
+
 def check_capped_args(s: Any, softcap: Any, causal: Any) -> tuple[Array, float | None, bool]:
     """``capped_softmax_forward``'s arguments checked (shared with the kernel)."""
     s = ck.float_array(s, "s")
@@ -114,8 +125,6 @@ def capped_softmax_forward(
     scaled attention logits, then the causal mask M (-inf above the diagonal of the last two
     axes, (..., T, T)), then softmax (its sum in ``accumulate``, as ``softmax_forward``). Returns
     p (s's shape and dtype) and the cache."""
-    from .attention import causal_mask  # attention imports this module
-
     s, softcap, causal = check_capped_args(s, softcap, causal)
     acc = check_accumulation(accumulate)
     ct = ck.compute_dtype(s.dtype)

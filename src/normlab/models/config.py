@@ -3,7 +3,7 @@ so that an inconsistent config is refused before any work starts."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import _checks as ck
@@ -213,8 +213,4 @@ class GPTConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
         """The config from ``to_dict``'s output; unknown keys are refused by name."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"config: unknown model fields {unknown}")
-        return cls(**d)
+        return ck.dataclass_from(cls, d, "config: unknown model fields")

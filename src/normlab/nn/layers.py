@@ -16,8 +16,9 @@ from ..functional import (
     dropout_forward,
 )
 from ..functional.dyt import ALPHA_INIT
-from ..functional.norms import NormEntry
+from ..functional.norms import GENERIC, NormEntry
 from ..functional.norms import get as get_norm
+from ..functional.norms import register_module as register_norm_module
 from .module import Module
 
 
@@ -143,6 +144,12 @@ class DyT(Norm):
     def __init__(self, C: int, *, alpha_init: float = ALPHA_INIT, dtype: DTypeLike = np.float32):
         ck.real(alpha_init, "alpha_init")
         super().__init__("dyt", C, alpha_init=alpha_init, dtype=dtype)
+
+
+# the norm registry's module classes, registered here where they live (functional never names nn)
+register_norm_module(GENERIC, Norm)
+for _name, _cls in (("layernorm", LayerNorm), ("rmsnorm", RMSNorm), ("dyt", DyT)):
+    register_norm_module(_name, _cls)
 
 
 class BatchNorm(Module):

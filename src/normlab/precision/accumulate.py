@@ -193,15 +193,9 @@ class Accumulation:
             if not isinstance(value, Mapping):
                 raise TypeError(f"must be a format name or an object with 'format'; got "
                                 f"{value!r}")
-            unknown = set(value) - {"format", "chunk", "rounding", "overflow", "every"}
-            if unknown:
-                raise ValueError(f"unknown field(s) {sorted(unknown)}; an accumulation has "
-                                 f"format, chunk, rounding, overflow, every")
-            fmt = value.get("format", "float32")
-            if isinstance(fmt, Mapping):
-                fmt = FloatFormat(**fmt)
-            return cls(fmt, value.get("chunk"), value.get("rounding", "nearest_even"),
-                       value.get("overflow"), value.get("every", 1))
+            return ck.dataclass_from(  # a custom format as an object of FloatFormat's fields
+                cls, value, "unknown field(s)",
+                format=lambda f: FloatFormat(**f) if isinstance(f, Mapping) else f)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{where}: {exc}") from None
 

@@ -1,7 +1,33 @@
-"""Gradient checking and comparison helpers, shipped so users can check layers of their own."""
+"""Gradient checking and comparison helpers, shipped so users can check layers of their own.
 
+Importing it also registers the PyTorch twins of the norm registry's entries
+(``normlab.functional.norms.register_twin``; ``NormEntry.twin_fn`` reads them): each twin is
+``normlab.testing.oracles``' function of the same name, which imports torch at its first call.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from ..functional import norms as _norms
 from .compare import assert_close, assert_no_worse_than, errors, format_eps
 from .gradcheck import GradcheckReport, InputError, gradcheck, numerical_grad
+
+
+def _oracle(attr: str) -> Callable[..., Any]:
+    """``normlab.testing.oracles.<attr>``, imported (with torch) when it is first called."""
+
+    def twin(*args: Any, **kwargs: Any) -> Any:
+        from . import oracles
+
+        return getattr(oracles, attr)(*args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = attr
+    return twin
+
+
+# the twins of normlab's norms, registered by the layer that owns them (functional never names it)
+for _name, _attr in (("layernorm", "layer_norm"), ("rmsnorm", "rms_norm"), ("dyt", "dyt")):
+    _norms.register_twin(_name, _oracle(_attr))
 
 __all__ = [
     "GradcheckReport",

@@ -60,7 +60,7 @@ class TrainConfig:
     eval_batches: int = 8  # fixed validation batches (of batch_size sequences)
     eval_headroom: bool = False  # at each evaluation also record, per block, the residual stream's
     #                              RMS, max |x| and fractions outside each format's range (first
-    #                              validation batch; models.inspect.tensor_stats, no scaling)
+    #                              validation batch; precision.headroom.tensor_stats, no scaling)
     divergence_factor: float = 3.0  # stop when the loss exceeds this times the first step's loss
     update_probe: int = 0  # record the model update ||F(x, W_t) - F(x, W_0)|| on a fixed probe
     #                        batch after each of the first this many steps (0: off; DeepNet)
@@ -145,15 +145,10 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        """The config from ``to_dict``'s output; unknown keys are refused by name."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"config: unknown training fields {unknown}")
-        d = dict(d)
-        if "model" in d:
-            d["model"] = GPTConfig.from_dict(d["model"])
-        return cls(**d)
+        """The config from ``to_dict``'s output (its model from ``GPTConfig.from_dict``);
+        unknown keys are refused by name."""
+        return ck.dataclass_from(cls, d, "config: unknown training fields",
+                                 model=GPTConfig.from_dict)
 
 
 # ---- fields that only some settings read ----------------------------------------------------

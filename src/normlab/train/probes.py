@@ -28,7 +28,7 @@ A model outside training pays for nothing: ``GPT`` computes no statistics of its
 | update_stats     | update_rms, layer_update_rms: of the whole model and per block      |
 | update_probe     | model_update, logit_update after each of the first update_probe     |
 |                  | steps (DeepNet's ||F(x, W_t) - F(x, W_0)|| on a fixed probe batch)  |
-| headroom         | an evaluation's "headroom": ``trainer.residual_headroom``           |
+| headroom         | an evaluation's "headroom": ``residual_headroom`` (below)           |
 
 Probes draw no random numbers from the run's streams (the update probe's batch has its own
 stream, spawned from the seed), run the model at full precision when they run it at all, and so
@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..nn.numerics import FULL_PRECISION, Numerics, numerics_scope
+from ..precision.headroom import HEADROOM_FORMATS, tensor_stats
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models import GPT
@@ -250,9 +251,24 @@ class UpdateProbe(Probe):
                         np.asarray(arrays["probe/logits0"], np.float64))
 
 
+def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
+    """Per block, the residual stream after it on ``idx`` (B, T): ``{"rms", "amax", "nonfinite",
+    "formats"}``: RMS and max |x| (non-finite values read as 0), the fraction of its values that
+    are not finite, and ``formats[f] = {"overflow", "flush", "subnormal"}``, the fractions of its
+    non-zero finite values that, cast to ``f`` without scaling, round past the largest finite
+    value, to zero, or into the subnormals, for every format of
+    ``precision.headroom.HEADROOM_FORMATS`` (``precision.headroom.tensor_stats``, exact)."""
+    out = []
+    for x in model.residual_stream(idx):  # (B, T, C) each
+        s = tensor_stats(x)
+        out.append({"rms": s["rms"], "amax": s["amax"], "nonfinite": s["nonfinite"] / s["size"],
+                    "formats": {f: s["formats"][f"{f}/none"] for f in HEADROOM_FORMATS}})
+    return out
+
+
 class Headroom(Probe):
     """At every evaluation, the residual stream's precision headroom on the first validation
-    batch (``trainer.residual_headroom``)."""
+    batch (:func:`residual_headroom`)."""
 
     name = "headroom"
 
@@ -260,8 +276,6 @@ class Headroom(Probe):
         self.run = run
 
     def evaluate(self, record: dict) -> None:
-        from .trainer import residual_headroom
-
         model: GPT = self.run.model
         model.eval()
         with np.errstate(over="ignore", invalid="ignore"):

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from .._files import jsonable
 from ..models import GPT
 from . import checkpoint as ckpt
 from . import probes
@@ -51,6 +52,7 @@ from .config import TrainConfig
 from .data import AlgorithmicSource, DataSource, MarkovSource, TextSource
 from .optim import SGD, AdamW, clip_grad_norm, flat_buffer
 from .precision import TrainingPrecision
+from .probes import residual_headroom as residual_headroom  # its home is probes; named here too
 from .schedules import learning_rate
 
 Progress = Callable[[int, int, str], None]  # (done, total, note), as the lab's progress bars
@@ -69,33 +71,11 @@ def make_source(config: TrainConfig) -> DataSource:
     return TextSource.from_file(str(config.data_path))  # data='file' has a path (TrainConfig)
 
 
-def residual_headroom(model: GPT, idx: np.ndarray) -> list[dict]:
-    """Per block, the residual stream after it on ``idx`` (B, T): ``{"rms", "amax", "nonfinite",
-    "formats"}``: RMS and max |x| (non-finite values read as 0), the fraction of its values that
-    are not finite, and ``formats[f] = {"overflow", "flush", "subnormal"}``, the fractions of its
-    non-zero finite values that, cast to ``f`` without scaling, round past the largest finite
-    value, to zero, or into the subnormals, for every format of ``models.inspect.FORMATS``
-    (``tensor_stats``, exact)."""
-    from ..precision.headroom import HEADROOM_FORMATS as FORMATS
-    from ..precision.headroom import tensor_stats
-
-    out = []
-    for x in model.residual_stream(idx):  # (B, T, C) each
-        s = tensor_stats(x)
-        out.append({"rms": s["rms"], "amax": s["amax"], "nonfinite": s["nonfinite"] / s["size"],
-                    "formats": {f: s["formats"][f"{f}/none"] for f in FORMATS}})
-    return out
-
-
 @functools.lru_cache(maxsize=2)
 def _markov(V: int, order: int, alpha: float, seed: int, zipf: float) -> MarkovSource:
     """The Markov source, built once per process for a sweep's runs (its table and stationary
     law take seconds at V in the thousands; sampling reads it and never changes it)."""
     return MarkovSource(V, order, alpha, seed, zipf)
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 @dataclass
@@ -128,8 +108,9 @@ class TrainResult:
         d["gap_to_floor"] = self.gap_to_floor
         head = ("final_val_loss", "entropy_floor", "gap_to_floor", "final_train_loss", "stopped",
                 "steps_done", "skipped_steps", "wall_time_s", "tokens_per_s", "n_params")
-        return _json_safe({**{k: d[k] for k in head},
-                           **{k: v for k, v in d.items() if k not in head}})
+        return jsonable({**{k: d[k] for k in head},
+                         **{k: v for k, v in d.items() if k not in head}},
+                        null_nonfinite=True)
 
     def summary(self) -> str:
         """One line: the validation loss against the entropy floor."""
@@ -145,16 +126,6 @@ class TrainResult:
         if self.stopped:
             text += f"; stopped early: {self.stopped}"
         return text
-
-
-def _json_safe(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    return obj
 
 
 class Trainer:

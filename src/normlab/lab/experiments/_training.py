@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..._files import finite
 from ...train import TrainConfig
 from ..framework import CLAIM, Check, RunContext
-from ..sweep.summary import finite
 
 Series = Mapping[str, Callable[[dict], float]]  # name -> value from one step's history record
 MAX_POINTS = 200  # per-step curves are kept at about this many steps (the last step always)
@@ -122,9 +122,7 @@ def _value(fn: Callable[[dict], float], rec: dict) -> float | None:
         v = fn(rec)
     except (KeyError, IndexError, TypeError):  # a skipped or stopping step lacks some metrics
         return None
-    if isinstance(v, str):  # _files' "inf" / "-inf" / "nan"
-        return None
-    return float(v) if v is not None and math.isfinite(v) else None
+    return finite(v)  # null, _files' "inf" / "-inf" / "nan" and non-finite floats: None
 
 
 def run_tasks(fn: Callable[[Any], Any], args: Sequence[Any], ctx: RunContext, *,

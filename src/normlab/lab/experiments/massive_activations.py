@@ -8,7 +8,7 @@ the same recipe and seeds, at a moderate and a high learning rate. Every step re
 residual stream's RMS and max |x| after every block (``residual_rms``, ``residual_max``); every
 evaluation records, on the first validation batch (the same tokens for every run), per block
 the RMS, max |x| and the fractions outside each format's range without scaling
-(``TrainConfig.eval_headroom``: ``models.inspect.tensor_stats``). The checks are read at the
+(``TrainConfig.eval_headroom``: ``precision.headroom.tensor_stats``). The checks are read at the
 highest learning rate, paired by seed (Pre-LN against sandwich):
 
     premise:        Pre-LN's log10 [max|x_L| over the last 10% of steps / at step 0] > 0

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..._files import jsonable
+from ..._files import finite, jsonable
 from ..formatting import fmt
 from .spec import FIELDS, short_name
 from .store import DIVERGED, DONE, FAILED, PENDING, RunRecord, check_result
@@ -99,13 +99,6 @@ class SweepSummary:
         """JSON-ready by ``_files``' one convention: a non-finite number (an LR sensitivity
         where no learning rate trained) is the string ``"nan"`` / ``"inf"`` / ``"-inf"``."""
         return jsonable(asdict(self))
-
-
-def finite(v: Any) -> float | None:
-    """A figure of a run's result or history as a float, or None where it is not a finite
-    number: null (as files written before the one convention hold it), ``_files``' strings
-    ``"inf"`` / ``"-inf"`` / ``"nan"``, a non-finite float, or missing."""
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
 def summarize(records: Iterable[RunRecord], *, x: str = "lr",
