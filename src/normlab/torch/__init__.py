@@ -19,6 +19,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("normlab.torch needs PyTorch: pip install 'normlab[torch]'") from exc
 
+from . import blocks  # noqa: F401  (the block dialects' torch operations, registered)
 from .emulate import emulate
 from .inspect import Monitor, inspect, inspect_checkpoint
 from .optim import PolicyOptimizer

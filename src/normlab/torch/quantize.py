@@ -639,14 +639,6 @@ def _delayed_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
     return y
 
 
-def _mx_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
-            state: ScalingState | None, work: Workspace | None) -> torch.Tensor:
-    """MX blocks of float32 x along the recipe's axis."""
-    s: Any = p.scaling  # an MXScaling (TORCH_SCALINGS["mx"])
-    return mx_quantize(x, p.format, block_size=s.block_size, axis=s.axis,
-                       scale_rule=s.scale_rule, rounding=p.rounding, rng=rng).dequantize()
-
-
 class TorchScaling(NamedTuple):
     """A scaling dialect in torch operations: ``qdq(precision, x, rng, state, work)`` of a
     float32 tensor, the same bits as the dialect's own ``qdq``; ``in_place``: with a
@@ -657,9 +649,9 @@ class TorchScaling(NamedTuple):
 
 
 #: The dialects (``normlab.precision.scaling.SCALINGS``'s kinds) that normlab.torch computes in
-#: torch operations; any other dialect goes through its NumPy ``qdq`` on a CPU copy.
+#: torch operations; any other dialect goes through its NumPy ``qdq`` on a CPU copy. The block
+#: dialects' entries are ``normlab.torch.blocks``'s (added when ``normlab.torch`` is imported).
 TORCH_SCALINGS: dict[str, TorchScaling] = {
     "tensor": TorchScaling(_tensor_qdq, in_place=True),
     "delayed": TorchScaling(_delayed_qdq, in_place=True),
-    "mx": TorchScaling(_mx_qdq),
 }
