@@ -4,9 +4,11 @@
 An ``Accumulation`` becomes a ``spec`` tuple (``acc_spec``): whether it is on, its chunk, and the
 constants of rounding a float64 to its format (``normlab.precision.rounding.plan_quantize`` for
 float64 input, the plan that ``quantize`` runs). ``acc_row_sum(v, k, spec, tmp)`` sums ``v[:k]``
-as ``Accumulation.sum`` does: inside each chunk a running sum, every addition done in float64 and
-rounded once to the format by ``normlab.kernels.rounding``'s ``_round_one`` (the kernel of
-``quantize``), the chunks' sums added in float64 and rounded to float32. The norm, softmax and
+as ``Accumulation.sum`` does: inside each chunk a running sum, every addition done in float64
+rounded to odd (``_add_to_odd``, ``normlab.precision.accumulate.add_to_odd``'s arithmetic) and
+rounded once more to the format by ``normlab.kernels.rounding``'s ``_round_one`` (the kernel of
+``quantize``): the exact sum rounded once; the chunks' sums added the same way and rounded to
+float32. The norm, softmax and
 cross-entropy kernels call it when their ``accumulate=`` is not the default, and are then equal to
 the reference bit for bit wherever their element-wise steps are (everywhere for the norms; for the
 softmax wherever NumPy's exp and libm's agree: float64 under ``normlab.portable``).
@@ -77,6 +79,25 @@ def _round_f32(b, s):
 
 
 @njit(cache=True)
+def _add_to_odd(a, b, tmp):
+    """a + b in float64 rounded to odd (``normlab.precision.accumulate.add_to_odd``): TwoSum's
+    error e, then one float64 step toward the exact sum where e != 0 and the last bit is 0.
+    Returns the sum and leaves its bits in ``tmp``."""
+    s = a + b
+    bv = s - a
+    e = (a - (s - bv)) + (b - bv)
+    tmp[0] = s
+    if e != 0.0 and np.isfinite(s):
+        bits = tmp.view(np.uint64)
+        if (bits[0] & np.uint64(1)) == np.uint64(0):
+            if (e < 0.0) == (s < 0.0):  # the exact sum is larger in magnitude
+                bits[0] += np.uint64(1)
+            else:
+                bits[0] -= np.uint64(1)
+    return tmp[0]
+
+
+@njit(cache=True)
 def acc_row_sum(v, k, spec, tmp):
     """sum(v[:k]) in the accumulation ``spec`` (on), as a float64 holding the result; ``tmp``: a
     1-element float64 scratch array.
@@ -109,8 +130,8 @@ def acc_row_sum(v, k, spec, tmp):
                 if hi - j > 1:
                     part = np.float64(np.float32(part))
                 for i in range(j + 1, hi):
-                    part = np.float64(np.float32(part + np.float64(v[i])))
-            tmp[0] = acc + part
+                    part = np.float64(np.float32(_add_to_odd(part, np.float64(v[i]), tmp)))
+            _add_to_odd(acc, part, tmp)
             b = bits[0]
             sign = b & sign_bit
             a = b ^ sign
@@ -127,7 +148,7 @@ def acc_row_sum(v, k, spec, tmp):
         if start == 0:
             total = acc
         else:
-            tmp[0] = total + acc
+            _add_to_odd(total, acc, tmp)
             bits[0] = _round_f32(bits[0], spec)
             total = tmp[0]
         start += chunk

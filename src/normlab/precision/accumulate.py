@@ -3,14 +3,26 @@
     accumulate_sum(x, "bfloat16", chunk=128)
 
 sums ``x`` along an axis the way a reduction with a bfloat16 accumulator does: inside each chunk
-of ``chunk`` consecutive terms a running sum in the format (each addition done in float64 and
-rounded once to the format, so the rounding is single: 53 >= 2p + 2 for every p <= 25), and the
-chunks' partial sums added in the ``promote`` format (float32 by default), as fp8 GEMMs promote
-their partial sums to float32 every 128 products (DeepSeek-V3's recipe; TransformerEngine's
-split accumulator) and as fused norm and softmax kernels keep a per-thread partial in the input
-type. ``chunk=None`` is one running sum over the whole axis: the accumulator stalls once its
-half-ulp exceeds the terms (swamping), which is how a bfloat16 sum of 1000 ones stops at 256
-(ml_dtypes' ``arr.sum()``) and a softmax row accumulated in 16 bits sums to less than 1.
+of ``chunk`` consecutive terms a running sum in the format, each addition's exact sum rounded
+once to the format, and the chunks' partial sums added in the ``promote`` format (float32 by
+default), as fp8 GEMMs promote their partial sums to float32 every 128 products (DeepSeek-V3's
+recipe; TransformerEngine's split accumulator) and as fused norm and softmax kernels keep a
+per-thread partial in the input type. ``chunk=None`` is one running sum over the whole axis: the
+accumulator stalls once its half-ulp exceeds the terms (swamping), which is how a bfloat16 sum of
+1000 ones stops at 256 (ml_dtypes' ``arr.sum()``) and a softmax row accumulated in 16 bits sums
+to less than 1.
+
+**Rounded once.** An addition is done in float64 *rounded to odd* (:func:`add_to_odd`: the exact
+sum when float64 holds it, else the float64 neighbour of it whose last bit is 1), then rounded
+to the format. Rounding to odd at 53 bits followed by any rounding to at most 51 bits is the
+exact sum rounded once (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved
+algorithms using rounding to odd", IEEE Trans. Computers 2008, Theorem 1). A plain float64
+addition is not enough with a bfloat16 or tfloat32 accumulator and float32 terms: their exponent
+ranges let the exact sum need more than 53 bits, and a float64 rounding onto the format's
+midpoint then rounds a second time (``[2^-60, 1 + 2^-8]`` in bfloat16: 1.0 instead of
+1.0078125). ``tests/precision/test_accumulate_rounded_once.py`` checks every float32 value
+halfway between two bfloat16 numbers with every power-of-two perturbation below float64's
+resolution, and random sums against exact rational arithmetic.
 
 This is the reference for the accumulation roles of the reductions; the statistics of the norms
 and the softmax sums can be computed with it (``benchmarks/accumulation.py`` measures their
@@ -44,9 +56,11 @@ def accumulate_sum(x: Any, fmt: Any, *, axis: int = -1, chunk: int | None = None
         fmt: the accumulator's format (a name in FORMATS, a FloatFormat or a dtype).
         axis: the reduced axis.
         chunk: terms per running sum in ``fmt`` (>= 1); None: the whole axis.
-        promote: the format the chunks' partial sums are added in (float32 by default; the
-            additions in float64, rounded once).
-        rounding, rng: the accumulator's rounding (``quantize``'s modes; stochastic needs rng).
+        promote: the format the chunks' partial sums are added in (float32 by default; each
+            exact sum rounded once).
+        rounding, rng: the accumulator's rounding (``quantize``'s modes; stochastic needs rng;
+            stochastic rounding takes its probability from the sum rounded to odd, less than
+            2^-29 of the format's spacing from the exact sum's).
 
     Returns:
         float64 array of x's shape without ``axis``, holding values of ``promote`` (of ``fmt``
@@ -70,13 +84,36 @@ _FLOAT32 = get_format("float32")
 _DETERMINISTIC = tuple(r for r in ROUNDINGS if r != "stochastic")
 
 
+def add_to_odd(a: Any, b: Any) -> Array:
+    """a + b in float64 rounded to odd: the exact sum where float64 holds it, otherwise the one
+    of its two float64 neighbours whose last significand bit is 1 (float64 arrays, broadcast).
+    Rounding the result once more to a format of at most 51 bits gives the exact sum rounded
+    once in every rounding mode (module docstring). Non-finite sums are left as they are.
+
+    The error of the float64 sum comes from TwoSum (Knuth): s = a + b, e = (a - (s - b')) +
+    (b - b') with b' = s - a, exact for finite s; where e != 0 and s's last bit is 0, s moves
+    one float64 step toward the exact sum."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.atleast_1d(a + b)
+        bv = s - a.reshape(s.shape)
+        e = (a.reshape(s.shape) - (s - bv)) + (b.reshape(s.shape) - bv)
+    bits = s.view(np.int64)
+    fix = np.isfinite(s) & (e != 0) & ((bits & 1) == 0)
+    if fix.any():
+        away = np.signbit(e) == np.signbit(s)  # the exact sum is larger in magnitude than s
+        bits = bits.copy()
+        bits[fix] += np.where(away, 1, -1)[fix]  # one float64 step toward the exact sum
+    return bits.view(np.float64).reshape(a.shape)
+
+
 def _group_sum(terms: Array, lo: int, hi: int) -> Array:
-    """terms[..., lo:hi] summed in order in float32 (each addition in float64, rounded once)."""
+    """terms[..., lo:hi] summed in order in float32 (each exact sum rounded once)."""
     part = terms[..., lo]
     if hi - lo > 1:
         part = part.astype(np.float32).astype(np.float64)
     for j in range(lo + 1, hi):
-        part = (part + terms[..., j]).astype(np.float32).astype(np.float64)
+        part = add_to_odd(part, terms[..., j]).astype(np.float32).astype(np.float64)
     return part
 
 
@@ -84,10 +121,11 @@ def _running_sums(terms: Array, fmt: FloatFormat, k: int, promote: FloatFormat, 
                   overflow: str | None, rng: np.random.Generator | None, every: int = 1
                   ) -> Array:
     """The chunked running sum of float64 ``terms`` (..., n) along the last axis: running sums
-    of k terms in ``fmt`` (each addition in float64, rounded once), partials added in
-    ``promote``; with ``every`` > 1 the terms enter the running sum as float32 sums of
-    ``every`` terms (groups restart at each chunk). The one algorithm of ``accumulate_sum``, the
-    accumulation roles and the kernels (``normlab.kernels.accumulate``)."""
+    of k terms in ``fmt``, partials added in ``promote``; with ``every`` > 1 the terms enter the
+    running sum as float32 sums of ``every`` terms (groups restart at each chunk). Every
+    addition is the exact sum rounded once (:func:`add_to_odd`, then the format). The one
+    algorithm of ``accumulate_sum``, the accumulation roles and the kernels
+    (``normlab.kernels.accumulate``)."""
     n = terms.shape[-1]
     total = np.zeros(terms.shape[:-1])
     for start in range(0, n, max(k, 1)):
@@ -95,8 +133,9 @@ def _running_sums(terms: Array, fmt: FloatFormat, k: int, promote: FloatFormat, 
         stop = min(n, start + k)
         for j in range(start, stop, every):
             part = terms[..., j] if every == 1 else _group_sum(terms, j, min(stop, j + every))
-            acc = quantize(acc + part, fmt, rounding=rounding, overflow=overflow, rng=rng)
-        total = acc if start == 0 else quantize(total + acc, promote)
+            acc = quantize(add_to_odd(acc, part), fmt, rounding=rounding, overflow=overflow,
+                           rng=rng)
+        total = acc if start == 0 else quantize(add_to_odd(total, acc), promote)
     return total
 
 

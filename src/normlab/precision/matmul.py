@@ -5,8 +5,9 @@
 Products of inputs with at most 12 significant bits (bfloat16, float16, fp8, fp6, fp4) are exact
 in float32. With a float32 ``accumulate`` role the sum is NumPy's float32 matmul. With a lower
 accumulate format the K products are summed ``accumulate_every`` at a time in float32, and each
-partial sum is added to the accumulator and rounded to the accumulate format once (the addition
-in float64, so that the rounding is single): with ``accumulate_every=1`` that is a running sum
+partial sum is added to the accumulator and the exact sum rounded to the accumulate format once
+(the addition in float64 rounded to odd, ``accumulate.add_to_odd``, then the format): with
+``accumulate_every=1`` that is a running sum
 in the low format, which stalls once the accumulator's half-ulp exceeds the terms (swamping).
 With ``accumulate_chunk`` (the policy's promotion interval) the accumulator restarts every
 ``accumulate_chunk`` products and each chunk's sum is added to a float32 total (rounded once), as
@@ -22,6 +23,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
+from .accumulate import add_to_odd
 from .policy import ROLES, PrecisionPolicy, get_policy
 from .rounding import quantize
 from .scaling import DelayedScalingState
@@ -83,19 +85,19 @@ def matmul(a: Any, b: Any, policy: PrecisionPolicy | str = "fp32", *,
         out = _accumulated(aq[..., :c], bq[..., :c, :], policy, rng, ct)
         for i in range(c, K, c):
             part = _accumulated(aq[..., i:i + c], bq[..., i:i + c, :], policy, rng, ct)
-            out = quantize(out.astype(np.float64) + part, "float32").astype(ct)
+            out = quantize(add_to_odd(out, part), "float32").astype(ct)
     return policy.activations.apply(out, rng=rng).astype(ct, copy=False)
 
 
 def _accumulated(aq: Array, bq: Array, policy: PrecisionPolicy, rng: np.random.Generator | None,
                  ct: np.dtype) -> Array:
     """sum_k aq[..., k] bq[k, :] in the accumulate format: ``accumulate_every`` products at a
-    time in float32, each partial added to the accumulator and rounded once (K >= 1)."""
+    time in float32, each partial added to the accumulator, the exact sum rounded once (K >= 1)."""
     acc, k, K = policy.accumulate, policy.accumulate_every, aq.shape[-1]
     out = None
     for i in range(0, K, k):
         part = (aq[..., i:i + k] @ bq[..., i:i + k, :]).astype(np.float64)
-        total = part if out is None else out.astype(np.float64) + part
+        total = part if out is None else add_to_odd(out, part)
         out = quantize(total, acc.format, rounding=acc.rounding, overflow=acc.overflow,
                        rng=rng).astype(ct)
     assert out is not None

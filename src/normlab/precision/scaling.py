@@ -475,8 +475,12 @@ class MXTensor(NamedTuple):
     fmt: FloatFormat  # the element format
 
     def dequantize(self) -> Array:
-        """elements * X, x's shape (exact: X is a power of two)."""
-        return self.elements * self.expanded_scales()
+        """elements * X, x's shape: exact (X is a power of two) wherever the value is a number
+        of the elements' dtype. The one MX value of a finite float32 block beyond float32's
+        range, 2^128 (a round-up scale rule with amax within half an element spacing of
+        float32's max: element 2^(emax + 1) x X = 2^128), becomes float32's max, the nearest
+        finite float32, never inf."""
+        return _saturated_product(self.elements, self.expanded_scales())
 
     def expanded_scales(self) -> Array:
         """X repeated over each block's elements: x's shape."""
@@ -487,6 +491,18 @@ class MXTensor(NamedTuple):
     def stats(self, x: Any) -> ErrorStats:
         """Error statistics against the original x."""
         return error_stats(x, self.dequantize(), self.fmt, 1.0 / self.expanded_scales())
+
+
+def _saturated_product(elements: Array, scales: Array) -> Array:
+    """elements * scales (x's dtype); a product of finite factors beyond the dtype's range
+    becomes its largest finite value, with the product's sign (``MXTensor.dequantize``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = elements * scales
+    if out.dtype == np.float32:
+        over = np.isinf(out) & np.isfinite(elements) & np.isfinite(scales)
+        if over.any():
+            out[over] = np.copysign(np.float32(_F32_MAX), out[over])
+    return out
 
 
 def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor") -> Array:
@@ -611,10 +627,7 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
     with np.errstate(invalid="ignore"):
         block_amax = np.max(np.abs(xb), axis=-1)  # (..., nb); NaN if the block holds one
     X = mx_scale(block_amax, fmt, scale_rule)  # (..., nb) float64
-    # V / X: exact in float32 unless it falls below 2^-126, which only directed and stochastic
-    # rounding can tell from 0 there: those scale in float64
-    wt = ct if rounding.startswith("nearest") or rounding == "toward_zero" else np.dtype(
-        np.float64)
+    wt = _quotient_dtype(ct, fmt, rounding)
     with np.errstate(invalid="ignore"):
         v = xb.astype(wt, copy=False) * (1.0 / X[..., None]).astype(wt)
     p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng, sr_bits=sr_bits)
@@ -622,6 +635,17 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
     p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
     return MXTensor(elements=np.moveaxis(p, -1, ax),
                     scales=np.moveaxis(X.astype(ct), -1, ax), axis=ax, block_size=k, fmt=fmt)
+
+
+def _quotient_dtype(ct: np.dtype, fmt: FloatFormat, rounding: str) -> np.dtype:
+    """The dtype V / X is formed in before the element rounding. float32 V / X is exact unless
+    it falls below float32's smallest normal 2^-126. Rounding to nearest or toward zero to a
+    format whose smallest positive value q is at least 2^-124 cannot tell such a quotient from
+    its float32 rounding (both lie below q / 2, or at it only when q = 2^-125: excluded); every
+    other case (directed and stochastic rounding, and custom element formats reaching below:
+    FloatFormat(8, 3, bias=140)) forms V / X in float64, where it is exact."""
+    near = rounding.startswith("nearest") or rounding == "toward_zero"
+    return ct if near and fmt.min_subnormal >= 2.0**-124 else np.dtype(np.float64)
 
 
 def mx_dequantize(t: MXTensor) -> Array:
