@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from normlab.lab import framework
+from normlab.lab import framework, running
 from normlab.lab.cli import main as cli
 from normlab.lab.commands import bench, check, report
 
@@ -53,7 +53,7 @@ def _one_line_error(err: str, flag: str) -> None:
 ])
 def test_bad_flags_are_one_line_naming_the_flag(capsys, argv, flag, monkeypatch):
     monkeypatch.setattr(bench, "run", _never)
-    monkeypatch.setattr(framework, "run_experiment", _never)
+    monkeypatch.setattr(running, "run_experiment", _never)
     rc, _out, err = _run(capsys, *argv)
     assert rc == 2
     _one_line_error(err, flag)
@@ -77,7 +77,7 @@ def test_bench_json_must_be_a_file_in_an_existing_folder(capsys, tmp_path, monke
 
 @pytest.mark.parametrize("command", [["run", "dropout"], ["report"]])
 def test_out_naming_a_file_or_an_impossible_folder(capsys, tmp_path, command, monkeypatch):
-    monkeypatch.setattr(framework, "run_experiment", _never)
+    monkeypatch.setattr(running, "run_experiment", _never)
     monkeypatch.setattr(report, "write_report", _never)
     a_file = tmp_path / "a-file"
     a_file.write_text("keep me")
@@ -100,7 +100,7 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_work(capsys, tm
                                                                       command, where, make):
     import os
 
-    monkeypatch.setattr(framework, "run_experiment", _never)
+    monkeypatch.setattr(running, "run_experiment", _never)
     monkeypatch.setattr(report, "write_report", _never)
     out = tmp_path / "out"
     target = out / where
@@ -130,7 +130,7 @@ def test_report_with_an_unknown_name_leaves_the_report_alone(capsys, tmp_path, m
     assert cli(["report", "--tiny", "--only", "dropout", "--out", str(out)]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     assert {"report.html", "summary.json"} <= set(before)
-    monkeypatch.setattr(framework, "run_experiment", _never)
+    monkeypatch.setattr(running, "run_experiment", _never)
     rc, _, err = _run(capsys, "report", "--tiny", "--only", "dropout", "nope", "--out", str(out))
     assert rc == 2
     _one_line_error(err, "--only")
@@ -211,7 +211,7 @@ def test_any_flags_exit_2_naming_the_flag_or_succeed(argv, tmp_path_factory, mon
         calls.append(config)
         return outcome
 
-    monkeypatch.setattr(framework, "run_experiment", fake_run)
+    monkeypatch.setattr(running, "run_experiment", fake_run)
     monkeypatch.setattr(report, "write_report", lambda out, **kw: (Path(out) / "r.html", [], 0.0))
     monkeypatch.setattr(bench, "run", lambda *a, **k: {"rows": a[0]})
     monkeypatch.setattr(check, "run_checks", lambda use_torch=True: [])

@@ -223,14 +223,14 @@ def test_an_interrupted_full_report_keeps_its_finished_training_runs(monkeypatch
 
 
 def test_a_full_report_resumes_across_a_change_of_its_measuring_code(monkeypatch, tmp_path):
-    """An experiment's sweep store is keyed by the code that trains (framework.training_hash),
+    """An experiment's sweep store is keyed by the code that trains (cache.training_hash),
     not by its result's cache key: after a change to what measures, judges or draws (the package
     hash every cache key holds), the next report reads the finished runs back and makes only the
     result again; a change to the code that trains trains again, with the old store removed."""
     import _fake_training_experiment  # noqa: F401
 
     import normlab.train
-    from normlab.lab import experiments
+    from normlab.lab import cache, experiments
     from normlab.lab import framework as F
 
     reg = {**experiments.EXPERIMENTS, "fake-training": "_fake_training_experiment"}
@@ -249,11 +249,11 @@ def test_a_full_report_resumes_across_a_change_of_its_measuring_code(monkeypatch
     first = report()
     n, sweep = len(trained), tmp_path / "fake-training" / "sweep"
     assert n == 2 and [d.name for d in sweep.iterdir()] == [F.training_hash()]
-    monkeypatch.setattr(F, "package_hash", lambda: "another report")
+    monkeypatch.setattr(cache, "package_hash", lambda: "another report")
     again = report()
     assert again.cache_key != first.cache_key and len(trained) == n  # runs read back
     assert again.data == first.data
-    monkeypatch.setattr(F, "training_hash", lambda: "another trainer")  # within the package
-    monkeypatch.setattr(F, "package_hash", lambda: "another package")
+    monkeypatch.setattr(cache, "training_hash", lambda: "another trainer")  # within the package
+    monkeypatch.setattr(cache, "package_hash", lambda: "another package")
     assert report().data == first.data and len(trained) == 2 * n  # trained again
     assert [d.name for d in sweep.iterdir()] == ["another trainer"]

@@ -175,7 +175,7 @@ def partial(summary: Path, folder: Path) -> Comparison:
     or interrupted): the summary's row of each experiment the folder has finished, made from its
     ``result.json`` as ``normlab report`` makes it, compared with the committed row; the
     experiments not finished yet are named in ``.missing``."""
-    from .framework import Result
+    from .contract import Result
     from .results import experiment_row
 
     committed = read_json(summary, what="results file")

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from .framework import (
+from .contract import (
     BROKEN,
     CLAIM,
     DERIVATION,
@@ -27,7 +27,6 @@ from .framework import (
     SHOWN,
     VERDICT_RULE,
     Result,
-    load,
 )
 from .html_page import escape as _e
 from .html_page import page
@@ -119,6 +118,8 @@ def _section(result: Result, exp_dir: Path | None) -> str:
 
 def notebooks_of(name: str) -> list[str]:
     """The companion notebooks that teach experiment ``name`` (its card's ``notebooks``)."""
+    from .running import load
+
     return list(load(name).CARD.notebooks)
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 from normlab import portable
 
-from .framework import Result, registry
+from .contract import Result
 from .report_page import build_html
+from .running import registry
 from .sweep.executors import shared_workers
 
 DEFAULT_OUT = "normlab-report"
@@ -129,7 +130,8 @@ def lanes(names: list[str], executor: str | None) -> tuple[list[str], list[str],
     core), and the rest (``LANE = "pool"``: their training runs go to the executor's workers),
     each in ``names``' order. Unless ``executor`` is a local pool of two or more workers (None:
     nothing is measured), nothing goes beside the rest and the order is ``names``'."""
-    from .framework import LANES, load
+    from .contract import LANES
+    from .running import load
     from .sweep.executors import default_workers
 
     lane = {n: getattr(load(n), "LANE", "process") for n in names}
@@ -155,7 +157,7 @@ def _measure_aside(name: str, size: str, seed: int | None, out: Path, use_cache:
     import sys
 
     from . import experiments
-    from .framework import run_experiment
+    from .running import run_experiment
 
     sys.path[:0] = [p for p in path if p not in sys.path]
     experiments.EXPERIMENTS.setdefault(name.replace("_", "-"), module)
@@ -216,7 +218,7 @@ class _Aside:
 
 
 def _run_one(size, seed, out, use_cache, executor):
-    from .framework import run_experiment
+    from .running import run_experiment
 
     def one(name, out_dir, progress):
         return run_experiment(name, size=size, seed=seed, out_dir=out_dir, progress=progress,
@@ -226,7 +228,7 @@ def _run_one(size, seed, out, use_cache, executor):
 
 
 def _rejudge_one(name, out_dir, progress):
-    from .framework import rejudge
+    from .running import rejudge
 
     return rejudge(name, out_dir)
 

@@ -24,8 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .formatting import fmt
-from .framework import (
+from .contract import (
     BROKEN,
     CLAIM,
     HOLDS,
@@ -38,6 +37,7 @@ from .framework import (
     VERDICT_RULE,
     Result,
 )
+from .formatting import fmt
 
 SCHEMA = 3  # summary.json's layout: experiments with their checks (kind, form, threshold, side,
 #             estimate), the tally (premises, 'not tested at this size'), the run's setting

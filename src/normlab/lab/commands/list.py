@@ -15,7 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..arguments import flag_of
-    from ..framework import configure, load, registry
+    from ..configs import configure
+    from ..running import load, registry
 
     for name in registry():
         module = load(name)

@@ -23,8 +23,8 @@ import argparse
 from pathlib import Path
 
 from ..arguments import add_output_arguments, add_size_arguments
-from ..framework import registry
 from ..reporting import DEFAULT_OUT, REPORT_FILE, SUMMARY_FILE, write_report
+from ..running import registry
 from ..sweep.executors import add_executor_arguments
 
 __all__ = ["DEFAULT_OUT", "REPORT_FILE", "SUMMARY_FILE", "add_arguments", "check_names",
@@ -205,7 +205,7 @@ def check_rejudgeable(out: str, names: list[str]) -> None:
     the experiment's own checks, its data by the experiment's judge): one that is damaged is a
     UsageError naming it, and the page and the cache are left as they were."""
     from ..cli import UsageError
-    from ..framework import DamagedResult, judge_cached
+    from ..running import DamagedResult, judge_cached
 
     damaged = []
     for name in names:
@@ -223,9 +223,10 @@ def check_rejudgeable(out: str, names: list[str]) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..arguments import check_output_arguments, check_output_files, make_output_dir
+    from ..cache import RESULT_FILE, read_cached
     from ..cli import UsageError
-    from ..framework import RESULT_FILE, load, read_cached
     from ..plotting import FOREST_FILE
+    from ..running import load
     from ..sweep.executors import executor_from_args
 
     if args.merge is not None:

@@ -44,8 +44,9 @@ def parse(args: argparse.Namespace) -> tuple[ModuleType, argparse.Namespace, Any
         check_output_files,
         config_overrides,
     )
+    from ..cache import RESULT_FILE
     from ..cli import ArgumentParser, UsageError
-    from ..framework import RESULT_FILE, load
+    from ..running import load
 
     try:
         module = load(args.name)
@@ -69,7 +70,7 @@ def checked_config(module: ModuleType, size: str, seed: int | None,
     the flags given."""
     from ..arguments import flag_of
     from ..cli import UsageError
-    from ..framework import configure
+    from ..configs import configure
 
     try:
         config = configure(module, size, seed, overrides)
@@ -105,8 +106,8 @@ def check_training_memory(config: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..arguments import config_overrides, make_output_dir
-    from ..framework import run_experiment
     from ..progress import reporter
+    from ..running import run_experiment
     from ..sweep.executors import executor_from_args
 
     module, args, _ = parse(args)

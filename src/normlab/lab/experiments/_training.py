@@ -39,7 +39,7 @@ from typing import Any
 
 from ..._files import finite
 from ...train import TrainConfig
-from ..framework import CLAIM, Check, RunContext
+from ..contract import CLAIM, Check, RunContext
 
 Series = Mapping[str, Callable[[dict], float]]  # name -> value from one step's history record
 MAX_POINTS = 200  # per-step curves are kept at about this many steps (the last step always)

@@ -20,7 +20,7 @@ import numpy as np
 from ... import kernels as K
 from ...precision import Accumulation, FloatFormat, get_format, quantize
 from .. import stats
-from ..framework import SHOWN, Card, Check
+from ..contract import SHOWN, Card, Check
 
 CARD = Card(
     name="accumulation-precision",

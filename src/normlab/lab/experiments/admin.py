@@ -19,7 +19,8 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats
-from ..framework import IDENTITY, MODEL_COMPARISON, PREMISE, SHOWN, Card, Check, fmt
+from ..contract import IDENTITY, MODEL_COMPARISON, PREMISE, SHOWN, Card, Check
+from ..formatting import fmt
 from . import _recipes as R
 from ._setups import output_changes
 from ._training import require_finished, run_grid, run_tasks, seed_losses, select

@@ -27,7 +27,8 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats
-from ..framework import IDENTITY, PREMISE, SHOWN, Card, Check, fmt
+from ..contract import IDENTITY, PREMISE, SHOWN, Card, Check
+from ..formatting import fmt
 from ..sweep import lr_sensitivity
 from . import _recipes as R
 from . import _training as T

@@ -21,7 +21,8 @@ import numpy as np
 from ...functional import batch_norm_forward, layer_norm_forward
 from ...nn import BatchNorm, LayerNorm
 from .. import stats as S
-from ..framework import DERIVATION, IDENTITY, Card, Check, fmt
+from ..contract import DERIVATION, IDENTITY, Card, Check
+from ..formatting import fmt
 
 CARD = Card(
     name="batchnorm-vs-layernorm",

@@ -16,7 +16,8 @@ import numpy as np
 
 from ...functional import dropout_forward
 from ...nn import Dropout
-from ..framework import DERIVATION, IDENTITY, SHOWN, Card, Check, fmt
+from ..contract import DERIVATION, IDENTITY, SHOWN, Card, Check
+from ..formatting import fmt
 
 CARD = Card(
     name="dropout",

@@ -30,7 +30,8 @@ import numpy as np
 
 from ...train import TrainConfig, Trainer
 from .. import stats as S
-from ..framework import SHOWN, Card, Check, fmt
+from ..contract import SHOWN, Card, Check
+from ..formatting import fmt
 from . import _recipes as R
 from ._training import require_finished, run_grid, run_tasks, select
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats as S
-from ..framework import Card, Check, fmt
+from ..contract import Card, Check
+from ..formatting import fmt
 from ._setups import xiong_model
 
 CARD = Card(

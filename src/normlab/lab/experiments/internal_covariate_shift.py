@@ -40,7 +40,8 @@ from ...nn import BatchNorm, Linear, Module, ShiftNoise
 from ...train import SGD
 from ...train.data import TextSource
 from .. import stats
-from ..framework import CLAIM, PREMISE, SHOWN, Card, Check, fmt
+from ..contract import CLAIM, PREMISE, SHOWN, Card, Check
+from ..formatting import fmt
 
 CARD = Card(
     name="internal-covariate-shift",

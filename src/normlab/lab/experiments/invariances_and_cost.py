@@ -26,7 +26,8 @@ from ...functional import (
 from ...functional.rmsnorm import partial_width
 from ...train import TrainConfig, Trainer
 from .. import stats as S
-from ..framework import DERIVATION, IDENTITY, SHOWN, Card, Check, fmt
+from ..contract import DERIVATION, IDENTITY, SHOWN, Card, Check
+from ..formatting import fmt
 from . import _recipes as R
 
 LANE = "alone"  # it times training steps: run with nothing beside it (normlab.lab.reporting.lanes)

@@ -30,7 +30,8 @@ from ...functional import (
     rms_norm_forward,
 )
 from .. import stats
-from ..framework import DERIVATION, IDENTITY, SHOWN, Card, Check, fmt
+from ..contract import DERIVATION, IDENTITY, SHOWN, Card, Check
+from ..formatting import fmt
 from ._setups import xiong_model
 
 CARD = Card(

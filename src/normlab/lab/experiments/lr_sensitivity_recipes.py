@@ -34,7 +34,8 @@ import numpy as np
 
 from ...train import AdamW, TrainConfig
 from .. import stats
-from ..framework import DERIVATION, IDENTITY, SHOWN, Card, Check, fmt
+from ..contract import DERIVATION, IDENTITY, SHOWN, Card, Check
+from ..formatting import fmt
 from . import _recipes as R
 from . import _training as T
 

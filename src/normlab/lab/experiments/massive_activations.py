@@ -35,7 +35,8 @@ import numpy as np
 from ...precision import get_format
 from ...precision.headroom import HEADROOM_FORMATS as FORMATS
 from ...train import Ensemble, TrainConfig, Trainer
-from ..framework import PREMISE, SHOWN, Card, Check, fmt
+from ..contract import PREMISE, SHOWN, Card, Check
+from ..formatting import fmt
 from ..stats import ABOVE, mean_interval, paired_interval
 from . import _recipes as R
 

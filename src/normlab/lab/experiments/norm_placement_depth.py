@@ -17,7 +17,8 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats as S
-from ..framework import PREMISE, SHOWN, Card, Check, fmt
+from ..contract import PREMISE, SHOWN, Card, Check
+from ..formatting import fmt
 from . import _recipes as R
 from ._training import final_losses, require_finished, run_grid, seed_losses, select
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats as S
-from ..framework import MODEL_COMPARISON, PREMISE, SHOWN, Card, Check, fmt
+from ..contract import MODEL_COMPARISON, PREMISE, SHOWN, Card, Check
+from ..formatting import fmt
 from ._setups import output_changes
 
 CARD = Card(

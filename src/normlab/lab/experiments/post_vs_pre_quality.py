@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...train import TrainConfig
-from ..framework import PREMISE, SHOWN, Card, Check, fmt
+from ..contract import PREMISE, SHOWN, Card, Check
+from ..formatting import fmt
 from ..stats import ABOVE, mean_interval, paired_interval
 from . import _recipes as R
 from ._training import loss_at_init, require_finished, run_grid, seed_losses, select

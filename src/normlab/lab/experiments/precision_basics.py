@@ -21,7 +21,8 @@ from ...nn import Numerics
 from ...nn.numerics import numerics_scope
 from ...precision import WeightUpdater, demos, get_format, quantize
 from .. import stats
-from ..framework import IDENTITY, Card, Check, fmt
+from ..contract import IDENTITY, Card, Check
+from ..formatting import fmt
 
 CARD = Card(
     name="precision-basics",

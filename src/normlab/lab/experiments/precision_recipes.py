@@ -29,8 +29,9 @@ from ...precision import get_policy
 from ...precision.policy import LossScaling
 from ...train import TrainConfig
 from .. import stats as S
-from ..framework import SHOWN as SHOWN_ROW
-from ..framework import Card, Check, fmt
+from ..contract import SHOWN as SHOWN_ROW
+from ..contract import Card, Check
+from ..formatting import fmt
 from . import _training as T
 
 LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.reporting.lanes)

@@ -19,17 +19,8 @@ from ...models import Residual
 from ...nn import Module
 from ...train.probes import observe
 from .. import stats as S
-from ..framework import (
-    BAND,
-    DERIVATION,
-    EQUIVALENCE,
-    IDENTITY,
-    MODEL_COMPARISON,
-    SHOWN,
-    Card,
-    Check,
-    fmt,
-)
+from ..contract import BAND, DERIVATION, EQUIVALENCE, IDENTITY, MODEL_COMPARISON, SHOWN, Card, Check
+from ..formatting import fmt
 from ._setups import xiong_model
 
 CARD = Card(

@@ -24,7 +24,8 @@ import numpy as np
 
 from ...functional.rmsnorm import partial_width
 from ...train import TrainConfig, Trainer
-from ..framework import SHOWN, Card, Check, fmt
+from ..contract import SHOWN, Card, Check
+from ..formatting import fmt
 from ..stats import BELOW, T_METHOD, mean_interval, paired_interval
 from . import _recipes as R
 from ._training import require_finished, run_grid, seed_losses
