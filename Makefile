@@ -110,6 +110,8 @@ check-block-full: $(VENV)/.installed-lab
 	else cp $(FULL_CHECK_OUT)/summary.json docs/results/full-seed10000.json; fi
 	$(MAKE) tables
 
+# the claim register (docs/results/register.json, from the experiments' REGISTER and AMENDMENTS:
+# a record is never dropped without an amendment that retires it), shown on docs/lab.md;
 # the generated tables (docs/lab.md, the README), the forest plots and the report's picture
 # (docs/img/report.png, rendered by headless Chromium: apt-get install chromium) from the
 # committed results, each picture with a record of the results it was drawn from (PNG.json,
@@ -120,8 +122,9 @@ CHECK_RESULTS = $(if $(wildcard docs/results/quick-seed10000.json),\
 FULL_CHECK_RESULTS = $(if $(and $(FULL_RESULTS),$(wildcard docs/results/full-seed10000.json)),\
 	--full-check-results docs/results/full-seed10000.json)
 tables: $(VENV)/.installed-lab
+	$(BIN)/normlab report --write-register docs/results/register.json
 	$(BIN)/normlab report --markdown --results docs/results/quick.json $(FULL_RESULTS) \
-		$(CHECK_RESULTS) $(FULL_CHECK_RESULTS) \
+		$(CHECK_RESULTS) $(FULL_CHECK_RESULTS) --register docs/results/register.json \
 		--forest docs/img/verdicts-quick.png --readme docs/lab.md README.md
 	$(if $(FULL_RESULTS),$(BIN)/normlab report --markdown --results docs/results/full.json \
 		--forest docs/img/verdicts-full.png > /dev/null)

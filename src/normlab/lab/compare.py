@@ -102,7 +102,7 @@ def experiment_differences(name: str, a: dict, b: dict, path: str) -> tuple[list
     claim), headline and verdict go to the second list."""
     keys, claims = TIMED.get(name, ((), ()))
     if not keys:
-        return differences(a, b, path), []
+        return differences(_by_id(a), _by_id(b), path), []
     a, b = dict(a), dict(b)
     timed = []
     for k in ("measured", "verdict"):
@@ -119,7 +119,17 @@ def experiment_differences(name: str, a: dict, b: dict, path: str) -> tuple[list
             side["timed_checks"] = [c for c in checks if str(c.get("claim", "")).startswith(claims)]
     timed += differences(a.pop("timed_checks", None), b.pop("timed_checks", None),
                          f"{path}.checks(timed)")
-    return differences(a, b, path), timed
+    return differences(_by_id(a), _by_id(b), path), timed
+
+
+def _by_id(row: Any) -> Any:
+    """A result's checks keyed by their register id where every check has one (so two results
+    are compared row by row whatever their order), else as they are."""
+    checks = row.get("checks") if isinstance(row, dict) else None
+    if not (isinstance(checks, list) and checks
+            and all(isinstance(c, dict) and c.get("id") for c in checks)):
+        return row
+    return {**row, "checks": {c["id"]: c for c in checks}}
 
 
 def _summaries(a: dict, b: dict, out: Comparison) -> None:
@@ -143,7 +153,8 @@ def _summaries(a: dict, b: dict, out: Comparison) -> None:
 
 def compare(a: PathLike, b: PathLike) -> Comparison:
     """The differences between two results (summary files, or report folders: then each
-    experiment's ``result.json`` too, data included); ``.timing`` holds the wall-clock ones.
+    experiment's ``result.json`` too, data included), check rows paired by their register id where
+they have one; ``.timing`` holds the wall-clock ones.
     Raises ValueError naming a file that is missing or not JSON, or when one argument is a
     folder and the other a file."""
     pa, pb = Path(a), Path(b)

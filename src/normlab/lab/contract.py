@@ -11,6 +11,8 @@ and runs experiments (``configs``, ``cache``, ``running``) sits above the experi
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -106,6 +108,7 @@ class Check:
     margin_source: str = ""  # where the margin comes from (the paper, the reference notes)
     estimate: float | None = None  # the interval's centre, for the forest plot
     side: str = ""  # with one threshold: the side that passes ("above" / "below"), else ''
+    id: str = ""  # its record's id in the experiment's register (REGISTER): stable, unique
 
     def __post_init__(self) -> None:
         if self.inconclusive and self.passed is not None:
@@ -230,6 +233,98 @@ class Check:
         return cls(**d)
 
 
+# ---- the claim register -------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One row an experiment can produce, declared before it is measured: the experiment's
+    ``REGISTER`` holds one per row, and each :class:`Check` names its record by ``id``. The
+    framework refuses a row whose kind or rule differs from its record's
+    (``normlab.lab.register``); a change to a record after a result is an :class:`Amendment`."""
+
+    id: str  # stable within the experiment: lowercase words joined by hyphens
+    kind: str  # claim / premise / identity / derivation / shown (KINDS)
+    claim: str  # what the row says, in one line
+    source: str = ""  # the source's own sentence (quoted), for a claim or a premise
+    where: str = ""  # where the source states it: paper, section, figure or table
+    form: str = ""  # the rule's form (FORMS); '' for a row not decided from an interval
+    margin: tuple[float, ...] = ()  # the threshold (one value) or band (two); () when the rule
+    #                                 states a margin per grid point in its text
+    side: str = ""  # with one threshold: the side that passes ("above" / "below")
+    margin_source: str = ""  # where the margin comes from (the paper, the reference notes)
+    grid: tuple[str, ...] = ()  # the config fields whose values the rule ranges over
+    seeds: str = ""  # the config field that holds the seed count (or the seeds)
+    seeds_from: str = ""  # where that count comes from (a pilot at seeds no verdict uses, ...)
+    premise: tuple[str, ...] = ()  # the ids of the premises it needs
+    registered: str = ""  # the date it was registered, YYYY-MM-DD
+
+    def __post_init__(self) -> None:
+        if not _RECORD_ID.fullmatch(self.id):
+            raise ValueError(f"record id must be lowercase words joined by hyphens; got "
+                             f"{self.id!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"record {self.id}: kind must be one of {', '.join(KINDS)}, got "
+                             f"{self.kind!r}")
+        if self.form and self.form not in FORMS:
+            raise ValueError(f"record {self.id}: form must be one of {', '.join(FORMS)}, got "
+                             f"{self.form!r}")
+        object.__setattr__(self, "margin", tuple(float(m) for m in self.margin))
+        object.__setattr__(self, "grid", tuple(self.grid))
+        object.__setattr__(self, "premise", tuple(self.premise))
+        if self.side not in ("", "above", "below"):
+            raise ValueError(f"record {self.id}: side must be 'above', 'below' or ''")
+
+    @property
+    def counted(self) -> bool:
+        """A claim of the source: counted in the verdict."""
+        return self.kind == CLAIM
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Amendment:
+    """A change to a record after a result was committed: what changed, why, and the result
+    under the record as it was (which the results files keep). ``before`` holds the record's
+    fields as they were (only those that changed, or ``{}`` for a change of set-up that no field
+    names); ``results_before`` the committed row under them, by size (``{"status",
+    "interval", "measured", "kind"}``; a size with no committed result is left out).
+    ``retires`` withdraws the record (its row is no longer produced); ``remeasure`` says the
+    change is to what is measured (a grid, a seed count, a set-up), so a result judged under
+    the old record cannot be judged again from its interval."""
+
+    id: str  # the record's id
+    date: str  # YYYY-MM-DD
+    changed: str  # what changed, in words
+    why: str  # why
+    before: Mapping[str, Any] = field(default_factory=dict)  # the record's fields as they were
+    results_before: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    retires: bool = False
+    remeasure: bool = False
+    commit: str = ""  # where the result before was committed, where known
+
+    def __post_init__(self) -> None:
+        if not _DATE.fullmatch(self.date):
+            raise ValueError(f"amendment of {self.id}: date must be YYYY-MM-DD; got "
+                             f"{self.date!r}")
+        unknown = set(self.before) - {f.name for f in dataclasses.fields(Record)}
+        if unknown:
+            raise ValueError(f"amendment of {self.id}: before names no record field "
+                             f"{sorted(unknown)}")
+        for size, row in self.results_before.items():
+            if size not in SIZES or "status" not in row:
+                raise ValueError(f"amendment of {self.id}: results_before[{size!r}] must be a "
+                                 f"size's row with a status")
+
+    def to_json(self) -> dict[str, Any]:
+        return jsonable(dataclasses.asdict(self))
+
+
+_RECORD_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def verdict_of(checks: list[Check]) -> str:
     """The verdict by :data:`VERDICT_RULE`."""
     if any(c.premise and c.passed is not True for c in checks):
@@ -268,6 +363,8 @@ class Result:
     figures: list[str] = field(default_factory=list)  # PNG file names next to result.json
     cache_key: str = ""  # the hash of the configuration and the source (see cache_key)
     verdict_rule: str = VERDICT_RULE
+    amendments: list[dict[str, Any]] = field(default_factory=list)  # the register's changes
+    #                                   after first results, each with its results before
 
     @property
     def name(self) -> str:  # the experiment's CLI name
@@ -303,7 +400,9 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in _RESULT_KEYS}
-        d["checks"] = [{**dataclasses.asdict(c), "identity": c.identity} for c in self.checks]
+        if not d["amendments"]:  # a result of a register never amended writes none
+            del d["amendments"]
+        d["checks"] = [_check_json(c) for c in self.checks]
         d["verdict"] = self.verdict
         return jsonable(d)
 
@@ -324,10 +423,19 @@ class Result:
         return cls(card=card, **{k: v for k, v in d.items() if k in names})
 
 
+def _check_json(c: Check) -> dict[str, Any]:
+    """A check as a result file holds it: its fields (``id`` only when it has one) and
+    ``identity``."""
+    d = {**dataclasses.asdict(c), "identity": c.identity}
+    if not d["id"]:
+        del d["id"]
+    return d
+
+
 # The keys of a result file, in their order (the card's texts among the Result's own fields).
 _RESULT_KEYS = ("name", "title", "claim", "citation", "published", "setting", "measured",
                 "checks", "explanation", "notes", "data", "config", "size", "wall_s", "figures",
-                "cache_key", "verdict_rule", "short")
+                "cache_key", "verdict_rule", "short", "amendments")
 
 
 # ---- the run context -----------------------------------------------------------------------

@@ -160,7 +160,7 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
                forest: Path | None = None) -> str:
     """The page. ``entries``: (name, result or None, its directory, error text); ``forest``: the
     forest plot of the verdicts (a PNG, embedded) when it was drawn."""
-    from .results import CONFIDENCE, headline, summarize
+    from .results import CONFIDENCE, summarize, tallies
 
     rows = []
     for name, r, _, err in entries:
@@ -173,8 +173,9 @@ def build_html(entries: list[tuple[str, Result | None, Path | None, str]], meta:
             f"<tr><td><a href='#{_e(name)}'>{_e(r.title)}</a></td>"
             f"<td>{_e(r.claim)}<br /><i>{_e(r.citation)}</i></td><td>{_e(r.published)}</td>"
             f"<td>{_e(r.measured)}</td><td>{_verdict_badge(r.verdict)}</td></tr>")
-    summary = summarize(entries, {})
-    tally = headline(summary["tally"])
+    summary = summarize(entries, {"size": next((r.size for _, r, _, _ in entries
+                                                if r is not None and r.size), "quick")})
+    tally = tallies(summary, bold=False)
     sections = [(_section(r, d) if r is not None else _error_section(n, err))
                 for n, r, d, err in entries]
     meta_line = " &#183; ".join(_e(f"{k}: {v}") for k, v in meta.items())

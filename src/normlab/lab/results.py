@@ -66,8 +66,10 @@ def confidence(summary: dict[str, Any]) -> str:
 
 
 def check_row(c: Any) -> dict[str, Any]:
-    """One check as the summary holds it: what the tables, the forest plot and the tests read."""
-    return {"claim": c.claim, "status": c.status, "measured": c.measured, "rule": c.rule,
+    """One check as the summary holds it: what the tables, the forest plot and the tests read
+    (its register id first, where it has one)."""
+    row = {"id": c.id} if getattr(c, "id", "") else {}
+    return {**row, "claim": c.claim, "status": c.status, "measured": c.measured, "rule": c.rule,
             "interval": c.interval, "identity": c.identity, "counted": c.counted,
             "kind": c.kind, "form": c.form, "threshold": c.threshold,
             "side": getattr(c, "side", ""), "estimate": c.estimate,
@@ -75,13 +77,18 @@ def check_row(c: Any) -> dict[str, Any]:
 
 
 def experiment_row(name: str, r: Result | None, error: str) -> dict[str, Any]:
+    """One experiment as the summary holds it: its verdict, headline and rows, and its
+    register's amendments (each with the results before it) where it has any."""
     if r is None:
         return {"name": name, "verdict": ERROR,
                 "measured": (error.strip().splitlines() or [""])[-1],
                 "wall_s": None, "checks": []}
-    return {"name": name, "title": r.title, "short": r.short or r.claim, "citation": r.citation,
-            "verdict": r.verdict, "measured": r.measured, "wall_s": r.wall_s,
-            "checks": [check_row(c) for c in r.checks]}
+    row = {"name": name, "title": r.title, "short": r.short or r.claim, "citation": r.citation,
+           "verdict": r.verdict, "measured": r.measured, "wall_s": r.wall_s,
+           "checks": [check_row(c) for c in r.checks]}
+    if r.amendments:
+        row["amendments"] = list(r.amendments)
+    return row
 
 
 def kind_of(c: dict[str, Any]) -> str:
@@ -112,6 +119,26 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
     return t
 
 
+def first_rows(rows: list[dict[str, Any]], size: str) -> list[dict[str, Any]]:
+    """The experiments' rows as first registered (``register.first_registered``), each with its
+    verdict from them: what the tally 'as first registered' counts."""
+    from .register import first_registered, verdict_of_rows
+
+    out = []
+    for r in rows:
+        if r["verdict"] == ERROR or not r.get("amendments"):
+            out.append(r)
+            continue
+        checks = first_registered(r, size)
+        out.append({**r, "checks": checks, "verdict": verdict_of_rows(checks)})
+    return out
+
+
+def amended(rows: list[dict[str, Any]]) -> int:
+    """How many experiments have a register amendment."""
+    return sum(bool(r.get("amendments")) for r in rows)
+
+
 def headline(t: dict[str, int]) -> str:
     """'9 of 12 empirical claims reproduced (2 partly, 1 not reproduced): 40 of 52 counted
     checks pass, 3 inconclusive; 5 of 6 premises hold, 1 experiment not tested at this size (a
@@ -136,10 +163,29 @@ def headline(t: dict[str, int]) -> str:
     return text
 
 
+def tallies(summary: dict[str, Any], *, bold: bool = True) -> str:
+    """The tally as amended and as first registered, side by side: 'As amended: ... . As first
+    registered: ... .' (a summary of experiments none of whose registers was amended says so in
+    one line; one written before the register has only its tally)."""
+    now = headline(summary["tally"])
+    first = summary.get("tally_first")
+    b = "**" if bold else ""
+    if first is None:
+        return f"{b}{now}{b}"
+    n = amended(summary["experiments"])
+    if not n:
+        return f"{b}{now}{b} (as first registered and as amended: no record amended)"
+    return (f"{b}As amended: {now}.{b} As first registered: {headline(first)} ({n} "
+            f"experiment{'s' if n > 1 else ''}' registers amended after first results; the "
+            f"register lists each change)")
+
+
 def summarize(entries: Any, meta: dict[str, Any]) -> dict[str, Any]:
-    """summary.json: the run's setting (``meta``), the tally and one row per experiment."""
+    """summary.json: the run's setting (``meta``), the tally (as amended, and as first
+    registered: :func:`first_rows`) and one row per experiment."""
     rows = [experiment_row(n, r, err) for n, r, _, err in entries]
     return {"schema": SCHEMA, **meta, "verdict_rule": VERDICT_RULE, "tally": tally(rows),
+            "tally_first": tally(first_rows(rows, meta.get("size", "quick"))),
             "experiments": rows}
 
 
@@ -162,7 +208,8 @@ def merge(committed: dict[str, Any], new: dict[str, Any], order: list[str]) -> d
     merged["wall_s_this_invocation"] = None  # measured in more than one invocation
     merged["reused"] = sorted(set(committed.get("reused", [])) | set(new.get("reused", [])))
     merged["tally"] = tally(merged["experiments"])
-    return {k: merged[k] for k in [*new] if k in merged}
+    merged["tally_first"] = tally(first_rows(merged["experiments"], merged["size"]))
+    return {k: merged[k] for k in [*new, "tally_first"] if k in merged}
 
 
 def _cell(text: str) -> str:
@@ -199,7 +246,7 @@ def _full_line(full: dict[str, Any] | None, summary: dict[str, Any]) -> str:
                 f"docs/results/full.json).")
     measured = {r["name"] for r in full["experiments"]}
     missing = [r["name"] for r in summary["experiments"] if r["name"] not in measured]
-    text = f"**{headline(full['tally'])}** {_setting(full)} (the full size is the size of record)."
+    text = f"{tallies(full)} {_setting(full)} (the full size is the size of record)."
     if missing:
         text += (f" It holds {len(measured)} of the {len(measured) + len(missing)} experiments; "
                  f"{NOT_MEASURED} at the full size: "
@@ -209,10 +256,20 @@ def _full_line(full: dict[str, Any] | None, summary: dict[str, Any]) -> str:
 
 
 def _decided_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """An experiment's claims and premises, in order: the rows a block comparison pairs (the
-    rows between them, shown context, may differ: an experiment whose premise did not hold
-    has no context rows of its arms)."""
+    """An experiment's claims and premises, in order: the rows a block comparison pairs."""
     return [c for c in result["checks"] if c.get("kind") in (CLAIM, PREMISE)]
+
+
+def paired_rows(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[dict, dict]]:
+    """Two results' claims and premises paired: by their register id where both rows have one
+    (a row's text may quote a measured value, and a result whose premise failed has fewer
+    rows), else by their position among the claims and premises (summaries written before the
+    register)."""
+    ra, rb = _decided_rows(a), _decided_rows(b)
+    if all(c.get("id") for c in ra + rb):
+        theirs = {c["id"]: c for c in rb}
+        return [(c, theirs[c["id"]]) for c in ra if c["id"] in theirs]
+    return [(x, y) for x, y in zip(ra, rb) if x.get("kind") == y.get("kind")]
 
 
 def _state(row: dict[str, Any]) -> str:
@@ -228,10 +285,9 @@ CHECK_COMMANDS = {"quick": "make check-block", "full": "make check-block-full ON
 def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
     """The paragraph that sets ``summary`` beside ``check``, the same size measured at a
     disjoint block of seeds: the experiments whose verdict differs, and every counted row
-    (claims and premises, paired by their position among the claims and premises: a row's text
-    may quote a measured value) whose state differs, with both states; '' without ``check``.
-    Where ``check`` holds only some of the experiments (the full size's, measured one at a
-    time), the paragraph names them."""
+    (claims and premises, paired by :func:`paired_rows`: by register id) whose state differs,
+    with both states; '' without ``check``. Where ``check`` holds only some of the experiments
+    (the full size's, measured one at a time), the paragraph names them."""
     if check is None:
         return ""
     theirs = {r["name"]: r for r in check["experiments"]}
@@ -240,12 +296,11 @@ def check_block(summary: dict[str, Any], check: dict[str, Any] | None) -> str:
                 for r in mine if r["verdict"] != theirs[r["name"]]["verdict"]]
     rows, changed = 0, []
     for r in mine:
-        for a, b in zip(_decided_rows(r), _decided_rows(theirs[r["name"]])):
-            if a.get("kind") == b.get("kind"):
-                rows += 1
-                if a["status"] != b["status"]:
-                    changed.append(f"`{r['name']}` \"{a['claim']}\" ({_state(a)} / "
-                                   f"{_state(b)})")
+        for a, b in paired_rows(r, theirs[r["name"]]):
+            rows += 1
+            if a["status"] != b["status"]:
+                changed.append(f"`{r['name']}` \"{a['claim']}\" ({_state(a)} / "
+                               f"{_state(b)})")
     size = check.get("size", "quick")
     some = len(mine) < len(summary["experiments"])
     which = ", ".join(f"`{r['name']}`" for r in mine)
@@ -269,7 +324,7 @@ def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
     measured" when ``full`` is None or lacks the experiment)."""
     rows = summary["experiments"]
     fulls = {r["name"]: r["verdict"] for r in (full or {}).get("experiments", [])}
-    lines = [f"**{headline(summary['tally'])}** {_setting(summary)}.", "",
+    lines = [f"{tallies(summary)} {_setting(summary)}.", "",
              _full_line(full, summary), ""]
     if check is not None:
         lines += [check_block(summary, check), ""]
@@ -310,7 +365,7 @@ def summary_markdown(summary: dict[str, Any], full: dict[str, Any] | None = None
                      table: str = "docs/lab.md") -> str:
     """The README's block: the tally at the quick and the full size, and where the table and
     the forest plot are."""
-    return "\n".join([f"**{headline(summary['tally'])}** {_setting(summary)}.", "",
+    return "\n".join([f"{tallies(summary)} {_setting(summary)}.", "",
                       _full_line(full, summary), "",
                       f"{confidence(summary)} Each experiment's verdict at both sizes: "
                       f"[the lab's table]({table}); each counted row against its margin: "
@@ -386,7 +441,10 @@ def readme_block(text: str, begin: str = BEGIN, end: str = END) -> tuple[int, in
 def blocks_of(text: str) -> list[tuple[str, str]]:
     """The generated blocks ``text`` holds, as (begin, end) marker pairs: the lab table, the
     README's summary, or both; ValueError when it holds none."""
-    pairs = [(b, e) for b, e in ((BEGIN, END), (SUMMARY_BEGIN, SUMMARY_END))
+    from .register import REGISTER_BEGIN, REGISTER_END
+
+    pairs = [(b, e) for b, e in ((BEGIN, END), (SUMMARY_BEGIN, SUMMARY_END),
+                                 (REGISTER_BEGIN, REGISTER_END))
              if text.find(b) >= 0 and text.find(e) > text.find(b)]
     if not pairs:
         raise ValueError(f"the README has no generated lab block (the markers {BEGIN!r} ... "
@@ -396,9 +454,13 @@ def blocks_of(text: str) -> list[tuple[str, str]]:
 
 def rendered(path: str | Path, summary: dict[str, Any], full: dict[str, Any] | None,
              text: str | None = None, check: dict[str, Any] | None = None,
-             full_check: dict[str, Any] | None = None) -> str:
+             full_check: dict[str, Any] | None = None,
+             register: dict[str, Any] | None = None) -> str:
     """The text of ``path`` with every generated block it holds rendered from the summaries
-    (the figures' paths relative to the file: ``docs/img/`` from the top, ``img/`` from docs/)."""
+    (the figures' paths relative to the file: ``docs/img/`` from the top, ``img/`` from docs/)
+    and the claim register's block from ``register`` (left as it is without one)."""
+    from .register import REGISTER_BEGIN, register_markdown
+
     path = Path(path)
     text = path.read_text(encoding="utf-8") if text is None else text
     in_docs = path.resolve().parent.name == "docs"
@@ -407,16 +469,22 @@ def rendered(path: str | Path, summary: dict[str, Any], full: dict[str, Any] | N
     table = "lab.md" if in_docs else "docs/lab.md"
     for begin, end in blocks_of(text):
         a, b = readme_block(text, begin, end)
-        body = (markdown(summary, full, figure=figure, check=check, full_check=full_check)
-                if begin == BEGIN
-                else summary_markdown(summary, full, figure=figure, table=table))
+        if begin == REGISTER_BEGIN:
+            if register is None:
+                continue
+            body = register_markdown(register)
+        elif begin == BEGIN:
+            body = markdown(summary, full, figure=figure, check=check, full_check=full_check)
+        else:
+            body = summary_markdown(summary, full, figure=figure, table=table)
         text = text[:a] + "\n" + body + "\n" + text[b:]
     return text
 
 
 def update_readme(path: str | Path, summary: dict[str, Any],
                   full: dict[str, Any] | None = None, check: dict[str, Any] | None = None,
-                  full_check: dict[str, Any] | None = None) -> bool:
+                  full_check: dict[str, Any] | None = None,
+                  register: dict[str, Any] | None = None) -> bool:
     """Replace every generated block of the file (:func:`blocks_of`) with its rendering from
     ``summary`` and ``full``; True when the file changed. Written atomically, only when it
     changes."""
@@ -424,7 +492,7 @@ def update_readme(path: str | Path, summary: dict[str, Any],
 
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    new = rendered(path, summary, full, text, check, full_check)
+    new = rendered(path, summary, full, text, check, full_check, register)
     if new == text:
         return False
     atomic_write(path, new, what="README")

@@ -17,8 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from .._files import jsonable, read_json, write_json
-from . import identity
-from . import cache
+from . import cache, identity, register
 from .cache import RESULT_FILE, read_cached
 from .configs import (
     check_config,
@@ -54,11 +53,14 @@ def result_of(module: ModuleType, config: Any, data: dict[str, Any], size: str) 
     form, so that a fresh and a cached measurement are judged alike)."""
     card = module.CARD
     data = jsonable(data)
+    checks = list(module.judge(data, config))
+    register.check_rows(module, checks)  # each row keeps to its record (normlab.lab.register)
     return Result(
         card=card, setting=setting_of(module, config, size),
-        measured=module.headline(data, config), checks=list(module.judge(data, config)),
+        measured=module.headline(data, config), checks=checks,
         notes=notes_of(module), data=data, config=config_dict(config), size=size,
-        cache_key=cache.cache_key(module, config))
+        cache_key=cache.cache_key(module, config),
+        amendments=[a.to_json() for a in register.amendments(module)])
 
 
 def evaluate(module: ModuleType, config: Any, ctx: RunContext | None = None,
@@ -92,10 +94,10 @@ def run_experiment(name: str, *, size: str = "quick", seed: int | None = None,
 
     With ``out_dir``, the files go to ``out_dir/<name>/``; a finished result there with the same
     configuration and source is reused, so an interrupted report resumes where it stopped. The
-    context's store is ``out_dir/<name>/sweep/<training hash>/`` (:func:`normlab.lab.cache.training_hash`), so an
-    interrupted training experiment keeps its finished runs, and so does one whose measuring or
-    judging code changed since (stores of other training code, and with ``use_cache=False``
-    this one, are removed first).
+    context's store is ``out_dir/<name>/sweep/<training hash>/``
+    (:func:`normlab.lab.cache.training_hash`), so an interrupted training experiment keeps its
+    finished runs, and so does one whose measuring or judging code changed since (stores of
+    other training code, and with ``use_cache=False`` this one, are removed first).
     """
     check_executor(executor)
     module = load(name)

@@ -66,6 +66,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--forest", metavar="FILE", default=None,
                    help="with --markdown: also draw the forest plot of --results' verdicts as "
                    "this PNG (docs/img/verdicts-quick.png)")
+    p.add_argument("--register", metavar="FILE", default=None,
+                   help="with --markdown: the claim register (docs/results/register.json) whose "
+                   "block --readme files get")
+    p.add_argument("--write-register", metavar="FILE", default=None,
+                   help="measure nothing: write the claim register of every experiment (their "
+                   "REGISTER and AMENDMENTS, each record's grid and seeds at the quick and full "
+                   "sizes) to FILE; a record FILE holds is never dropped without an amendment "
+                   "that retires it")
     p.add_argument("--merge", metavar="SUMMARY", default=None,
                    help="measure nothing: merge the experiments of this report summary into "
                    "--results FILE (rewritten; `make results ONLY=NAME`)")
@@ -109,7 +117,7 @@ def _blocks(args: argparse.Namespace, summary: dict, full: dict | None
 def _markdown(args: argparse.Namespace) -> int:
     """``--markdown``: the lab's tables from a summary (and the full one); every input checked
     first, then the forest plot and the files written."""
-    from ..._files import check_input_file, check_output_dir, check_output_path
+    from ..._files import check_input_file, check_output_dir, check_output_path, read_json
     from ..cli import UsageError
     from ..results import blocks_of, markdown, update_readme
 
@@ -126,6 +134,8 @@ def _markdown(args: argparse.Namespace) -> int:
                 raise ValueError(f"--full-results: {args.full_results!r} is a summary of the "
                                  f"{full.get('size')!r} size, not of the full size")
         check, full_check = _blocks(args, summary, full)
+        register = None if args.register is None else read_json(args.register,
+                                                                what="--register")
         text = markdown(summary, full, check=check, full_check=full_check)
         for name in args.readme or []:
             readme = check_input_file(name, what="--readme")
@@ -149,7 +159,7 @@ def _markdown(args: argparse.Namespace) -> int:
     if args.readme is None:
         print(text)
     for name in args.readme or []:
-        changed = update_readme(name, summary, full, check, full_check)
+        changed = update_readme(name, summary, full, check, full_check, register)
         print(f"{name}: lab blocks {'rewritten' if changed else 'already up to date'} "
               f"from {source}" + (f" and {args.full_results}" if full is not None else ""))
     return 0
@@ -182,6 +192,31 @@ def _merge(args: argparse.Namespace) -> int:
     write_json(args.results, merged, what="--results")
     names = ", ".join(r["name"] for r in both[1]["experiments"])
     print(f"{args.results}: merged {names} from {args.merge}")
+    return 0
+
+
+def _write_register(args: argparse.Namespace) -> int:
+    """``--write-register FILE``: the register of every experiment, written atomically after it
+    is checked against the FILE already there (no record dropped without an amendment)."""
+    from ..._files import read_json, write_json
+    from ..cli import UsageError
+    from ..register import RegisterError, check_register_file, register_json
+
+    if args.markdown or args.merge or args.rejudge or args.only or args.readme:
+        raise UsageError("--write-register FILE measures nothing: it takes no --markdown, "
+                         "--merge, --rejudge, --only or --readme")
+    try:
+        new = register_json(registry())
+        if Path(args.write_register).is_file():
+            check_register_file(read_json(args.write_register, what="--write-register"), new)
+    except RegisterError as exc:
+        raise UsageError(f"--write-register: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    write_json(args.write_register, new, what="--write-register")
+    n = sum(len(e["records"]) for e in new["experiments"])
+    print(f"{args.write_register}: the claim register, {n} records of "
+          f"{len(new['experiments'])} experiments")
     return 0
 
 
@@ -229,14 +264,17 @@ def main(args: argparse.Namespace) -> int:
     from ..running import load
     from ..sweep.executors import executor_from_args
 
+    if args.write_register is not None:
+        return _write_register(args)
     if args.merge is not None:
         return _merge(args)
     if args.markdown:
         return _markdown(args)
     if any(v is not None for v in (args.results, args.readme, args.full_results, args.forest,
-                                   args.check_results, args.full_check_results)):
+                                   args.check_results, args.full_check_results,
+                                   args.register)):
         raise UsageError("--results, --full-results, --check-results, --full-check-results, "
-                         "--readme and --forest go with --markdown")
+                         "--readme, --register and --forest go with --markdown")
     seed = check_output_arguments(args)
     names = check_names(args.only)
     executor = executor_from_args(args)
