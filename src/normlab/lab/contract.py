@@ -256,6 +256,10 @@ class Record:
     seeds_from: str = ""  # where that count comes from (a pilot at seeds no verdict uses, ...)
     premise: tuple[str, ...] = ()  # the ids of the premises it needs
     registered: str = ""  # the date it was registered, YYYY-MM-DD
+    untested: str = ""  # why the lab does not test this claim of the source (its regime is out
+    #                     of reach): listed in the register, produces no row, counts nowhere
+    untested_at: tuple[str, ...] = ()  # the sizes at which it is untested (() with a reason:
+    #                                    every size)
 
     def __post_init__(self) -> None:
         if not _RECORD_ID.fullmatch(self.id):
@@ -270,13 +274,22 @@ class Record:
         object.__setattr__(self, "margin", tuple(float(m) for m in self.margin))
         object.__setattr__(self, "grid", tuple(self.grid))
         object.__setattr__(self, "premise", tuple(self.premise))
+        object.__setattr__(self, "untested_at", tuple(self.untested_at))
+        if self.untested_at and not self.untested:
+            raise ValueError(f"record {self.id}: untested_at needs the reason (untested)")
+        if any(s not in SIZES for s in self.untested_at):
+            raise ValueError(f"record {self.id}: untested_at must name sizes of {SIZES}")
         if self.side not in ("", "above", "below"):
             raise ValueError(f"record {self.id}: side must be 'above', 'below' or ''")
 
     @property
     def counted(self) -> bool:
-        """A claim of the source: counted in the verdict."""
+        """A claim of the source: counted in the verdict (where it is tested)."""
         return self.kind == CLAIM
+
+    def tested_at(self, size: str) -> bool:
+        """Whether the lab tests it at ``size`` (see ``untested``)."""
+        return not self.untested or (bool(self.untested_at) and size not in self.untested_at)
 
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v

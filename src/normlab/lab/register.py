@@ -100,9 +100,10 @@ def _same(a: Any, b: Any) -> bool:
     return [float(x) for x in a] == [float(x) for x in b]
 
 
-def check_rows(module: ModuleType, checks: Iterable[Check]) -> None:
-    """Refuse rows that do not keep to the experiment's register (the module docstring); a
-    module with no ``REGISTER`` is not checked."""
+def check_rows(module: ModuleType, checks: Iterable[Check], size: str = "") -> None:
+    """Refuse rows that do not keep to the experiment's register (the module docstring), and a
+    row of a record the lab does not test at ``size`` (``Record.untested``); a module with no
+    ``REGISTER`` is not checked."""
     recs = {r.id: r for r in records(module)}
     if not recs:
         return
@@ -117,6 +118,9 @@ def check_rows(module: ModuleType, checks: Iterable[Check]) -> None:
             raise RegisterError(f"{where}: its record is retired by an amendment")
         if c.id in seen:
             raise RegisterError(f"{where}: produced twice (one record is one row)")
+        if size and not rec.tested_at(size):
+            raise RegisterError(f"{where}: its record is not tested at the {size} size "
+                                f"({rec.untested})")
         seen.add(c.id)
         if c.kind != rec.kind:
             raise RegisterError(f"{where}: kind {c.kind!r}, its record's is {rec.kind!r} (a "
@@ -293,7 +297,7 @@ def register_markdown(register: dict[str, Any]) -> str:
     lines = ["Every row an experiment can produce, declared before it is measured "
              "(`docs/results/register.json`; a record's change after a result is an amendment, "
              "listed under its experiment with the result before it; ✎ marks an amended record, "
-             "✗ a retired one)."]
+             "✗ a retired one; a claim of the source the lab does not test at a size says why)."]
     for e in register.get("experiments", []):
         amended = {a["id"] for a in e.get("amendments", [])}
         lines += ["", f"#### `{e['name']}`", "",
@@ -301,6 +305,9 @@ def register_markdown(register: dict[str, Any]) -> str:
                   "margin from | grid and seeds |", "|---|---|---|---|---|---|---|"]
         for r in e.get("records", []):
             mark = " ✗" if r.get("retired") else (" ✎" if r["id"] in amended else "")
+            if r.get("untested"):
+                at = ", ".join(r.get("untested_at") or ["any size"])
+                mark += f" (not tested at {at}: {r['untested']})"
             lines.append(f"| `{r['id']}`{mark} | {r['kind']} | {_cell(r['claim'])} | "
                          f"{_cell(r.get('where') or '-')} | {_cell(_rule(r))} | "
                          f"{_cell(r.get('margin_source') or '-')} | {_cell(_sizes(r))} |")

@@ -54,7 +54,7 @@ def result_of(module: ModuleType, config: Any, data: dict[str, Any], size: str) 
     card = module.CARD
     data = jsonable(data)
     checks = list(module.judge(data, config))
-    register.check_rows(module, checks)  # each row keeps to its record (normlab.lab.register)
+    register.check_rows(module, checks, size)  # each row keeps to its record (lab.register)
     return Result(
         card=card, setting=setting_of(module, config, size),
         measured=module.headline(data, config), checks=checks,
