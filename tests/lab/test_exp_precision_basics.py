@@ -43,14 +43,22 @@ def test_the_exact_identities():
 
 
 def test_kinds_and_forms():
+    """The three gradient rows hold in the lab's own model by construction (lab-audit.md, row
+    6): derivations, counted apart; the experiment has no counted claim at any size (SSD's 31%
+    is registered as not tested), so its verdict is that its identities hold."""
     r = tiny()
-    claims = [c for c in r.checks if c.kind == E.CLAIM]
-    assert len(claims) == 3 and all(c.passed for c in claims)
-    assert {c.form for c in claims} == {E.SUPERIORITY, E.THRESHOLD}
-    assert all(c.margin_source for c in claims)
+    assert not [c for c in r.checks if c.kind == E.CLAIM]
+    derived = [c for c in r.checks if c.kind == E.DERIVATION]
+    assert [c.id for c in derived] == ["float16-flushes-some-gradients",
+                                       "gradients-below-float16-normal-range",
+                                       "loss-scale-recovers-flushed-gradients"]
+    assert all(c.passed for c in derived) and all(c.margin_source for c in derived)
+    assert {c.form for c in derived} == {E.SUPERIORITY, E.THRESHOLD}
     identities = [c for c in r.checks if c.kind == E.IDENTITY]
     assert len(identities) == 7 and all(c.passed for c in identities)
-    assert r.verdict == E.REPRODUCED
+    assert r.verdict == E.HOLDS
+    untested = [x for x in P.REGISTER if x.untested]
+    assert [x.kind for x in untested] == [E.CLAIM] and not untested[0].tested_at("full")
 
 
 def test_an_overflow_fails_the_loss_scaling_claim():
