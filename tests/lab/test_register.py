@@ -11,6 +11,7 @@ from normlab.lab import register as R
 from normlab.lab import stats
 from normlab.lab.contract import PREMISE, SHOWN, Amendment, Card, Check, Record
 from normlab.lab.results import first_rows, paired_rows, tallies, tally
+from normlab.lab.running import experiment_register
 
 CLAIM_A = Record(id="a-beats-b", kind="claim", claim="A beats B",
                  source="\"A outperforms B.\"", where="Doe 2024, Table 2", form="superiority",
@@ -132,7 +133,7 @@ def test_the_tallies_are_given_as_first_registered_and_as_amended():
 def test_the_audit_of_committed_files_finds_each_broken_rule():
     """The committed files against the register: clean, then each rule broken in a copy."""
     module = _module()
-    reg = {"experiments": [R.experiment_register(module)]}
+    reg = {"experiments": [experiment_register(module)]}
     for r in reg["experiments"][0]["records"]:
         r.pop("sizes")
     s = _summary(_rows())
@@ -164,7 +165,7 @@ def test_block_comparisons_pair_rows_by_id():
 def test_the_register_block_marks_amended_and_retired_records():
     gone = Amendment(id="lr-used", date="2026-12-07", changed="retired", why="w", retires=True,
                      results_before={"quick": {"status": "shown", "measured": "0.01"}})
-    reg = {"experiments": [R.experiment_register(_module(AMENDMENTS=(gone,)))]}
+    reg = {"experiments": [experiment_register(_module(AMENDMENTS=(gone,)))]}
     text = R.register_markdown(reg)
     assert "| `lr-used` ✗ | shown |" in text and "| `a-beats-b` | claim |" in text
     assert "superiority: 0 (above passes)" in text and "Doe 2024, Table 2" in text

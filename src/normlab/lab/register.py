@@ -10,13 +10,13 @@ of its record, and the framework holds the two together (:func:`check_rows`, bef
 kind, form, margin or side is not its record's, and two counted rows that read the same interval
 (one effect counted twice) are refused, naming the experiment and the row.
 
-The register is data: :func:`register_json` writes it, with each record's grid and seed count
-read from the experiment's configuration at the quick and the full size, into
-``docs/results/register.json`` (``normlab report --register FILE``, run by ``make tables``), and
-:func:`check_register_file` refuses a register that drops an id a committed register holds
-without an amendment that retires it. The results carry each row's id and the experiment's
-amendments with their results before, from which :func:`first_registered` rebuilds each
-experiment's rows as first registered: the tallies are given both ways
+The register is data: ``normlab.lab.running.register_json`` writes it, with each record's grid
+and seed count read from the experiment's configuration at the quick and the full size, into
+``docs/results/register.json`` (``normlab report --write-register FILE``, run by ``make
+tables``), and :func:`check_register_file` refuses a register that drops an id a committed
+register holds without an amendment that retires it. The results carry each row's id and the
+experiment's amendments with their results before, from which :func:`first_registered` rebuilds
+each experiment's rows as first registered: the tallies are given both ways
 (``normlab.lab.results``).
 """
 
@@ -31,13 +31,13 @@ from .contract import (
     DERIVATION,
     IDENTITY,
     INCONCLUSIVE,
-    KINDS,
     NOT_TESTED,
     PREMISE,
     SHOWN,
     Amendment,
     Check,
     Record,
+    verdict_of,
 )
 
 SCHEMA = 1  # register.json's layout
@@ -140,51 +140,6 @@ def check_rows(module: ModuleType, checks: Iterable[Check], size: str = "") -> N
 
 
 # ---- the register as data ------------------------------------------------------------------
-def _config_value(module: ModuleType, size: str, name: str) -> Any:
-    from .configs import configure
-
-    value: Any = configure(module, size)
-    for part in name.split("."):
-        value = getattr(value, part)
-    return list(value) if isinstance(value, tuple) else value
-
-
-def _seed_count(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return len(value) if isinstance(value, list) else None
-
-
-def experiment_register(module: ModuleType) -> dict[str, Any]:
-    """One experiment's register: its records (each with its grid's values and its seed count
-    at the quick and the full size, read from the configuration) and its amendments."""
-    validate(module)
-    gone = retired(module)
-    out = []
-    for r in records(module):
-        row = r.to_json()
-        row["retired"] = r.id in gone
-        sizes: dict[str, Any] = {}
-        for size in ("quick", "full"):
-            values = {g: _config_value(module, size, g) for g in r.grid}
-            seeds = _config_value(module, size, r.seeds) if r.seeds else None
-            sizes[size] = {"grid": values, "seeds": _seed_count(seeds)}
-        row["sizes"] = sizes
-        out.append(row)
-    return {"name": _name(module), "records": out,
-            "amendments": [a.to_json() for a in amendments(module)]}
-
-
-def register_json(names: Iterable[str]) -> dict[str, Any]:
-    """The register of the experiments ``names`` (CLI names): what register.json holds."""
-    from .running import load
-
-    return {"schema": SCHEMA, "kinds": list(KINDS),
-            "experiments": [experiment_register(load(n)) for n in names]}
-
-
 def check_register_file(committed: dict[str, Any], new: dict[str, Any]) -> None:
     """Refuse a new register that drops a record the committed one declares, unless an
     amendment retires it (a retired record stays declared); names the experiment and id."""
@@ -241,8 +196,6 @@ def _counted(kind: str, row: dict[str, Any]) -> bool:
 
 def verdict_of_rows(rows: list[dict[str, Any]]) -> str:
     """``contract.verdict_of`` on summary rows (dicts with kind and status)."""
-    from .contract import verdict_of
-
     checks = []
     for c in rows:
         status = c["status"]
@@ -390,6 +343,5 @@ def _audit_rows(row: dict[str, Any], label: str, recs: dict, amends: dict) -> li
 
 
 __all__ = ["REGISTER_BEGIN", "REGISTER_END", "SCHEMA", "RegisterError", "amendments", "audit",
-           "check_register_file", "check_rows", "experiment_register", "first_registered",
-           "records", "register_json", "register_markdown", "retired", "validate",
-           "verdict_of_rows"]
+           "check_register_file", "check_rows", "first_registered", "records",
+           "register_markdown", "retired", "validate", "verdict_of_rows"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +29,7 @@ from .configs import (
     notes_of,
     setting_of,
 )
-from .contract import Progress, Result, RunContext, null_progress
+from .contract import KINDS, Progress, Result, RunContext, null_progress
 from .sweep.executors import check_executor, shared_workers
 
 
@@ -174,3 +175,45 @@ def rejudge(name: str, out_dir: str | Path) -> Outcome:
     exp_dir = Path(out_dir) / load(name).CARD.name
     write_json(exp_dir / RESULT_FILE, result.to_json(), what="result")
     return Outcome(result, True, exp_dir)
+
+
+# ---- the claim register as data -----------------------------------------------------------
+def _config_value(module: ModuleType, size: str, name: str) -> Any:
+    value: Any = configure(module, size)
+    for part in name.split("."):
+        value = getattr(value, part)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _seed_count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return len(value) if isinstance(value, list) else None
+
+
+def experiment_register(module: ModuleType) -> dict[str, Any]:
+    """One experiment's register: its records (each with its grid's values and its seed count
+    at the quick and the full size, read from the configuration) and its amendments."""
+    register.validate(module)
+    gone = register.retired(module)
+    out = []
+    for r in register.records(module):
+        row = r.to_json()
+        row["retired"] = r.id in gone
+        sizes: dict[str, Any] = {}
+        for size in ("quick", "full"):
+            values = {g: _config_value(module, size, g) for g in r.grid}
+            seeds = _config_value(module, size, r.seeds) if r.seeds else None
+            sizes[size] = {"grid": values, "seeds": _seed_count(seeds)}
+        row["sizes"] = sizes
+        out.append(row)
+    return {"name": module.CARD.name, "records": out,
+            "amendments": [a.to_json() for a in register.amendments(module)]}
+
+
+def register_json(names: Iterable[str]) -> dict[str, Any]:
+    """The register of the experiments ``names`` (CLI names): what register.json holds."""
+    return {"schema": register.SCHEMA, "kinds": list(KINDS),
+            "experiments": [experiment_register(load(n)) for n in names]}

@@ -200,7 +200,8 @@ def _write_register(args: argparse.Namespace) -> int:
     is checked against the FILE already there (no record dropped without an amendment)."""
     from ..._files import read_json, write_json
     from ..cli import UsageError
-    from ..register import RegisterError, check_register_file, register_json
+    from ..register import RegisterError, check_register_file
+    from ..running import register_json
 
     if args.markdown or args.merge or args.rejudge or args.only or args.readme:
         raise UsageError("--write-register FILE measures nothing: it takes no --markdown, "
