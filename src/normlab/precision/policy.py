@@ -303,14 +303,12 @@ class PrecisionPolicy:
             object.__setattr__(self, role, Precision.from_value(value, role))
         ls = self.loss_scaling
         if isinstance(ls, Mapping):
-            unknown = set(ls) - {f.name for f in dataclasses.fields(LossScaling)}
-            if unknown:
-                raise ValueError(f"loss_scaling: unknown field(s) {sorted(unknown)}; known: "
-                                 f"{', '.join(f.name for f in dataclasses.fields(LossScaling))}")
             try:
-                ls = LossScaling(**ls)
+                ls = ck.dataclass_from(LossScaling, ls, "loss_scaling: unknown field(s)")
             except (TypeError, ValueError) as exc:
-                raise type(exc)(f"loss_scaling: {exc}") from None
+                msg = str(exc)
+                raise type(exc)(msg if msg.startswith("loss_scaling") else
+                                f"loss_scaling: {msg}") from None
         if ls is not None and not isinstance(ls, LossScaling):
             raise TypeError(f"loss_scaling must be None, a LossScaling or an object; got {ls!r}")
         object.__setattr__(self, "loss_scaling", ls)
