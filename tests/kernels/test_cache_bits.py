@@ -56,6 +56,11 @@ def _digests() -> dict:
         out[f"rms_norm members {C}"] = _h(y, N.rms_norm_backward_members(gm, c))
         y, c = N.layer_norm_forward_members(xm, wm, wm[::-1].copy())
         out[f"layer_norm members {C}"] = _h(y, N.layer_norm_backward_members(gm, c))
+    for cap, kv in ((None, 4), (3.0, 2)):  # the lanes' attention: exp, tanh, grouped heads
+        q = rng.standard_normal((5, 4, 9, 8)).astype(np.float32)
+        k, v = (rng.standard_normal((5, kv, 9, 8)).astype(np.float32) for _ in range(2))
+        y, c = K.attention_forward(q, k, v, softcap=cap)
+        out[f"attention {cap} {kv}"] = _h(y, c.softmax.p, K.attention_backward(q, c)[:3])
     p = rng.standard_normal(4096).astype(np.float32)
     m, v = np.zeros_like(p), np.zeros_like(p)
     sq = O.adamw_update(p, rng.standard_normal(4096).astype(np.float32), m, v,

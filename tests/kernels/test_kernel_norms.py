@@ -223,3 +223,64 @@ def test_bad_out_is_refused(rng, op):
         fwd(np.empty((8, 4), np.float32).T)
     with pytest.raises(ValueError, match="out"):
         fwd(x)  # the input is never overwritten
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("op", ["layer", "rms"])
+def test_members_kernels_give_each_member_its_single_call_bits(rng, op, dtype):
+    """The ensemble's norms (M members' rows, each with its own parameters, in one call): member
+    m's y, dx and parameter gradients are those of a call on its rows alone, bit for bit, on the
+    plain kernels (float32, float64) and the chunked ones (bfloat16)."""
+    from normlab.kernels import norms as N
+
+    M, R, C = 3, 37, 33
+    x = rng.normal(0.5, 2.0, size=(M, R, C)).astype(dtype)
+    w = rng.normal(size=(M, C)).astype(np.float32)
+    b = rng.normal(size=(M, C)).astype(np.float32)
+    dy = rng.normal(size=x.shape).astype(dtype)
+    if op == "layer":
+        y, c = N.layer_norm_forward_members(x, w, b, eps=1e-5)
+        grads = N.layer_norm_backward_members(dy, c)
+    else:
+        y, c = N.rms_norm_forward_members(x, w, eps=1e-6, partial=0.5)
+        grads = N.rms_norm_backward_members(dy, c)
+    for m in range(M):
+        if op == "layer":
+            ym, cm = K.layer_norm_forward(x[m], w[m], b[m], eps=1e-5)
+            gm = K.layer_norm_backward(dy[m], cm)
+        else:
+            ym, cm = K.rms_norm_forward(x[m], w[m], eps=1e-6, partial=0.5)
+            gm = K.rms_norm_backward(dy[m], cm)
+        assert _bits(y[m]) == _bits(ym)
+        for got, want in zip(grads, gm):
+            assert _bits(got[m]) == _bits(want)
+
+
+@pytest.mark.parametrize("op", ["layer", "rms"])
+def test_plain_forward_keeps_the_chunked_kernels_bits(rng, op):
+    """The plain kernels' forward is the chunked kernels' lines: the same y and statistics as the
+    chunked kernel with one chunk (their backward sums in another order: within the tolerances
+    of test_layer_norm_matches_reference and test_rms_norm_matches_reference)."""
+    from normlab.kernels import norms as N
+    from normlab.kernels._rows import F16_TABLE, NATIVE
+    from normlab.kernels.accumulate import acc_spec
+
+    x, g, b = _inputs(rng, (300, 33), np.float32)
+    assert N.plain(x, np.dtype(np.float32), x.size)
+    y, c = (K.layer_norm_forward(x, g, b) if op == "layer" else K.rms_norm_forward(x, g))
+    y2 = np.empty_like(x)
+    if op == "layer":
+        mean, rstd = np.empty(300, np.float32), np.empty(300, np.float32)
+        N._layer_norm_fwd(x, g, b, np.float32(1e-5), y2, mean, rstd, NATIVE, F16_TABLE, 1,
+                          acc_spec(None))
+        assert _bits(mean) == _bits(c.mean) and _bits(rstd) == _bits(c.rstd)
+    else:
+        rstd = np.empty(300, np.float32)
+        N._rms_norm_fwd(x, g, np.float32(1e-8), 33, y2, rstd, NATIVE, F16_TABLE, 1,
+                        acc_spec(None))
+        assert _bits(rstd) == _bits(c.rstd)
+    assert _bits(y) == _bits(y2)

@@ -25,9 +25,11 @@ What runs fused: LayerNorm, RMSNorm, the residual add + norm, softmax (plain, an
 with the causal mask), cross-entropy, GELU, quantization, low-precision accumulation
 (``accumulate.py``: the norms, softmax and cross-entropy take ``accumulate=``, a policy's
 ``norm_accumulate`` / ``softmax_accumulate``, and equal the reference bit for bit), and
-attention (``attention.py``: the matmuls around the capped causal softmax kernel), and
-QK-norm's LayerNorm (``qk_norm.py``: NumPy's order of additions, bit for bit the reference, so
-that a QK-norm model computes the same bits on either path).
+attention (``attention.py``: products, soft-cap, causal mask and softmax of every sequence of a
+call in one compiled call each way, each sequence a SIMD lane, ``attention_lanes.py``; exp and
+tanh the vectorized float32 polynomials of ``vmath.py``), and QK-norm's LayerNorm
+(``qk_norm.py``: NumPy's order of additions, bit for bit the reference, so that a QK-norm model
+computes the same bits on either path).
 ``optim.adamw_update`` is AdamW's update in one pass over flat buffers, bit for bit NumPy's;
 ``normlab.train.AdamW`` calls it itself.
 

@@ -7,14 +7,15 @@ bitwise and runs about 20x faster. The tanh form's backward is plain arithmetic 
 pass (read x, s, dy; write dx).
 
 numba calls libm's scalar tanh and exp (no SVML), while NumPy's are vectorized. The tanh form's
-forward evaluates tanh in float32 with a rational approximation (``tanh_f32``: Eigen's, the one
-PyTorch's and XLA's vectorized CPU tanh descend from; ``fast_tanh=False`` runs the bitwise
-reference instead), which LLVM vectorizes: within 3 ulp of the
-correctly rounded tanh, where NumPy's own is within 1 (tests/kernels/test_kernel_activations.py
-measures both on a dense grid); float64 inputs run the reference. The exact form's backward (an exp
-per value) runs NumPy's. Measured on (1024, 512) float32 on one loaded core: tanh form forward
-0.9 ms in the kernel vs 5.7 ms in NumPy (of which 4.3 ms is np.tanh); exact backward 2.7 ms in
-numba vs 0.7 ms in NumPy.
+forward evaluates tanh in float32 with a rational approximation (``vmath.tanh_f32``: Eigen's, the
+one PyTorch's and XLA's vectorized CPU tanh descend from; ``fast_tanh=False`` runs the bitwise
+reference instead), which LLVM vectorizes: within 4 units of 2^-23 relative to float64 tanh over
+every float32 input (tests/kernels/test_vmath.py), where NumPy's own is within 1 ulp; float64
+inputs run the reference. The tanh form's backward on float32 or float64 arrays below
+``PARALLEL_MIN`` is one plain loop LLVM vectorizes (the reference's lines, its bits). The exact
+form's backward (an exp per value) runs NumPy's. Measured on (1024, 512) float32 on one loaded
+core: tanh form forward 0.9 ms in the kernel vs 5.7 ms in NumPy (of which 4.3 ms is np.tanh);
+exact backward 2.7 ms in numba vs 0.7 ms in NumPy.
 
 Memory passes of the kernels: forward reads x, writes y and s (Phi(x), the cache the backward
 reads, as in the reference); backward reads x, s and dy, writes dx.
@@ -32,6 +33,7 @@ from ..functional import activations as _ref
 from ..functional.activations import GeluCache
 from ._common import PARALLEL_MIN, launch
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
+from .vmath import tanh_f32
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
@@ -59,36 +61,6 @@ def _gelu_exact_fwd(x, xc, write_xc, s, y, fx, table):
             s[lo + j] = phi
             o[j] = v[j] * phi
         store_row(y[lo:hi], o, fx)  # write y
-
-
-# tanh(x) = x P(x^2) / Q(x^2) on [-c, c], +-1 beyond c (where the float32 rational reaches 1), and
-# x itself below 4e-4 (Eigen's generic_fast_tanh_float)
-_TANH_CLAMP = 7.90531110763549805
-_TANH_P = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
-           5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
-           4.89352455891786e-03)
-_TANH_Q = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
-           4.89352518554385e-03)
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def tanh_f32(x):
-    """tanh of a float32 value, branch-free so that a loop over it vectorizes (NaN propagates)."""
-    f = np.float32
-    c = f(_TANH_CLAMP)
-    xc = max(min(x, c), -c)
-    x2 = xc * xc
-    p = x2 * f(_TANH_P[0]) + f(_TANH_P[1])
-    p = x2 * p + f(_TANH_P[2])
-    p = x2 * p + f(_TANH_P[3])
-    p = x2 * p + f(_TANH_P[4])
-    p = x2 * p + f(_TANH_P[5])
-    p = x2 * p + f(_TANH_P[6])
-    q = x2 * f(_TANH_Q[0]) + f(_TANH_Q[1])
-    q = x2 * q + f(_TANH_Q[2])
-    q = x2 * q + f(_TANH_Q[3])
-    t = xc * p / q
-    return x if abs(x) < f(0.0004) or x != x else t
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -138,6 +110,22 @@ def _gelu_tanh_fwd_f32(x, s, y):
         t = tanh_f32(u)
         s[j] = t
         y[j] = (t + f(1.0)) * xj * f(0.5)
+
+
+@njit(cache=True)
+def _gelu_tanh_bwd_plain(x, s, dy, dx):
+    """``_gelu_tanh_bwd`` for float32 or float64 x, dy and dx of one dtype below PARALLEL_MIN:
+    one plain loop over the flat arrays, the same lines (LLVM vectorizes it; the blocked
+    parallel kernel, through its row access, ran about 10x slower on the lab's sizes)."""
+    one = x.dtype.type(1.0)
+    half = x.dtype.type(0.5)
+    c0 = x.dtype.type(_SQRT_2_OVER_PI)
+    c3 = x.dtype.type(3 * _GELU_CUBIC)
+    for j in range(x.shape[0]):
+        xj = x[j]
+        sj = s[j]
+        du = c0 * (one + c3 * xj * xj)
+        dx[j] = dy[j] * (half * (one + sj) + half * xj * (one - sj * sj) * du)
 
 
 @njit(parallel=True, cache=True)
@@ -202,8 +190,12 @@ def gelu_backward(dout: np.ndarray, cache: GeluCache) -> np.ndarray:
         return _ref.gelu_backward(dout, cache)
     ct = x.dtype
     d = np.ascontiguousarray(dout if native(dout.dtype) else dout.astype(ct)).reshape(-1)
-    dyk, fdy = kernel_view(d)
     dx = np.empty(x.size, dtype)
+    if d.dtype == ct == dtype and x.size < PARALLEL_MIN:
+        _gelu_tanh_bwd_plain(np.ascontiguousarray(x).reshape(-1),
+                             np.ascontiguousarray(s).reshape(-1), d, dx)
+        return dx.reshape(x.shape)
+    dyk, fdy = kernel_view(d)
     launch(_gelu_tanh_bwd, x.size, np.ascontiguousarray(x).reshape(-1),
            np.ascontiguousarray(s).reshape(-1), dyk, kernel_view(dx)[0], fdy, kernel_view(dx)[1],
            F16_TABLE)

@@ -1,23 +1,21 @@
-"""Scaled dot-product attention with the fused soft-capped causal softmax: the contract and the
-cache of ``normlab.functional.attention_forward`` / ``attention_backward``.
+"""Scaled dot-product attention, the fused path: the contract and the cache of
+``normlab.functional.attention_forward`` / ``attention_backward``.
 
-    s = q k^T / sqrt(D)                   one batched matrix multiply, scaled in place
-    p = capped_softmax(s, cap, causal)    one kernel: cap, mask, softmax (and the row maxima
-                                          of the raw logits, for max_logit), one pass over s
-    out = p v
-
-and upwards, ``ds = capped_softmax_backward(dy v^T)`` (the cap's 1 - tanh^2 fused in) scaled in
-place, ``dq = ds k``, ``dk = ds^T q``, ``dv = p^T dy``. The reference runs about ten NumPy passes
-over the (B, H, T, T) logits for the same lines (divide, tanh, scale, add the mask, max,
-subtract, exp, sum, divide).
+The products, the soft-cap, the causal mask and the softmax of every sequence of a call (batch
+rows and heads; an ensemble's members, their batches one after another) run in one compiled call
+forward and one backward (``attention_lanes``: each sequence a SIMD lane, every sum in a fixed
+order, so a sequence's bits do not depend on the others; exp and tanh the vectorized polynomials
+of ``vmath``). The reference runs about ten NumPy passes over the (B, H, T, T) logits (divide,
+tanh, scale, add the mask, max, subtract, exp, sum, divide) around one sgemm call per batch row
+and head for each product.
 
 The fused path covers attention without QK-norm, RoPE, a sliding window or dropout in training
-(grouped key/value heads and any scale included), on float32 or float64 q, k and v of one
-dtype; anything else (and any option this module does not know) runs the reference, so the two are
-interchangeable: the cache is the reference's ``AttentionCache``
-and either backward takes either forward's cache. The products are the reference's; only the
-softmax's row sums are reordered (``normlab.kernels.softmax``), so results agree within the
-tolerances of tests/kernels/test_kernel_attention.py.
+(grouped key/value heads, soft-cap, causal or not, and any scale included), on float32 or float64
+q, k and v of one dtype; anything else (and any option this module does not know) runs the
+reference, so the two are interchangeable: the cache is the reference's ``AttentionCache`` (its
+q, k, v and p views of the kernel's lane arrays) and either backward takes either forward's
+cache. The sums run in another order than the reference's BLAS calls, so results agree within
+the tolerances of tests/kernels/test_kernel_attention.py.
 """
 
 from __future__ import annotations
@@ -26,19 +24,10 @@ import numpy as np
 
 from .. import _checks as ck
 from ..functional import attention as _ref
-from ..functional.attention import (
-    AttentionCache,
-    HeadStats,
-    _mix,
-    _mix_backward,
-    _scores,
-    _scores_backward,
-    row_entropy,
-)
+from ..functional.attention import AttentionCache, HeadStats, row_entropy
 from ..functional.softmax import SoftmaxCache
+from . import attention_lanes as _lanes
 from .qk_norm import qk_norm_backward, qk_norm_forward
-from .softmax import _backward as _softmax_backward
-from .softmax import _forward as _softmax_forward
 
 _FAST_OPTIONS = {"qk_norm", "qk_norm_eps", "rope", "softcap", "p_drop", "training", "rng",
                  "causal", "scale", "window", "head_stats"}
@@ -105,30 +94,30 @@ def attention_forward_members(members: int, q: np.ndarray, k: np.ndarray, v: np.
     if not _fast(q, k, v, options) or q.shape[0] % members:
         return None
     y, cache, rowmax = _fused_forward(q, k, v, None, None, options, out)
-    return y, cache, [float(r.max()) for r in rowmax.reshape(members, -1)]
+    per_member = rowmax.reshape(members, -1).max(axis=1)  # rowmax (B, H, T)
+    return y, cache, [float(r) for r in per_member]
 
 
 def _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options, out=None):
-    """The fused path: ``(out, cache, rowmax)``, rowmax the raw logits' maximum per row; the
-    heads' outputs written into ``out`` when given."""
+    """The fused path: ``(out, cache, rowmax)``, rowmax (B, H, T) the raw logits' maximum per
+    row; the heads' outputs written into ``out`` when given."""
     o = {"qk_norm": "none", "softcap": None, "p_drop": 0.0, "training": False, "rng": None,
          "causal": True, "scale": None, **options}
+    _ref._check_nonempty(q, k, v)
     q, k, v, softcap, _, _, causal, scale, _ = _ref.check_args(
         q, k, v, q_norm_weight, k_norm_weight, o["qk_norm"], o["softcap"], o["p_drop"],
         o["training"], o["rng"], o["causal"], o["scale"])
     ck.positive(o.get("qk_norm_eps", 1e-6), "qk_norm_eps")
     head_stats = ck.flag(o.get("head_stats", False), "head_stats")
     ct = q.dtype
-    s = _scores(q, k)  # (B, H, T, T)
-    s *= ct.type(scale)
-    p, _, tanh, rowmax = _softmax_forward(s, causal, softcap)  # (B, H, T, T), rows (B H T,)
-    out = _mix(p, v, out)  # (B, H, T, D)
-    heads = (HeadStats(rowmax.reshape(p.shape[:3]).max(axis=(0, 2)), row_entropy(p))
+    y, (qc, kc, vc), p, tanh, rowmax = _lanes.forward(q, k, v, causal=causal, scale=scale,
+                                                      softcap=softcap, out=out)
+    heads = (HeadStats(rowmax.max(axis=(0, 2)), row_entropy(p))
              if head_stats else None)  # (H,) each: the rows' maxima are the raw logits'
-    cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
+    cache = AttentionCache(qc, kc, vc, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
                            scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()),
                            heads)
-    return out, cache, rowmax
+    return y, cache, rowmax
 
 
 def attention_backward(
@@ -172,12 +161,8 @@ def _fused_backward(dout, c, dq=None, dk=None, dv=None):
     ck.same_shape(dout, "dout", c.q.shape, "the shape of the forward's output")
     ct = c.v.dtype
     dy = dout.astype(ct, copy=False)  # (B, H, T, D)
-    p = c.softmax.p  # (B, H, T, T)
-    dp, dv = _mix_backward(dy, p, c.v, dv)  # (B, H, T, T), (B, Hkv, T, D)
-    ds = _softmax_backward(dp, p, c.tanh, ct)  # (B, H, T, T), zero where masked
-    ds *= ct.type(c.scale)
-    dq, dk = _scores_backward(ds, c.q, c.k, dq, dk)  # (B, H, T, D), (B, Hkv, T, D)
-    return dq, dk, dv
+    return _lanes.backward(dy, c.q, c.k, c.v, c.softmax.p, c.tanh, scale=c.scale,
+                           softcap=c.softcap, dq=dq, dk=dk, dv=dv)
 
 
 __all__ = ["attention_backward", "attention_backward_into", "attention_forward",

@@ -27,7 +27,7 @@ from ..functional import softmax as _ref_softmax
 from ..functional.losses import IGNORE_INDEX, CrossEntropyCache
 from ..functional.softmax import CappedSoftmaxCache, SoftmaxCache
 from ..precision.accumulate import Accumulation, check_accumulation
-from ._common import REDUCE, chunk_bounds, launch, nchunks, rows_of
+from ._common import REDUCE, chunk_bounds, launch, nchunks, row_sum, rows_of
 from ._rows import F16_TABLE, kernel_view, load_row, native, out_row, store_row
 from .accumulate import acc_row_sum, acc_spec
 
@@ -54,7 +54,7 @@ def _exp_normalize(z, k, p, spec, tmp):
     if spec[0]:
         s = p.dtype.type(acc_row_sum(p, k, spec, tmp))
     else:
-        s = _sum_first(p, k)
+        s = row_sum(p, k)
     for j in range(k):
         p[j] = p[j] / s
     return m, s
@@ -69,19 +69,11 @@ def _exp_normalize_plain(z, k, p):
     m = _row_max(z, k)
     for j in range(k):
         p[j] = np.exp(z[j] - m)
-    s = _sum_first(p, k)
+    s = row_sum(p, k)
     zero = p.dtype.type(0.0)
     for j in range(p.shape[0]):
         p[j] = p[j] / s if j < k else zero
     return m
-
-
-@njit(cache=True, fastmath=REDUCE)
-def _sum_first(v, k):
-    acc = v.dtype.type(0.0)
-    for j in range(k):
-        acc += v[j]
-    return acc
 
 
 @njit(cache=True, fastmath=REDUCE)
@@ -271,7 +263,7 @@ def _ce_fwd(logits, rows_idx, y, cap, p, tanh, log_z, nll, zmean, fx, table, n, 
             lz = m + np.log(s)
             log_z[r] = lz
             nll[r] = lz - z[y[r]]
-            zmean[r] = _sum_first(z, C) / p.dtype.type(C)
+            zmean[r] = row_sum(z, C) / p.dtype.type(C)
 
 
 @njit(parallel=True, cache=True)
