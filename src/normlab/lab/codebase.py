@@ -18,7 +18,7 @@ Both are read from the syntax tree, never by importing anything:
 
 The lab keys a training run's stored results by ``code_hash(closure(...))`` over the modules a
 run imports (:mod:`normlab.lab.identity`), and the tests derive the house's layering from
-:func:`import_graph` (``tests/test_layering.py``). Only the lab and the tests use this module.
+:func:`import_graph` (``tests/test_house_layers.py``). Only the lab and the tests use this module.
 """
 
 from __future__ import annotations
