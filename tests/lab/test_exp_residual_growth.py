@@ -33,14 +33,33 @@ def test_pre_ln_grows_by_about_d_per_layer_and_post_ln_does_not():
 
 
 def test_identities_and_kinds():
+    """Lemma 2 checked in the lemma's own model is a derivation (lab-audit.md row 1): the four
+    decided rows are counted apart, no row is a counted claim, every row names its record."""
     r = tiny()
-    kinds = {c.claim.split(":")[0]: c.kind for c in r.checks}
-    assert kinds["x_L = x_0 + sum F_l"] == E.IDENTITY
-    assert kinds["Sandwich (Peri-LN) and DeepNorm"] == E.SHOWN
-    counted = [c for c in r.checks if c.kind == E.CLAIM]
-    assert len(counted) == 4
-    forms = {c.form for c in counted}
-    assert {E.MODEL_COMPARISON, E.EQUIVALENCE, E.BAND} <= forms
+    kinds = {c.id: c.kind for c in r.checks}
+    assert kinds["chapter-aligned-sum-is-20"] == E.IDENTITY
+    assert kinds["sandwich-and-deepnorm-streams"] == E.SHOWN
+    assert not [c for c in r.checks if c.kind == E.CLAIM]
+    decided = [c for c in r.checks if c.kind == E.DERIVATION and c.form]
+    assert sorted(c.id for c in decided) == [
+        "post-ln-stream-held-at-1-5-d", "pre-ln-stream-grows-linearly-not-quadratically",
+        "pre-ln-stream-slope-within-lemma-bounds",
+        "pre-ln-stream-within-lemma-bounds-at-every-layer"]
+    assert {E.MODEL_COMPARISON, E.EQUIVALENCE, E.BAND} <= {c.form for c in decided}
+    assert r.verdict == E.HOLDS
+
+
+def test_the_register_holds_every_row_and_the_first_registration():
+    from normlab.lab import register as reg
+
+    reg.validate(R)
+    assert {c.id for c in tiny().checks} == {r.id for r in R.REGISTER}
+    first = {a.id: a for a in sorted(R.AMENDMENTS, key=lambda a: a.date) if a.date < "2026-12-07"}
+    # the four rows were counted claims as first registered; the seed raise has no result before
+    assert all(a.before["kind"] == "claim" and not a.results_before for a in first.values())
+    derived = [a for a in R.AMENDMENTS if a.date == "2026-12-07"]
+    assert len(derived) == 4 and all(a.results_before["full"]["status"] == "pass"
+                                     for a in derived)
 
 
 def _data(pre: np.ndarray, post5: np.ndarray) -> dict:

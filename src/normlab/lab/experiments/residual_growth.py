@@ -12,6 +12,7 @@ norm sits on it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,18 @@ from ...models import Residual
 from ...nn import Module
 from ...train.probes import observe
 from .. import stats as S
-from ..contract import BAND, DERIVATION, EQUIVALENCE, IDENTITY, MODEL_COMPARISON, SHOWN, Card, Check
+from ..contract import (
+    BAND,
+    DERIVATION,
+    EQUIVALENCE,
+    IDENTITY,
+    MODEL_COMPARISON,
+    SHOWN,
+    Amendment,
+    Card,
+    Check,
+    Record,
+)
 from ..formatting import fmt
 from ._setups import xiong_model
 
@@ -200,14 +212,14 @@ def _chapter_checks(s: dict, cfg: Config) -> list[Check]:
               measured=f"E||x_L||^2/d: sandwich {fmt(prof['sandwich'][-1])}, deepnorm "
               f"{fmt(prof['deepnorm'][-1])}; pre {fmt(pre[-1])}, none {fmt(none[-1])}",
               rule="shown, not counted", passed=None, kind=SHOWN,
-              source="Kim et al. 2025 [S]; Wang et al. 2022"),
+              source="Kim et al. 2025 [S]; Wang et al. 2022", id="sandwich-and-deepnorm-streams"),
         Check(claim=f"x_L = x_0 + sum F_l: {cfg.chapter_blocks} blocks each adding "
               f"{cfg.chapter_add:g} give {expected:g}",
               published=f"{expected:g} (chapter 2.4 quiz)",
               measured=f"||x_{cfg.chapter_blocks}|| = {s['aligned']:.12g}",
               rule=f"|measured - {expected:g}| < 1e-12",
               passed=abs(s["aligned"] - expected) < 1e-12, source="chapter 2.4, section 2 and quiz",
-              kind=IDENTITY),
+              kind=IDENTITY, id="chapter-aligned-sum-is-20"),
         Check(claim="the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
               published=f"2 sqrt(10) = {orth:.4f} (arithmetic)",
               measured=f"||x_L|| = {s['orth']:.4f}",
@@ -215,7 +227,7 @@ def _chapter_checks(s: dict, cfg: Config) -> list[Check]:
               source="arithmetic",
               note="random branches at initialization are close to orthogonal: the stream's "
                    "norm grows as sqrt(L) when the branches do not scale with the stream",
-              kind=IDENTITY),
+              kind=IDENTITY, id="chapter-orthogonal-sum-adds-in-quadrature"),
         Check(claim="without normalization the stream grows with depth",
               published="'the scale of the running sum can grow roughly with the number of blocks'",
               measured=f"E||x_l||^2/d = {fmt(none[0])} at l=1 to {fmt(none[-1])} at l={L}",
@@ -224,7 +236,7 @@ def _chapter_checks(s: dict, cfg: Config) -> list[Check]:
               source="chapter 2.4, section 2",
               note="each branch scales with its input here (no norm in front of it), so the "
                    "growth is geometric, not linear; a sum of branches that read the stream "
-                   "grows by construction", kind=DERIVATION),
+                   "grows by construction", kind=DERIVATION, id="no-norm-stream-grows-with-depth"),
     ]
 
 
@@ -237,6 +249,7 @@ def judge(data: dict, config: Config) -> list[Check]:
     # the Pre-LN layer nearest an edge of its bounds
     wpre = min(range(L), key=lambda i: min(s["pre_iv"][i].lo - lo[i], hi[i] - s["pre_iv"][i].hi))
     lemma = "Xiong et al. 2020, Lemma 2 [V]"
+    # Lemma 2 checked in the lemma's own model: derivations, counted apart (lab-audit.md row 1)
     return [
         Check.decided(
             claim="Pre-LN: E||x_l||^2 grows linearly in l (the norm as sqrt(l)), not "
@@ -248,7 +261,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                      f"a + b ln l: {s['linear_vs_log'].text()}",
             rule="model comparison: each form fitted to each seed's profile; the paired AIC "
                  "difference's interval > 0 (the linear form fits better)",
-            form=MODEL_COMPARISON, source=lemma,
+            form=MODEL_COMPARISON, source=lemma, kind=DERIVATION,
+            id="pre-ln-stream-grows-linearly-not-quadratically",
             margin_source="an information criterion's difference has its own zero: no margin",
             note="the quadratic is the chapter's reading ('grows roughly with the number of "
                  "blocks', each block adding in line); the logarithm (against which the second "
@@ -258,7 +272,8 @@ def judge(data: dict, config: Config) -> list[Check]:
             published="the slopes of Lemma 2's bounds: 1/2 and 3/2 (papers.md [D]: about 1)",
             interval=s["slope"], lo=SLOPE_BAND[0], hi=SLOPE_BAND[1],
             measured=f"least-squares slope of E||x_l||^2/d against l, per seed: "
-                     f"{s['slope'].text()}", source=lemma,
+                     f"{s['slope'].text()}", source=lemma, kind=DERIVATION,
+            id="pre-ln-stream-slope-within-lemma-bounds",
             margin_source="Lemma 2's bounds (1 + l/2) d and (1 + 3l/2) d"),
         _all_layers(
             "Pre-LN: (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d at every layer",
@@ -267,7 +282,8 @@ def judge(data: dict, config: Config) -> list[Check]:
             f"at l={L} (bounds {lo[-1]:g} to {hi[-1]:g}); nearest an edge: l={wpre + 1}, "
             f"{s['pre_iv'][wpre].text()} in [{lo[wpre]:g}, {hi[wpre]:g}]",
             f"the {S.T_METHOD} interval over seeds inside the bounds at every l", s["pre_ok"],
-            s["pre_iv"][wpre], (lo[wpre], hi[wpre]), BAND, source=lemma,
+            s["pre_iv"][wpre], (lo[wpre], hi[wpre]), BAND, source=lemma, kind=DERIVATION,
+            id="pre-ln-stream-within-lemma-bounds-at-every-layer",
             margin_source="Lemma 2's bounds"),
         _all_layers(
             "Post-LN holds the stream fixed: E||x^{post,5}||^2 = 1.5 d at every layer",
@@ -276,6 +292,7 @@ def judge(data: dict, config: Config) -> list[Check]:
             f"over l = 1..{L}; farthest from 1.5: {w5.text()}",
             f"equivalence: the {S.T_METHOD} interval over seeds inside [{c - m:g}, {c + m:g}] "
             "at every l", s["post5_ok"], w5, (c - m, c + m), EQUIVALENCE, source=lemma,
+            kind=DERIVATION, id="post-ln-stream-held-at-1-5-d",
             margin_source="papers.md section 1 (reproduction A) and section 12: 1.5 +- 0.1"),
         *_chapter_checks(s, cfg),
     ]
@@ -316,3 +333,124 @@ def plot(result, out_dir) -> list[str]:
     a2.set_yscale("log")
     style(a2, "E||x_l||^2 / d at initialization", "layer l", "E||x||^2 / d")
     return [save(fig, out_dir, "residual_growth.png")]
+
+
+# ---- the claim register (normlab.lab.register) ---------------------------------------------
+_WHERE = "Xiong et al. 2020, Lemma 2"
+_PRE = ("\"Pre-LN: (1 + l/2) d <= E||x^{pre}_{l,i}||^2 <= (1 + 3l/2) d\" (Lemma 2 as papers.md "
+        "section 1 renders it [V]: \"hidden-state scale grows linearly with depth\")")
+_POST = ("\"Post-LN: E||x^{post,5}_{l,i}||^2 = (3/2) d for all l > 0\" (Lemma 2 as papers.md "
+         "section 1 renders it [V])")
+_SEEDS_FROM = ("raised after a verdict, not from a pilot: 24 (quick) and 48 (full) models until "
+               "a41819c, then 96 and 192 after the Post-LN interval sat on its 1.6 edge at seeds "
+               "100-123 (the notes)")
+_LEMMA: dict[str, Any] = dict(where=_WHERE, grid=("n_layers",), seeds="seeds",
+                              seeds_from=_SEEDS_FROM)
+REGISTER = (
+    Record(id="pre-ln-stream-grows-linearly-not-quadratically", kind=DERIVATION,
+           claim="Pre-LN: E||x_l||^2 grows linearly in l (the norm as sqrt(l)), not "
+                 "quadratically (the norm in proportion to l)", source=_PRE,
+           form=MODEL_COMPARISON, margin=(0.0,), side="above",
+           margin_source="an information criterion's difference has its own zero: no margin",
+           registered="2026-12-03", **_LEMMA),
+    Record(id="pre-ln-stream-slope-within-lemma-bounds", kind=DERIVATION,
+           claim="Pre-LN: E||x_l||^2 rises by between d/2 and 3d/2 per layer", source=_PRE,
+           form=BAND, margin=SLOPE_BAND,
+           margin_source="Lemma 2's bounds (1 + l/2) d and (1 + 3l/2) d",
+           registered="2026-12-03", **_LEMMA),
+    Record(id="pre-ln-stream-within-lemma-bounds-at-every-layer", kind=DERIVATION,
+           claim="Pre-LN: (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d at every layer",
+           source=_PRE, form=BAND, margin_source="Lemma 2's bounds (the band of each layer: "
+           "the row's interval is the layer nearest an edge)", registered="2026-11-29", **_LEMMA),
+    Record(id="post-ln-stream-held-at-1-5-d", kind=DERIVATION,
+           claim="Post-LN holds the stream fixed: E||x^{post,5}||^2 = 1.5 d at every layer",
+           source=_POST, form=EQUIVALENCE,
+           margin=(POST5_CENTRE - POST5_MARGIN, POST5_CENTRE + POST5_MARGIN),
+           margin_source="papers.md section 1 (reproduction A) and section 12: 1.5 +- 0.1",
+           registered="2026-11-29", **_LEMMA),
+    Record(id="sandwich-and-deepnorm-streams", kind=SHOWN,
+           claim="Sandwich (Peri-LN) and DeepNorm: E||x_L||^2 / d beside Pre-LN's",
+           where="Kim et al. 2025 (papers.md section 11 [S]); Wang et al. 2022",
+           grid=("n_layers",), seeds="seeds", registered="2026-11-29"),
+    Record(id="chapter-aligned-sum-is-20", kind=IDENTITY,
+           claim="x_L = x_0 + sum F_l: 10 blocks each adding 2 give 20",
+           where="the chapter, 2.4 section 2 and the self-check quiz",
+           grid=("chapter_blocks", "chapter_add"), registered="2026-11-29"),
+    Record(id="chapter-orthogonal-sum-adds-in-quadrature", kind=IDENTITY,
+           claim="the chapter's 20 assumes aligned updates; orthogonal ones add in quadrature",
+           where="arithmetic beside the chapter's 2.4 section 2",
+           grid=("chapter_blocks", "chapter_add"), registered="2026-11-29"),
+    Record(id="no-norm-stream-grows-with-depth", kind=DERIVATION,
+           claim="without normalization the stream grows with depth",
+           source="\"the scale of the running sum can grow roughly with the number of blocks\"",
+           where="the chapter, 2.4 section 2", grid=("n_layers",), seeds="seeds",
+           registered="2026-11-29"),
+)
+
+_SEEDS: dict[str, Any] = dict(
+    date="2026-12-02", remeasure=True,
+    before={"kind": "claim", "seeds_from": "24 models (quick) and 48 (full), the count set "
+                                           "when the bidirectional model came in (99d97f9)"},
+    changed="seeds 24 -> 96 (quick) and 48 -> 192 (full); no result at 24 or 48 was committed "
+            "(the first results file, da85eb3, already holds 96): results_before is empty",
+    why="with 24 the Post-LN row, which asks all 12 layers' intervals inside 1.5 +- 0.1, "
+        "depended on the seed block: 1.54 [1.47, 1.60] at seeds 0-23 (inside), 1.55 [1.49, "
+        "1.61] at seeds 100-123 (inconclusive) (a41819c, the notes); the count was raised for "
+        "every row at once, the margins unchanged")
+_DERIVED: dict[str, Any] = dict(
+    date="2026-12-07", commit="8ed4d62", remeasure=False, before={"kind": "claim"},
+    changed="kind claim -> derivation: decided as before, shown apart, no longer counted",
+    why="lab-audit.md (8ed4d62), row 1 and section 2: a Monte-Carlo check of Xiong et al.'s "
+        "Lemma 2 in the lemma's own simplified model can fail only through a bug or sampling "
+        "(a tautology counted four times); layernorm-jacobian already counts the analogous "
+        "Pre-LN 1/sqrt(L) Jacobian slope as a derivation")
+AMENDMENTS = (
+    Amendment(id="pre-ln-stream-within-lemma-bounds-at-every-layer", **_SEEDS),
+    Amendment(id="post-ln-stream-held-at-1-5-d", **_SEEDS),
+    Amendment(
+        id="pre-ln-stream-grows-linearly-not-quadratically", **_DERIVED,
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [12.037889671376139, 16.70320516998614],
+                      "measured": "AIC(a + b l^2) - AIC(a + b l), per seed: 14.4 [12, 16.7] "
+                                  "(n=96); against a + b ln l: 35.1 [33.9, 36.3] (n=96)"},
+            "full": {"status": "pass", "kind": "claim",
+                     "interval": [36.2924839165468, 42.28505353986334],
+                     "measured": "AIC(a + b l^2) - AIC(a + b l), per seed: 39.3 [36.3, 42.3] "
+                                 "(n=192); against a + b ln l: 77.2 [75.6, 78.7] (n=192)"}}),
+    Amendment(
+        id="pre-ln-stream-slope-within-lemma-bounds", **_DERIVED,
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [1.0817234633021275, 1.1320381816647958],
+                      "measured": "least-squares slope of E||x_l||^2/d against l, per seed: 1.11 "
+                                  "[1.08, 1.13] (n=96)"},
+            "full": {"status": "pass", "kind": "claim",
+                     "interval": [1.232079872777041, 1.2664806062232716],
+                     "measured": "least-squares slope of E||x_l||^2/d against l, per seed: 1.25 "
+                                 "[1.23, 1.27] (n=192)"}}),
+    Amendment(
+        id="pre-ln-stream-within-lemma-bounds-at-every-layer", **_DERIVED,
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [1.5531715672642155, 1.566074094484252],
+                      "measured": "E||x_l||^2/d = 1.56 [1.55, 1.57] (n=96) at l=1 ... 13.5 [13.3, "
+                                  "13.8] (n=96) at l=12 (bounds 7 to 19); nearest an edge: l=1, "
+                                  "1.56 [1.55, 1.57] (n=96) in [1.5, 2.5]"},
+            "full": {"status": "pass", "kind": "claim",
+                     "interval": [1.5640267146930564, 1.5723769253064899],
+                     "measured": "E||x_l||^2/d = 1.57 [1.56, 1.57] (n=192) at l=1 ... 29.6 [29.2, "
+                                 "30] (n=192) at l=24 (bounds 13 to 37); nearest an edge: l=1, "
+                                 "1.57 [1.56, 1.57] (n=192) in [1.5, 2.5]"}}),
+    Amendment(
+        id="post-ln-stream-held-at-1-5-d", **_DERIVED,
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [1.4355660601171312, 1.483388647653327],
+                      "measured": "E||x^(post,5)||^2/d = 1.46 to 1.53 over l = 1..12; farthest "
+                                  "from 1.5: 1.46 [1.44, 1.48] (n=96)"},
+            "full": {"status": "pass", "kind": "claim",
+                     "interval": [1.4933297137526766, 1.5393420555175132],
+                     "measured": "E||x^(post,5)||^2/d = 1.48 to 1.52 over l = 1..24; farthest from"
+                                 " 1.5: 1.52 [1.49, 1.54] (n=192)"}}),
+)
