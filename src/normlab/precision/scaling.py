@@ -54,6 +54,7 @@ from .. import _checks as ck
 from .._checks import Array
 from .formats import FloatFormat, get_format
 from .rounding import _check_rounding, quantize
+from .tiles import Tiling, block_amax
 
 _F32_MAX = float(np.finfo(np.float32).max)
 SCALE_RULES = ("floor", "ceil", "rceil", "even", "ceil_amax", "nearest")
@@ -470,9 +471,16 @@ class MXTensor(NamedTuple):
 
     elements: Array  # float32 (float64 for float64 input), x's shape: values of the element format
     scales: Array  # X per block: x's shape with the block axis of size ceil(n / block_size)
-    axis: int  # the block axis (non-negative)
+    #                (2D tiles: the last two axes divided)
+    axis: int  # the block axis (non-negative; 2D tiles: the last)
     block_size: int  # k
     fmt: FloatFormat  # the element format
+    two_d: bool = False  # k x k tiles of the last two axes
+
+    @property
+    def tiling(self) -> Tiling:
+        """The blocks' geometry."""
+        return Tiling(self.elements.shape, self.axis, self.block_size, self.two_d)
 
     def dequantize(self) -> Array:
         """elements * X, x's shape: exact (X is a power of two) wherever the value is a number
@@ -484,9 +492,7 @@ class MXTensor(NamedTuple):
 
     def expanded_scales(self) -> Array:
         """X repeated over each block's elements: x's shape."""
-        n = self.elements.shape[self.axis]
-        return np.repeat(self.scales, self.block_size, axis=self.axis).take(
-            np.arange(n), axis=self.axis)
+        return self.tiling.expand(self.scales)
 
     def stats(self, x: Any) -> ErrorStats:
         """Error statistics against the original x."""
@@ -505,11 +511,17 @@ def _saturated_product(elements: Array, scales: Array) -> Array:
     return out
 
 
-def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor") -> Array:
+def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor", scale_bits: int = 8
+             ) -> Array:
     """The shared scale X of blocks with the given amax: float64 powers of two in
     [2^-127, 2^127] (E8M0's range), NaN for a non-finite amax. ``emax`` is the element
-    format's largest exponent (E4M3 8, E5M2 15, E3M2 4, E2M3 2, E2M1 2), ``max`` its largest
-    value.
+    format's largest exponent (E4M3 8, E5M2 15, E3M2 4, E2M3 2, E2M1 2; the integer MX
+    formats 0), ``max`` its largest value.
+
+    ``scale_bits`` narrows the shared exponent to ``scale_bits`` bits: exponents in
+    [-(2^(b-1) - 1), 2^(b-1) - 1], microxcaling's ``scale_bits`` (``_quantize_mx``: above the
+    range NaN, below it clamped; 8 is E8M0). Every rule but ``nearest`` takes it; each keeps its
+    own behaviour at the top (NaN, or saturation for ``ceil``) at the narrower bound.
 
     floor: X = 2^(floor(log2 amax) - emax); amax = 0 gives 2^-127; an exponent above 127 gives
         NaN. The OCP MX v1.0 spec (section 6.3) and Rouhani et al. arXiv:2310.10537 Alg. 1;
@@ -542,28 +554,38 @@ def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor") -> Array:
     """
     fmt = get_format(fmt)
     rule = ck.choice(scale_rule, "scale_rule", SCALE_RULES)
+    top = 2 ** (ck.integer(scale_bits, "scale_bits", lo=2, hi=8) - 1) - 1  # 127 for E8M0
+    if rule == "nearest" and top != 127:
+        raise ValueError("scale_rule='nearest' (ml_dtypes' E8M0 cast) has 8 scale bits; got "
+                         f"scale_bits={scale_bits}")
     a = np.asarray(block_amax, dtype=np.float64)
     finite = np.isfinite(a)
-    safe = np.where(finite & (a > 0), a, 1.0)
-    if rule == "floor":
-        _, e = np.frexp(safe)
-        e = (e - 1) - fmt.emax
-        e = np.where(a > 0, e, -127)
-        X = np.where(e > 127, np.nan, np.ldexp(1.0, np.clip(e, -127, 127)))
-    elif rule == "ceil":  # the smallest e with amax <= max * 2^e, by exact comparisons
-        _, e = np.frexp(safe / fmt.max_finite)  # within one of the answer
-        e = e + (safe > np.ldexp(fmt.max_finite, e))
-        e = e - (safe <= np.ldexp(fmt.max_finite, e - 1))
-        X = np.where(a > 0, np.ldexp(1.0, np.clip(e, -127, 127)), 2.0**-127)
-    elif rule == "nearest":
-        X = np.where(a > 0, quantize(safe / fmt.max_finite, "float8_e8m0fnu"), 2.0**-127)
+    if rule in ("floor", "ceil", "nearest"):
+        X = _mx_scale_exact(a, fmt, rule, top)
     else:
-        X = _mx_scale_float32_bits(np.where(finite, a, 0.0), fmt, rule)
+        X = _mx_scale_float32_bits(np.where(finite, a, 0.0), fmt, rule, top)
     return np.where(finite, X, np.nan)
 
 
-def _mx_scale_float32_bits(a: Array, fmt: FloatFormat, rule: str) -> Array:
-    """rceil, even and ceil_amax on the float32 bits of amax (finite, >= 0), as torchao."""
+def _mx_scale_exact(a: Array, fmt: FloatFormat, rule: str, top: int) -> Array:
+    """floor, ceil and nearest on float64 amax (``mx_scale``)."""
+    safe = np.where(np.isfinite(a) & (a > 0), a, 1.0)
+    if rule == "floor":
+        _, e = np.frexp(safe)
+        e = (e - 1) - fmt.emax
+        e = np.where(a > 0, e, -top)
+        return np.where(e > top, np.nan, np.ldexp(1.0, np.clip(e, -top, top)))
+    if rule == "ceil":  # the smallest e with amax <= max * 2^e, by exact comparisons
+        _, e = np.frexp(safe / fmt.max_finite)  # within one of the answer
+        e = e + (safe > np.ldexp(fmt.max_finite, e))
+        e = e - (safe <= np.ldexp(fmt.max_finite, e - 1))
+        return np.where(a > 0, np.ldexp(1.0, np.clip(e, -top, top)), 2.0**-top)
+    return np.where(a > 0, quantize(safe / fmt.max_finite, "float8_e8m0fnu"), 2.0**-127)
+
+
+def _mx_scale_float32_bits(a: Array, fmt: FloatFormat, rule: str, top: int = 127) -> Array:
+    """rceil, even and ceil_amax on the float32 bits of amax (finite, >= 0), as torchao;
+    exponents above ``top`` are NaN, below ``-top`` clamped."""
     with np.errstate(over="ignore"):
         a32 = a.astype(np.float32)
     if rule == "rceil":
@@ -571,45 +593,41 @@ def _mx_scale_float32_bits(a: Array, fmt: FloatFormat, rule: str) -> Array:
         b = d.view(np.uint32).astype(np.int64)
         field, mant = b >> 23, b & 0x7FFFFF
         up = np.where(field == 0, mant > 0x400000, mant != 0)
-        biased = field + up  # 255 (beyond 2^127) is E8M0's NaN
-        return np.where(biased >= 255, np.nan, np.ldexp(1.0, biased - 127))
-    b = a32.view(np.uint32).astype(np.int64)
-    if rule == "even":  # round amax to the element's precision, half up, keep the exponent
-        b = (b + (1 << (22 - fmt.mantissa_bits))) & 0xFF800000
-        extra = 0
-    else:  # ceil_amax: the next power of two unless amax is one
-        extra = (b & 0x7FFFFF) != 0
-    e = ((b >> 23) & 0xFF) - 127 + extra - fmt.emax
-    e = np.clip(e, -127, 128)  # 128 is E8M0's NaN
-    return np.where(e > 127, np.nan, np.ldexp(1.0, np.minimum(e, 127)))
-
-
-def _blocks(x: Array, axis: int, k: int) -> tuple[Array, int]:
-    """x with ``axis`` moved last and split into (..., n_blocks, k), zero-padded."""
-    xm = np.moveaxis(x, axis, -1)
-    n = xm.shape[-1]
-    pad = (-n) % k
-    if pad:
-        xm = np.concatenate([xm, np.zeros(xm.shape[:-1] + (pad,), xm.dtype)], axis=-1)
-    return xm.reshape(xm.shape[:-1] + ((n + pad) // k, k)), n
+        e = field + up - 127  # field + up = 255 (beyond 2^127) is E8M0's NaN
+    else:
+        b = a32.view(np.uint32).astype(np.int64)
+        if rule == "even":  # round amax to the element's precision, half up, keep the exponent
+            b = (b + (1 << (22 - fmt.mantissa_bits))) & 0xFF800000
+            extra = 0
+        else:  # ceil_amax: the next power of two unless amax is one
+            extra = (b & 0x7FFFFF) != 0
+        e = ((b >> 23) & 0xFF) - 127 + extra - fmt.emax
+    e = np.clip(e, -top, top + 1)  # top + 1: NaN
+    return np.where(e > top, np.nan, np.ldexp(1.0, np.minimum(e, top)))
 
 
 def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axis: int = -1,
                 scale_rule: str = "floor", rounding: str = "nearest_even",
-                rng: np.random.Generator | None = None, sr_bits: int | None = None) -> MXTensor:
+                rng: np.random.Generator | None = None, sr_bits: int | None = None,
+                two_d: bool = False, scale_bits: int = 8) -> MXTensor:
     """MX block quantization (OCP MX v1.0).
 
     Args:
         x: float array; blocks run along ``axis`` (a length that is not a multiple of
             ``block_size`` ends with a shorter block).
         fmt: element format: float8_e4m3fn / float8_e5m2 (MXFP8), float6_e3m2fn /
-            float6_e2m3fn (MXFP6), float4_e2m1fn (MXFP4), or any FloatFormat.
+            float6_e2m3fn (MXFP6), float4_e2m1fn (MXFP4), ``MXINT8`` (OCP's integer elements;
+            ``MX_INT_FORMATS``), or any FloatFormat.
         block_size: k, 32 in every concrete MX format.
         scale_rule: ``"floor"`` (the spec, microxcaling, torchao's default), ``"ceil"``
             (TE/cuBLAS in exact arithmetic), ``"rceil"`` (TE/cuBLAS/torchao RCEIL on float32
             bits), ``"even"`` / ``"ceil_amax"`` (torchao's EVEN / CEIL) or ``"nearest"``
             (ml_dtypes' E8M0 cast); see ``mx_scale``.
         rounding, rng, sr_bits: as ``quantize``; elements saturate at the format's max.
+        two_d: k x k tiles of the last two axes share a scale (TransformerEngine's MXFP8
+            ``enable_2d_quantization``, 32x32 weight tiles; microxcaling's blocks over two
+            axes); ``axis`` is then not used.
+        scale_bits: the shared exponent's bits (8: E8M0; microxcaling's ``scale_bits``).
 
     Returns:
         MXTensor; ``.dequantize()`` gives the values, ``.stats(x)`` the error statistics.
@@ -619,22 +637,19 @@ def mx_quantize(x: Any, fmt: Any = "float8_e4m3fn", *, block_size: int = 32, axi
     k = ck.integer(block_size, "block_size", lo=1, hi=1 << 16)
     if x.ndim == 0:
         raise ValueError("x must have at least 1 dimension for MX blocks; got a scalar")
-    ax = ck.integer(axis, "axis", lo=-x.ndim, hi=x.ndim - 1) % x.ndim
+    tiling = Tiling.of(x.shape, k, axis, ck.flag(two_d, "two_d"))
     ck.choice(scale_rule, "scale_rule", SCALE_RULES)
     _check_rounding(rounding)
     ct = ck.compute_dtype(x.dtype)
-    xb, n = _blocks(x.astype(ct, copy=False), ax, k)  # (..., nb, k)
-    with np.errstate(invalid="ignore"):
-        block_amax = np.max(np.abs(xb), axis=-1)  # (..., nb); NaN if the block holds one
-    X = mx_scale(block_amax, fmt, scale_rule)  # (..., nb) float64
+    xb = tiling.split(x.astype(ct, copy=False))  # (..., nb, k) or (..., gm, gn, k * k)
+    X = mx_scale(block_amax(xb), fmt, scale_rule, scale_bits)  # per block, float64
     wt = _quotient_dtype(ct, fmt, rounding)
     with np.errstate(invalid="ignore"):
         v = xb.astype(wt, copy=False) * (1.0 / X[..., None]).astype(wt)
     p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng, sr_bits=sr_bits)
-    p = p.astype(ct, copy=False)
-    p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
-    return MXTensor(elements=np.moveaxis(p, -1, ax),
-                    scales=np.moveaxis(X.astype(ct), -1, ax), axis=ax, block_size=k, fmt=fmt)
+    return MXTensor(elements=tiling.merge(p.astype(ct, copy=False)),
+                    scales=tiling.to_grid(X.astype(ct)), axis=tiling.axis, block_size=k,
+                    fmt=fmt, two_d=tiling.two_d)
 
 
 def _quotient_dtype(ct: np.dtype, fmt: FloatFormat, rounding: str) -> np.dtype:
@@ -655,21 +670,42 @@ def mx_dequantize(t: MXTensor) -> Array:
     return t.dequantize()
 
 
+#: OCP MX's integer elements as formats on the same grid: k / 2^(b-2) for |k| <= 2^(b-1) - 1, the
+#: grid of a FloatFormat with one exponent bit (its subnormals below 1, one normal binade
+#: [1, 2)) and emax 0, as OCP MX v1.0 section 5.3.3 (MXINT8: an implicit scale of 2^-6) and
+#: microxcaling's ``int8`` / ``int4`` / ``int2`` (``ebits=0``, ``emax=0``, clamped to the
+#: symmetric range +-max_norm, so the two's-complement code -2^(b-1) is not used).
+MX_INT_FORMATS = {
+    "mxint8": FloatFormat(1, 6, bias=1, inf_nan="none", name="mxint8"),
+    "mxint4": FloatFormat(1, 2, bias=1, inf_nan="none", name="mxint4"),
+    "mxint2": FloatFormat(1, 0, bias=1, inf_nan="none", name="mxint2"),
+}
+MXINT8 = MX_INT_FORMATS["mxint8"]
+
+
 @register_scaling
 @dataclass(frozen=True)
 class MXScaling(ScalingDialect):
-    """MX block scaling as a recipe: blocks of ``block_size`` along ``axis`` share an E8M0
-    scale chosen by ``scale_rule`` (``SCALE_RULES``; ``mx_scale`` gives each rule's source)."""
+    """MX block scaling as a recipe: blocks of ``block_size`` along ``axis`` (``two_d``: tiles of
+    ``block_size`` x ``block_size`` of the last two axes) share an E8M0 scale (``scale_bits``
+    narrower: microxcaling's) chosen by ``scale_rule`` (``SCALE_RULES``; ``mx_scale`` gives
+    each rule's source)."""
 
     block_size: int = 32
     scale_rule: str = "floor"
     axis: int = -1
+    two_d: bool = False
+    scale_bits: int = 8
     kind: ClassVar[str] = "mx"
 
     def __post_init__(self) -> None:
         ck.integer(self.block_size, "block_size", lo=1, hi=1 << 16)
         ck.choice(self.scale_rule, "scale_rule", SCALE_RULES)
         ck.integer(self.axis, "axis", lo=-32, hi=31)
+        ck.flag(self.two_d, "two_d")
+        ck.integer(self.scale_bits, "scale_bits", lo=2, hi=8)
+        if self.scale_rule == "nearest" and self.scale_bits != 8:
+            raise ValueError("scale_rule='nearest' (ml_dtypes' E8M0 cast) has 8 scale bits")
 
     def quantize(self, x: Any, fmt: Any, *, rounding: str = "nearest_even",
                  overflow: str | None = "saturate", rng: np.random.Generator | None = None,
@@ -680,7 +716,19 @@ class MXScaling(ScalingDialect):
         return mx_quantize(x, fmt, block_size=self.block_size,
                            axis=self.axis if axis is None else axis,
                            scale_rule=self.scale_rule, rounding=rounding, rng=rng,
-                           sr_bits=sr_bits)
+                           sr_bits=sr_bits, two_d=self.two_d, scale_bits=self.scale_bits)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the base's, without ``two_d`` and ``scale_bits`` at their defaults (a recipe
+        written before they existed reads and writes the same JSON)."""
+        out = super().to_dict()
+        for name, default in (("two_d", False), ("scale_bits", 8)):
+            if out[name] == default:
+                del out[name]
+        return out
 
     def describe(self) -> str:
-        return f"MX blocks of {self.block_size} ({self.scale_rule} E8M0 scale)"
+        shape = (f"{self.block_size}x{self.block_size} tiles" if self.two_d
+                 else f"blocks of {self.block_size}")
+        scale = "E8M0" if self.scale_bits == 8 else f"{self.scale_bits}-bit exponent"
+        return f"MX {shape} ({self.scale_rule} {scale} scale)"
