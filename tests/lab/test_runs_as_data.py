@@ -1,5 +1,5 @@
 """Runs as data (``_training.point_fields`` / ``select`` / ``one``), the named recipes
-(``_recipes``), and a row the configuration cannot measure (warmup's lr and depth rows), without
+(``_recipes``), and warmup's rows the register lists as not tested (its lr and depth rows), without
 training anything: the runs are built by hand, the judge reads the tiny fixture's data."""
 
 import json
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from normlab.lab import framework as E
+from normlab.lab import register
 from normlab.lab.experiments import _recipes as R
 from normlab.lab.experiments import _training as T
 
@@ -75,18 +76,21 @@ def _warmup_judged(**change) -> dict:
     module = E.load("warmup")
     data = json.loads((FIXTURE / "warmup" / "result.json").read_text())["data"]
     data.update(change)
-    return {c.claim: c for c in module.judge(data, E.configure(module, "tiny"))}
+    return {c.id: c for c in module.judge(data, E.configure(module, "tiny"))}
 
 
-def test_a_row_the_configuration_cannot_measure_is_inconclusive_with_its_reason():
-    lr_row, depth_row = "The gap grows with the learning rate", "The gap grows with depth"
-    assert _warmup_judged()[lr_row].status == "inconclusive"  # decided: its interval straddles
-    assert "not measured" not in _warmup_judged()[lr_row].measured
-    rows = _warmup_judged(lr_star=1e-3)  # Post-LN with warmup trains at the lowest lr only
-    assert rows[lr_row].status == "inconclusive" and rows[lr_row].passed is None
-    assert "trains only at the lowest learning rate (0.001)" in rows[lr_row].measured
+def test_warmups_growth_rows_are_registered_as_not_tested_whatever_the_grid():
+    """The gap's growth with lr and with depth read the gap's own interval on the lab's grids
+    (the gap is about 0 at the lowest lr and depth): the register lists both as claims not
+    tested, with the reason, and judge produces no row for them whatever the grid (two lrs,
+    lr* at the lowest, one depth); every row it produces keeps to its record."""
+    module = E.load("warmup")
+    untested = {r.id for r in module.REGISTER if r.untested}
+    assert untested == {"gap-grows-with-lr", "gap-grows-with-depth"}
+    assert all(r.kind == "claim" and "one effect counted twice" in r.untested
+               for r in module.REGISTER if r.untested)
     data = json.loads((FIXTURE / "warmup" / "result.json").read_text())["data"]
-    one_depth = _warmup_judged(depths=data["depths"][-1:])
-    assert one_depth[depth_row].status == "inconclusive"
-    assert "one depth (L=4)" in one_depth[depth_row].measured
-    assert all(c.passed is not False for c in (rows[lr_row], one_depth[depth_row]))
+    for change in ({}, {"lr_star": 1e-3}, {"depths": data["depths"][-1:]}):
+        rows = _warmup_judged(**change)
+        assert not untested & set(rows) and "post-ln-no-warmup-gap" in rows
+        register.check_rows(module, rows.values(), "tiny")

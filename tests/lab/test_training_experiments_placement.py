@@ -5,6 +5,7 @@ executor and store."""
 
 import argparse
 import copy
+import dataclasses
 import json
 
 import numpy as np
@@ -72,7 +73,10 @@ def test_warmup_premise_first_runs_the_other_arms_only_when_it_holds(monkeypatch
     the claims are not judged, each kept with why. Its runs are the same runs as in the tested
     measurement, bit for bit."""
     tested = tiny("warmup")
-    monkeypatch.setattr(warmup, "HALF", 1.5)
+    rec = dataclasses.replace(warmup.RECORDS["post-ln-with-warmup-trains"], margin=(1.5,))
+    monkeypatch.setattr(warmup, "RECORDS", {**warmup.RECORDS, rec.id: rec})  # the premise's
+    monkeypatch.setattr(warmup, "REGISTER", tuple(  # margin, as judge and the register read it
+        rec if r.id == rec.id else r for r in warmup.REGISTER))
     gated = E.run_experiment("warmup", size="tiny", seed=0, executor="serial", plots=False).result
     top = max(gated.data["depths"])
     post_w = warmup._variant("post", top, True)
@@ -82,11 +86,33 @@ def test_warmup_premise_first_runs_the_other_arms_only_when_it_holds(monkeypatch
         assert gated.data[key][post_w] == tested.data[key][post_w]
     assert gated.data["lr_star"] == tested.data["lr_star"] and "tested" not in tested.data
     claims = [c for c in gated.checks if c.kind == E.CLAIM]
-    assert len(claims) == len(warmup._CLAIMS) and all(
+    tested = [r.id for r in warmup.REGISTER if r.kind == E.CLAIM and not r.untested]
+    assert [c.id for c in claims] == tested and all(
         c.passed is None and c.measured.startswith("not run: the premise did not hold")
         for c in claims)
     assert gated.measured.startswith("not tested: Post-LN with warmup at L=")
     assert (tmp_path / warmup.plot(gated, tmp_path)[0]).stat().st_size > 1000
+
+
+def test_warmup_counts_each_effect_once():
+    """The register's classification: four counted claims, each its own effect (Post-LN's gap,
+    Pre-LN's and DeepNorm's own gaps, Pre-LN without warmup against Post-LN with it), the
+    growth with lr and depth listed as not tested (they read the gap's interval), the baseline
+    a premise; at the tiny size no two counted rows read one interval."""
+    r = tiny("warmup")
+    kinds = {c.id: c.kind for c in r.checks}
+    assert kinds == {"post-ln-with-warmup-trains": E.PREMISE, "warmup-gap-context": E.SHOWN,
+                     "post-ln-no-warmup-gap": E.CLAIM, "pre-ln-needs-no-warmup": E.CLAIM,
+                     "deepnorm-trains-without-warmup": E.CLAIM,
+                     "pre-ln-without-matches-post-ln-with": E.CLAIM}
+    forms = {c.id: (c.form, c.threshold, c.side) for c in r.checks if c.kind == E.CLAIM}
+    assert forms["post-ln-no-warmup-gap"] == ("superiority", [0.1], "above")
+    assert forms["deepnorm-trains-without-warmup"] == ("non-inferiority", [0.1], "below")
+    counted = [tuple(c.interval) for c in r.checks if c.counted]
+    assert len(set(counted)) == len(counted)
+    dn = next(c for c in r.checks if c.id == "deepnorm-trains-without-warmup")
+    d, top = r.data, max(r.data["depths"])
+    assert dn.estimate == pytest.approx(np.mean(warmup._gaps(d, "deepnorm", top, d["lr_star"])))
 
 
 def test_norm_placement_direction():

@@ -16,13 +16,26 @@ first: when it does not train, the other arms are not run and nothing is judged.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...train import TrainConfig
 from .. import stats as S
-from ..contract import PREMISE, SHOWN, Card, Check
+from ..contract import (
+    CLAIM,
+    NON_INFERIORITY,
+    PREMISE,
+    SHOWN,
+    SUPERIORITY,
+    THRESHOLD,
+    Amendment,
+    Card,
+    Check,
+    Record,
+)
 from ..formatting import fmt
 from . import _recipes as R
 from ._training import final_losses, not_run, require_finished, run_grid, seed_losses, select
@@ -60,10 +73,10 @@ CARD = Card(
 PLACEMENTS = ("post", "pre", "deepnorm")
 # The margins, fixed before measuring, with where they come from:
 MIN_GAP = 0.1  # nats: a clear gap (papers.md section 1, reproduction B: gap_post > 0.1); also
-#                the non-inferiority margin of "Pre-LN needs no warmup" and of "Pre-LN without
-#                warmup ends where Post-LN with it does" (the same unit of a clear gap)
-GROWS = 0.0  # "the gap grows with lr / depth": a sign (papers.md gives no size)
-DEEPNORM_MARGIN = 0.1  # nats: DeepNorm's loss below Post-LN's without warmup (papers.md section 6)
+#                the non-inferiority margin of "Pre-LN needs no warmup", "DeepNorm needs no
+#                warmup" and "Pre-LN without warmup ends where Post-LN with it does" (the same
+#                unit of a clear gap, papers.md sections 1 and 6)
+GROWS = 0.0  # "the gap grows with lr / depth": a sign (papers.md gives no size); not tested
 HALF = 0.5  # "trains": closes at least half the distance from the loss at init to the floor
 
 BASE = R.derive(  # the run's lr and warmup vary: the base keeps TrainConfig's defaults
@@ -96,6 +109,94 @@ SIZES = {
              "base.model.seq_len": 32, "base.model.init_std": 64**-0.5,
              "base.model.embed_scale": 8.0},
 }
+
+
+# ---- the claim register (normlab.lab.register): every row judge can produce ----------------
+_GRID, _SEEDS = ("depths", "lrs"), "seeds"
+_SEEDS_FROM = ("3 at the quick size and 5 at the full size, set before the first committed "
+               "result (d3d3efa); a pilot at seed 50000 (n = 5, depths (3, 6), lrs 1e-3, 3e-3, "
+               "1e-2) kept the quick size's 3 (every interval several half-widths clear of its "
+               "margin); the full size's 5 from no pilot")
+REGISTER = (
+    Record(id="post-ln-with-warmup-trains", kind=PREMISE,
+           claim="Post-LN with warmup trains at the largest depth, at lr*",
+           source="\"The warm-up stage is practically helpful for avoiding this problem.\"",
+           where="Xiong et al. 2020, abstract; Fig. 2 (Post-LN with 4000 warmup steps: BLEU ~34)",
+           form=THRESHOLD, margin=(HALF,), side="above",
+           margin_source="the lab's half-way rule", grid=_GRID, seeds=_SEEDS,
+           seeds_from=_SEEDS_FROM, registered="2026-12-03"),
+    Record(id="warmup-gap-context", kind=SHOWN,
+           claim="The warmup gap at every depth and learning rate (context)",
+           grid=_GRID, seeds=_SEEDS, registered="2026-12-03"),
+    Record(id="post-ln-no-warmup-gap", kind=CLAIM,
+           claim="Post-LN without warmup ends clearly worse than with warmup",
+           source="\"Therefore, using a large learning rate on those gradients makes the "
+                  "training unstable. The warm-up stage is practically helpful for avoiding "
+                  "this problem.\"",
+           where="Xiong et al. 2020, abstract; Fig. 2 (IWSLT14 De-En, Adam: BLEU 8.45 without "
+                 "warmup, ~34 with 4000 warmup steps)",
+           form=SUPERIORITY, margin=(MIN_GAP,), side="above",
+           margin_source="papers.md section 1, reproduction B: gap_post > 0.1 nats", grid=_GRID,
+           seeds=_SEEDS, seeds_from=_SEEDS_FROM, premise=("post-ln-with-warmup-trains",),
+           registered="2026-11-29"),
+    Record(id="pre-ln-needs-no-warmup", kind=CLAIM,
+           claim="Pre-LN needs no warmup: dropping it does not cost Pre-LN loss",
+           source="\"This motivates us to remove the warm-up stage for the training of Pre-LN "
+                  "Transformers.\"",
+           where="Xiong et al. 2020, abstract and Sec. 4 (Pre-LN without warmup: BLEU ~34)",
+           form=NON_INFERIORITY, margin=(MIN_GAP,), side="below",
+           margin_source="papers.md section 1: a clear gap is 0.1 nats", grid=_GRID,
+           seeds=_SEEDS, seeds_from=_SEEDS_FROM, premise=("post-ln-with-warmup-trains",),
+           registered="2026-11-29"),
+    Record(id="gap-grows-with-lr", kind=CLAIM,
+           claim="The warmup gap grows with the learning rate",
+           source="\"Therefore, using a large learning rate on those gradients makes the "
+                  "training unstable.\"",
+           where="Xiong et al. 2020, abstract; Fig. 2 (warmup 500 steps: BLEU 31.16 at lr 5e-4, "
+                 "2.77 at lr 1e-3)",
+           form=SUPERIORITY, margin=(GROWS,), side="above",
+           margin_source="0: a direction (papers.md gives no size)", grid=_GRID, seeds=_SEEDS,
+           premise=("post-ln-with-warmup-trains",), registered="2026-11-29",
+           untested="the grid cannot tell it from the gap itself: the warmup gap is about 0 at "
+                    "the lowest learning rate at both sizes, so gap(lr*) - gap(lowest lr) reads "
+                    "the interval of post-ln-no-warmup-gap (one effect counted twice); a trend "
+                    "needs the gap non-zero at three or more learning rates (the gaps at each "
+                    "lr are shown in warmup-gap-context)"),
+    Record(id="gap-grows-with-depth", kind=CLAIM, claim="The warmup gap grows with depth",
+           source="\"the gap grows with lr and depth (try 12 layers)\"",
+           where="papers.md section 1, reproduction B (the reference notes' expectation; Xiong "
+                 "et al.'s Fig. 2 varies the learning rate and the warmup at one depth, 6-6)",
+           form=SUPERIORITY, margin=(GROWS,), side="above",
+           margin_source="0: a direction (papers.md gives no size)", grid=_GRID, seeds=_SEEDS,
+           premise=("post-ln-with-warmup-trains",), registered="2026-11-29",
+           untested="the grid cannot tell it from the gap itself: the gap is about 0 at the "
+                    "smaller depth (L=3) at both sizes, so gap(L=6) - gap(L=3) reads the "
+                    "interval of post-ln-no-warmup-gap (one effect counted twice); deeper grids "
+                    "leave Post-LN failing with warmup too (the premise: 12 and 24 blocks, see "
+                    "the notes)"),
+    Record(id="deepnorm-trains-without-warmup", kind=CLAIM,
+           claim="DeepNorm needs no warmup: dropping it does not cost DeepNorm loss",
+           source="\"The proposed method combines the best of two worlds, i.e., good performance "
+                  "of Post-LN and stable training of Pre-LN, making DeepNorm a preferred "
+                  "alternative.\"",
+           where="Wang et al. 2022 (DeepNet), abstract",
+           form=NON_INFERIORITY, margin=(MIN_GAP,), side="below",
+           margin_source="papers.md sections 1 and 6: a clear gap is 0.1 nats (the margin of "
+                         "Pre-LN's row)", grid=_GRID, seeds=_SEEDS, seeds_from=_SEEDS_FROM,
+           premise=("post-ln-with-warmup-trains",), registered="2026-11-29"),
+    Record(id="pre-ln-without-matches-post-ln-with", kind=CLAIM,
+           claim="Pre-LN without warmup ends about where Post-LN with warmup does",
+           source="\"We show in our experiments that Pre-LN Transformers without the warm-up "
+                  "stage can reach comparable results with baselines while requiring "
+                  "significantly less training time and hyper-parameter tuning\"",
+           where="Xiong et al. 2020, abstract and Sec. 4 (IWSLT14: Pre-LN without warmup BLEU "
+                 "~34, as Post-LN with it)",
+           form=NON_INFERIORITY, margin=(MIN_GAP,), side="below",
+           margin_source="papers.md section 1: a clear gap is 0.1 nats", grid=_GRID,
+           seeds=_SEEDS, seeds_from=_SEEDS_FROM, premise=("post-ln-with-warmup-trains",),
+           registered="2026-11-29"),
+)
+RECORDS = {r.id: r for r in REGISTER}
 
 
 def _variant(p: str, L: int, warm: bool) -> str:
@@ -185,98 +286,94 @@ def _share(data: dict, v: str, lr: float) -> np.ndarray:
     return (init - np.asarray(data["seed_loss"][v][data["lrs"].index(lr)])) / (init - floor)
 
 
+def _premise_share(data: dict) -> tuple[float, S.Interval]:
+    """The premise's learning rate (lr*, or the lowest lr when Post-LN with warmup trains at
+    none) and the interval over seeds of the share of the way to the floor it closes there."""
+    lrs, Lmax, lr_star = data["lrs"], data["depths"][-1], data["lr_star"]
+    at_lr = lr_star if lr_star is not None else lrs[0]
+    return at_lr, S.mean_interval(_share(data, _variant("post", Lmax, True), at_lr))
+
+
 def _premise(data: dict) -> Check:
     """The premise: Post-LN with warmup trains at the largest depth (at lr*, or at the lowest
     lr when it trains at none); ``measure`` decides with it whether the other arms run."""
-    lrs, Lmax, lr_star = data["lrs"], data["depths"][-1], data["lr_star"]
-    at_lr = lr_star if lr_star is not None else lrs[0]
-    share = S.mean_interval(_share(data, _variant("post", Lmax, True), at_lr))
+    rec = RECORDS["post-ln-with-warmup-trains"]
+    at_lr, share = _premise_share(data)
     return Check.decided(
-        claim=f"Post-LN with warmup trains at L={Lmax} (lr {at_lr:g})",
+        id=rec.id, claim=f"Post-LN with warmup trains at L={data['depths'][-1]} (lr {at_lr:g})",
         published="Post-LN with 4000 warmup steps: BLEU ~34 (Fig. 2)", interval=share,
-        threshold=HALF, side=S.ABOVE, kind=PREMISE,
+        threshold=rec.margin[0], side=rec.side, kind=PREMISE,
         measured=f"share of the way from its loss at init to the floor closed: {share.text()}",
-        rule=f"interval > {HALF}: the baseline the warmup gap is read against (lr* = the highest "
-             f"lr where the mean over seeds closes half the way)",
-        source="Xiong et al. 2020, Fig. 2 [V]", margin_source="the lab's half-way rule")
+        rule=f"interval > {rec.margin[0]:g}: the baseline the warmup gap is read against (lr* = "
+             f"the highest lr where the mean over seeds closes half the way)",
+        source="Xiong et al. 2020, Fig. 2 [V]", margin_source=rec.margin_source)
+
+
+def _context(data: dict) -> Check:
+    """Every warmup gap of the grid (means over seeds): the context the counted rows read one
+    point of."""
+    lrs = data["lrs"]
+    return Check(
+        id="warmup-gap-context", claim=RECORDS["warmup-gap-context"].claim, published="-",
+        measured="; ".join(f"{p} L={L}: " + ", ".join(
+            f"{fmt(g, spec='+.3f')} at {lr:g}" for g, lr in zip(data["gaps"][p][str(L)], lrs))
+            for p in PLACEMENTS for L in data["depths"]),
+        rule="shown: loss(no warmup) - loss(warmup), means over seeds", passed=None, kind=SHOWN,
+        source="normlab [D]")
+
+
+def _intervals(data: dict) -> dict[str, tuple[S.Interval, str]]:
+    """The counted rows' intervals over seeds at the largest depth and lr*, by record id, each
+    with the text of what it measures (``{}``: the interval's place)."""
+    Lmax, lr = data["depths"][-1], data["lr_star"]
+    at = f"L={Lmax}, lr={lr:g}"
+    pre0, post1 = _seeds(data, "pre", Lmax, False, lr), _seeds(data, "post", Lmax, True, lr)
+    return {
+        "post-ln-no-warmup-gap": (S.mean_interval(_gaps(data, "post", Lmax, lr)),
+                                  f"gap_post {{}} at {at}"),
+        "pre-ln-needs-no-warmup": (S.mean_interval(_gaps(data, "pre", Lmax, lr)),
+                                   f"gap_pre {{}} at {at}"),
+        "deepnorm-trains-without-warmup": (S.mean_interval(_gaps(data, "deepnorm", Lmax, lr)),
+                                           f"gap_deepnorm {{}} at {at}"),
+        "pre-ln-without-matches-post-ln-with": (
+            S.paired_interval(pre0, post1),
+            f"Pre-LN without warmup - Post-LN with warmup {{}} at {at} (Pre-LN "
+            f"{fmt(_loss(data, 'pre', Lmax, False, lr))}, Post-LN "
+            f"{fmt(_loss(data, 'post', Lmax, True, lr))})"),
+    }
+
+
+def _counted(rec: Record, iv: S.Interval, measured: str) -> Check:
+    """A counted row decided by its record's rule (form, margin, side, margin's source)."""
+    published, rule, source = _TEXTS[rec.id]
+    make = Check.superiority if rec.form == SUPERIORITY else Check.non_inferiority
+    return make(id=rec.id, claim=rec.claim, published=published, interval=iv, side=rec.side,
+                margin=rec.margin[0], measured=measured.format(iv.text()), rule=rule,
+                source=source, margin_source=rec.margin_source)
+
+
+def _claims() -> list[Record]:
+    """The source's claims this experiment produces a row for (the untested ones none)."""
+    return [r for r in REGISTER if r.kind == CLAIM and not r.untested]
 
 
 def judge(data: dict, config: Config) -> list[Check]:
-    lrs, depths, lr_star = data["lrs"], data["depths"], data["lr_star"]
-    Lmin, Lmax = depths[0], depths[-1]
     premise = _premise(data)
-    if not data.get("tested", True):  # the premise did not hold: the other arms were not run
+    if not data.get("tested", True) or data["lr_star"] is None:
         why = (f"the premise did not hold ({premise.measured}), so the arms that test the "
                f"claim were not trained")
-        return [premise] + [not_run(c, p, r, s, why) for c, p, r, s, _ in _CLAIMS]
-    if lr_star is None:
-        none = f"Post-LN with warmup trains at no learning rate of {lrs} at L={Lmax}"
-        return [premise] + [Check(claim=c, published=p, measured=none, rule=r, passed=None,
-                                  kind=SHOWN, source=s) for c, p, r, s, *_ in _CLAIMS]
-    at = f"L={Lmax}, lr={lr_star:g}"
-    g_post = _gaps(data, "post", Lmax, lr_star)
-    post0 = _seeds(data, "post", Lmax, False, lr_star)
-    rows: list = [  # (interval over seeds, form, side, margin) or None: not measurable
-        (S.mean_interval(g_post), "sup", S.ABOVE, MIN_GAP),
-        (S.mean_interval(_gaps(data, "pre", Lmax, lr_star)), "ni", S.BELOW, MIN_GAP),
-        (S.mean_interval(g_post - _gaps(data, "post", Lmax, lrs[0])), "sup", S.ABOVE, GROWS)
-        if lr_star != lrs[0] else None,
-        (S.mean_interval(g_post - _gaps(data, "post", Lmin, lr_star)), "sup", S.ABOVE, GROWS)
-        if Lmax != Lmin else None,
-        (S.paired_interval(post0, _seeds(data, "deepnorm", Lmax, False, lr_star)), "sup",
-         S.ABOVE, DEEPNORM_MARGIN),
-        (S.paired_interval(_seeds(data, "pre", Lmax, False, lr_star),
-                           _seeds(data, "post", Lmax, True, lr_star)), "ni", S.BELOW, MIN_GAP),
-    ]
-    texts = [f"gap_post {{}} at {at}", f"gap_pre {{}} at {at}",
-             f"gap_post(lr={lr_star:g}) - gap_post(lr={lrs[0]:g}) {{}}",
-             f"gap_post(L={Lmax}) - gap_post(L={Lmin}) {{}}",
-             f"no warmup at {at}: Post-LN - DeepNorm {{}}",
-             f"Pre-LN without warmup - Post-LN with warmup {{}} at {at} (Pre-LN "
-             f"{fmt(_loss(data, 'pre', Lmax, False, lr_star))}, Post-LN "
-             f"{fmt(_loss(data, 'post', Lmax, True, lr_star))})"]
-    checks = [premise, Check(
-        claim="The warmup gap at every depth and learning rate (context)", published="-",
-        measured="; ".join(f"{p} L={L}: " + ", ".join(
-            f"{fmt(g, spec='+.3f')} at {lr:g}" for g, lr in zip(data["gaps"][p][str(L)], lrs))
-            for p in PLACEMENTS for L in depths),
-        rule="shown: loss(no warmup) - loss(warmup), means over seeds", passed=None, kind=SHOWN,
-        source="normlab [D]")]
-    for i, ((c, p, r, s, ms), row, t) in enumerate(zip(_CLAIMS, rows, texts)):
-        if row is None:
-            checks.append(_unmeasurable(c, p, r, s, _why_not(data, i)))
-            continue
-        iv, form, side, margin = row
-        make = Check.superiority if form == "sup" else Check.non_inferiority
-        checks.append(make(claim=c, published=p, interval=iv, side=side, margin=margin,
-                           measured=t.format(iv.text()), rule=r, source=s, margin_source=ms))
-    return checks
-
-
-def _why_not(data: dict, row: int) -> str:
-    """Why the configuration cannot measure the lr row (2) or the depth row (3)."""
-    lrs, depths = data["lrs"], data["depths"]
-    if row == 3:
-        return f"the configuration has one depth (L={depths[-1]}): no growth with depth to read"
-    if len(lrs) == 1:
-        return f"the configuration has one learning rate ({lrs[0]:g}): no growth with lr to read"
-    return (f"Post-LN with warmup trains only at the lowest learning rate ({lrs[0]:g}): no "
-            f"higher one to compare it with")
-
-
-def _unmeasurable(claim: str, published: str, rule: str, source: str, why: str) -> Check:
-    """A row the configuration cannot measure: inconclusive with the reason, never a FAIL."""
-    return Check(claim=claim, published=published, measured=f"not measured: {why}", rule=rule,
-                 passed=None, inconclusive=True, source=source,
-                 note="inconclusive by construction: measure more learning rates or depths")
+        return [premise] + [dataclasses.replace(not_run(r.claim, *_TEXTS[r.id], why),
+                                                id=r.id) for r in _claims()]
+    rows = _intervals(data)
+    return [premise, _context(data)] + [_counted(r, *rows[r.id]) for r in _claims()]
 
 
 def headline(data: dict, config: Config) -> str:
     lr, Lmax = data["lr_star"], data["depths"][-1]
     if not data.get("tested", True):
         return (f"not tested: Post-LN with warmup at L={Lmax} closes "
-                f"{_premise(data).measured.rpartition(': ')[2]} of the way to the floor (the "
-                f"premise needs more than {HALF}); the other arms were not run")
+                f"{_premise_share(data)[1].text()} of the way to the floor (the premise needs "
+                f"more than {HALF}); the other arms were not run")
     if lr is None:
         return f"Post-LN with warmup trains at no learning rate of {data['lrs']} at L={Lmax}"
     pair = {p: " / ".join(fmt(_loss(data, p, Lmax, w, lr)) for w in (False, True))
@@ -287,32 +384,24 @@ def headline(data: dict, config: Config) -> str:
             f"means over seeds)")
 
 
-_CLAIMS = [  # (claim, published, rule, source, margin source) of the counted rows, in order
-    ("Post-LN without warmup ends clearly worse than with warmup",
-     "BLEU 8.45 without warmup vs ~34 with 4000 warmup steps (Fig. 2)",
-     ("superiority: the interval over seeds of gap_post > 0.1 nats at the largest depth and the "
-      "highest lr where Post-LN with warmup trains"), "Xiong et al. 2020, Fig. 2 [V]",
-     "papers.md section 1, reproduction B: gap_post > 0.1 nats"),
-    ("Pre-LN needs no warmup: dropping it does not cost Pre-LN loss",
-     "Pre-LN without warmup BLEU ~34 (Sec. 4)",
-     "non-inferiority: the interval of gap_pre = loss(no warmup) - loss(warmup) < 0.1 nats",
-     "Xiong et al. 2020, Sec. 4 [V]", "papers.md section 1: a clear gap is 0.1 nats"),
-    ("The gap grows with the learning rate",
-     "warmup 500: BLEU 31.16 at lr 5e-4, 2.77 at lr 1e-3 (Fig. 2)",
-     "superiority: gap_post(highest trained lr) - gap_post(lowest lr) > 0, paired over seeds",
-     "Xiong et al. 2020, Fig. 2 [V]", "0: a direction (papers.md gives no size)"),
-    ("The gap grows with depth", "- (papers.md: try 12 layers)",
-     "superiority: gap_post(largest L) - gap_post(smallest L) > 0 at that lr, paired over seeds",
-     "papers.md section 1, reproduction B [D]", "0: a direction (papers.md gives no size)"),
-    ("DeepNorm trains without warmup where Post-LN does not",
-     "Post-LN stability problem solved; model update bounded by O(eta) (Wang et al. 2022)",
-     ("superiority: without warmup, Post-LN's final loss - DeepNorm's > 0.1 nats at that point, "
-      "paired over seeds"), "Wang et al. 2022 [S]", "papers.md section 6: 0.1 nats"),
-    ("Pre-LN without warmup ends about where Post-LN with warmup does",
-     "Pre-LN without warmup: BLEU ~34 on IWSLT14, as Post-LN with warmup (Sec. 4)",
-     ("non-inferiority: the paired interval of Pre-LN (no warmup) - Post-LN (warmup) < 0.1 "
-      "nats"), "Xiong et al. 2020, Sec. 4 [V]", "papers.md section 1: a clear gap is 0.1 nats"),
-]
+_TEXTS = {  # record id -> (published, rule, source) of the counted rows
+    "post-ln-no-warmup-gap": (
+        "BLEU 8.45 without warmup vs ~34 with 4000 warmup steps (Fig. 2)",
+        "superiority: the interval over seeds of gap_post > 0.1 nats at the largest depth and the "
+        "highest lr where Post-LN with warmup trains", "Xiong et al. 2020, Fig. 2 [V]"),
+    "pre-ln-needs-no-warmup": (
+        "Pre-LN without warmup BLEU ~34 (Sec. 4)",
+        "non-inferiority: the interval of gap_pre = loss(no warmup) - loss(warmup) < 0.1 nats",
+        "Xiong et al. 2020, Sec. 4 [V]"),
+    "deepnorm-trains-without-warmup": (
+        "Post-LN's performance with Pre-LN's stable training (Wang et al. 2022, abstract)",
+        "non-inferiority: the interval of gap_deepnorm = loss(no warmup) - loss(warmup) < 0.1 "
+        "nats (the rule of Pre-LN's row)", "Wang et al. 2022, abstract [V]"),
+    "pre-ln-without-matches-post-ln-with": (
+        "Pre-LN without warmup: BLEU ~34 on IWSLT14, as Post-LN with warmup (Sec. 4)",
+        "non-inferiority: the paired interval of Pre-LN (no warmup) - Post-LN (warmup) < 0.1 "
+        "nats", "Xiong et al. 2020, Sec. 4 [V]"),
+}
 
 
 def _two_se(per_lr: list[list[float]]) -> list[float]:
@@ -369,3 +458,142 @@ def plot(result, out_dir) -> list[str]:
         c.legend(fontsize=6)
     return [save(fig, out_dir, "warmup.png")]
 
+
+
+# ---- the register's amendments: each change after a committed result, with the result before -
+def _row(status: str, interval: list[float] | None, measured: str, kind: str = CLAIM) -> dict:
+    """A committed row as an amendment's result before holds it."""
+    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
+
+
+# the first registration (8e441ac to fcc0cd1), measured at 778a154 (quick only)
+_XAVIER: dict[str, Any] = dict(
+    date="2026-12-03", commit="778a154", remeasure=True,
+    changed="the set-up and the rules after the first committed result: the init from N(0, "
+            "1/d) with unscaled embeddings to the papers' Xavier block matrices with "
+            "unit-variance embeddings (94b2ac3), the quick learning rates from (3e-3, 1e-2) to "
+            "(1e-3, 3e-3, 1e-2) (6787028), every rule to its claim's form (superiority / "
+            "non-inferiority) and Post-LN's training as the premise; the full size was not "
+            "measured under the first registration",
+    why="the other placement experiments' set-up (Liu et al.'s and Xiong et al.'s Xavier "
+        "init); with it Post-LN's warmup arm trains only below 1e-2 (6787028); the notes: at "
+        "N(0, 1/d) a smaller stack (depths (4, 8)) showed no effect, every counted row failing "
+        "(not committed)")
+_DEPTHS: dict[str, Any] = dict(
+    date="2026-12-05", commit="2e23269 (quick), 6c377f7 (full)", remeasure=True,
+    changed="the depths from (6, 12) (quick) and (4, 8, 12, 24) (full) to (3, 6) at both sizes "
+            "(fcb8d48), and the quick learning rates to the grid's two ends, 1e-3 and 1e-2 "
+            "(819851e)",
+    why="Post-LN with warmup failed at the largest depth of both grids (the premise, so both "
+        "were 'not tested'): with the Xavier init deep Post-LN fails with warmup too (Liu et "
+        "al.'s 12L and 18L rows); Xiong et al.'s warmup experiment is at six layers; the quick "
+        "report's time budget (the notes)")
+_AUDIT = "lab-audit.md, warmup (table row 12; section 2's redundant passes): "
+_NOT_RUN = "not run: the premise did not hold (share of the way from its loss at init to the "
+_NOT_RUN_QUICK = _row("shown", None, _NOT_RUN + "floor closed: 0.535 [0.458, 0.612] (n=3)), so "
+                      "the arms that test the claim were not trained")
+_NOT_RUN_FULL = _row("shown", None, _NOT_RUN + "floor closed: 0.411 [0.402, 0.42] (n=5)), so "
+                     "the arms that test the claim were not trained")
+_DEEPNORM_BEFORE = {"claim": "DeepNorm trains without warmup where Post-LN does not",
+                    "form": SUPERIORITY, "margin": [0.1], "side": "above"}
+
+AMENDMENTS = (
+    Amendment(id="post-ln-with-warmup-trains", before={"kind": None}, **{
+        **_XAVIER, "changed": "added as the premise (Post-LN with warmup at the largest depth "
+                              "trains, the half-way rule): the first registration had no premise "
+                              "row"}),
+    Amendment(id="post-ln-no-warmup-gap", before={"form": THRESHOLD}, **_XAVIER, results_before={
+        "quick": _row("pass", [1.0831683651081883, 1.210328961753258],
+                      "gap_post 1.15 [1.08, 1.21] (n=3) at L=12, lr=0.01")}),
+    Amendment(id="pre-ln-needs-no-warmup", before={
+        "claim": "Pre-LN shows no such gap", "form": THRESHOLD, "margin": [0.0],
+        "side": "above"}, **{
+        **_XAVIER, "changed": _XAVIER["changed"] + "; this row's rule from gap_post - 3 "
+                                                   "|gap_pre| > 0 (papers.md) to gap_pre < 0.1 "
+                                                   "nats, the claim's own form (it no longer "
+                                                   "mixes the arms)"},
+        results_before={"quick": _row("pass", [1.0072162392483541, 1.151154341586293],
+                                      "gap_post - 3 |gap_pre| 1.08 [1.01, 1.15] (n=3) at L=12, "
+                                      "lr=0.01")}),
+    Amendment(id="gap-grows-with-lr", before={"form": THRESHOLD, "margin": [0.1], "untested": ""},
+              **{**_XAVIER, "changed": _XAVIER["changed"] + "; this row's margin from 0.1 nats "
+                                                             "(no source) to 0 (a direction)"},
+              results_before={"quick": _row("pass", [1.078581308174091, 1.2123908981018192],
+                                            "gap_post(lr=0.01) - gap_post(lr=0.003) 1.15 [1.08, "
+                                            "1.21] (n=3)")}),
+    Amendment(id="gap-grows-with-depth", before={"form": THRESHOLD, "margin": [0.1],
+                                                 "untested": ""},
+              **{**_XAVIER, "changed": _XAVIER["changed"] + "; this row's margin from 0.1 nats "
+                                                             "(no source) to 0 (a direction)"},
+              results_before={"quick": _row("pass", [1.0792759358321942, 1.2037861285671279],
+                                            "gap_post(L=12) - gap_post(L=6) 1.14 [1.08, 1.2] "
+                                            "(n=3)")}),
+    Amendment(id="deepnorm-trains-without-warmup", before={**_DEEPNORM_BEFORE, "form": THRESHOLD},
+              **_XAVIER, results_before={
+                  "quick": _row("pass", [1.1070120139406654, 1.2147345201063622],
+                                "no warmup at L=12, lr=0.01: Post-LN - DeepNorm 1.16 [1.11, "
+                                "1.21] (n=3)")}),
+    Amendment(id="pre-ln-without-matches-post-ln-with",
+              before={"kind": SHOWN, "form": "", "margin": [], "side": ""}, **{
+                  **_XAVIER, "changed": _XAVIER["changed"] + "; this row counted, as "
+                                                             "non-inferiority (< 0.1 nats): it was "
+                                                             "shown (no tolerance in the paper)"},
+              results_before={"quick": _row("shown", None, "Pre-LN no warmup 1.22, Post-LN "
+                                            "warmup 1.21 at L=12, lr=0.01", SHOWN)}),
+    # the depths (the same change for every row; the premise's rows first)
+    Amendment(id="post-ln-with-warmup-trains", **_DEPTHS, results_before={
+        "quick": _row("inconclusive", [0.45771756439975136, 0.6117168960541632],
+                      "share of the way from its loss at init to the floor closed: 0.535 "
+                      "[0.458, 0.612] (n=3)", PREMISE),
+        "full": _row("FAIL", [0.4021074800996199, 0.4200982346229289],
+                     "share of the way from its loss at init to the floor closed: 0.411 [0.402, "
+                     "0.42] (n=5)", PREMISE)}),
+    *(Amendment(id=i, before=b, **_DEPTHS,
+                results_before={"quick": _NOT_RUN_QUICK, "full": _NOT_RUN_FULL})
+      for i, b in (("post-ln-no-warmup-gap", {}), ("pre-ln-needs-no-warmup", {}),
+                   ("gap-grows-with-lr", {"untested": ""}),
+                   ("gap-grows-with-depth", {"untested": ""}),
+                   ("deepnorm-trains-without-warmup", _DEEPNORM_BEFORE),
+                   ("pre-ln-without-matches-post-ln-with", {}))),
+    # each effect counted once (issue 52, item 3)
+    Amendment(
+        id="gap-grows-with-lr", date="2026-12-07", before={"untested": ""},
+        changed="listed as a claim not tested at any size (no row): with the gap about 0 at the "
+                "lowest learning rate, gap(lr*) - gap(lowest lr) is the gap itself",
+        why=_AUDIT + "'the gap is ~0 at lr 1e-3 and at L=3, so \"grows with lr\" and \"grows with "
+                     "depth\" equal gap_post' (full: 0.953 [0.243, 1.66] three times); issue 52: "
+                     "rows that read the same interval are one row",
+        results_before={
+            "quick": _row("pass", [0.76990625928626, 1.3831037674983537],
+                          "gap_post(lr=0.01) - gap_post(lr=0.001) 1.08 [0.77, 1.38] (n=3)"),
+            "full": _row("pass", [0.24374996546418382, 1.6624690371403008],
+                         "gap_post(lr=0.01) - gap_post(lr=0.001) 0.953 [0.244, 1.66] (n=5)")}),
+    Amendment(
+        id="gap-grows-with-depth", date="2026-12-07", before={"untested": ""},
+        changed="listed as a claim not tested at any size (no row): with the gap about 0 at L=3, "
+                "gap(L=6) - gap(L=3) is the gap itself; the claim is the reference notes' "
+                "expectation, not Xiong et al.'s",
+        why=_AUDIT + "'grows with depth' reads gap_post's interval; issue 52: rows that read the "
+                     "same interval are one row, and only the source's claims are counted",
+        results_before={
+            "quick": _row("pass", [0.781586909376652, 1.358299538938382],
+                          "gap_post(L=6) - gap_post(L=3) 1.07 [0.782, 1.36] (n=3)"),
+            "full": _row("pass", [0.24255359421030565, 1.6634939221990022],
+                         "gap_post(L=6) - gap_post(L=3) 0.953 [0.243, 1.66] (n=5)")}),
+    Amendment(
+        id="deepnorm-trains-without-warmup", date="2026-12-07", before=_DEEPNORM_BEFORE,
+        remeasure=True,
+        changed="the quantity from Post-LN's loss - DeepNorm's without warmup (superiority, > 0.1 "
+                "nats) to DeepNorm's own warmup gap (non-inferiority, < 0.1 nats, the rule of "
+                "Pre-LN's row): read from the same runs' per-seed losses, no new training",
+        why=_AUDIT + "'the DeepNorm row ... ride[s] on the same Post-LN stall' (Post-LN - "
+                     "DeepNorm without warmup is gap_post plus a difference near 0: one effect "
+                     "counted twice); DeepNet's claim is DeepNorm's own stability",
+        results_before={
+            "quick": _row("pass", [0.7874343139709914, 1.3921064563902086],
+                          "no warmup at L=6, lr=0.01: Post-LN - DeepNorm 1.09 [0.787, 1.39] "
+                          "(n=3)"),
+            "full": _row("pass", [1.0451530807628029, 1.3797821252630358],
+                         "no warmup at L=6, lr=0.01: Post-LN - DeepNorm 1.21 [1.05, 1.38] "
+                         "(n=5)")}),
+)
