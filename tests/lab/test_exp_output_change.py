@@ -50,6 +50,26 @@ def test_premise_gates_the_verdict_both_ways():
     assert premise.passed is False and E.verdict_of(checks) == E.NOT_TESTED
 
 
+def test_deepnorm_s_bound_is_a_derivation_and_four_claims_count():
+    """DeepNorm's alpha and beta make its output about LN(alpha x0) at initialization
+    (lab-audit.md row 3): its row is decided but counted apart; Liu et al.'s four rows count."""
+    from normlab.lab import register
+
+    r = tiny()
+    kinds = {c.id: c.kind for c in r.checks}
+    assert kinds["deepnorm-output-change-bounded"] == E.DERIVATION
+    assert sorted(i for i, k in kinds.items() if k == E.CLAIM) == [
+        "post-ln-amplifies-more-than-pre-ln", "post-ln-output-change-linear-in-depth",
+        "post-to-pre-ln-gap-widens-with-depth", "pre-ln-output-change-logarithmic-in-depth"]
+    register.validate(O)
+    first = {}
+    for a in sorted(O.AMENDMENTS, key=lambda a: a.date):
+        first.setdefault(a.id, a)
+    # the premise and the widening row came after the first result: not in its tally
+    assert first["post-ln-output-change-grows-with-depth"].before == {"kind": None}
+    assert first["deepnorm-output-change-bounded"].before["kind"] == E.CLAIM
+
+
 @pytest.mark.parametrize("shape, passes", [("log", True), ("linear", False)])
 def test_the_model_comparison_tells_a_logarithm_from_a_line(shape, passes):
     N = np.array([2, 4, 10, 20, 50, 100, 200], dtype=float)

@@ -10,11 +10,22 @@ averaged over tokens and seeds. Forward passes only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .. import stats as S
-from ..contract import MODEL_COMPARISON, PREMISE, SHOWN, Card, Check
+from ..contract import (
+    CLAIM,
+    DERIVATION,
+    MODEL_COMPARISON,
+    PREMISE,
+    SHOWN,
+    Amendment,
+    Card,
+    Check,
+    Record,
+)
 from ..formatting import fmt
 from ._setups import output_changes
 
@@ -157,11 +168,12 @@ def _fits(data: dict) -> dict:
 
 
 def _comparison(*, claim: str, published: str, interval: S.Interval, measured: str,
-                source: str, note: str = "") -> Check:
+                source: str, id: str, note: str = "") -> Check:
     """A model comparison: the paired AIC difference's interval over seeds above 0."""
     return Check.decided(claim=claim, published=published, interval=interval, threshold=0.0,
                          side=S.ABOVE, form=MODEL_COMPARISON, measured=measured, source=source,
-                         note=note, rule="model comparison: y = a + b f(N) fitted to each seed's "
+                         note=note, id=id,
+                         rule="model comparison: y = a + b f(N) fitted to each seed's "
                          "curve for the claimed and the other form; the paired AIC difference's "
                          f"{interval.method.split(', ')[-1]} interval > 0",
                          margin_source="an information criterion's difference has its own zero")
@@ -180,7 +192,10 @@ def _bounded(f: dict, mean: dict, N0: int, Nmax: int) -> list[Check]:
                      f"smallest over N >= {TAIL_MIN}: {f['dn_below'].text()}",
             rule=f"non-inferiority: the interval's upper bound < ln {RISE_MIN:g} (no more than "
                  "doubling from the shallowest to the deepest stack)",
-            source="Wang et al. 2022 [S]", margin_source="the lab's factor 2 (RISE_MIN)"),
+            source="Wang et al. 2022 [S]", margin_source="the lab's factor 2 (RISE_MIN)",
+            kind=DERIVATION, id="deepnorm-output-change-bounded",
+            note="alpha = (2L)^1/4 on the skip and beta = (8L)^-1/4 on the branch weights make "
+                 "the output about LN(alpha x) at initialization: bounded by construction"),
     ]
     if "admin_log" in f:
         rows.append(Check(
@@ -189,7 +204,7 @@ def _bounded(f: dict, mean: dict, N0: int, Nmax: int) -> list[Check]:
             measured=f"AIC(a + b N) - AIC(a + b ln N), per seed: {f['admin_log'].text()}; "
                      f"ln(admin / pre) at N = {Nmax}: {f['admin_pre'].text()}",
             rule="shown here, decided in the admin experiment (its claims are counted once)",
-            passed=None, kind=SHOWN, source="Liu et al. 2020 [V]"))
+            passed=None, kind=SHOWN, source="Liu et al. 2020 [V]", id="admin-output-change"))
     return rows
 
 
@@ -207,13 +222,15 @@ def judge(data: dict, config: Config) -> list[Check]:
                      f"(x{fmt(e(f['post_rise'].mean))})",
             rule=f"the {S.T_METHOD} interval > ln {RISE_MIN:g}: without the growth there is no "
                  "amplification for Pre-LN or DeepNorm to avoid",
-            source="Liu et al. 2020 [V]", margin_source="the lab's factor 2 (RISE_MIN)"),
+            source="Liu et al. 2020 [V]", margin_source="the lab's factor 2 (RISE_MIN)",
+            id="post-ln-output-change-grows-with-depth"),
         _comparison(
             claim="Pre-LN's output change grows logarithmically in N, not linearly",
             published="O(log N): ~150-165 at N=200 on a log-x plot (figure)",
             interval=f["pre_log"],
             measured=f"AIC(a + b N) - AIC(a + b ln N), per seed: {f['pre_log'].text()}",
-            source="Liu et al. 2020, output-change figure [V]"),
+            source="Liu et al. 2020, output-change figure [V]",
+            id="pre-ln-output-change-logarithmic-in-depth"),
         _comparison(
             claim=f"Post-LN's output change grows linearly in N, not logarithmically (up to "
                   f"N = {POST_LINEAR_MAX})",
@@ -221,7 +238,7 @@ def judge(data: dict, config: Config) -> list[Check]:
             interval=f["post_lin"],
             measured=f"AIC(a + b ln N) - AIC(a + b N) over N <= {POST_LINEAR_MAX}, per seed: "
                      f"{f['post_lin'].text()}; over every N: {f['post_lin_all'].text()}",
-            source="Liu et al. 2020 [V]",
+            source="Liu et al. 2020 [V]", id="post-ln-output-change-linear-in-depth",
             note=f"judged up to N = {POST_LINEAR_MAX} (papers.md section 5): at larger N this "
                  "small model's Post-LN change saturates"),
         Check.superiority(
@@ -231,7 +248,7 @@ def judge(data: dict, config: Config) -> list[Check]:
             measured=f"ln(post / pre) at N = {Nmax}, paired over seeds: {f['ratio_top'].text()} "
                      f"(x{fmt(e(f['ratio_top'].mean))})",
             rule=f"superiority: the paired interval of ln(post / pre) > ln {RATIO_MIN:g}",
-            source="Liu et al. 2020 [V]",
+            source="Liu et al. 2020 [V]", id="post-ln-amplifies-more-than-pre-ln",
             margin_source="papers.md section 5: post / pre > 3 at N = 200"),
         Check.superiority(
             claim="the Post-LN / Pre-LN gap widens with depth",
@@ -240,7 +257,7 @@ def judge(data: dict, config: Config) -> list[Check]:
             measured=f"log-log slope of post / pre over N >= {TAIL_MIN}, per seed: "
                      f"{f['ratio_slope'].text()}",
             rule=f"superiority: the {S.T_METHOD} interval of the slope > 0",
-            source="Liu et al. 2020 [V]",
+            source="Liu et al. 2020 [V]", id="post-to-pre-ln-gap-widens-with-depth",
             margin_source=f"papers.md section 5: 'increasing over N in [10, 100]', read as a "
                           f"trend over N >= {TAIL_MIN}"),
     ]
@@ -274,3 +291,154 @@ def plot(result, out_dir) -> list[str]:
     b.set_yscale("log")
     style(b, "the same, log-log", "sublayers N", "||dF||^2")
     return [save(fig, out_dir, "output_change.png")]
+
+
+# ---- the claim register (normlab.lab.register) ---------------------------------------------
+_LIU = "Liu et al. 2020, the amplification analysis and its output-change figure"
+_POST = ("\"an original n-layer Transformer's output_change_scale is O(n), which unstabilizes its "
+         "training\" (microsoft/admin-torch README, the authors' code [V]); papers.md section 5 "
+         "[V]: Post-LN ||F(x0, W) - F(x0, W + delta)||^2 = O(N)")
+_PRE = ("papers.md section 5 [V] (the official README and figures): \"Post-LN: O(N); Pre-LN and "
+        "Admin: O(log N)\"; Pre-LN and Admin \"grow roughly linearly in log N on a log-x plot\"")
+_FIGURE = ("papers.md section 5 [V], the output-change figure: \"Post-LN rises roughly linearly "
+           "to ~2100 at 200 sub-layers; Pre-LN and Admin reach ~150-165\"")
+_SEEDS_FROM = ("from pilots at seed 50000 (0d03123: quick 24, full 48); earlier 8, then 12 after "
+               "an interval sat on its threshold (93fa075), before any committed result")
+_N: dict[str, Any] = dict(grid=("sublayers",), seeds="seeds", seeds_from=_SEEDS_FROM)
+_AIC = "an information criterion's difference has its own zero"
+REGISTER = (
+    Record(id="post-ln-output-change-grows-with-depth", kind=PREMISE,
+           claim="premise: Post-LN's output change grows with depth", source=_POST,
+           where=_LIU, form="threshold", margin=(float(np.log(RISE_MIN)),), side="above",
+           margin_source="the lab's factor 2 (RISE_MIN)", registered="2026-12-03", **_N),
+    Record(id="pre-ln-output-change-logarithmic-in-depth", kind=CLAIM,
+           claim="Pre-LN's output change grows logarithmically in N, not linearly", source=_PRE,
+           where=_LIU, form=MODEL_COMPARISON, margin=(0.0,), side="above",
+           margin_source=_AIC, registered="2026-11-29", **_N),
+    Record(id="post-ln-output-change-linear-in-depth", kind=CLAIM,
+           claim="Post-LN's output change grows linearly in N, not logarithmically (up to "
+                 "N = 50)", source=_POST, where=_LIU, form=MODEL_COMPARISON, margin=(0.0,),
+           side="above", margin_source=_AIC, registered="2026-11-29", **_N),
+    Record(id="post-ln-amplifies-more-than-pre-ln", kind=CLAIM,
+           claim="Post-LN amplifies a perturbation far more than Pre-LN", source=_FIGURE,
+           where=_LIU, form="superiority", margin=(float(np.log(RATIO_MIN)),), side="above",
+           margin_source="papers.md section 5: post / pre > 3 at N = 200",
+           registered="2026-11-29", **_N),
+    Record(id="post-to-pre-ln-gap-widens-with-depth", kind=CLAIM,
+           claim="the Post-LN / Pre-LN gap widens with depth", source=_FIGURE, where=_LIU,
+           form="superiority", margin=(0.0,), side="above",
+           margin_source="papers.md section 5: 'increasing over N in [10, 100]', read as a "
+                         "trend over N >= 10", registered="2026-12-03", **_N),
+    Record(id="deepnorm-output-change-bounded", kind=DERIVATION,
+           claim="DeepNorm bounds the output change independently of depth",
+           source="\"In-depth theoretical analysis shows that model updates can be bounded in a "
+                  "stable way.\" (abstract)", where="Wang et al. 2022 (DeepNet), section 3",
+           form="non-inferiority", margin=(float(np.log(RISE_MIN)),), side="below",
+           margin_source="the lab's factor 2 (RISE_MIN)", registered="2026-11-29", **_N),
+    Record(id="admin-output-change", kind=SHOWN,
+           claim="Admin (profiled omega) grows like Pre-LN while keeping Post-LN's form",
+           where="Liu et al. 2020, the output-change figure (decided in the admin experiment)",
+           grid=("sublayers", "placements"), seeds="seeds", registered="2026-11-29"),
+)
+
+_FOUR = ("pre-ln-output-change-logarithmic-in-depth", "post-ln-output-change-linear-in-depth",
+         "post-ln-amplifies-more-than-pre-ln", "deepnorm-output-change-bounded")
+_UNCOMMITTED = "; made before any committed result: results_before is empty"
+_EARLY = tuple(  # the two changes made before any committed result, one per record
+    a for rec in _FOUR for a in (
+        Amendment(id=rec, date="2026-12-02", remeasure=True, before={"kind": "claim"},
+                  changed="the fixed input x0 from 1 sequence to `inputs` = 4" + _UNCOMMITTED,
+                  why="one sequence's change was dominated by the input drawn, which widened "
+                      "every interval over seeds (b0f1974, the notes)"),
+        Amendment(id=rec, date="2026-12-02", remeasure=True,
+                  before={"kind": "claim", "seeds_from": "8, the first setting (40d859b)"},
+                  changed="seeds 8 -> 12 at the quick size" + _UNCOMMITTED,
+                  why="an interval sat on its threshold at 8 seeds (93fa075; docs/lab.md, 'What "
+                      "changed after first results'): a count raised one check at a time")))
+_OVER_SEEDS = ("the point rules of papers.md section 5 became rules over seeds, each statistic "
+               "per seed with a Student-t interval (0d03123, fixed before the new numbers were "
+               "seen; the notes), and the seeds went 12 -> 24 (quick) and 24 -> 48 (full) from "
+               "pilots at seed 50000")
+_RULES: dict[str, Any] = dict(date="2026-12-03", commit="778a154", remeasure=True,
+                              why=_OVER_SEEDS)
+AMENDMENTS = (
+    *_EARLY,
+    Amendment(
+        id="pre-ln-output-change-logarithmic-in-depth", **_RULES,
+        changed="R^2 of a + b ln N > 0.9 and b > 0 -> the paired AIC difference of a + b N and "
+                "a + b ln N > 0 (a model comparison)",
+        before={"form": "threshold", "margin": [0.9], "side": "above", "seeds_from": "12",
+                "margin_source": "papers.md section 5: R^2 > 0.9"},
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": None,
+                      "measured": "fit a + b ln N: R^2 0.993 [0.953, 0.997] (n=12), b 0.0775 "
+                                  "[0.0716, 0.083] (n=12)"}}),
+    Amendment(
+        id="post-ln-output-change-linear-in-depth", **_RULES,
+        changed="R^2 of a + b N over N <= 50 > 0.8 and b > 0 -> the paired AIC difference of "
+                "a + b ln N and a + b N over N <= 50 > 0 (a model comparison)",
+        before={"form": "threshold", "margin": [0.8], "side": "above", "seeds_from": "12",
+                "margin_source": "papers.md section 5: R^2 > 0.8 up to N = 50",
+                "claim": "Post-LN's output change grows about linearly in N (up to N = 50)"},
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": None,
+                      "measured": "fit a + b N over N <= 50: R^2 0.984 [0.964, 0.998] (n=12), b "
+                                  "0.0426 [0.0283, 0.0581] (n=12)"}}),
+    Amendment(
+        id="post-ln-amplifies-more-than-pre-ln", **_RULES,
+        changed="one row 'far more than Pre-LN, more so with depth' (post / pre > 3 at N = 200 "
+                "and its log-log slope over N >= 10 > 0) -> two: ln(post / pre) > ln 3 here, "
+                "the widening its own row (post-to-pre-ln-gap-widens-with-depth)",
+        before={"form": "threshold", "margin": [3.0], "side": "above", "seeds_from": "12",
+                "claim": "Post-LN amplifies a perturbation far more than Pre-LN, more so with "
+                         "depth"},
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": None,
+                      "measured": "post / pre at N = 200: 7.34 [4.21, 11.8] (n=12); log-log slope "
+                                  "of post / pre over N >= 10: 0.462 [0.305, 0.602] (n=12)"}}),
+    Amendment(
+        id="post-to-pre-ln-gap-widens-with-depth", **_RULES, before={"kind": None},
+        changed="registered after the first result: split from the amplification row, which "
+                "held it (its result before is that row's)"),
+    Amendment(
+        id="post-ln-output-change-grows-with-depth", **_RULES, before={"kind": None},
+        changed="registered after the first result: a premise that Post-LN's output change "
+                "grows at all (there is nothing to amplify otherwise)"),
+    Amendment(
+        id="deepnorm-output-change-bounded", **_RULES,
+        changed="change(N = 200) / change(N = 2) < 2 and below Post-LN at every N >= 10 -> "
+                "the per-seed ln ratio's upper bound < ln 2 (non-inferiority); the comparison "
+                "with Post-LN shown",
+        before={"form": "threshold", "margin": [2.0], "side": "below", "seeds_from": "12"},
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": None,
+                      "measured": "deepnorm ||dF||^2 = 0.013 at N=2, 0.0125 at N=200 (ratio 0.967 "
+                                  "[0.929, 1] (n=12)); ln(post / deepnorm) at N >= 10: 3 [2.9, "
+                                  "3.2] (n=12), 3.7 [3.5, 3.9] (n=12), 4.9 [4.5, 5.3] (n=12), 4.8 "
+                                  "[4.5, 5.2] (n=12), 5.2 [4.8, 5.6] (n=12)"}}),
+    Amendment(
+        id="deepnorm-output-change-bounded", date="2026-12-07", commit="8ed4d62",
+        remeasure=False, before={"kind": "claim"},
+        changed="kind claim -> derivation: decided as before, shown apart",
+        why="lab-audit.md (8ed4d62), row 3 and section 2: alpha = (2L)^1/4 on the skip and "
+            "beta = (8L)^-1/4 on the branch weights make the output about LN(alpha x0) at "
+            "initialization (0.0127 against Pre-LN's 0.393 at N = 200), so the bound follows "
+            "from the two constants; DeepNet's own quantity is the update under training",
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [-0.05887183608393023, -0.008254189279478345],
+                      "measured": "ln(change(N=200) / change(N=2)), per seed: -0.0336 [-0.0589, "
+                                  "-0.00825] (n=24) (deepnorm 0.0131 at N=2, 0.0127 at N=200); "
+                                  "ln(post / deepnorm), the smallest over N >= 10: 3 [2.91, 3.09] "
+                                  "(n=24)"},
+            "full": {"status": "pass", "kind": "claim",
+                     "interval": [-0.020436474592194262, 0.006971723037987358],
+                     "measured": "ln(change(N=200) / change(N=2)), per seed: -0.00673 [-0.0204, "
+                                 "0.00697] (n=48) (deepnorm 0.0261 at N=2, 0.026 at N=200); "
+                                 "ln(post / deepnorm), the smallest over N >= 10: 2.97 [2.93, "
+                                 "3.01] (n=48)"}}),
+)
