@@ -55,14 +55,16 @@ def test_intervals_are_the_labs_student_t():
 
 
 def test_recovery_is_judged_only_where_the_harm_occurred():
-    """The promotion row is counted when bf16 accumulation is shown to hurt, shown (with why)
-    when it is not; the harm row itself is a counted claim either way."""
+    """The promotion row is counted when bf16 accumulation is shown to hurt, not judged (with
+    why) when it is not: a claim with no decision, its kind still its record's; the harm row
+    itself is a counted claim either way."""
     harm = stats.Interval(0.1, 0.05, 0.15, 5, "m")
     none = stats.Interval(-0.1, -0.15, -0.05, 5, "m")
     row = E.Check.superiority(claim="c", published="p", interval=harm, side="above")
     assert X._recovery(row, harm).counted
     shown = X._recovery(row, none)
-    assert shown.kind == E.SHOWN and not shown.counted and "did not occur" in shown.note
+    assert shown.kind == E.CLAIM and shown.status == "shown" and not shown.counted
+    assert "did not occur" in shown.note
     r = tiny()
     gap = next(c for c in r.checks if "hurts" in c.claim)
     assert gap.kind == E.CLAIM and gap.form == E.SUPERIORITY
@@ -82,3 +84,21 @@ def test_inner_sums_are_the_policy_matmul(chunk):
     terms = np.moveaxis(a.astype(np.float64)[:, :, None] * b.astype(np.float64)[None], 1, -1)
     got = kernels.accumulate_sum(terms, X.TC14, chunk=chunk, rounding="toward_zero")
     np.testing.assert_array_equal(got.astype(np.float32), matmul(a, b, pol))
+
+
+def test_the_register_counts_the_sources_claims_and_derives_the_promotion_rows():
+    """The three 'promotion fixes it' rows are arithmetic of the accumulator (lab-audit.md, row
+    11): derivations, counted apart; every row names its record."""
+    r = tiny()
+    kinds = {c.id: c.kind for c in r.checks}
+    assert kinds == {
+        "pytorch-rmsnorm-off-by-1-7x-from-accumulation": E.CLAIM,
+        "bf16-sum-misscales-rmsnorm-at-smallest-width": E.CLAIM,
+        "norm-promoted-every-32-within-1-percent": E.DERIVATION,
+        "tt-metal-softmax-rows-at-1024": E.CLAIM,  # (8192 is not among the tiny widths)
+        "softmax-promoted-every-32-within-1-percent": E.DERIVATION,
+        "deepseek-14-bit-accumulation-errs-2-percent": E.CLAIM,
+        "deepseek-promotion-halves-the-error": E.DERIVATION,
+        "bf16-accumulation-hurts-training": E.CLAIM,
+        "promotion-recovers-training": E.CLAIM}
+    assert not [c for c in r.checks if c.kind == E.DERIVATION and c.passed is False]
