@@ -155,6 +155,23 @@ def test_norm_placement_premise_gates_the_verdict_both_ways():
         assert (E.verdict_of(checks) != E.NOT_TESTED) is holds
 
 
+def test_norm_placement_rows_keep_to_the_register():
+    """One row per record: the shallow Post-LN row is the premise, the deep one, the five
+    "trains at every depth" rows and "no norm does worse than ReZero" are counted claims, the
+    gap to the floor is shown; the full size's move to Liu et al.'s learning rate is an
+    amendment of every decided row, with its result at 1e-2."""
+    r = tiny("norm-placement-depth")
+    kinds = {c.id: c.kind for c in r.checks}
+    assert kinds == {r.id: r.kind for r in norm_placement_depth.REGISTER}
+    assert [i for i, k in kinds.items() if k == E.PREMISE] == ["post-ln-trains-shallow"]
+    assert sum(k == E.CLAIM for k in kinds.values()) == 7
+    lr = {a.id for a in norm_placement_depth.AMENDMENTS if a.date == "2026-12-05"}
+    assert lr == {i for i, k in kinds.items() if k != E.SHOWN}
+    admin = next(a for a in norm_placement_depth.AMENDMENTS
+                 if a.id == "admin-trains-at-every-depth")
+    assert admin.results_before["full"]["status"] == "FAIL" and admin.remeasure
+
+
 def test_a_diverged_run_is_an_outcome():
     """At a learning rate of 30 runs diverge: they are recorded as diverged, counted at their
     loss at init, and every check still evaluates to a state, never NaN."""

@@ -12,12 +12,23 @@ at a depth when its loss there is within ``TOL`` of Pre-LN's best loss.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...train import TrainConfig
 from .. import stats as S
-from ..contract import PREMISE, SHOWN, Card, Check
+from ..contract import (
+    CLAIM,
+    NON_INFERIORITY,
+    PREMISE,
+    SHOWN,
+    SUPERIORITY,
+    Amendment,
+    Card,
+    Check,
+    Record,
+)
 from ..formatting import fmt
 from . import _recipes as R
 from ._training import final_losses, require_finished, run_grid, seed_losses, select
@@ -81,6 +92,70 @@ SIZES = {
 }
 
 
+# ---- the claim register (normlab.lab.register): every row judge can produce ----------------
+_GRID, _SEEDS = ("depths",), "seeds"
+_SEEDS_FROM = ("3 at the quick size and 5 at the full size, set before the first committed "
+               "result (624d7fc, fcc0cd1), from no pilot; never raised after a verdict")
+_LIU_TABLE = ("Liu et al. 2020, Table 1 (WMT14 En-De BLEU, 6L-6L / 12L-12L / 18L-18L) [S: "
+              "RealFormer's Table 7, papers.md section 5]")
+
+
+def _trains(p: str, claim: str, source: str, where: str) -> Record:
+    """The record of "p trains at every depth": p's worst loss over the depths within TOL of
+    Pre-LN's best (non-inferiority)."""
+    return Record(id=f"{p}-trains-at-every-depth", kind=CLAIM, claim=claim, source=source,
+                  where=where, form=NON_INFERIORITY, margin=(TOL,), side="below",
+                  margin_source=MARGINS, grid=_GRID, seeds=_SEEDS, seeds_from=_SEEDS_FROM,
+                  premise=("post-ln-trains-shallow",), registered="2026-11-29")
+
+
+REGISTER = (
+    Record(id="post-ln-trains-shallow", kind=PREMISE,
+           claim="Post-LN trains when shallow: within 0.1 nats of Pre-LN at the smallest depth",
+           source="\"Post-LN | 27.80 | failed | failed\" (the BLEU table's Post-LN row at 6L-6L, "
+                  "12L-12L, 18L-18L; Pre-LN 27.27 at 6L-6L)", where=_LIU_TABLE,
+           form=NON_INFERIORITY, margin=(TOL,), side="below", margin_source=MARGINS,
+           grid=_GRID, seeds=_SEEDS, seeds_from=_SEEDS_FROM, registered="2026-12-03"),
+    Record(id="post-ln-fails-deep", kind=CLAIM,
+           claim="Post-LN fails or ends clearly worse than Pre-LN at the largest depth",
+           source="\"for each layer in a multi-layer Transformer model, heavy dependency on its "
+                  "residual branch makes training unstable\"",
+           where="Liu et al. 2020, abstract; " + _LIU_TABLE + ": Post-LN failed at 12L and 18L",
+           form=SUPERIORITY, margin=(TOL,), side="above", margin_source=MARGINS, grid=_GRID,
+           seeds=_SEEDS, seeds_from=_SEEDS_FROM, premise=("post-ln-trains-shallow",),
+           registered="2026-11-29"),
+    _trains("pre", "Pre-LN trains at every depth (depth never hurts it)",
+            "\"Pre-LN | 27.27 | 28.26 | 28.38\" (the BLEU table's Pre-LN row)", _LIU_TABLE),
+    _trains("deepnorm", "DeepNorm trains at every depth",
+            "\"We successfully scale Transformers up to 1,000 layers (i.e., 2,500 attention and "
+            "feed-forward network sublayers) without difficulty\"",
+            "Wang et al. 2022 (DeepNet), abstract; Table 1 (18L / 50L / 100L: 28.8 / 29.0 / "
+            "28.9 BLEU) [S]"),
+    _trains("sandwich", "Sandwich (Peri-LN) trains at every depth",
+            "\"Peri-LN consistently achieves more balanced variance growth, steadier gradient "
+            "flow, and convergence stability\"", "Kim et al. 2025 (Peri-LN), abstract"),
+    _trains("admin", "Admin trains at every depth, where Post-LN fails",
+            "\"Extensive experiments show that Admin is more stable, converges faster, and "
+            "leads to better performance.\"",
+            "Liu et al. 2020, abstract; " + _LIU_TABLE + ": Admin 27.90 / 28.58 / 29.03"),
+    _trains("rezero", "ReZero trains at every depth without any norm in the blocks",
+            "\"we are the first to train Transformers over 100 layers without learning rate "
+            "warm-up or LayerNorm\"", "Bachlechner et al. 2020 (ReZero), Sec. 1"),
+    Record(id="no-norm-worse-than-rezero", kind=CLAIM,
+           claim="A plain residual stack without norm does worse than ReZero at the largest "
+                 "depth",
+           source="\"Signals effectively propagate through deep networks, which allows for "
+                  "learning in otherwise untrainable networks.\"",
+           where="Bachlechner et al. 2020 (ReZero), Sec. 1",
+           form=SUPERIORITY, margin=(TOL,), side="above", margin_source=MARGINS, grid=_GRID,
+           seeds=_SEEDS, seeds_from=_SEEDS_FROM, premise=("post-ln-trains-shallow",),
+           registered="2026-11-29"),
+    Record(id="gap-to-floor-at-largest-depth", kind=SHOWN,
+           claim="Gap to the entropy floor at the largest depth", grid=_GRID, seeds=_SEEDS,
+           registered="2026-11-29"),
+)
+
+
 def _variant(p: str, L: int) -> str:
     return f"{p} L={L}"
 
@@ -118,10 +193,11 @@ def _seeds(data: dict, p: str) -> np.ndarray:
 
 def _trains_everywhere(data: dict, p: str, claim: str, published: str, source: str) -> Check:
     """Placement p's worst loss over the depths minus Pre-LN's best, per seed: non-inferior to
-    Pre-LN within TOL."""
+    Pre-LN within TOL (the row of record ``{p}-trains-at-every-depth``)."""
     gap = _seeds(data, p).max(axis=1) - _seeds(data, "pre").min(axis=1)
     iv = S.mean_interval(gap)
-    return Check.non_inferiority(claim=claim, published=published, interval=iv, side=S.BELOW,
+    return Check.non_inferiority(id=f"{p}-trains-at-every-depth", claim=claim,
+                                 published=published, interval=iv, side=S.BELOW,
                                  margin=TOL, measured=f"{p}'s worst loss over L - Pre-LN's best, "
                                  f"per seed: {iv.text()}", source=source, margin_source=MARGINS)
 
@@ -135,7 +211,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                                                                                 pre[:, -1])
     none_rz = S.paired_interval(none[:, -1], rz[:, -1])
     return [
-        Check.non_inferiority(claim=f"Post-LN trains when shallow (L={Lmin}): within {TOL} nats "
+        Check.non_inferiority(id="post-ln-trains-shallow",
+                              claim=f"Post-LN trains when shallow (L={Lmin}): within {TOL} nats "
                               f"of Pre-LN", published="Post-LN 27.80 at 6L-6L (Pre-LN 27.27)",
                               interval=shallow, side=S.BELOW, margin=TOL, kind=PREMISE,
                               measured=f"post - pre, paired over seeds: {shallow.text()} at "
@@ -143,7 +220,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                               source="Liu et al. 2020, Table 1 [S]", margin_source=MARGINS,
                               note="the premise of the depth claim: a Post-LN that fails when "
                                    "shallow says nothing about depth"),
-        Check.superiority(claim=f"Post-LN fails or ends clearly worse than Pre-LN when deep "
+        Check.superiority(id="post-ln-fails-deep",
+                          claim=f"Post-LN fails or ends clearly worse than Pre-LN when deep "
                           f"(L={Lmax})",
                           published="Post-LN 'failed' at 12L-12L and 18L-18L (Pre-LN 28.26, "
                                     "28.38)", interval=deep, side=S.ABOVE, margin=TOL,
@@ -165,7 +243,8 @@ def judge(data: dict, config: Config) -> list[Check]:
         _trains_everywhere(data, "rezero", "ReZero trains at every depth without any norm in "
                            "the blocks", "120-layer Transformers train without LayerNorm or "
                            "warmup", "Bachlechner et al. 2020 [S]"),
-        Check.superiority(claim="A plain residual stack without norm does worse than ReZero at "
+        Check.superiority(id="no-norm-worse-than-rezero",
+                          claim="A plain residual stack without norm does worse than ReZero at "
                           "depth", published="ReZero trains where the plain residual network "
                                              "without norm does not",
                           interval=none_rz, side=S.ABOVE, margin=TOL,
@@ -173,7 +252,8 @@ def judge(data: dict, config: Config) -> list[Check]:
                           f"{fmt(at['none'][Lmax])}, {data['diverged']['none'][-1]} of "
                           f"{config.seeds} diverged)",
                           source="Bachlechner et al. 2020 [S]", margin_source=MARGINS),
-        Check(claim="Gap to the entropy floor at the largest depth",
+        Check(id="gap-to-floor-at-largest-depth",
+              claim="Gap to the entropy floor at the largest depth",
               published="- (the Markov source's exact floor)",
               measured=", ".join(f"{p} {at[p][Lmax] - floor:+.3f}" for p in PLACEMENTS)
               + f" (floor {fmt(floor)} nats)", rule="shown", passed=None, kind=SHOWN,
@@ -219,3 +299,68 @@ def plot(result, out_dir) -> list[str]:
     b.legend(fontsize=7)
     return [save(fig, out_dir, "norm_placement_depth.png")]
 
+
+
+# ---- the register's amendments: each change after a committed result, with the result before -
+def _row(status: str, interval: list[float] | None, measured: str, kind: str = CLAIM) -> dict:
+    """A committed row as an amendment's result before holds it."""
+    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
+
+
+_SPLIT: dict[str, Any] = dict(
+    date="2026-12-03", commit="778a154", remeasure=False,
+    changed="the first registration's one row 'Post-LN matches Pre-LN when shallow but fails or "
+            "ends clearly worse when deep' (both conditions decided together, no interval of its "
+            "own) split into the premise at the smallest depth and the claim at the largest "
+            "(superiority, > 0.1 nats), on the same data (5c05c92)",
+    why="premises first (the kinds of row, 3a2fb9d): a Post-LN that fails when shallow says "
+        "nothing about depth, so the shallow half is what the claim needs, counted apart; the "
+        "full size was not measured before the change")
+_LR: dict[str, Any] = dict(
+    date="2026-12-05", commit="8c42986", remeasure=True,
+    changed="the full size's learning rate from the quick recipe's 1e-2 to Liu et al.'s 1e-3 "
+            "(3390434); margins, depths, steps and seeds unchanged",
+    why="at 1e-2 Admin stalled with Post-LN from eight blocks on and DeepNorm in 2 of 5 seeds "
+        "at L=24 (partly reproduced); a pilot at 24 blocks (seed 0, a verdict seed) gave Admin "
+        "2.406 / 1.136 / 1.137 nats at lr 1e-2 / 3e-3 / 1e-3 and Post-LN 2.406 at all three: "
+        "1e-3 is the source's own learning rate (WMT14 En-De, papers.md section 5), the notes")
+_FULL_AT_1E_2 = {  # the full size at lr 1e-2, 8c42986
+    "post-ln-trains-shallow": _row(
+        "pass", [-0.000147583259091673, 0.0005045810880222894],
+        "post - pre, paired over seeds: 0.000178 [-0.000148, 0.000505] (n=5) at L=2", PREMISE),
+    "post-ln-fails-deep": _row(
+        "pass", [1.2312456872095972, 1.2833935314774827],
+        "post - pre, paired over seeds: 1.26 [1.23, 1.28] (n=5) at L=24 (0 diverged)"),
+    "pre-trains-at-every-depth": _row(
+        "pass", [0.0004886894858066173, 0.0017805164774324566],
+        "pre's worst loss over L - Pre-LN's best, per seed: 0.00113 [0.000489, 0.00178] (n=5)"),
+    "deepnorm-trains-at-every-depth": _row(
+        "inconclusive", [-0.3546970099750347, 1.374545346207861],
+        "deepnorm's worst loss over L - Pre-LN's best, per seed: 0.51 [-0.355, 1.37] (n=5)"),
+    "sandwich-trains-at-every-depth": _row(
+        "pass", [0.000938692629760169, 0.0018768022894356021],
+        "sandwich's worst loss over L - Pre-LN's best, per seed: 0.00141 [0.000939, 0.00188] "
+        "(n=5)"),
+    "admin-trains-at-every-depth": _row(
+        "FAIL", [1.272628603430432, 1.2733551274314854],
+        "admin's worst loss over L - Pre-LN's best, per seed: 1.27 [1.27, 1.27] (n=5)"),
+    "rezero-trains-at-every-depth": _row(
+        "pass", [-0.00035444369480458276, 0.0015656776440933088],
+        "rezero's worst loss over L - Pre-LN's best, per seed: 0.000606 [-0.000354, 0.00157] "
+        "(n=5)"),
+    "no-norm-worse-than-rezero": _row(
+        "pass", [1.763814246447747, 2.619532471589754],
+        "none - rezero = 2.19 [1.76, 2.62] (n=5) nats at L=24 (none 3.33, 5 of 5 diverged)"),
+}
+
+AMENDMENTS = (
+    Amendment(id="post-ln-trains-shallow", before={"kind": None}, **{
+        **_SPLIT, "changed": "added as the premise: the shallow half of the first "
+                             "registration's combined Post-LN row (5c05c92)"}),
+    Amendment(id="post-ln-fails-deep", before={
+        "claim": "Post-LN matches Pre-LN when shallow but fails or ends clearly worse when deep",
+        "form": "", "margin": [], "side": "", "premise": []}, **_SPLIT, results_before={
+        "quick": _row("pass", None, "post - pre, paired over seeds: -0.000389 [-0.00269, "
+                                    "0.00191] (n=3) at L=2, 1.17 [1.15, 1.19] (n=3) at L=18")}),
+    *(Amendment(id=i, **_LR, results_before={"full": row}) for i, row in _FULL_AT_1E_2.items()),
+)
