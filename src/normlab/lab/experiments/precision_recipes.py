@@ -494,13 +494,20 @@ _ZERO_WHY = ("issue item 3 and lab-audit.md, row 10: at the full size pure bf16 
 AMENDMENTS = (
     Amendment(
         id="pure-bf16-falls-behind", date="2026-12-02",
-        changed=("decided over 5 seeds (master_seeds) instead of one, after the one-seed result; "
-                 "the one-seed result was never committed to a results file (the first "
-                 "quick.json, da85eb3, already holds n = 5), so no result before is given"),
+        changed=("decided over 5 seeds (master_seeds) instead of one (d3d3efa, 93fa075), "
+                 "measured again; the one-seed result before is the README's lab table at "
+                 "847cbac, the results' only committed record before docs/results/quick.json "
+                 "(da85eb3), a point value with no interval"),
         why=("docs/lab.md, 'What changed after first results': pure bf16's 'falls behind' passed "
-             "at +0.021 against 0.02 on one seed, and was then decided over five (93fa075)"),
+             "at +0.021 against 0.02 on one seed, and was then decided over five"),
         before={},
         remeasure=True,
+        commit="847cbac",
+        results_before={
+            "quick": {"status": "pass", "kind": "claim", "interval": None,
+                      "measured": "pure_bf16 +0.021 (update RMS x0.51), one seed, rule gap > "
+                                  "0.02 (README at 847cbac)"},
+        },
     ),
     Amendment(
         id="small-gradients-fp16-unscaled-falls-behind", date="2026-12-03",
