@@ -44,10 +44,27 @@ def test_a_wrong_backward_is_caught(monkeypatch):
 
 
 def test_the_stream_is_counted_once(result):
-    """The depth slopes follow from Lemma 3 and the stream's growth (residual-growth's claim):
-    derivations here, so no row of this experiment is a counted claim."""
+    """The depth slopes follow from Lemma 3 and the stream's growth (Lemma 2, a derivation in
+    residual-growth too): derivations here, so no row of this experiment is a counted claim."""
     assert not any(c.counted for c in result.checks)
     assert result.verdict == E.HOLDS
+    slopes = [c for c in result.checks if c.form]
+    assert sorted(c.id for c in slopes) == [
+        "post-ln-last-layernorm-jacobian-independent-of-depth",
+        "pre-ln-final-layernorm-jacobian-shrinks-with-depth"]
+    assert all(c.kind == E.DERIVATION for c in slopes)
+
+
+def test_the_register_holds_every_row_and_the_slopes_first_registration(result):
+    from normlab.lab import register
+
+    register.validate(lj)
+    assert [c.id for c in result.checks] == [r.id for r in lj.REGISTER]
+    first = {a.id: a for a in lj.AMENDMENTS if a.date == "2026-12-03"}
+    # as first registered the two depth slopes were counted claims, both passing
+    assert len(first) == 2 and all(a.before == {"kind": "claim"}
+                                   and a.results_before["quick"]["status"] == "pass"
+                                   for a in first.values())
 
 
 def test_every_row_is_an_identity_a_derivation_or_shown(result):

@@ -20,6 +20,7 @@ Post-LN's last LayerNorm reads x + F(x) of a constant size at every depth.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ...functional import (
     rms_norm_forward,
 )
 from .. import stats
-from ..contract import DERIVATION, IDENTITY, SHOWN, Card, Check
+from ..contract import DERIVATION, IDENTITY, SHOWN, Amendment, Card, Check, Record
 from ..formatting import fmt
 from ._setups import xiong_model
 
@@ -265,19 +266,21 @@ def _identity_checks(data: dict) -> list[Check]:
                   "J_0 = (I - 1 1^T/d - xhat xhat^T/d) / sigma (LN), (I - x x^T/(d rms^2)) / rms",
               measured=f"max |J - J^T| / max |J| = {fmt(asym)} over {grid}",
               rule=f"< {IDENTITY_TOL:g} (so power iteration may use J v = J^T v)",
-              passed=asym < IDENTITY_TOL, source=src, kind=IDENTITY),
+              passed=asym < IDENTITY_TOL, source=src, kind=IDENTITY,
+              id="jacobian-without-gain-is-symmetric"),
         Check(claim="||J_LN||_2 = 1 / sqrt(Var[x] + eps) = sqrt(d) / sqrt(||x - mean||^2 + d eps)",
               published="O(sqrt(d) / ||x||_2) (Lemma 3)",
               measured=f"power iteration on normlab's VJPs vs the closed form: max relative error "
               f"{fmt(err['layernorm'])} over {grid}", rule=f"< {IDENTITY_TOL:g}",
               passed=err["layernorm"] < IDENTITY_TOL,
               source="Xiong et al. 2020, Lemma 3 [V]; " + src,
-              kind=IDENTITY),
+              kind=IDENTITY, id="layernorm-jacobian-norm-closed-form"),
         Check(claim="||J_RMS||_2 = 1 / sqrt(mean(x^2) + eps) = sqrt(d) / sqrt(||x||^2 + d eps)",
               published="- (RMSNorm: the same lemma without the mean)",
               measured=f"max relative error {fmt(err['rmsnorm'])} over {grid}",
               rule=f"< {IDENTITY_TOL:g}",
-              passed=err["rmsnorm"] < IDENTITY_TOL, source=src, kind=IDENTITY),
+              passed=err["rmsnorm"] < IDENTITY_TOL, source=src, kind=IDENTITY,
+              id="rmsnorm-jacobian-norm-closed-form"),
         Check(claim="With a gain gamma, power iteration on J^T J finds "
               "the Jacobian's largest singular "
               "value, at most max|gamma| times the gain-free norm",
@@ -285,7 +288,8 @@ def _identity_checks(data: dict) -> list[Check]:
               measured=
                   f"vs the SVD of the Jacobian built from d VJPs: max relative error {fmt(g_err)} "
               f"({len(gain)} inputs); bound holds: {g_bound}", rule="< 1e-6 and the bound holds",
-              passed=g_err < 1e-6 and g_bound, source=src, kind=IDENTITY),
+              passed=g_err < 1e-6 and g_bound, source=src, kind=IDENTITY,
+              id="jacobian-with-gain-by-power-iteration"),
         Check(claim="Lemma 3 is an equality up to eps: ||J|| <= sqrt(d)/||x - mean|| (LN), "
               "sqrt(d)/||x|| (RMSNorm)", published="O(sqrt(d) / ||x||_2) (Lemma 3)",
               measured=f"||J|| ||x - mean|| / sqrt(d): max {lemma['layernorm']:.6f} (LN), "
@@ -293,12 +297,13 @@ def _identity_checks(data: dict) -> list[Check]:
               f"{tight['rmsnorm']:.6f}; at scale {small:g} eps dominates: {sat:.3g}",
               rule="max <= 1 and min at scale >= 1 > 0.999", passed=max(lemma.values()) <= 1 + 1e-12
               and min(tight.values()) > 0.999, source="Xiong et al. 2020, Lemma 3 [V]",
-              kind=IDENTITY),
+              kind=IDENTITY, id="lemma-3-is-an-equality-up-to-eps"),
         Check(claim="For an uncentered input LayerNorm's norm follows ||x - mean||, not ||x||",
               published="the lemma's ||x|| (its inputs are centered at initialization)",
               measured="||J|| ||x|| / sqrt(d) at mean offset " + ", ".join(
                   f"{r['offset']:g}: LN {r['layernorm']:.3g}, RMS {r['rmsnorm']:.3g}" for r in off),
               rule="shown", passed=None, source="follows from the closed form", kind=SHOWN,
+              id="uncentered-input-reads-the-centred-norm",
               note="RMSNorm does not subtract the mean, so its bound reads ||x|| itself"),
     ]
 
@@ -311,21 +316,22 @@ def _stream_checks(data: dict) -> list[Check]:
     in_bounds = all(a <= v <= b for a, v, b in zip(lo, sq["pre"], hi))
     Ls = ", ".join(str(L) for L in depths)
     out = []
-    for name, iv, (a, b), pub in (
+    for name, iv, (a, b), pub, rec in (
             ("Pre-LN: the final LayerNorm's Jacobian shrinks as 1/sqrt(L) at initialization",
-             pre, PRE_SLOPE, "Pre-LN gradient O(d sqrt(ln d / L)) (Theorem 1): slope -1/2"),
+             pre, PRE_SLOPE, "Pre-LN gradient O(d sqrt(ln d / L)) (Theorem 1): slope -1/2",
+             "pre-ln-final-layernorm-jacobian-shrinks-with-depth"),
             ("Post-LN: the last LayerNorm's Jacobian does not depend on L",
-             post, POST_SLOPE, "Post-LN gradient independent of L (Theorem 1): slope 0")):
+             post, POST_SLOPE, "Post-LN gradient independent of L (Theorem 1): slope 0",
+             "post-ln-last-layernorm-jacobian-independent-of-depth")):
         out.append(Check.band(claim=name, published=pub, interval=iv, lo=a, hi=b,
                               measured=f"log-log slope of ||J|| vs L: {iv.text()}",
                               rule=f"{iv.method} interval inside [{a}, {b}] (papers.md section 1)",
                               source="Xiong et al. 2020, Lemmas 2-3, Thm. 1 [V]",
-                              kind=DERIVATION,
+                              kind=DERIVATION, id=rec,
                               note="||J|| = sqrt(d) / ||x_L - mean|| (Lemma 3, an identity above), "
                                    "so this slope is minus half the slope of the stream's "
-                                   "E||x_L||^2 in L (Lemma 2): residual-growth counts that "
-                                   "growth as its claim; here it is counted once, as a "
-                                   "consequence"))
+                                   "E||x_L||^2 in L (Lemma 2), which residual-growth decides as "
+                                   "a derivation too: a consequence, counted apart"))
     out.append(Check(claim=
                          "The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
                      "(Post-LN)",
@@ -334,8 +340,9 @@ def _stream_checks(data: dict) -> list[Check]:
                      + ", ".join(f"{v:.2f}" for v in sq["pre"])
                      + f" (inside the bounds: {in_bounds}); post "
                      + ", ".join(f"{v:.2f}" for v in sq["post"]),
-                     rule="shown (residual-growth counts Lemma 2's growth)", passed=None,
-                     kind=SHOWN, source="Xiong et al. 2020, Lemma 2 [V]"))
+                     rule="shown (residual-growth decides Lemma 2's growth)", passed=None,
+                     kind=SHOWN, source="Xiong et al. 2020, Lemma 2 [V]",
+                     id="final-layernorm-input-follows-lemma-2"))
     return out
 
 
@@ -384,3 +391,91 @@ def plot(result, out_dir) -> list[str]:
     b.xaxis.set_minor_formatter(NullFormatter())
     style(b, "the final LayerNorm's ||J|| at initialization", "layers L", "mean ||J||_2 per token")
     return [save(fig, out_dir, "layernorm_jacobian.png")]
+
+
+# ---- the claim register (normlab.lab.register) ---------------------------------------------
+_LEMMA3 = ("\"||J_LN(x)||_2 = O(sqrt(d) / ||x||_2)\" (Lemma 3 as papers.md section 1 renders it "
+           "[V])")
+_UNIT: dict[str, Any] = dict(grid=("widths", "scales"), registered="2026-12-02")
+_STREAM: dict[str, Any] = dict(
+    grid=("depths",), seeds="seeds", registered="2026-12-02",
+    seeds_from="3 (quick) and 10 (full) initializations, set with the experiment (55c2ce8), no "
+               "pilot; never raised after a verdict")
+REGISTER = (
+    Record(id="jacobian-without-gain-is-symmetric", kind=IDENTITY,
+           claim="Without a gain, LayerNorm's and RMSNorm's Jacobians are symmetric",
+           where="the closed forms of LayerNorm's and RMSNorm's Jacobians", **_UNIT),
+    Record(id="layernorm-jacobian-norm-closed-form", kind=IDENTITY,
+           claim="||J_LN||_2 = 1 / sqrt(Var[x] + eps) = sqrt(d) / sqrt(||x - mean||^2 + d eps)",
+           source=_LEMMA3, where="Xiong et al. 2020, Lemma 3", **_UNIT),
+    Record(id="rmsnorm-jacobian-norm-closed-form", kind=IDENTITY,
+           claim="||J_RMS||_2 = 1 / sqrt(mean(x^2) + eps) = sqrt(d) / sqrt(||x||^2 + d eps)",
+           where="RMSNorm's closed form (Zhang & Sennrich 2019)", **_UNIT),
+    Record(id="jacobian-with-gain-by-power-iteration", kind=IDENTITY,
+           claim="With a gain gamma, power iteration on J^T J finds the Jacobian's largest "
+                 "singular value, at most max|gamma| times the gain-free norm",
+           where="the SVD of the Jacobian built from d VJPs", grid=("widths",),
+           registered="2026-12-02"),
+    Record(id="lemma-3-is-an-equality-up-to-eps", kind=IDENTITY,
+           claim="Lemma 3 is an equality up to eps: ||J|| <= sqrt(d)/||x - mean|| (LN), "
+                 "sqrt(d)/||x|| (RMSNorm)", source=_LEMMA3, where="Xiong et al. 2020, Lemma 3",
+           **_UNIT),
+    Record(id="uncentered-input-reads-the-centred-norm", kind=SHOWN,
+           claim="For an uncentered input LayerNorm's norm follows ||x - mean||, not ||x||",
+           where="the closed form beside Lemma 3", grid=("offsets",), registered="2026-12-02"),
+    Record(id="pre-ln-final-layernorm-jacobian-shrinks-with-depth", kind=DERIVATION,
+           claim="Pre-LN: the final LayerNorm's Jacobian shrinks as 1/sqrt(L) at initialization",
+           source=_LEMMA3 + " with Lemma 2's Pre-LN stream, (1 + L/2) d <= E||x_L||^2 <= "
+                            "(1 + 3L/2) d", where="Xiong et al. 2020, Lemmas 2-3 and Theorem 1",
+           form="band", margin=PRE_SLOPE,
+           margin_source="papers.md section 1's Pre-LN range for the last-layer gradient's "
+                         "slope", **_STREAM),
+    Record(id="post-ln-last-layernorm-jacobian-independent-of-depth", kind=DERIVATION,
+           claim="Post-LN: the last LayerNorm's Jacobian does not depend on L",
+           source=_LEMMA3 + " with Lemma 2's Post-LN E||x^{post,5}||^2 = (3/2) d",
+           where="Xiong et al. 2020, Lemmas 2-3 and Theorem 1", form="band", margin=POST_SLOPE,
+           margin_source="papers.md section 1's Post-LN range for the last-layer gradient's "
+                         "slope", **_STREAM),
+    Record(id="final-layernorm-input-follows-lemma-2", kind=SHOWN,
+           claim="The final LayerNorm's input grows as Lemma 2 says (Pre-LN) and is 1.5 d "
+                 "(Post-LN)", where="Xiong et al. 2020, Lemma 2", **_STREAM),
+)
+
+_COUNTED_ONCE = ("||J|| = sqrt(d) / ||x_L - mean|| is Lemma 3 (the identity rows), so the depth "
+                 "slope of ||J|| is minus half that of the stream's E||x_L||^2, Lemma 2's: one "
+                 "phenomenon counted twice (14e7772, the notes)")
+_DERIVED: dict[str, Any] = dict(
+    date="2026-12-03", commit="778a154", remeasure=False, before={"kind": "claim"},
+    changed="kind claim -> derivation: decided as before against the same band, counted apart",
+    why=_COUNTED_ONCE)
+AMENDMENTS = (
+    Amendment(
+        id="pre-ln-final-layernorm-jacobian-shrinks-with-depth", **_DERIVED,
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [-0.5887284935140268, -0.557897104491934],
+                      "measured": "log-log slope of ||J|| vs L: -0.573 [-0.589, -0.558] (n=3)"}}),
+    Amendment(
+        id="post-ln-last-layernorm-jacobian-independent-of-depth", **_DERIVED,
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [-0.002838168393030174, 0.011921575554081687],
+                      "measured": "log-log slope of ||J|| vs L: 0.00454 [-0.00284, 0.0119] "
+                                  "(n=3)"}}),
+    Amendment(
+        id="uncentered-input-reads-the-centred-norm", date="2026-12-06", commit="e2916fb",
+        remeasure=False, before={"kind": "claim"},
+        changed="kind claim (never decided: passed None) -> shown (d4848ae); the full row before "
+                "is from 33b19e9",
+        why="the row has no published counterpart: it illustrates that Lemma 3 reads "
+            "||x - mean||, context rather than a claim of the source",
+        results_before={
+            "quick": {"status": "shown", "kind": "claim",
+                      "interval": None,
+                      "measured": "||J|| ||x|| / sqrt(d) at mean offset 0: LN 1, RMS 1, 1: LN "
+                                  "1.31, RMS 1, 10: LN 9.29, RMS 1"},
+            "full": {"status": "shown", "kind": "claim",
+                     "interval": None,
+                     "measured": "||J|| ||x|| / sqrt(d) at mean offset 0: LN 1, RMS 1, 1: LN 1.42,"
+                                 " RMS 1, 10: LN 9.78, RMS 1"}}),
+)
