@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from normlab.lab import framework as E
+from normlab.lab import register
 from normlab.lab.experiments import dyt
 
 
@@ -60,3 +61,22 @@ def test_parity_is_non_inferiority_with_the_sourced_margin():
         row = dyt._parity(data, data["losses"]["dyt"], "LN", "c", "p", "s")
         assert row.form == "non-inferiority" and row.passed is expected
         assert row.threshold == [dyt.PARITY_TOL] and "0.03" in row.margin_source
+
+
+def test_the_register_counts_the_llm_recipe_and_lists_the_non_llm_default_as_not_tested():
+    """Three counted claims (parity with RMSNorm and LayerNorm under the LLM recipe, the
+    S-curve); the first registration's best-alpha0 row is retired (it chose its alpha0 on the
+    seeds it judged and read the alpha0 = 0.5 row's interval); the non-LLM default's claim is
+    listed as not tested, with the reason, its number on this model shown."""
+    recs = {r.id: r for r in dyt.REGISTER}
+    counted = [r.id for r in dyt.REGISTER if r.counted and not r.untested]
+    assert counted == ["dyt-matches-rmsnorm", "dyt-matches-layernorm", "layernorm-is-s-shaped",
+                       "dyt-tuned-alpha-matches-layernorm"]
+    assert register.retired(dyt) == {"dyt-tuned-alpha-matches-layernorm"}
+    assert recs["dyt-default-alpha-matches-layernorm"].untested
+    assert not recs["dyt-default-alpha-matches-layernorm"].tested_at("quick")
+    assert recs["dyt-default-alpha-against-layernorm"].kind == E.SHOWN
+    first = {a.id: a for a in dyt.AMENDMENTS if a.date == "2026-12-03"}
+    assert first["dyt-matches-layernorm"].before["form"] == "band"
+    assert first["dyt-matches-layernorm"].results_before["quick"]["status"] == "FAIL"
+    assert first["layernorm-is-s-shaped"].results_before["quick"]["status"] == "pass"
