@@ -242,3 +242,33 @@ def test_outputs_are_written_atomically(tmp_path, capsys):
     assert rc == 0 and json.loads((out / "inspect.json").read_text())["loss"] > 0
     assert (out / "inspect.json").stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in out.iterdir()) == ["inspect.html", "inspect.json"]
+
+
+def test_inspect_reports_each_weights_block_statistics():
+    """Every weight matrix under every what-if dialect: the figures of block_stats itself, the
+    row/column disagreement zero for 2D tiles only, and the page's section."""
+    from normlab.lab.inspect_page import render
+    from normlab.precision.blockstats import WHAT_IF, block_stats
+
+    model = _model(d_model=32, n_heads=4, d_ff=48)
+    r = inspect_model(model, np.arange(30) % CFG.vocab_size, seq_len=8, policies=())
+    blocks = r["blocks"]
+    assert set(blocks["dialects"]) == set(WHAT_IF)
+    mats = {k for k, v in model.parameters().items() if v.ndim == 2}
+    assert set(blocks["tensors"]) == mats
+    name = "blocks.0.mlp.branch.up.weight" if "blocks.0.mlp.branch.up.weight" in mats else \
+        sorted(mats)[0]
+    w = model.parameters()[name]
+    for dialect, p in WHAT_IF.items():
+        want = block_stats(w, p).to_dict()
+        got = blocks["tensors"][name][dialect]
+        assert got == json.loads(json.dumps(want)), dialect
+        if "16x16" in dialect or "128x128" in dialect:
+            assert got["rowcol_differ"] == 0
+    assert blocks["tensors"][name]["nvfp4"]["rowcol_differ"] > 0
+    json.dumps(r)
+    page = render(r, "tiny")
+    assert "Per-block statistics of the weights" in page and "top band" in page
+    r2 = inspect_model(model, np.arange(30) % CFG.vocab_size, seq_len=8, policies=(),
+                       blocks=False)
+    assert "blocks" not in r2

@@ -121,6 +121,60 @@ def _tensors_section(result: dict, formats: list) -> str:
     return "".join(parts)
 
 
+def _scale_svg(binades: dict, width: int = 220, height: int = 36) -> str:
+    """A small bar chart of the block scales' binades (floor(log2 s) -> blocks)."""
+    if not binades:
+        return "-"
+    keys = sorted(int(k) for k in binades)
+    lo, hi = keys[0], keys[-1]
+    n = hi - lo + 1
+    top = max(binades.values())
+    bw = width / max(n, 1)
+    out = [f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" '
+           f'font-size="8" font-family="sans-serif">']
+    for k in keys:
+        c = binades[str(k)] if str(k) in binades else binades[k]
+        h = max(1.0, (height - 10) * c / top)
+        out.append(f'<rect x="{(k - lo) * bw:.1f}" y="{height - 10 - h:.1f}" '
+                   f'width="{max(bw * 0.9, 0.5):.1f}" height="{h:.1f}" fill="#555">'
+                   f'<title>2^{k}: {c} blocks</title></rect>')
+    out.append(f'<text x="0" y="{height - 1}">2^{lo}</text>'
+               f'<text x="{width - 30}" y="{height - 1}">2^{hi}</text></svg>')
+    return "".join(out)
+
+
+def _blocks_section(blocks: dict) -> str:
+    """Per dialect, each weight matrix's block statistics."""
+    parts = ["<h2>Per-block statistics of the weights</h2><p>What each block dialect would do "
+             "to every weight matrix: the distribution of its block scales (binades of the "
+             "stored scale; the share of blocks whose scale is zero, below the scale format's "
+             "normal range, or at its top), the share of values scaled into the element "
+             "format's top band, the largest blockwise dynamic range (log2 max / min non-zero), "
+             "how many values differ when the matrix is quantized row-wise and column-wise (1D "
+             "blocks: the forward's and the data gradient's copies), and the relative error."
+             "</p>"]
+    for name, desc in blocks["dialects"].items():
+        rows = []
+        for tensor, per in blocks["tensors"].items():
+            s = per.get(name)
+            if s is None:
+                continue
+            band = s["top_band_interval"]
+            rc = "-" if s["rowcol_differ"] is None else _pct(s["rowcol_differ"])
+            rows.append([html.escape(tensor), str(s["blocks"]), _scale_svg(s["scale_binades"]),
+                         fmt(s["scale_log2_std"], 2), _pct(s["scales_zero"]),
+                         _pct(s["scales_low"]), _pct(s["scales_top"]),
+                         f'{_pct(s["top_band"])} in ({fmt(band[0])}, {fmt(band[1])}]',
+                         fmt(s["dynamic_range_max"], 3), rc, fmt(s["error"]["rel_error"], 3)])
+        parts.append(f"<details open><summary>{html.escape(name)}: {html.escape(desc)}"
+                     f"</summary>")
+        parts.append(table(["weight", "blocks", "scale binades", "log2 s sd", "scale 0",
+                            "scale low", "scale top", "top band", "max DR (bits)",
+                            "row vs column", "rel. error"], rows))
+        parts.append("</details>")
+    return "".join(parts)
+
+
 def render(result: dict, title: str) -> str:
     """The whole page."""
     cfg = result["model"]["config"]
@@ -165,6 +219,8 @@ def render(result: dict, title: str) -> str:
                         rows))
 
     parts.append(_tensors_section(result, formats))
+    if "blocks" in result:
+        parts.append(_blocks_section(result["blocks"]))
     parts.append("<h2>Histograms of log2 |x| with each format's window</h2>")
     for n, t in result["tensors"].items():
         parts.append(f"<details><summary>{html.escape(n)} ({t['kind']}, "

@@ -15,7 +15,13 @@ then the norms, the residual stream, attention and the precision headroom of eve
   scaling (``FORMAT_SCALINGS``) the fractions of the non-zero values that overflow (round past
   the largest finite value), flush (round to zero) or lose precision (land among the subnormals);
 - ``policies``: the loss under each precision preset of ``normlab.precision.PRESETS``, emulated,
-  beside float32's.
+  beside float32's;
+- ``blocks``: for every weight matrix, the per-block statistics of each block dialect of
+  ``normlab.precision.blockstats.WHAT_IF`` (NVFP4 in 1x16 blocks and 16x16 tiles, MXFP8 and
+  MXFP4, FP8 in 1x128 and 128x128 blocks): the distribution of the block scales, the share of
+  values in the element format's top band ((4, 6] for E2M1), the blockwise dynamic range, and
+  for 1D blocks how far the matrix quantized row-wise and column-wise differ
+  (``normlab.precision.blockstats.block_stats``); what a recipe would do to the checkpoint.
 
 Each tensor's statistics are ``normlab.precision.headroom.tensor_stats``. Scalings (s multiplies
 x before the cast): ``none`` s = 1; ``tensor`` s = fmax / amax(x), the tensor's own amax
@@ -37,6 +43,7 @@ import numpy as np
 from ..nn.attention import CausalSelfAttention, recording_heads
 from ..nn.numerics import FULL_PRECISION, Numerics, PolicyNumerics, numerics_scope
 from ..precision import PRESETS, DelayedScaling
+from ..precision.blockstats import WHAT_IF, what_if
 from ..precision.headroom import (
     FORMAT_SCALINGS,
     HEADROOM_FORMATS,
@@ -48,7 +55,7 @@ from ..precision.headroom import (
 from .gpt import GPT
 
 __all__ = ["FORMAT_SCALINGS", "HEADROOM_FORMATS", "HIST_HI", "HIST_LO", "inspect_model",
-           "tensor_stats"]
+           "tensor_stats", "weight_block_stats"]
 
 
 # ---- recording every tensor that passes a precision hook ------------------------------------
@@ -114,13 +121,15 @@ def _norm_gains(model: GPT, layer: int) -> dict:
 
 def inspect_model(model: GPT, tokens: np.ndarray, *, seq_len: int | None = None,
                   policies: tuple[str, ...] | None = None,
-                  progress: Callable[[str, float], None] | None = None) -> dict:
+                  progress: Callable[[str, float], None] | None = None,
+                  blocks: bool = True) -> dict:
     """Measure ``model`` on ``tokens`` (1-D token ids): the last window of ``seq_len`` + 1 tokens
     (default: the model's seq_len, at most 256) is measured, a preceding window (when the tokens
     hold one) supplies delayed scaling's previous amax. ``policies``: preset names (default:
     every preset of ``normlab.precision.PRESETS`` but fp32, the reference).
-    ``progress(step, fraction)`` is called along the way. Returns the dict described in the
-    module docstring. The model's numerics, mode and gradients are as they were afterwards."""
+    ``progress(step, fraction)`` is called along the way. ``blocks``: the weights' per-block
+    statistics (False leaves ``blocks`` out). Returns the dict described in the module
+    docstring. The model's numerics, mode and gradients are as they were afterwards."""
     T, window, previous, policies = _checked(model, tokens, seq_len, policies)
     progress = progress or (lambda step, fraction: None)
     idx, targets = window[None, :-1], window[None, 1:]  # (1, T)
@@ -139,6 +148,7 @@ def inspect_model(model: GPT, tokens: np.ndarray, *, seq_len: int | None = None,
         model.train(was_training)
     windows = {key: format_window(fmt) for key, fmt, _ in FORMAT_SCALINGS}
     cfg = model.config
+    extra = {"blocks": weight_block_stats(model)} if blocks else {}
     return {
         "model": {"config": cfg.to_dict(), "parameters": int(model.num_parameters())},
         "tokens": {"measured": int(T), "delayed_from": "previous window" if previous is not None
@@ -154,7 +164,23 @@ def inspect_model(model: GPT, tokens: np.ndarray, *, seq_len: int | None = None,
                     for k, f, s in FORMAT_SCALINGS],
         "policies": {name: {"loss": loss, "delta": loss - out["loss"]}
                      for name, loss in results.items()},
+        **extra,
     }
+
+
+def weight_block_stats(model: GPT) -> dict:
+    """Every weight matrix's per-block statistics under each dialect of ``WHAT_IF``:
+    ``{"dialects": {name: description}, "tensors": {weight name: {name: stats}}}`` (stats as
+    ``BlockStats.to_dict``; a dialect a matrix's shape cannot take is left out)."""
+    tensors: dict[str, dict] = {}
+    described: dict[str, str] = {}
+    for name, w in model.parameters().items():
+        if np.ndim(w) < 2:
+            continue
+        stats = what_if(np.asarray(w, np.float32))
+        tensors[name] = {k: v.to_dict() for k, v in stats.items()}
+        described.update({k: v.dialect for k, v in stats.items()})
+    return {"dialects": {k: described.get(k, "") for k in WHAT_IF}, "tensors": tensors}
 
 
 def _checked(model: GPT, tokens: Any, seq_len: int | None,

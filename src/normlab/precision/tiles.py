@@ -26,7 +26,7 @@ class Tiling(NamedTuple):
     def of(cls, shape: tuple[int, ...], block: int, axis: int = -1,
            two_d: bool = False) -> Tiling:
         """The tiling of ``shape``, its arguments checked (ValueError naming them)."""
-        block = ck.integer(block, "block", lo=1, hi=1 << 16)
+        block = ck.integer(block, "block", lo=1, hi=1 << 40)
         nd = len(shape)
         if nd == 0:
             raise ValueError("x must have at least 1 dimension for blocks; got a scalar")
