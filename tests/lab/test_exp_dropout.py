@@ -31,3 +31,13 @@ def test_kinds():
     assert {c.kind for c in r.checks} == {E.IDENTITY, E.DERIVATION, E.SHOWN}
     assert all(c.passed for c in r.checks if c.identity)
     assert r.verdict == E.HOLDS
+
+
+def test_every_row_names_its_record():
+    from normlab.lab import register
+    from normlab.lab.experiments import dropout
+
+    register.validate(dropout)
+    records = {rec.id: rec.kind for rec in dropout.REGISTER}
+    assert {c.id: c.kind for c in tiny().checks} == records
+    assert not register.amendments(dropout)  # nothing changed after a committed result

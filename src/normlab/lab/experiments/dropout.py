@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...functional import dropout_forward
 from ...nn import Dropout
-from ..contract import DERIVATION, IDENTITY, SHOWN, Card, Check
+from ..contract import DERIVATION, IDENTITY, SHOWN, Card, Check, Record
 from ..formatting import fmt
 
 CARD = Card(
@@ -157,21 +158,25 @@ def judge(data: dict, config: Config) -> list[Check]:
               measured="E[y]/x = " + ", ".join(f"{r['mean_ratio']:.4f}" for r in rows)
               + f" at p = {ps}",
               rule=f"|E[y]/x - 1| <= {Z:g} standard errors at every p", passed=all(mean_ok),
-              source="chapter 16.2; Srivastava et al. 2014", kind=IDENTITY),
+              source="chapter 16.2; Srivastava et al. 2014", kind=IDENTITY,
+              id="dropout-keeps-the-expectation"),
         Check(claim="Var[dropout(x)] = x^2 p / (1 - p)", published="p/(1-p) = "
               + ", ".join(f"{r['var_exact']:.4g}" for r in rows),
               measured="Var[y]/x^2 = " + ", ".join(f"{r['var_ratio']:.4g}" for r in rows),
               rule=f"|measured - p/(1-p)| <= {Z:g} standard errors at every p", passed=all(var_ok),
-              source="follows from the Bernoulli mask", kind=DERIVATION),
+              source="follows from the Bernoulli mask", kind=DERIVATION,
+              id="dropout-adds-variance-p-over-1-minus-p"),
         Check(claim="a value is kept with probability 1 - p", published="1 - p",
               measured="kept = " + ", ".join(f"{r['kept']:.4f}" for r in rows),
               rule=f"within {Z:g} standard errors at every p", passed=all(kept_ok),
-              source="definition of p_drop", kind=IDENTITY),
+              source="definition of p_drop", kind=IDENTITY,
+              id="value-kept-with-probability-1-minus-p"),
         Check(claim="inference is the identity (eval mode)", published="y = x exactly",
               measured=
                   f"max |y_eval - x| = {fmt(eval_diff)}; in train max |y - x| = {fmt(train_diff)}",
               rule="max |y_eval - x| == 0 and the train output differs", passed=eval_diff == 0.0
-              and train_diff > 0, source="chapter 16.2", kind=IDENTITY),
+              and train_diff > 0, source="chapter 16.2", kind=IDENTITY,
+              id="inference-is-the-identity"),
         Check(claim="through a linear map h = dropout(x) W the variance adds up: "
               "Var[h_j] = p/(1-p) sum_i W_ij^2 x_i^2", published="exact formula",
               measured=
@@ -181,13 +186,15 @@ def judge(data: dict, config: Config) -> list[Check]:
               rule=f"|ratio - 1| <= {Z:g} standard errors (the Monte Carlo standard error of "
               "the summed variance, from the draws)",
               passed=abs(lin_ratio - 1) <= Z * data.get("lin_ratio_se", 0.05 / Z),
-              source="follows from independence", kind=DERIVATION),
+              source="follows from independence", kind=DERIVATION,
+              id="variance-adds-up-through-a-linear-map"),
         Check(claim="after a nonlinearity the train-mode mean is not the eval-mode value",
               published="- (the chapter's identity-at-inference is exact for linear maps only)",
               measured=f"mean ReLU(h): train {relu_train:.4f} vs eval {relu_eval:.4f} "
               f"(ratio {relu_train / relu_eval:.3f})", rule="shown, not counted", passed=None,
               source="Jensen's inequality; the 'variance shift' of Li et al. 2019", kind=SHOWN,
-              note="the noise dropout adds is not averaged away by a ReLU"),
+              note="the noise dropout adds is not averaged away by a ReLU",
+              id="train-mean-differs-after-a-nonlinearity"),
     ]
 
 
@@ -220,3 +227,34 @@ def plot(result, out_dir) -> list[str]:
                fmt="o", color=COLORS["batchnorm"], capsize=4, label="measured")
     style(b, "variance added in training", "p_drop", "Var[dropout(x)] / x^2")
     return [save(fig, out_dir, "dropout.png")]
+
+
+# ---- the claim register (normlab.lab.register) ---------------------------------------------
+_PS: dict[str, Any] = dict(grid=("p_drops",), seeds="draws",
+                           seeds_from="the masks drawn per p, set with the experiment (no "
+                                      "pilot); never raised after a verdict")
+REGISTER = (
+    Record(id="dropout-keeps-the-expectation", kind=IDENTITY,
+           claim="E[dropout(x)] = x (inverted dropout keeps the expectation)",
+           where="the chapter, 16.2 and Listing 16.3; Srivastava et al. 2014",
+           registered="2026-11-29", **_PS),
+    Record(id="dropout-adds-variance-p-over-1-minus-p", kind=DERIVATION,
+           claim="Var[dropout(x)] = x^2 p / (1 - p)", where="the Bernoulli mask's variance",
+           registered="2026-11-29", **_PS),
+    Record(id="value-kept-with-probability-1-minus-p", kind=IDENTITY,
+           claim="a value is kept with probability 1 - p", where="the definition of p_drop",
+           registered="2026-11-29", **_PS),
+    Record(id="inference-is-the-identity", kind=IDENTITY,
+           claim="inference is the identity (eval mode)",
+           where="the chapter, 16.2 and Listing 16.3", registered="2026-11-29"),
+    Record(id="variance-adds-up-through-a-linear-map", kind=DERIVATION,
+           claim="through a linear map h = dropout(x) W the variance adds up: Var[h_j] = "
+                 "p/(1-p) sum_i W_ij^2 x_i^2", where="the independence of the mask's entries",
+           grid=("fan_out",), seeds="draws", registered="2026-11-29"),
+    Record(id="train-mean-differs-after-a-nonlinearity", kind=SHOWN,
+           claim="after a nonlinearity the train-mode mean is not the eval-mode value",
+           where="Jensen's inequality; the 'variance shift' of Li et al. 2019",
+           grid=("fan_out",), registered="2026-11-29"),
+)
+# No AMENDMENTS: no record changed after a committed result (the identity and derivation rows
+# were told apart when the kinds came in, 3a2fb9d; none was ever counted).
