@@ -65,7 +65,11 @@ def test_attention_logits_grow_at_the_top_lr_and_qk_norm_holds_them_seed_by_seed
         assert b[j] > 10 * q[j] > 0
         assert b[j] > 10 * b[0]  # and the baseline's grow with the learning rate
     growth = next(c for c in tiny("attention-logit-growth").checks if "small" in c.claim)
-    assert growth.kind == E.CLAIM and growth.form == E.SUPERIORITY and growth.estimate > 1
+    # a derivation (QK-norm bounds a logit by sqrt(D) g_q g_k): shown apart, not counted
+    assert growth.kind == E.DERIVATION and growth.form == E.SUPERIORITY and growth.estimate > 1
+    assert growth.id == f"qk-norm-logits-10x-below-baseline-d{w}" and not growth.counted
+    counted = [c.id for c in tiny("attention-logit-growth").checks if c.kind == E.CLAIM]
+    assert counted == [f"qk-norm-lowers-lr-sensitivity-d{w}"]
 
 
 def _rejudged(name, edit):

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...train import TrainConfig
 from .. import stats
-from ..contract import IDENTITY, PREMISE, SHOWN, Card, Check
+from ..contract import CLAIM, DERIVATION, IDENTITY, PREMISE, SHOWN, Amendment, Card, Check, Record
 from ..formatting import fmt
 from ..sweep import lr_sensitivity
 from . import _recipes as R
@@ -279,7 +279,8 @@ def _premise(data: dict, d: int) -> Check:
         rule=f"superiority: {iv.method} of log10(peak at LR {lrs[hi]:g} / at {lrs[lo]:g}) > "
              f"log10({GROWTH:g}) = 1",
         source="Wortsman et al. 2023, section 3.1.1 [V]; papers.md 7 C",
-        margin_source="one order of magnitude: papers.md 7 C 'grows by orders of magnitude'")
+        margin_source="one order of magnitude: papers.md 7 C 'grows by orders of magnitude'",
+        id=f"baseline-logits-grow-with-lr-d{d}")
 
 
 def _sens_check(data: dict, d: int) -> Check:
@@ -303,7 +304,7 @@ def _sens_check(data: dict, d: int) -> Check:
                  f"seed: {iv.text()}",
         rule=f"superiority: paired interval of LRsens(QK-norm) - {SENS_RATIO:g} LRsens(baseline) "
              f"< 0 over LR <= {PAPER_TOP_LR:g} (a diverged run counts as its loss at init)",
-        note=_diverged_note(data, d))
+        note=_diverged_note(data, d), id=f"qk-norm-lowers-lr-sensitivity-d{d}")
 
 
 def _lrs_text(lrs) -> str:
@@ -345,7 +346,8 @@ def _growth_check(data: dict, d: int) -> Check:
         rule=f"superiority: paired interval of log10(baseline / QK-norm) > log10({LOGIT_RATIO:g})"
              " = 1",
         note="peak over all blocks and steps (a run that diverged stops early: its peak is "
-             "before it stopped)")
+             "before it stopped); a derivation: QK-norm bounds a logit by sqrt(D) g_q g_k",
+        kind=DERIVATION, id=f"qk-norm-logits-10x-below-baseline-d{d}")
 
 
 def _grid_row(data: dict) -> Check:
@@ -367,7 +369,8 @@ def _grid_row(data: dict) -> Check:
         rule="shown, not counted: the claim is about the paper's grid (up to 0.3), and a grid "
              "point where both arms diverge adds the same loss-at-init term to both "
              "sensitivities (the divergence LR is the next row)",
-        passed=None, kind=SHOWN, source="Wortsman et al. 2023, section 2.2 [V]; papers.md 7 C")
+        passed=None, kind=SHOWN, source="Wortsman et al. 2023, section 2.2 [V]; papers.md 7 C",
+        id="lr-sensitivity-over-extended-grid")
 
 
 def _divergence_lr_row(data: dict) -> Check:
@@ -384,7 +387,7 @@ def _divergence_lr_row(data: dict) -> Check:
         published="without qk-layernorm the divergence LR shrinks with size (Wortsman Fig. 1)",
         measured="; ".join(parts),
         rule="shown, not counted (the trainer stops a run whose loss passes 3 x its first step's)",
-        passed=None, kind=SHOWN, source="Wortsman et al. 2023 [V]")
+        passed=None, kind=SHOWN, source="Wortsman et al. 2023 [V]", id="divergence-lr-per-seed")
 
 
 def _trains_check(data: dict) -> Check:
@@ -407,7 +410,7 @@ def _trains_check(data: dict) -> Check:
         rule=f"shown, not counted: 'trains' = recovers >= {TRAINS_FRACTION:g} "
         "of its best improvement",
         passed=None, kind=SHOWN, source="Wortsman et al. 2023 [V]",
-        note="papers.md lists this as an expectation")
+        note="papers.md lists this as an expectation", id="qk-norm-trains-at-lr-0-3")
 
 
 def _recovered(p: dict, i: int, j: int) -> float:
@@ -437,7 +440,8 @@ def _cap_check(data: dict) -> Check:
         passed=bool(seen <= cap < raw and max(probe["p_err"]) < 1e-5),
         source="Gemma Team 2024 [V]", kind=IDENTITY,
         note="the cap bounds what the softmax sees, not the raw q.k, which keeps growing: the "
-             "cap hides the growth rather than removing its cause")
+             "cap hides the growth rather than removing its cause",
+        id="softcap-bounds-the-logits-the-softmax-sees")
 
 
 def _divergence_check(data: dict) -> Check:
@@ -450,7 +454,7 @@ def _divergence_check(data: dict) -> Check:
         f"{len(big) - stopped} trained on (LRs "
         f"{_lrs_of(r['lr'] for r in big if r['status'] == 'done') or '-'})",
         rule="shown, not counted (a 1e4 threshold of 1e5-step runs at scale)", passed=None,
-        kind=SHOWN, source="Wortsman et al. 2023 [V]")
+        kind=SHOWN, source="Wortsman et al. 2023 [V]", id="runs-past-1e4-logit")
 
 
 def _lrs_of(lrs: Iterable[float]) -> str:
@@ -512,3 +516,224 @@ def plot(result, out_dir) -> list[str]:
     style(e, "LR sensitivity (mean, sd over seeds)", "", "mean min(loss, loss0) - best (nats)",
           legend=False)
     return [save(fig, out_dir, "attention_logit_growth.png")]
+
+
+# ---- the claim register (normlab.lab.register) ---------------------------------------------
+WIDTHS_REGISTERED = (16, 32, 64)  # the widths of the sizes' grids (tiny, quick, full)
+_WORTSMAN = "Wortsman et al. 2023 (arXiv:2309.14322)"
+_SEEDS_FROM = ("fixed with the set-up of this version (70634b9, 2026-12-02): 3 at quick, 5 at "
+               "full; no pilot on record, never raised after a verdict")
+_SENS_SOURCE = ("\"qk-LN lowers LR sensitivity markedly\"; LR sensitivity over the grid "
+                "\"{3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1}\" (papers.md 7 [V], sections 2.2 "
+                "and 3.1.1)")
+_GROWTH_SOURCE = ("\"z_ij = <q_i, k_j> / sqrt(d_h) grow at high LR even in small models\" "
+                  "(papers.md 7 [V], section 3.1.1 and Fig. 1)")
+
+
+def _width_records(d: int) -> tuple[Record, ...]:
+    common: dict[str, Any] = {"grid": ("lrs", "widths"), "seeds": "seeds",
+                              "seeds_from": _SEEDS_FROM}
+    return (
+        Record(id=f"baseline-logits-grow-with-lr-d{d}", kind=PREMISE,
+               claim=f"premise: without QK-norm the attention logits grow with the LR (d={d})",
+               source=_GROWTH_SOURCE, where=f"{_WORTSMAN}, section 3.1.1, Fig. 1",
+               form="superiority", margin=(math.log10(GROWTH),), side="above",
+               margin_source="one order of magnitude: papers.md 7 C 'grows by orders of "
+                             "magnitude'", registered="2026-12-03", **common),
+        Record(id=f"qk-norm-lowers-lr-sensitivity-d{d}", kind=CLAIM,
+               claim=f"QK-norm lowers the LR sensitivity to <= {SENS_RATIO:g} x the baseline's "
+                     f"over the paper's grid, up to LR {PAPER_TOP_LR:g} (d={d})",
+               source=_SENS_SOURCE, where=f"{_WORTSMAN}, sections 2.2 and 3.1.1, Fig. 1",
+               form="superiority", margin=(0.0,), side="below",
+               margin_source=f"papers.md 7 C: LRsens(qk-LN) <= {SENS_RATIO:g} LRsens(no qk-LN); "
+                             f"the grid is the paper's, up to {PAPER_TOP_LR:g} (section 2.2)",
+               registered="2026-11-29", **common),
+        Record(id=f"qk-norm-logits-10x-below-baseline-d{d}", kind=DERIVATION,
+               claim=f"QK-norm keeps the attention logits small: >= {LOGIT_RATIO:g} x below the "
+                     f"baseline's at the top LR ({PAPER_TOP_LR:g}, d={d})",
+               source=_GROWTH_SOURCE, where=f"{_WORTSMAN}, Fig. 1; papers.md 7 C",
+               form="superiority", margin=(math.log10(LOGIT_RATIO),), side="above",
+               margin_source="papers.md 7 C: max_logit(no qk-LN, lr_max) >= 10 x "
+                             "max_logit(qk-LN)", registered="2026-11-29", **common),
+    )
+
+
+REGISTER = (
+    *(r for d in WIDTHS_REGISTERED for r in _width_records(d)),
+    Record(id="lr-sensitivity-over-extended-grid", kind=SHOWN,
+           claim="the LR sensitivity over the grid extended past the paper's",
+           grid=("lrs",), seeds="seeds", registered="2026-12-03"),
+    Record(id="divergence-lr-per-seed", kind=SHOWN,
+           claim="the divergence LR: the lowest swept LR at which a run diverged, per seed",
+           grid=("lrs", "widths"), seeds="seeds", registered="2026-12-02"),
+    Record(id="qk-norm-trains-at-lr-0-3", kind=SHOWN,
+           claim=f"with QK-norm the model still trains at LR {PAPER_TOP_LR:g}",
+           grid=("lrs",), seeds="seeds", registered="2026-11-29"),
+    Record(id="softcap-bounds-the-logits-the-softmax-sees", kind=IDENTITY,
+           claim="soft-capping bounds every attention logit the softmax sees by the cap",
+           where="Gemma Team 2024 (Gemma 2): attention soft-cap 50", grid=("softcap",),
+           registered="2026-11-29"),
+    Record(id="runs-past-1e4-logit", kind=SHOWN,
+           claim=f"runs whose max logit passed {DIVERGED_LOGIT:g}: how many diverged",
+           grid=("lrs", "widths"), seeds="seeds", registered="2026-11-29"),
+    Record(id="max-logit-past-1e4-means-divergence", kind=CLAIM,
+           claim="every run whose max attention logit passes 1e4 diverges",
+           source="\"Every run with max attention logit > 1e4 (block 0, step 2e3) diverged\" "
+                  "(papers.md 7 [V], section 3.3)", where=f"{_WORTSMAN}, section 3.3",
+           registered="2026-12-07",
+           untested="the threshold is read off runs of 1e5 steps at widths >= 256; here runs of "
+                    "550 and 2000 steps at d = 32-64 pass 1e4 and train on badly to the end (a "
+                    "huge logit collapses attention without ending the run: 7 of 10 at quick, "
+                    "54 of 75 at full), so the count measures the step count, not the claim"),
+    Record(id="logit-growth-collapses-attention-and-fails-training", kind=CLAIM,
+           claim="at high learning rates the attention logits grow until attention collapses "
+                 "and training fails",
+           source="\"attention collapses to one-hot (entropy collapse). Without qk-LN, the "
+                  "divergence LR shrinks with size\" (papers.md 7 [V], section 3.1.1)",
+           where=f"{_WORTSMAN}, section 3.1.1, Fig. 1", registered="2026-12-07",
+           untested="the paper sees the failure at its larger sizes (the divergence LR falls as "
+                    "models grow); at d = 32-64 the baseline still trains at the grid's top, "
+                    "0.3 (it recovers 67-78% of its best improvement, the trains row), and at "
+                    "LR 3, where it diverges, QK-norm diverges too, so no failure here is the "
+                    "logits' own"),
+)
+
+_GRID_WHY = ("docs/lab.md and the notes: at the quick report's budget the paper's low end does "
+             "not train to the best (LR 1e-3 ended 0.4 nats and 3e-3 0.16 nats above LR 0.01, in "
+             "both arms), so it would make the sensitivity measure learning speed; the top was "
+             "extended to 1 and 3, where the baseline diverges (papers.md 7 C). The one-seed "
+             "result had the sensitivity row failing and the logit row not settled between "
+             "machines")
+_PAPER_GRID_CHANGED = ("the counted sensitivity read over the paper's grid, the swept LRs up to "
+                       "0.3, instead of the whole swept grid up to LR 3 (1a7119f); the "
+                       "extended grid became a shown row and the divergence LR a row apart")
+_PAPER_GRID_WHY = ("the notes: over the whole grid the row failed, decided by LR 3 alone, where "
+                   "both arms diverge within a few steps and add about 0.5 nats of loss at init "
+                   "to both sensitivities; Wortsman et al.'s grid stops at 0.3 (section 2.2), "
+                   "over which the ratio was about 0.3. The margin (0.7) and the grid's points "
+                   "did not change. lab-audit.md, row 8: on the paper's own grid the quick "
+                   "ratio is 0.708, inconclusive (a rerun, not committed)")
+_TOP_CHANGED = ("read at the claim grid's top LR, 0.3, instead of the swept grid's, 3 "
+                "(1a7119f); the baseline's growth with the LR split off as a premise")
+_PREMISE_CHANGED = ("the premise added (1a7119f): without QK-norm the peak logit grows by more "
+                    "than an order of magnitude from the lowest LR to 0.3; the first "
+                    "registration had no premise, so this row is left out of its tally")
+_PREMISE_WHY = ("the lab's rule forms (1a7119f): a fix is judged only where the instability it "
+                "fixes occurs (papers.md 7 C: the logits 'grow by orders of magnitude')")
+_NO_RESULT_64 = ("as at d = 32; no result at d = 64 was committed before the change (the full "
+                 "size was first measured on 2026-12-05), so no result before is given")
+_DERIVED_WHY = ("issue 52 and lab-audit.md, row 8 and section 2: once the premise holds the row "
+                "is near a tautology, since LayerNorm on q and k bounds a logit by sqrt(D) g_q "
+                "g_k while the baseline's grows by orders of magnitude (the premise)")
+_README = "README's lab table at 847cbac, the one committed record of this result"
+AMENDMENTS_SETUP = tuple(
+    Amendment(
+        id=f"{kind}-d{d}", date="2026-12-02",
+        changed=("the previous version's set-up and grid replaced (70634b9): one seed on the "
+                 "order-2 Markov source, GPT-2 init, weight decay 0.1 coupled to the LR and the "
+                 "paper's grid {3e-4, ..., 0.3} became 3 seeds (full 5) on pydoc characters "
+                 "with Wortsman et al.'s recipe over {0.01, ..., 3} (full from 3e-3); measured "
+                 "again" + ("" if d == 32 else "; no result at d = 64 was committed before")),
+        why=_GRID_WHY, before=before, remeasure=True, commit="847cbac" if d == 32 else "",
+        results_before={"quick": {"status": "FAIL", "kind": "claim", "interval": None,
+                                  "measured": text}} if d == 32 else {})
+    for d in (32, 64)
+    for kind, before, text in (
+        ("qk-norm-lowers-lr-sensitivity", {},
+         "LR sensitivity 0.438 without vs 0.429 with QK-norm (ratio 0.98; 0.52 vs 0.41 on an "
+         f"earlier machine), one seed over 3e-4..0.3, rule ratio <= 0.7 ({_README})"),
+        ("qk-norm-logits-10x-below-baseline", {"kind": "claim"},
+         "block-0 max logit at LR 0.3: 22 without vs 51 with QK-norm (3450 vs 35 on an earlier "
+         f"machine), one seed, rule baseline >= 10 x QK-norm; 'not settled' ({_README})")))
+AMENDMENTS = (*AMENDMENTS_SETUP,
+    Amendment(
+        id="qk-norm-lowers-lr-sensitivity-d32", date="2026-12-03",
+        changed=_PAPER_GRID_CHANGED,
+        why=_PAPER_GRID_WHY,
+        before={},
+        remeasure=True,
+        commit="778a154",
+        results_before={
+            "quick": {"status": "inconclusive", "kind": "claim",
+                "interval": [-0.030236655508643517, 0.5548051278346268],
+                "measured": "LR sensitivity over LR 0.01..3 (6 points): baseline 0.892 [0.843, "
+                            "0.94] (n=3), QK-norm 0.886 [0.572, 1.2] (n=3) (ratio of means "
+                            "0.994); LRsens(QK) - 0.7 LRsens(base) per seed: 0.262 [-0.0302, "
+                            "0.555] (n=3)"},
+        },
+    ),
+    Amendment(
+        id="qk-norm-logits-10x-below-baseline-d32", date="2026-12-03",
+        changed=_TOP_CHANGED,
+        why=_PAPER_GRID_WHY,
+        before={"kind": "claim"},
+        remeasure=True,
+        commit="778a154",
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                "interval": [1.945336285496416, 3.341134663958064],
+                "measured": "peak max logit (any block, any step) per seed: baseline 7.83e+04, "
+                            "1.11e+04, 1.92e+05; QK-norm 107, 122, 150; log10 ratio 2.64 [1.95, "
+                            "3.34] (n=3)"},
+        },
+    ),
+    Amendment(
+        id="baseline-logits-grow-with-lr-d32", date="2026-12-03",
+        changed=_PREMISE_CHANGED,
+        why=_PREMISE_WHY,
+        before={"kind": None},
+    ),
+    Amendment(
+        id="baseline-logits-grow-with-lr-d64", date="2026-12-03",
+        changed=_PREMISE_CHANGED,
+        why=_PREMISE_WHY,
+        before={"kind": None},
+    ),
+    Amendment(
+        id="qk-norm-lowers-lr-sensitivity-d64", date="2026-12-03",
+        changed=_PAPER_GRID_CHANGED,
+        why=_NO_RESULT_64,
+        before={},
+        remeasure=True,
+    ),
+    Amendment(
+        id="qk-norm-logits-10x-below-baseline-d64", date="2026-12-03",
+        changed=_TOP_CHANGED,
+        why=_NO_RESULT_64,
+        before={"kind": "claim"},
+        remeasure=True,
+    ),
+    Amendment(
+        id="qk-norm-logits-10x-below-baseline-d32", date="2026-12-07",
+        changed=("kind claim -> derivation"),
+        why=_DERIVED_WHY,
+        before={"kind": "claim"},
+        commit="8ed4d62",
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                "interval": [3.261860397959883, 4.157781654652094],
+                "measured": "peak max logit (any block, any step) per seed: baseline 4.72e+05, "
+                            "2.92e+05, 4.84e+05; QK-norm 67.3, 91.1, 80.8; log10 ratio 3.71 "
+                            "[3.26, 4.16] (n=3)"},
+            "full": {"status": "pass", "kind": "claim",
+                "interval": [3.174996365618504, 4.649060444572038],
+                "measured": "peak max logit (any block, any step) per seed: baseline 2.60e+06, "
+                            "1.72e+06, 4.67e+06, 3.01e+06, 1.99e+06; QK-norm 628, 927, 78.5, "
+                            "648, 116; log10 ratio 3.91 [3.17, 4.65] (n=5)"},
+        },
+    ),
+    Amendment(
+        id="qk-norm-logits-10x-below-baseline-d64", date="2026-12-07",
+        changed=("kind claim -> derivation"),
+        why=_DERIVED_WHY,
+        before={"kind": "claim"},
+        commit="8ed4d62",
+        results_before={
+            "full": {"status": "pass", "kind": "claim",
+                "interval": [4.605748128989394, 5.045293667676505],
+                "measured": "peak max logit (any block, any step) per seed: baseline 7.14e+06, "
+                            "7.24e+06, 8.19e+06, 7.94e+06, 6.98e+06; QK-norm 105, 197, 143, "
+                            "83.7, 70.2; log10 ratio 4.83 [4.61, 5.05] (n=5)"},
+        },
+    ),
+)
