@@ -74,7 +74,7 @@ def test_tiny_direction_of_the_covariate_shift(tiny):
 def test_the_premise_gates_the_verdict_both_ways(tiny):
     """When the noise does not shift the layer inputs more than the standard network's own
     drift, Santurkar's test is not made: the verdict is 'not tested', and that noise size's
-    claim row is shown, not counted."""
+    claim row (a claim by its record) is not judged and not counted."""
     import copy
 
     data = copy.deepcopy(tiny.data)
@@ -83,7 +83,29 @@ def test_the_premise_gates_the_verdict_both_ways(tiny):
     checks = X.judge(data, F.configure(X, "tiny"))
     assert F.verdict_of(checks) == F.NOT_TESTED
     row = next(c for c in checks if "still trains faster" in c.claim)
-    assert row.kind == F.SHOWN and not row.counted
+    assert row.kind == F.CLAIM and row.status == "shown" and not row.counted
+    assert row.id == X.noisy_id(noisy)
+    from normlab.lab import register
+
+    register.check_rows(X, checks, "tiny")  # the undecided row keeps to its record
+
+
+def test_the_register_holds_every_row_and_the_first_registration(tiny):
+    """Every row names its record; as first registered there was one noise size, (1, 2), and the
+    shift premise was a counted claim; the other two sizes came with the grid."""
+    from normlab.lab import register
+
+    register.validate(X)
+    kinds = {r.id: r.kind for r in X.REGISTER}
+    assert all(kinds[c.id] == c.kind for c in tiny.checks)
+    assert kinds["largest-noise-shifts-layer-inputs-more"] == F.PREMISE
+    first = {}
+    for a in sorted(X.AMENDMENTS, key=lambda a: a.date):
+        first.setdefault(a.id, a)
+    assert first["largest-noise-shifts-layer-inputs-more"].before["kind"] == F.CLAIM
+    assert first[X.noisy_id("noisy 1/2")].results_before["quick"]["status"] == "FAIL"
+    assert [first[X.noisy_id(f"noisy {m}")].before for m in ("0.25/1.25", "0.5/1.5")] == [
+        {"kind": None}, {"kind": None}]
 
 
 def test_the_probe_moves_every_arm_the_same_distance():

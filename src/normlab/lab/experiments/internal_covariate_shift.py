@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from ...nn import BatchNorm, Linear, Module, ShiftNoise
 from ...train import SGD
 from ...train.data import TextSource
 from .. import stats
-from ..contract import CLAIM, PREMISE, SHOWN, Card, Check
+from ..contract import CLAIM, PREMISE, SHOWN, Amendment, Card, Check, Record
 from ..formatting import fmt
 
 CARD = Card(
@@ -237,6 +238,13 @@ def noisy_name(noise) -> str:
     return f"noisy {noise[0]:g}/{noise[1]:g}"
 
 
+def noisy_id(arm: str) -> str:
+    """The register id of the noisy arm's claim row: "noisy 0.25/1.25" ->
+    "noisy-batchnorm-beats-standard-m0p25-s1p25" (a noise size is its own record)."""
+    m, s = arm.split()[1].split("/")
+    return f"noisy-batchnorm-beats-standard-m{m.replace('.', 'p')}-s{s.replace('.', 'p')}"
+
+
 def arms_of(cfg: Config) -> list[str]:
     return ["standard", "batchnorm", *(noisy_name(n) for n in cfg.noises)]
 
@@ -325,13 +333,13 @@ def _paired(data: dict, key: str, a: str, b: str):
     return stats.paired_interval(va, vb)
 
 
-def _decided(claim, published, iv, rule, source, note="", kind=CLAIM) -> Check:
+def _decided(claim, published, iv, rule, source, note="", kind=CLAIM, *, id: str) -> Check:
     if iv is None:
         return Check(claim=claim, published=published, measured="a run overflowed: no value",
-                     rule=rule, passed=None, source=source, kind=kind,
+                     rule=rule, passed=None, source=source, kind=kind, id=id,
                      note=note, inconclusive=True)
     return Check.superiority(claim=claim, published=published, interval=iv, margin=MARGIN,
-                             side="above", rule=rule, source=source, note=note, kind=kind,
+                             side="above", rule=rule, source=source, note=note, kind=kind, id=id,
                              margin_source="a direction: Santurkar et al. give curves, no "
                                            "number (Figs. 1, 2, 4)")
 
@@ -358,13 +366,15 @@ def _training_checks(data: dict) -> list[Check]:
         _decided("BatchNorm trains faster than the standard network",
                  "BatchNorm reaches a lower training loss sooner (Ioffe & Szegedy; Santurkar "
                  "Fig. 1)", _paired(data, "train_loss", "standard", "batchnorm"),
-                 f"superiority: paired {loss}, standard - BatchNorm > 0", s),
+                 f"superiority: paired {loss}, standard - BatchNorm > 0", s,
+                 id="batchnorm-trains-faster-than-standard"),
         _decided(f"premise: with the largest noise ({top[6:]}) the layer inputs shift more than "
                  "the standard network's", "noisy BatchNorm's activation distributions are less "
                  "stable than the standard network's (Fig. 2)",
                  _paired(data, "log_shift", top, "standard"),
                  "superiority: paired log10 step-to-step covariate shift of the hidden outputs, "
-                 "noisy - standard > 0", ss, kind=PREMISE),
+                 "noisy - standard > 0", ss, kind=PREMISE,
+                 id="largest-noise-shifts-layer-inputs-more"),
     ]
     for arm in noisy:
         iv = _paired(data, "train_loss", "standard", arm)
@@ -378,14 +388,15 @@ def _training_checks(data: dict) -> list[Check]:
                                  "standard's: its premise holds)", ss,
                                  note="the internal-covariate-shift explanation predicts the "
                                       "opposite; covariate shift noisy - standard (log10): "
-                                      + _text(shift)))
+                                      + _text(shift), id=noisy_id(arm)))
         else:
             rows.append(Check(claim=claim, published=pub,
                               measured=_text(iv) + " (standard - noisy, training loss); "
                               "covariate shift noisy - standard (log10): " + _text(shift),
-                              rule="shown: at this noise size the inputs do not shift more than "
-                                   "the standard network's, so it is no test of the claim",
-                              passed=None, kind=SHOWN, source=ss))
+                              rule="not judged: at this noise size the inputs do not shift "
+                                   "more than the standard network's, so it is no test of the "
+                                   "claim (the claim's own premise fails)",
+                              passed=None, kind=CLAIM, source=ss, id=noisy_id(arm)))
     rows.append(Check(
         claim="noisy BatchNorm against plain BatchNorm", published="about equal (Fig. 2)",
         measured="; ".join(f"{a[6:]}: " + _text(_paired(data, "train_loss", a, "batchnorm"))
@@ -393,7 +404,8 @@ def _training_checks(data: dict) -> list[Check]:
         + " (noisy - BatchNorm, training loss); clean held-out loss at the largest noise "
         + _text(_paired(data, "clean_loss", top, "batchnorm")),
         rule="shown, not counted (no published tolerance)", passed=None, kind=SHOWN, source=ss,
-        note="the noise also perturbs the predictions themselves at every step"))
+        note="the noise also perturbs the predictions themselves at every step",
+        id="noisy-batchnorm-against-plain-batchnorm"))
     return rows
 
 
@@ -405,17 +417,20 @@ def _landscape_checks(data: dict) -> list[Check]:
                  "the range of L(w - eta' g) is much smaller with BatchNorm (Fig. 4a)",
                  _paired(data, "log_loss_range", "standard", "batchnorm"),
                  "superiority: paired log10 loss variation over steps of the same lengths "
-                 "(mean over probes), standard - BatchNorm > 0", s),
+                 "(mean over probes), standard - BatchNorm > 0", s,
+                 id="batchnorm-loss-varies-less-along-gradient"),
         _decided("with BatchNorm the gradient is more predictive",
                  "max ||g(w) - g(w - eta' g)|| is much smaller with BatchNorm (Fig. 4b)",
                  _paired(data, "log_grad_change", "standard", "batchnorm"),
                  "superiority: paired log10 gradient change over steps of the same lengths "
-                 "(mean over probes), standard - BatchNorm > 0", s),
+                 "(mean over probes), standard - BatchNorm > 0", s,
+                 id="batchnorm-gradient-more-predictive"),
         Check(claim="'effective' beta-smoothness, max ||g(w) - g(w')|| / ||w - w'||",
               published="smaller with BatchNorm (Fig. 4c)",
               measured=_text(beta) + " (log10 standard / BatchNorm)",
               rule="shown, not counted (at equal step lengths it is the gradient change over "
-                   "the length)", passed=None, kind=SHOWN, source=s),
+                   "the length)", passed=None, kind=SHOWN, source=s,
+              id="effective-beta-smoothness"),
         _after_init_row(data),
     ]
 
@@ -437,6 +452,7 @@ def _after_init_row(data: dict) -> Check:
                  measured="; ".join(parts) + " (means over the "
                  "probes after step 0 and the seeds)", rule="shown, not counted", passed=None,
                  kind=SHOWN, source="Santurkar et al. 2018, Fig. 4 [R]",
+                 id="landscape-after-the-first-probe",
                  note="the loss variation max - min L(w - eta' g) includes how far the loss "
                       "falls along -g: a larger range can be a steeper useful descent")
 
@@ -457,7 +473,8 @@ def _verdict_row(data: dict) -> Check:
                  f"more ({tested[0][6:] if tested else 'none'}): {word[helps]}; smoother loss: "
                  f"{word[flat[0]]}; more predictive gradient: {word[flat[1]]}",
                  rule="shown, not counted (a reading of the rows above)", passed=None, kind=SHOWN,
-                 source="Ioffe & Szegedy 2015; Santurkar et al. 2018; the chapter, 2.4 section 2")
+                 source="Ioffe & Szegedy 2015; Santurkar et al. 2018; the chapter, 2.4 section 2",
+                 id="which-explanation-the-numbers-support")
 
 
 def _text(iv) -> str:
@@ -508,3 +525,155 @@ def plot(result, out_dir) -> list[str]:
     e.set_xticklabels([x.replace("noisy ", "noisy\n") for x in arms], fontsize=6)
     style(e, "covariate shift of the hidden outputs per step", "", "relative change (log)")
     return [save(fig, out_dir, "internal_covariate_shift.png")]
+
+
+# ---- the claim register (normlab.lab.register) ---------------------------------------------
+_SANTURKAR = "Santurkar, Tsipras, Ilyas & Madry 2018"
+_NOISY = ("\"distributional stability of layer inputs has little to do with the success of "
+          "BatchNorm\" (the abstract [R]: as recalled and as reproduction repositories quote it, "
+          "not checked against the paper's text); Fig. 2: noisy BatchNorm trains about as fast "
+          "as BatchNorm and faster than the standard network")
+_SMOOTH = ("\"it makes the optimization landscape significantly smoother\" (the abstract [R], "
+           "not checked against the paper's text); Fig. 4")
+_DIRECTION = "a direction: Santurkar et al. give curves, no number (Figs. 1, 2, 4)"
+_SEEDS: dict[str, Any] = dict(
+    seeds="seeds", seeds_from="5 (quick) and 8 (full) since the first version (0909d53), no "
+                              "pilot before them; never raised after a verdict")
+_RULE: dict[str, Any] = dict(form="superiority", margin=(MARGIN,), side="above",
+                             margin_source=_DIRECTION, **_SEEDS)
+
+
+def _noisy_record(m: str, s: str, registered: str) -> Record:
+    return Record(id=noisy_id(f"noisy {m}/{s}"), kind=CLAIM,
+                  claim=f"BatchNorm with moving-statistics noise after it ({m}/{s}) still trains "
+                        "faster than no BatchNorm (judged where its inputs shift more than the "
+                        "standard network's)", source=_NOISY,
+                  where=_SANTURKAR + ", section 2.1 and Fig. 2", grid=("noises",),
+                  registered=registered, **_RULE)
+
+
+REGISTER = (
+    Record(id="batchnorm-trains-faster-than-standard", kind=CLAIM,
+           claim="BatchNorm trains faster than the standard network",
+           source="\"Batch Normalization achieves the same accuracy with 14 times fewer training "
+                  "steps\" (Ioffe & Szegedy 2015, abstract)",
+           where="Ioffe & Szegedy 2015, abstract; " + _SANTURKAR + ", Fig. 1",
+           registered="2026-12-02", **_RULE),
+    Record(id="largest-noise-shifts-layer-inputs-more", kind=PREMISE,
+           claim="premise: with the largest noise (1/2) the layer inputs shift more than the "
+                 "standard network's", source="Fig. 2: noisy BatchNorm's activation "
+                                              "distributions are less stable than the standard "
+                                              "network's", where=_SANTURKAR + ", Fig. 2",
+           grid=("noises",), registered="2026-12-02", **_RULE),
+    _noisy_record("0.25", "1.25", "2026-12-03"),
+    _noisy_record("0.5", "1.5", "2026-12-03"),
+    _noisy_record("1", "2", "2026-12-02"),
+    Record(id="noisy-batchnorm-against-plain-batchnorm", kind=SHOWN,
+           claim="noisy BatchNorm against plain BatchNorm", where=_SANTURKAR + ", Fig. 2",
+           grid=("noises",), seeds="seeds", registered="2026-12-02"),
+    Record(id="batchnorm-loss-varies-less-along-gradient", kind=CLAIM,
+           claim="with BatchNorm the loss varies less along the gradient", source=_SMOOTH,
+           where=_SANTURKAR + ", section 3.1 and Fig. 4(a)", grid=("probe_steps",),
+           registered="2026-12-02", **_RULE),
+    Record(id="batchnorm-gradient-more-predictive", kind=CLAIM,
+           claim="with BatchNorm the gradient is more predictive",
+           source="\"This smoothness induces a more predictive and stable behavior of the "
+                  "gradients\" (the abstract [R], not checked against the paper's text)",
+           where=_SANTURKAR + ", section 3.1 and Fig. 4(b)", grid=("probe_steps",),
+           registered="2026-12-02", **_RULE),
+    Record(id="effective-beta-smoothness", kind=SHOWN,
+           claim="'effective' beta-smoothness, max ||g(w) - g(w')|| / ||w - w'||",
+           where=_SANTURKAR + ", Fig. 4(c)", grid=("probe_steps",), seeds="seeds",
+           registered="2026-12-02"),
+    Record(id="landscape-after-the-first-probe", kind=SHOWN,
+           claim="the landscape after the first probe, and the descent part of the variation",
+           where=_SANTURKAR + ", Fig. 4", seeds="seeds", registered="2026-12-02"),
+    Record(id="which-explanation-the-numbers-support", kind=SHOWN,
+           claim="which explanation the numbers support",
+           where="Ioffe & Szegedy 2015; " + _SANTURKAR + "; the chapter, 2.4 section 2",
+           registered="2026-12-02"),
+)
+
+_GRID = ("the noise went from one size, (m, s) = (1, 2), to the grid (0.25, 1.25), (0.5, 1.5), "
+         "(1, 2), each size judged only where its own inputs shift more than the standard "
+         "network's (0d65600)")
+_GRID_WHY = ("the size has no source that carries over to this network (Santurkar et al. size "
+             "it for VGG's activations), and the verdict was set by it: (0.25, 1.25) pass, "
+             "(0.5, 1.5) inconclusive, (1, 2) FAIL (the notes)")
+_PROBE = ("the landscape probe: the points w - eta' g for eta' in `probe_steps` (the paper's "
+          "form) -> w - s g / ||g|| for lengths s in `probe_steps`, every arm moving the same "
+          "distance (0d65600)")
+_PROBE_WHY = ("with a fixed eta' an arm with a larger gradient moves further, and BatchNorm "
+              "changes the gradient's norm, so the comparison read the step length as much as "
+              "the landscape (the notes)")
+_EARLY: dict[str, Any] = dict(date="2026-12-03", commit="778a154")
+AMENDMENTS = (
+    Amendment(
+        id="largest-noise-shifts-layer-inputs-more", **_EARLY, remeasure=False,
+        changed="kind claim -> premise: 'the noisy network's layer inputs shift more than the "
+                "standard network's' was counted; it is what makes the noisy rows a test of the "
+                "covariate-shift explanation, so it gates the verdict instead",
+        why="a row that says the experiment can test the claim is a premise, not a claim of "
+            "the source (0d65600)",
+        before={"kind": "claim", "claim": "the premise: the noisy network's layer inputs shift "
+                                          "more than the standard network's"},
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [0.44086224943907787, 0.48290894130225387],
+                      "measured": "0.462 [0.441, 0.483] (n=5)"}}),
+    Amendment(
+        id=noisy_id("noisy 1/2"), **_EARLY, remeasure=False, changed=_GRID, why=_GRID_WHY,
+        before={"claim": "BatchNorm with moving-statistics noise after it still trains faster "
+                         "than no BatchNorm"},
+        results_before={
+            "quick": {"status": "FAIL", "kind": "claim",
+                      "interval": [-0.2596970221618739, -0.2174106552978429],
+                      "measured": "-0.239 [-0.26, -0.217] (n=5)"}}),
+    *(Amendment(id=noisy_id(f"noisy {m}"), **_EARLY, remeasure=True, before={"kind": None},
+                changed="registered after the first result: " + _GRID, why=_GRID_WHY)
+      for m in ("0.25/1.25", "0.5/1.5")),
+    Amendment(
+        id="batchnorm-loss-varies-less-along-gradient", **_EARLY, remeasure=True,
+        changed=_PROBE, why=_PROBE_WHY,
+        results_before={
+            "quick": {"status": "FAIL", "kind": "claim",
+                      "interval": [-0.41363632615386003, -0.3064907712290441],
+                      "measured": "-0.36 [-0.414, -0.306] (n=5)"}}),
+    Amendment(
+        id="batchnorm-gradient-more-predictive", **_EARLY, remeasure=True,
+        changed=_PROBE, why=_PROBE_WHY,
+        results_before={
+            "quick": {"status": "pass", "kind": "claim",
+                      "interval": [0.022288160116987005, 0.11441032729183814],
+                      "measured": "0.0683 [0.0223, 0.114] (n=5)"}}),
+    Amendment(
+        id="effective-beta-smoothness", **_EARLY, remeasure=True, changed=_PROBE,
+        why=_PROBE_WHY,
+        before={"claim": "'effective' beta-smoothness, max ||g(w) - g(w - eta' g)|| / "
+                         "||eta' g||"},
+        results_before={
+            "quick": {"status": "shown", "kind": "shown",
+                      "interval": None,
+                      "measured": "-0.0264 [-0.0681, 0.0154] (n=5) (log10 standard / "
+                                  "BatchNorm)"}}),
+    Amendment(
+        id=noisy_id("noisy 0.25/1.25"), date="2026-12-07", commit="8ed4d62", remeasure=False,
+        before={"kind": "shown"},
+        changed="kind shown -> claim: a noise size is a claim of the source wherever it is "
+                "tested; where its inputs do not shift more than the standard network's (this "
+                "size at seeds 0 and 10000) its row is not judged and counts nowhere, as before",
+        why="a record's kind is fixed before measuring, and which sizes pass their own shift "
+            "premise is measured: the row of a claim is not relabelled shown by the data "
+            "(issue 52, item 3)",
+        results_before={
+            "quick": {"status": "shown", "kind": "shown",
+                      "interval": None,
+                      "measured": "0.0999 [0.0293, 0.171] (n=5) (standard - noisy, training loss);"
+                                  " covariate shift noisy - standard (log10): -0.0502 [-0.0764, "
+                                  "-0.024] (n=5)"},
+            "full": {"status": "shown", "kind": "shown",
+                     "interval": None,
+                     "measured": "0.0676 [0.0586, 0.0766] (n=8) (standard - noisy, training loss);"
+                                 " covariate shift noisy - standard (log10): -0.0796 [-0.0821, "
+                                 "-0.0772] (n=8)"}}),
+)
