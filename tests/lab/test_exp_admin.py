@@ -72,3 +72,28 @@ def test_a_diverged_run_counts_as_its_loss_at_init():
         assert all(np.isfinite(losses))
     checks = admin.judge(json.loads(json.dumps(jsonable(data))), config)
     assert all(c.status in ("pass", "FAIL", "inconclusive", "shown", "holds") for c in checks)
+
+
+def test_outperforms_pre_ln_is_superiority_in_the_papers_direction():
+    """Liu et al.: Admin outperforms Pre-LN. The counted row is a superiority on Admin - Pre-LN
+    below -0.03 (outside the parity band): the committed quick and full intervals, Admin
+    significantly *above* Pre-LN, now FAIL where the old non-inferiority passed them; Admin
+    0.05 nats below Pre-LN on every seed passes. The old rule is the amendment's before."""
+    row = next(c for c in tiny().checks if c.id == "admin-outperforms-pre-ln")
+    assert (row.kind, row.form, row.threshold, row.side) == (E.CLAIM, "superiority",
+                                                             [-admin.PARITY], "below")
+    t = {"floor": 1.14, "ln_v": 2.77, "depth": 12, "lr": 1e-2, "warmup": 50,
+         "diverged": {p: 0 for p in admin.PLACEMENTS}}
+    pre = [1.19, 1.20, 1.185, 1.195, 1.19]
+    for shift, passed in ((0.006, False), (-0.05, True)):
+        loss = {"post": [2.3] * 5, "pre": pre,
+                "admin": [v + shift + 0.001 * i for i, v in enumerate(pre)]}
+        vs_pre = next(c for c in admin._train_checks({**t, "loss": loss})
+                      if c.id == "admin-outperforms-pre-ln")
+        assert vs_pre.passed is passed
+    change = next(a for a in admin.AMENDMENTS
+                  if a.id == "admin-outperforms-pre-ln" and a.date == "2026-12-07")
+    assert change.before["form"] == "non-inferiority" and not change.remeasure
+    assert {s: r["status"] for s, r in change.results_before.items()} == {"quick": "pass",
+                                                                          "full": "pass"}
+    assert all(r["interval"][0] > 0 for r in change.results_before.values())
