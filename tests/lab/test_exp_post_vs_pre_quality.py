@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from normlab.lab import framework as E
+from normlab.lab import register
 from normlab.lab.experiments import post_vs_pre_quality as X
 from normlab.lab.stats import paired_interval
 
@@ -81,3 +82,22 @@ def test_a_diverged_run_counts_as_its_loss_at_init():
         assert all(v > 0.9 * d["loss_at_init"][p] for v in top)  # read as (about) ln V
     assert all(c.passed in (True, False, None) for c in r.checks)
     json.dumps(r.to_json(), allow_nan=False)
+
+
+def test_one_counted_row_per_claim_and_the_first_registration_rebuilt():
+    """One claim, one counted row (each arm at its best lr); the gap at each shared lr is one
+    shown row whatever the grid. The first registration counted the claim at each shared lr:
+    its lr 1e-2 row is retired with its committed FAIL, its lr 3e-3 row is the claim's result
+    before (inconclusive), and the premise was added after it (a claim then, counted)."""
+    r = tiny()
+    assert [(c.id, c.kind) for c in r.checks] == [
+        ("post-ln-trains-at-this-depth", E.PREMISE), ("post-ln-ends-lower-than-pre-ln", E.CLAIM),
+        ("gap-at-each-shared-lr", E.SHOWN), ("resolvable-gap-size", E.SHOWN)]
+    shared = r.checks[2].measured
+    assert all(f"lr {lr:g}:" in shared for lr in r.data["lrs"])
+    assert register.retired(X) == {"post-ln-ends-lower-at-lr-1e-2"}
+    first = {a.id: a for a in reversed(register.amendments(X))}  # each id's earliest
+    assert first["post-ln-trains-at-this-depth"].before == {"kind": None}
+    assert first["post-ln-ends-lower-than-pre-ln"].results_before["quick"]["status"] == (
+        "inconclusive")
+    assert first["post-ln-ends-lower-at-lr-1e-2"].results_before["quick"]["status"] == "FAIL"
