@@ -175,28 +175,53 @@ def test_rare_tokens_logits_fall_below_the_mean_and_the_head_grows_without_decay
     assert d["log_z0"] == pytest.approx(math.log(V), abs=1.0)  # logits ~ N(0, 1) at init
 
 
-def _every_arm(monkeypatch, **overrides):
-    """The tiny output-logit-divergence with a premise margin every run clears (-1 nats: a late
-    rise is never negative), so that the fix arms run; its sweeps in this process."""
+def _premise_every_run_clears(monkeypatch):
+    """The premise's margin at -1 nats, in the module and in its record (the register refuses a
+    rule that is not its record's)."""
+    import dataclasses
+
     from normlab.lab.experiments import output_logit_divergence as od
 
     monkeypatch.setattr(od, "LATE_RISE", -1.0)
+    monkeypatch.setattr(od, "REGISTER", tuple(
+        dataclasses.replace(r, margin=(-1.0,)) if r.id == "no-fix-loss-rises-late" else r
+        for r in od.REGISTER))
+
+
+def _every_arm(monkeypatch, **overrides):
+    """The tiny output-logit-divergence with a premise margin every run clears (-1 nats: a late
+    rise is never negative), so that the fix arms run; its sweeps in this process."""
+    _premise_every_run_clears(monkeypatch)
     return E.run_experiment("output-logit-divergence", size="tiny", seed=0, executor="serial",
                             overrides=overrides or None, plots=False).result
 
 
 def test_output_experiment_records_diverged_runs_and_still_judges(monkeypatch):
-    r = _every_arm(monkeypatch, **{"base.lr": 30.0})
-    runs = r.data["runs"]
+    """Every run diverged (LR 30): each is read as its loss at init, and every row is still
+    decided. Then 'z-loss prevents the late rise' and 'z-loss does not cost loss' both read the
+    interval [0, 0] (each run's final loss is its loss at init), one effect, which the register
+    refuses to count twice: the rows are judged here directly, and the register's refusal is
+    asserted."""
+    from normlab.lab.contract import RunContext
+    from normlab.lab.experiments import output_logit_divergence as od
+    from normlab.lab.register import RegisterError, check_rows
+
+    _premise_every_run_clears(monkeypatch)
+    cfg = E.configure(od, "tiny", 0, {"base.lr": 30.0})
+    data = json.loads(json.dumps(od.measure(cfg, RunContext(executor="serial"))))
+    runs = data["runs"]
     assert any(x["status"] == "diverged" for x in runs)
-    for _arm, p in r.data["per"].items():
+    for _arm, p in data["per"].items():
         for diverged, loss, loss0 in zip(p["diverged"], p["loss"], p["loss0"]):
             if diverged:  # read as the loss at init, never NaN
                 assert loss == loss0 and math.isfinite(loss)
-    decided = [c for c in r.checks if c.kind in (E.CLAIM, E.PREMISE)]
+    checks = od.judge(data, cfg)
+    decided = [c for c in checks if c.kind in (E.CLAIM, E.PREMISE)]
     assert len(decided) == 5 and all(c.interval and all(map(math.isfinite, c.interval))
                                      for c in decided)
-    assert r.verdict in E.VERDICTS
+    assert E.verdict_of(checks) in E.VERDICTS
+    with pytest.raises(RegisterError, match="reads the same interval"):
+        check_rows(od, checks, "tiny")
 
 
 def test_output_rise_of_a_run_stopped_before_its_first_evaluation():
@@ -240,6 +265,9 @@ def test_output_premise_first_runs_the_fix_arms_only_when_it_holds(monkeypatch):
     forms = {c.claim: c.form for c in every.checks if c.kind == E.CLAIM}
     assert sorted(forms.values()) == sorted([E.EQUIVALENCE, E.SUPERIORITY, E.SUPERIORITY,
                                              E.NON_INFERIORITY])
+    ids = ["z-loss-holds-log-z-near-0", "log-z-drifts-10x-without-a-fix",
+           "z-loss-prevents-the-late-loss-rise", "z-loss-costs-no-loss"]
+    assert [c.id for c in claims] == [c.id for c in every.checks if c.kind == E.CLAIM] == ids
     assert every.data["per"]["no fix"] == gated.data["per"]["no fix"]
     assert [x for x in every.data["runs"] if x["variant"] == "no fix"] == gated.data["runs"]
 
