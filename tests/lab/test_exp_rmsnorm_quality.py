@@ -79,3 +79,19 @@ def test_a_diverged_run_counts_as_its_loss_at_init():
     assert all(np.isfinite(v) and v > 3.0 for vs in d["loss"].values() for v in vs)  # ~ ln V
     assert all(c.passed in (True, False, None) for c in r.checks)
     json.dumps(r.to_json(), allow_nan=False)
+
+
+def test_the_speed_claim_is_listed_as_not_tested_and_the_seed_raises_are_amendments():
+    """The card's "less time per step" is a claim of the paper the register lists as not tested
+    (whole models on GPUs; here the norms are a few percent of a CPU step), with the reason: no
+    row of it, the time shown beside the loss. The full size's seed raises after verdicts (6 ->
+    10 -> 24) are amendments, each with the committed rows before it."""
+    speed = next(r for r in X.REGISTER if r.id == "rmsnorm-takes-less-time-per-step")
+    assert speed.kind == E.CLAIM and speed.untested and not speed.tested_at("full")
+    assert [(c.id, c.kind) for c in tiny().checks] == [
+        ("rmsnorm-reaches-layernorm", E.CLAIM), ("prmsnorm-reaches-layernorm", E.CLAIM),
+        ("step-time-beside-loss", E.SHOWN), ("prmsnorm-rms-estimate", E.SHOWN)]
+    raised = [(a.date, a.results_before["full"]["measured"].split("(n=")[1][:2])
+              for a in X.AMENDMENTS
+              if a.id == "rmsnorm-reaches-layernorm" and a.date > "2026-12-04"]
+    assert raised == [("2026-12-05", "6)"), ("2026-12-06", "10")]
