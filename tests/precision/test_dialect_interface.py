@@ -147,4 +147,5 @@ def test_normlab_torch_applies_it_with_the_same_bits(dialect):
         ours.owner.end_step()
         np.testing.assert_array_equal(y, want)
         assert not np.array_equal(xq, quantize(x, "bfloat16")), step
-    assert sorted(em.rounder.states) == [":linear#0/input/compute", ":linear#0/weight/compute"]
+    # states named by the weight they belong to (the root module's parameter "weight")
+    assert sorted(em.rounder.states) == ["weight/input/compute", "weight/weight/compute"]

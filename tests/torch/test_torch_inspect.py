@@ -9,7 +9,9 @@ from twin import TwinGPT
 
 from normlab.models import GPT, GPTConfig
 from normlab.models.inspect import inspect_model
-from normlab.torch import Monitor, inspect
+from normlab.precision import get_format, get_policy
+from normlab.torch import Monitor, inspect, mx_quantize
+from normlab.torch.inspect import _stats
 
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layers=2, d_model=64, n_heads=4)
 
@@ -19,6 +21,8 @@ def _close(a: dict, b: dict, name: str):
     for k in ("amax", "rms"):
         assert a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-30), (name, k)
     for key, fa in a["formats"].items():
+        if key == "mxfp8":  # the mxfp8 preset's scale rule here, OCP's floor in normlab inspect
+            continue  # (test_mxfp8_column_follows_the_preset)
         for what, v in fa.items():  # a value within float32 rounding of a threshold may flip
             assert abs(v - b["formats"][key][what]) <= 2 / a["size"], (name, key, what)
 
@@ -111,3 +115,35 @@ def test_monitor_watch_measures_the_step_itself():
         assert got["tensors"][name]["amax"] == s["amax"], name
         assert got["tensors"][name]["formats"] == s["formats"], name
     assert not any(m._forward_hooks for m in twin.modules())
+
+
+def _by_definition(x: torch.Tensor, rule: str) -> dict:
+    """The mxfp8 fractions counted from their definition: blocks of 32 along the last axis
+    quantized with ``rule`` (normlab.torch.mx_quantize, tested against normlab.precision), the
+    elements compared with the format's bounds."""
+    f = get_format("float8_e4m3fn")
+    mx = mx_quantize(x, "float8_e4m3fn", scale_rule=rule)
+    X = torch.repeat_interleave(mx.scales, 32, dim=-1)[..., :x.shape[-1]]
+    v, p = x.abs() / X, mx.elements.abs()
+    nz = x != 0
+    n = int(nz.sum())
+    beyond = f.max_finite + 2.0 ** (f.emax - f.mantissa_bits - 1)
+    return {"overflow": int((v > beyond).sum()) / n, "flush": int(((p == 0) & nz).sum()) / n,
+            "subnormal": int(((p > 0) & (p < f.min_normal)).sum()) / n}
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0**-125, 2.0**100])
+def test_mxfp8_column_follows_the_preset(scale):
+    """The mxfp8 column predicts the mxfp8 preset: its rule (ceil: no block clips), counted by
+    definition; the floor rule's count differs on N(0, 1) data (the OCP rule clips blocks)."""
+    assert get_policy("mxfp8").compute.scaling.scale_rule == "ceil"
+    x = torch.randn(16, 100, generator=torch.Generator().manual_seed(0)) * scale
+    x[0, :40] = 0.0
+    x[1, 3] = float("nan")
+    got = _stats(x, "activation", {}, "x")["formats"]["mxfp8"]
+    finite = torch.nan_to_num(x, nan=0.0)
+    want = _by_definition(finite, "ceil")
+    assert got == pytest.approx(want, abs=1e-12)
+    assert want["overflow"] == 0
+    if scale == 1.0:
+        assert _by_definition(finite, "floor")["overflow"] > 0

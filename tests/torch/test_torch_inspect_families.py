@@ -32,10 +32,28 @@ def _close(a: dict, b: dict, name: str, rel: float) -> None:
         assert a[k] == pytest.approx(b[k], rel=rel, abs=1e-30), (name, k, a[k], b[k])
     # the non-zero values counted (a gradient exactly 0 in one sum may be tiny in the other)
     assert abs(sum(a["hist"]["counts"]) - sum(b["hist"]["counts"])) <= 2, name
+    # counts, not fractions: a value within float32 rounding of a threshold may flip (2), and a
+    # value that is rounding noise (GPT-2's key-bias gradient, 0 in exact arithmetic: exactly 0
+    # in one sum, 1e-9 of the tensor's largest in the other) may be counted anywhere
+    nz_a = a["size"] - a["zeros"] - a["nonfinite"]
+    nz_b = b["size"] - b["zeros"] - b["nonfinite"]
+    noise = max(_noise(a), _noise(b)) + abs(nz_a - nz_b)
     for key, fa in a["formats"].items():
-        nonzero = max(min(a["size"] - a["zeros"], b["size"] - b["zeros"]) - a["nonfinite"], 1)
-        for what, v in fa.items():  # a value within float32 rounding of a threshold may flip
-            assert abs(v - b["formats"][key][what]) <= 2 / nonzero, (name, key, what)
+        if key == "mxfp8":  # the mxfp8 preset's scale rule here, OCP's floor in normlab inspect
+            continue  # (test_torch_inspect.py: test_mxfp8_column_follows_the_preset)
+        for what, v in fa.items():
+            diff = abs(v * nz_a - b["formats"][key][what] * nz_b)
+            assert diff <= 2 + noise + 1e-9, (name, key, what)
+
+
+def _noise(s: dict) -> int:
+    """The values of a statistic's tensor 2^16 and more below its largest (its histogram's
+    bins): float32 sums of other orders differ there by more than their size."""
+    if not s["amax"] > 0:
+        return 0
+    top = math.floor(math.log2(s["amax"]))
+    lo = s["hist"]["lo"]
+    return sum(c for i, c in enumerate(s["hist"]["counts"]) if lo + i < top - 16)
 
 
 def _measure(name: str, root: Path):

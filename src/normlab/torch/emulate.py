@@ -1,93 +1,128 @@
 """``emulate(model, policy)``: a normlab ``PrecisionPolicy`` on an unmodified ``torch.nn.Module``.
 
-Inside ``with emulate(model, policy):`` the model's forward and backward are rounded at the same
-points as normlab's own modules (``normlab.nn.numerics``), each tied to one of the policy's
+Inside ``with emulate(model, policy) as em:`` the model's forward and backward are rounded at the
+same points as normlab's own modules (``normlab.nn.numerics``), each tied to one of the policy's
 roles. Every rounding is ``normlab.torch.apply``: ``Precision.apply`` in torch operations on the
-tensor's device (unscaled, per-tensor, delayed and MX scaling), so the values are normlab's bit
-for bit given the same inputs.
+tensor's device, so the values are normlab's bit for bit given the same inputs.
 
 ======================================  =========================================  ==============
 point                                   forward / backward                         role
 ======================================  =========================================  ==============
-``F.linear(x, W, b)`` (``nn.Linear``)   W -> compute(params(W)); x -> compute(x);   see left
-``x @ W`` with W a parameter (or a      y -> activations(y). Backward: dY ->
-view: a tied head), ``addmm(b, x, W)``  gradients(dY); dx = dY Wq -> activations;
-                                        dW = dY^T xq -> activations; db unrounded
+a product with a weight operand:        W -> compute(params(W)); x -> compute(x);   see left
+``F.linear`` (``nn.Linear``), ``x @     y -> activations(y). Backward: dY ->
+W``, ``addmm`` (GPT-2's ``Conv1D``),    gradients(dY); dx, dW -> activations;
+``bmm``, ``einsum``, ``tensordot``,     the bias and its gradient unrounded
+grouped and batched MoE experts,
+convolutions (1-3D, transposed)
 ``F.embedding(ids, W)``                 W -> params(W); its gradient unrounded      params
 ``F.scaled_dot_product_attention``      the output -> activations (forward)         activations
+``nn.MultiheadAttention``               its projections as above, its attention    see above
+                                        as scaled_dot_product_attention
 the residual stream: the outputs of     forward -> activations; the gradient        activations
 the ``stream`` modules                  arriving at that output -> activations
 the embedding output (``embed``)        forward -> activations                      activations
-norms, softmax, activations, the loss   computed in float32 on the rounded inputs  (none)
+products of two activations, norms,     float32 on the rounded inputs (normlab's   (none)
+softmax, activation functions, loss     attention computes q k^T, p v in float32)
 ======================================  =========================================  ==============
 
-Matrix products between two activations (q k^T, p v written as ``@``) compute in float32, as
-normlab's attention op does; its result is rounded where a ``scaled_dot_product_attention``
-returns it. The ``accumulate`` role must be float32 (the products accumulate in float32).
-MX blocks run along each tensor's last axis (the contraction axis of x, W and dY), as in
-normlab. Delayed scaling keeps one amax history per tensor, keyed by the innermost module that
-made the call, the call's number within it and the tensor's key; ``end_step()`` advances the
-histories once per optimizer step.
+``ops`` lists the products and their operands; ``coverage`` records, per module and op, what
+was rounded and what was left and why (``em.coverage``; an op that computes with a weight and
+has no rounding here warns, or raises under ``strict=True``). ``rules="autocast"`` rounds where
+``torch.autocast`` casts instead (``normlab.torch.autocast``). ``overrides`` gives named modules
+another precision (``normlab.torch.overrides``).
+
+**Inside a training loop.** The emulator holds only for modules of ``model`` while it is
+entered: module hooks track which module runs and make sure the rounding is active in it,
+including when activation checkpointing recomputes a module inside the backward pass (both of
+``torch.utils.checkpoint``'s kinds and transformers' ``gradient_checkpointing_enable()``: the
+same gradients as without it, bit for bit; stochastic rounding is refused with checkpointing, as
+a recomputation would draw again). Each tensor's scaling state is named by the weight it belongs
+to, or by the module, the op and the call's number within one call of that module, so the
+names are the same at every step, in a recomputation and when a submodule is called directly.
+Delayed scaling's histories advance once per optimizer step without a call: when a forward
+begins after ``micro_batches`` forward-and-backward passes (``normlab.precision.roles.
+StepClock``); ``end_step()`` advances them at once (a second call without a pass in between does
+nothing). Entering an emulate that is entered, or a second emulate on a module of a model that
+is under one, is refused by name; on exit every hook is removed and the model is as it was.
+
+**torch.compile.** Inside the block a compiled model runs its eager code
+(``torch.compiler.set_stance("force_eager")``, restored on exit): the rounding is Python and
+NumPy state (scales, histories, generators) that dynamo cannot trace. Entering ``emulate``
+inside a compiled function is refused by name.
 
 The emulator rounds its own temporaries in place (the linear outputs, dx, dW) and holds the
-rounded x and W for the backward in buffers reused from step to step
-(``normlab.torch.quantize.Workspace``), so a large weight's rounding costs passes over memory
-rather than fresh pages; an embedding rounds the rows it reads (the same values, where
-``params`` is unscaled and deterministic). docs/torch.md gives the measured cost.
+rounded x and W of a linear layer for the backward in buffers reused from step to step
+(``normlab.torch.quantize.Workspace``); an embedding rounds the rows it reads (the same values,
+where ``params`` is unscaled and deterministic). docs/torch.md gives the measured cost.
 
-``stream`` (module names) defaults to the children of the model's first ``nn.ModuleList`` (the
-decoder layers of a transformers model: the stream after each layer, where normlab rounds after
-each sublayer); ``embed`` defaults to ``model.get_input_embeddings()`` where the model has it.
+``stream`` (module names) defaults to the children of the ``nn.ModuleList`` that holds the most
+parameters (a transformers model's decoder layers: the stream after each layer, where normlab
+rounds after each sublayer); ``embed`` defaults to ``model.get_input_embeddings()`` where the
+model has it.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
-from ..precision.roles import PolicyRoles
+from .. import _checks as ck
+from ..precision.roles import PolicyRoles, StepClock
+from . import handlers
+from .coverage import Coverage
+from .overrides import resolve
 from .quantize import Workspace, apply, apply_, cast_from, is_transposed
+
+RULES = ("normlab", "autocast")
+OUTSIDE = "(outside the model)"  # the module of an op called outside every module of the model
+_ACTIVE: dict[int, Any] = {}  # id(module) -> the entered emulate whose model holds it
 
 
 class _Rounder:
     """Applies one policy's roles (``normlab.precision.roles.PolicyRoles``: the roles, their
     checks and the per-tensor scaling states, shared with normlab's own model) to torch tensors,
-    with the buffers reused from step to step (``Workspace``)."""
+    with buffers reused from step to step (``Workspace``, shared by an emulate's regions)."""
 
-    def __init__(self, roles: PolicyRoles):
+    def __init__(self, roles: PolicyRoles, work: Workspace):
         self.rounding = roles
         self.policy, self.roles, self.rng = roles.policy, roles.roles, roles.rng
-        self.work = Workspace()
+        self.work = work
+        self._blocks = {r: getattr(p.scaling, "axis", None) is not None
+                        for r, p in self.roles.items()}
 
     @property
     def states(self) -> dict[str, Any]:
         """The per-tensor scaling states, by ``"<site>/<tensor>/<role>"``."""
         return self.rounding.states
 
-    def _state(self, role: str, name: str) -> Any:
-        return self.rounding.state(role, name)
+    def rounds(self, role: str) -> bool:
+        return self.roles[role].rounds
+
+    def blocks(self, role: str) -> bool:
+        """Whether ``role`` scales blocks along an axis (MX): its operand axis matters."""
+        return self._blocks[role]
 
     def __call__(self, role: str, x: torch.Tensor, name: str) -> torch.Tensor:
         """``role``'s rounding of x, a new tensor (x itself when the role does not round)."""
         p = self.roles[role]
-        if not p.rounds:
+        if not p.rounds or x.numel() == 0:
             return x
         with torch.no_grad():
-            return apply(p, x, rng=self.rng, state=self._state(role, name)).to(x.dtype)
+            return apply(p, x, rng=self.rng, state=self.rounding.state(role, name)).to(x.dtype)
 
     def inplace(self, role: str, x: torch.Tensor, name: str) -> torch.Tensor:
         """``role``'s rounding written into x, a tensor of the caller's that nothing else
         reads; the same values as ``__call__``."""
         p = self.roles[role]
-        if not p.rounds:
+        if not p.rounds or x.numel() == 0:
             return x
         with torch.no_grad():
-            state = self._state(role, name)
+            state = self.rounding.state(role, name)
             if x.dtype == torch.float32 and (x.is_contiguous() or is_transposed(x)):
                 return apply_(p, x, rng=self.rng, state=state, work=self.work)
             return x.copy_(apply(p, x, rng=self.rng, state=state))
@@ -99,7 +134,7 @@ class _Rounder:
         deterministically without scaling is skipped: its rounding of grid values is the
         identity."""
         ps = [r for r in roles if self.roles[r].rounds]
-        if not ps:
+        if not ps or x.numel() == 0:
             return x, False
         if x.dtype != torch.float32:
             for role in roles:
@@ -122,104 +157,36 @@ class _Rounder:
         for t in ts:
             self.work.give(t)
 
-    def end_step(self) -> None:
-        self.rounding.end_step()
+    def describe(self, parts: list[tuple[str, tuple[str, ...]]]) -> str:
+        """``"x: compute; W: params, compute"`` for the (tensor, roles) pairs, roles that round
+        only; ``"nothing (policy NAME rounds none of these roles)"`` when none does."""
+        out = [f"{what}: {', '.join(r for r in roles if self.rounds(r))}"
+               for what, roles in parts if any(self.rounds(r) for r in roles)]
+        return "; ".join(out) if out else f"nothing (policy {self.policy.name} rounds none of " \
+                                          f"these roles)"
 
 
-class _Straight(torch.autograd.Function):
-    """Round in the forward with ``fwd``, the gradient with ``bwd`` (None: unrounded)."""
+class _Frame:
+    """One call of a module of the model: its name, the rounder of its region, the count of
+    each op's calls within it (the names of activation-only products' states), and whether its
+    pre-hook made the rounding active (a recomputation inside the backward)."""
 
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, fwd: Callable, bwd: Callable | None) -> torch.Tensor:
-        ctx.bwd = bwd
-        return fwd(x)
+    __slots__ = ("counts", "name", "pushed", "rounder")
 
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple:
-        return (g if ctx.bwd is None else ctx.bwd(g)), None, None
-
-
-class _Linear(torch.autograd.Function):
-    """y = activations(compute(x) compute(params(W))^T + b) and normlab's Linear backward. The
-    rounded x and W are held for the backward in the rounder's buffers, given back after it
-    (a second backward through the same graph after another forward is refused by autograd's
-    check of the saved tensors' versions)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                r: _Rounder, site: str) -> torch.Tensor:
-        xq, own_x = r.chain(("compute",), x, f"{site}/input")
-        wq, own_w = r.chain(("params", "compute"), w, f"{site}/weight")
-        with torch._C.DisableTorchFunction():
-            y = F.linear(xq, wq, b)
-        ctx.save_for_backward(xq, wq)
-        ctx.r, ctx.site, ctx.has_bias = r, site, b is not None
-        ctx.pooled = [t for t, own in ((xq, own_x), (wq, own_w)) if own]
-        return r.inplace("activations", y, f"{site}/output")
-
-    @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple:
-        xq, wq = ctx.saved_tensors
-        r, site = ctx.r, ctx.site
-        with torch._C.DisableTorchFunction():
-            g = r("gradients", dy, f"{site}/dout")
-            dx = r.inplace("activations", g @ wq, f"{site}/dx")
-            g2, x2 = g.reshape(-1, g.shape[-1]), xq.reshape(-1, xq.shape[-1])
-            dw = r.inplace("activations", g2.transpose(0, 1) @ x2, f"{site}/dweight")
-            db = g2.sum(0) if ctx.has_bias else None
-        del xq, wq
-        r.give(*ctx.pooled)
-        ctx.pooled = []
-        return dx, dw, db, None, None
-
-
-def _is_weight(t: Any) -> bool:
-    return isinstance(t, torch.nn.Parameter) or isinstance(getattr(t, "_base", None),
-                                                            torch.nn.Parameter)
+    def __init__(self, name: str, rounder: _Rounder, pushed: bool = False):
+        self.name, self.rounder, self.pushed = name, rounder, pushed
+        self.counts: dict[str, int] = {}
 
 
 class _Mode(TorchFunctionMode):
-    """Sends the rounded operations of the module docstring through the policy."""
+    """Sends every torch function called while the emulator is active to its handler."""
 
     def __init__(self, owner: emulate):
         super().__init__()
         self.owner = owner
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        o = self.owner
-        if func is F.linear:
-            x, w = args[0], args[1]
-            b = args[2] if len(args) > 2 else kwargs.get("bias")
-            return _Linear.apply(x, w, b, o.rounder, o.site("linear"))
-        if func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__) and \
-                len(args) == 2 and args[1].dim() == 2 and _is_weight(args[1]):
-            return _Linear.apply(args[0], args[1].transpose(0, 1), None, o.rounder,
-                                 o.site("matmul"))
-        if func in (torch.addmm, torch.Tensor.addmm) and len(args) == 3 and not kwargs \
-                and args[2].dim() == 2 and _is_weight(args[2]):  # GPT-2's Conv1D: b + x W
-            return _Linear.apply(args[1], args[2].transpose(0, 1), args[0], o.rounder,
-                                 o.site("linear"))
-        if func is F.embedding:
-            return _embedding(o, func, args, kwargs)
-        out = func(*args, **kwargs)
-        if func is F.scaled_dot_product_attention:
-            site = o.site("attention")
-            return _Straight.apply(out, lambda t: o.rounder("activations", t, f"{site}/out"),
-                                   None)
-        return out
-
-
-def _embedding(o: emulate, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
-    """F.embedding with params(W): the rows read, rounded, where the rounding is one value's
-    alone (unscaled, deterministic: the rows of the rounded table); else the whole table."""
-    site = o.site("embedding")
-    p = o.rounder.roles["params"]
-    fwd = lambda t: o.rounder("params", t, f"{site}/param")  # noqa: E731
-    max_norm = args[3] if len(args) > 3 else kwargs.get("max_norm")
-    if p.scaling is None and p.rounding != "stochastic" and max_norm is None:
-        return _Straight.apply(func(*args, **kwargs), fwd, None)
-    return func(args[0], _Straight.apply(args[1], fwd, None), *args[2:], **kwargs)
+        return self.owner.handle(func, args, kwargs or {})
 
 
 class emulate:
@@ -229,103 +196,305 @@ class emulate:
         with emulate(model, "fp8_hybrid", rng=np.random.default_rng(0)) as em:
             loss = model(idx, labels=idx).loss
             loss.backward()
-            em.end_step()
+        print(em.coverage.table())
 
     Args:
-        model: a ``torch.nn.Module``.
+        model: a ``torch.nn.Module`` (a ``torch.compile`` wrapper: its module).
         policy: a ``normlab.precision.PrecisionPolicy`` or a preset name.
         rng: a ``numpy.random.Generator``; required when a role rounds stochastically.
-        stream: names of the modules whose outputs are the residual stream (module docstring).
+        stream: names of the modules whose outputs are the residual stream (a name, or a list).
         embed: the name of the module whose output is the stream's first value (forward only).
+        overrides: per-module precision, an ordered list of (module pattern, policy or roles)
+            (``normlab.torch.overrides``).
+        rules: ``"normlab"`` (normlab's rounding points, the table above) or ``"autocast"``
+            (``torch.autocast``'s, ``normlab.torch.autocast``).
+        micro_batches: forward-and-backward passes per optimizer step (gradient accumulation):
+            the scaling states advance when the next forward begins.
+        strict: an op that computes with a weight and has no rounding is an error
+            (``NotEmulatedError``) instead of a warning.
+
+    Attributes:
+        coverage: what the run rounded, per module and op (``normlab.torch.coverage``).
     """
 
     def __init__(self, model: torch.nn.Module, policy: Any, *,
                  rng: np.random.Generator | None = None, stream: Any = None,
-                 embed: str | None = None):
+                 embed: str | None = None, overrides: Any = (), rules: str = "normlab",
+                 micro_batches: int = 1, strict: bool = False):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-        roles = PolicyRoles(policy, rng=rng, who="emulate")
-        self.model, self.policy = model, roles.policy
-        self.rounder = _Rounder(roles)
-        names = dict(model.named_modules())
-        self.stream = _default_stream(model) if stream is None else tuple(stream)
-        self.embed = _default_embed(model) if embed is None else embed
-        for n in self.stream + ((self.embed,) if self.embed else ()):
-            if n not in names:
-                raise ValueError(f"stream/embed: no module named {n!r} in the model")
+        self.model = getattr(model, "_orig_mod", model)  # a torch.compile wrapper's module
+        self.rules = ck.choice(rules, "rules", RULES)
+        self.strict = ck.flag(strict, "strict")
+        self._clock = StepClock(micro_batches)
+        base = PolicyRoles(policy, rng=rng, who="emulate")
+        self.policy = base.policy
+        policies, region = resolve(self.model, overrides, self.policy)
+        self._work = Workspace()
+        self.rounder = _Rounder(base, self._work)
+        self.regions = [_Rounder(PolicyRoles(p, rng=rng, who="emulate"), self._work)
+                        for p in policies]
+        names = dict(self.model.named_modules())
+        self.stream, self.embed = _check_stream(self.model, names, stream, embed)
         self._names = {id(m): n for n, m in names.items()}
-        self._stack: list[str] = []
-        self._calls: dict[str, int] = {}
+        self._region = {n: self.regions[i] for n, i in region.items()}
+        self._params = {id(p): n for n, p in self.model.named_parameters()}
+        self._derived: dict[int, tuple[Any, str]] = {}  # id -> (weakref, name): copies of weights
+        self.coverage = Coverage(self.strict)
+        self._stack: list[_Frame] = []
+        self._top = _Frame(OUTSIDE, self.rounder)  # ops outside every module of the model
         self._handles: list[Any] = []
         self._mode: _Mode | None = None
+        self._stance: Any = None
+        self._rules = handlers.rules_for(self)
+        self._autocast = None
+        if self.rules == "autocast":
+            from .autocast import AutocastRules
+
+            self._autocast = AutocastRules(self)
+        self._check_stochastic_checkpointing = any(
+            p.rounding == "stochastic" for r in (self.rounder, *self.regions)
+            for p in r.roles.values())
+
+    # --- what the handlers use ---------------------------------------------------------------
+
+    @property
+    def frame(self) -> _Frame:
+        """The innermost module call of the model (the top-level frame outside them)."""
+        return self._stack[-1] if self._stack else self._top
+
+    @property
+    def rounders(self) -> list[_Rounder]:
+        return [self.rounder, *self.regions]
 
     def site(self, op: str) -> str:
-        """A stable name for the next call of ``op`` (innermost module, call number)."""
-        where = self._stack[-1] if self._stack else ""
-        key = f"{where}:{op}"
-        i = self._calls.get(key, 0)
-        self._calls[key] = i + 1
-        return f"{key}#{i}"
+        """A name for the next call of ``op`` within the innermost module call, the same at
+        every step and in a recomputation: ``"module:op#i"``."""
+        f = self.frame
+        i = f.counts.get(op, 0)
+        f.counts[op] = i + 1
+        return f"{f.name}:{op}#{i}"
+
+    def weight_name(self, t: Any) -> str | None:
+        """The name of the weight ``t`` is (a parameter of the model, or any parameter), a view
+        of (``"name@offset"`` for a part of it) or a copy of (made in this forward); None for an
+        activation."""
+        if not isinstance(t, torch.Tensor):
+            return None
+        if isinstance(t, torch.nn.Parameter):
+            return self._params.get(id(t)) or f"parameter#{id(t)}"
+        base = t._base
+        if isinstance(base, torch.nn.Parameter):
+            name = self._params.get(id(base)) or f"parameter#{id(base)}"
+            part = t.storage_offset() != base.storage_offset() or t.numel() != base.numel()
+            return f"{name}@{t.storage_offset()}" if part else name
+        held = self._derived.get(id(t))
+        if held is not None and held[0]() is t:
+            return held[1]
+        return None
+
+    def derive(self, out: Any, name: str) -> None:
+        """Record ``out`` (a tensor, or a list or tuple of them) as a copy of the weight
+        ``name``."""
+        parts = list(out) if isinstance(out, (list, tuple)) else [out]
+        for i, t in enumerate(parts):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                self._derived[id(t)] = (weakref.ref(t), name if len(parts) == 1 else
+                                        f"{name}[{i}]")
+
+    def backward_ran(self) -> None:
+        """A backward pass ran through the model (the step clock's input)."""
+        self._clock.backward()
+
+    def handle(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        """Every torch function called while active: its handler (``normlab.torch.handlers``,
+        or the autocast rules) or itself."""
+        if not self._stack and any(o._stack for o in _ACTIVE.values() if o is not self):
+            return func(*args, **kwargs)  # an op of another emulated model
+        if self._autocast is not None:
+            return self._autocast.handle(func, args, kwargs)
+        return self._rules.handle(func, args, kwargs)
+
+    # --- steps and state ---------------------------------------------------------------------
 
     def end_step(self) -> None:
-        """Advance the delayed-scaling amax histories (once per optimizer step)."""
-        self.rounder.end_step()
+        """Advance the scaling states of every region now (the step ends); nothing when none was
+        used since the last advance. Not needed in a loop of one forward and backward per
+        optimizer step (``micro_batches``): the next forward advances them."""
+        for r in self.rounders:
+            r.rounding.end_step()
+        self._clock.ended()
+
+    def _begin_pass(self) -> None:
+        """A forward of the model begins (not a recomputation): end the step first when the
+        clock says so; the top-level call counts start again."""
+        if self._clock.forward(torch.is_grad_enabled()):
+            for r in self.rounders:
+                r.rounding.end_step()
+        self._top.counts.clear()
+        self._derived = {k: v for k, v in self._derived.items() if v[0]() is not None}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scaling states of the policy and of every override region, JSON-able."""
+        return {"policy": self.rounder.rounding.state_dict(),
+                "overrides": [r.rounding.state_dict() for r in self.regions]}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore what :meth:`state_dict` returned (each state checked as it loads)."""
+        if not isinstance(state, dict) or set(state) != {"policy", "overrides"} or \
+                not isinstance(state["overrides"], list) or \
+                len(state["overrides"]) != len(self.regions):
+            raise ValueError(f"state must be emulate.state_dict()'s: policy and "
+                             f"{len(self.regions)} override states")
+        self.rounder.rounding.load_state(state["policy"])
+        for r, s in zip(self.regions, state["overrides"]):
+            r.rounding.load_state(s)
+
+    # --- entering and leaving ----------------------------------------------------------------
 
     def __enter__(self) -> emulate:
+        if self._mode is not None:
+            raise RuntimeError("emulate: this emulate object is already entered; enter it once "
+                               "(nesting it would install its hooks twice)")
+        if torch.compiler.is_compiling():
+            raise RuntimeError("emulate cannot be entered inside a torch.compile'd function: "
+                               "its rounding is Python and NumPy state that dynamo cannot "
+                               "trace; enter it around the call of the compiled model")
+        mine = {id(m) for m in self.model.modules()}
+        for key, other in _ACTIVE.items():
+            if key in mine:
+                name = self._names.get(key, "?")
+                raise RuntimeError(f"emulate: module {name or 'the model'!r} is already under "
+                                   f"emulate(policy {other.policy.name!r}); nested emulate "
+                                   f"blocks would mix two policies: use one, with overrides= "
+                                   f"for per-module precision")
         self._handles = _install_hooks(self)
+        for key in mine:
+            _ACTIVE[key] = self
+        self._stance = torch.compiler.set_stance("force_eager")
+        self._stance.__enter__()
+        if self._autocast is not None:
+            self._autocast.enter()
         self._mode = _Mode(self)
         self._mode.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        assert self._mode is not None
-        self._mode.__exit__(*exc)
-        for h in self._handles:
-            h.remove()
-        self._handles = []
+        mode, self._mode = self._mode, None
+        try:
+            if mode is not None:
+                mode.__exit__(*exc)
+        finally:
+            for h in self._handles:
+                h.remove()
+            self._handles = []
+            for key in [k for k, v in _ACTIVE.items() if v is self]:
+                del _ACTIVE[key]
+            self._stack.clear()
+            if self._stance is not None:
+                self._stance.__exit__(*exc)
+                self._stance = None
+            if self._autocast is not None:
+                self._autocast.exit()
+
+    def mode_active(self) -> bool:
+        return self._mode is not None and self._mode in _get_current_function_mode_stack()
+
+    def push_frame(self, m: torch.nn.Module) -> None:
+        """A module's pre-hook: a new frame; a forward of the model begins when no module of it
+        runs (outside a backward pass); the rounding made active where it is not (a module
+        recomputed by activation checkpointing inside the backward)."""
+        name = self._names.get(id(m), "?")
+        in_backward = torch._C._current_graph_task_id() != -1
+        if not self._stack and not in_backward:
+            self._begin_pass()
+        pushed = False
+        if self._mode is not None and not self.mode_active():
+            if self._check_stochastic_checkpointing:
+                raise RuntimeError("emulate: a module is recomputed in the backward (activation "
+                                   "checkpointing) under a policy that rounds stochastically: "
+                                   "the recomputation would draw other random bits; use a "
+                                   "deterministic rounding or no checkpointing")
+            self._mode.__enter__()
+            pushed = True
+        frame = self._stack[-1] if self._stack else None
+        rounder = self._region.get(name) or (frame.rounder if frame else self.rounder)
+        self._stack.append(_Frame(name, rounder, pushed))
+
+    def pop_frame(self) -> _Frame | None:
+        if not self._stack:
+            return None
+        frame = self._stack.pop()
+        if frame.pushed and self._mode is not None:
+            self._mode.__exit__(None, None, None)
+        return frame
 
 
-def _default_stream(model: torch.nn.Module) -> tuple[str, ...]:
+def _check_stream(model: torch.nn.Module, names: dict, stream: Any,
+                  embed: Any) -> tuple[tuple[str, ...], str | None]:
+    """``stream`` (a name or a list of names; default: the children of the ModuleList holding
+    the most parameters) and ``embed`` (default: ``get_input_embeddings()``), each a module of
+    the model."""
+    if stream is None:
+        stream = default_stream(model)
+    elif isinstance(stream, str):
+        stream = (stream,)
+    elif not isinstance(stream, (list, tuple)) or not all(isinstance(s, str) for s in stream):
+        raise TypeError(f"stream must be a module name or a list of module names; got "
+                        f"{stream!r}")
+    stream = tuple(stream)
+    embed = _default_embed(model) if embed is None else embed
+    if embed is not None and not isinstance(embed, str):
+        raise TypeError(f"embed must be a module name; got {type(embed).__name__}")
+    for n in stream + ((embed,) if embed else ()):
+        if n not in names:
+            raise ValueError(f"stream/embed: no module named {n!r} in the model")
+    return stream, embed
+
+
+def default_stream(model: torch.nn.Module) -> tuple[str, ...]:
+    """The children of the model's ``nn.ModuleList`` holding the most parameters (the first
+    of equals): a transformers model's decoder layers, not a list of heads or norms."""
+    best, size = None, -1
     for name, m in model.named_modules():
-        if isinstance(m, torch.nn.ModuleList):
-            return tuple(f"{name}.{i}" if name else str(i) for i in range(len(m)))
-    return ()
+        if isinstance(m, torch.nn.ModuleList) and len(m):
+            n = sum(p.numel() for p in m.parameters())
+            if n > size:
+                best, size = (name, m), n
+    if best is None:
+        return ()
+    name, m = best
+    return tuple(f"{name}.{i}" if name else str(i) for i in range(len(m)))
 
 
 def _default_embed(model: torch.nn.Module) -> str | None:
     get = getattr(model, "get_input_embeddings", None)
-    emb = get() if callable(get) else None
+    try:
+        emb = get() if callable(get) else None
+    except (NotImplementedError, AttributeError):
+        emb = None
     if emb is None:
         return None
     return next((n for n, m in model.named_modules() if m is emb), None)
 
 
 def _install_hooks(em: emulate) -> list[Any]:
-    """Module-name tracking for the sites, and the residual-stream roundings."""
+    """Module-name tracking for the sites and regions, and the residual-stream roundings."""
     handles = []
-    root = em.model
 
     def pre(m: torch.nn.Module, args: Any) -> None:
-        if m is root:
-            em._calls.clear()
-            em._stack.clear()
-        em._stack.append(em._names.get(id(m), "?"))
+        em.push_frame(m)
 
     def post(m: torch.nn.Module, args: Any, out: Any) -> Any:
-        name = em._stack.pop() if em._stack else "?"
-        both = name in em.stream
-        if not both and name != em.embed:
+        frame = em.pop_frame()
+        if frame is None:
             return None
-        r = em.rounder
-        fwd = lambda t: r("activations", t, f"{name}/stream.x")  # noqa: E731
-        bwd = (lambda t: r("activations", t, f"{name}/stream.dx")) if both else None
-        if isinstance(out, torch.Tensor):
-            return _Straight.apply(out, fwd, bwd)
-        if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
-            return (_Straight.apply(out[0], fwd, bwd),) + out[1:]
-        return None
+        return handlers.stream_output(em, frame, out)
 
-    for m in root.modules():
+    for m in em.model.modules():
         handles.append(m.register_forward_pre_hook(pre))
-        handles.append(m.register_forward_hook(post))
+        handles.append(m.register_forward_hook(post, always_call=True))
     return handles
+
+
+__all__ = ["RULES", "default_stream", "emulate"]

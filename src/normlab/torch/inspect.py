@@ -26,7 +26,6 @@ during the pass: no dropout).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -36,15 +35,66 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ..precision.headroom import FORMAT_SCALINGS, format_window, tensor_stats
-from .emulate import _default_stream, emulate
+from .._files import check_output_path, dumps_json
+from ..precision.formats import get_format
+from ..precision.headroom import FORMAT_SCALINGS, MX_BLOCK, format_window, tensor_stats
+from ..precision.policy import get_policy
+from .emulate import default_stream as _default_stream
+from .quantize import mx_scale
+
+#: The headroom column that follows the ``mxfp8`` preset's scale rule (``preset_mx_fractions``).
+MXFP8 = "mxfp8"
 
 
 def _stats(t: torch.Tensor, kind: str, delayed: dict[str, float], name: str) -> dict:
-    s = tensor_stats(t.detach().to("cpu", torch.float32).numpy(),
-                     delayed_amax=delayed.get(name))
+    x = t.detach().to("cpu", torch.float32).contiguous()
+    s = tensor_stats(x.numpy(), delayed_amax=delayed.get(name))
+    s["formats"][MXFP8] = preset_mx_fractions(x, s)
     s["kind"] = kind
     return s
+
+
+def _mx_counts(blocks: torch.Tensor, X: torch.Tensor, fmt: Any) -> torch.Tensor:
+    """(overflow, kept, normal) counts of the non-zero values of the (n, 32) blocks of |x|
+    scaled by 1 / X (n,), as ``normlab.precision.headroom`` counts them (round to nearest
+    even: past max + ulp(max) / 2, at the tie too when max is odd; above half the smallest
+    subnormal; at or above the smallest normal less half a subnormal spacing)."""
+    f = get_format(fmt)
+    beyond = f.max_finite + 2.0 ** (f.emax - f.mantissa_bits - 1)
+    half_tiny = f.min_subnormal / 2
+    top_sub = f.min_normal - f.min_subnormal / 2 if f.subnormals else half_tiny
+    w = blocks * (1.0 / X).to(torch.float32)[:, None]  # exact: X is a power of two
+    over = (w > beyond) if f.inf_nan == "fn" and f.mantissa_bits > 0 else (w >= beyond)
+    return torch.stack([over.sum(), (w > half_tiny).sum(), (w >= top_sub).sum()])
+
+
+def preset_mx_fractions(x: torch.Tensor, stats: dict) -> dict:
+    """The ``mxfp8`` column with the scale rule of the ``mxfp8`` preset (its ``compute``
+    role's), where ``tensor_stats`` counts OCP MX v1.0's floor rule: the floor counts, with the
+    blocks whose scale the preset's rule sets elsewhere counted again at that scale. x: float32
+    on the CPU, contiguous; MX blocks of 32 along its last axis, non-finite values left out."""
+    p = get_policy(MXFP8).compute
+    fmt, rule = p.format, getattr(p.scaling, "scale_rule", "floor")
+    floor = stats["formats"][MXFP8]
+    if rule == "floor" or x.numel() == 0:
+        return dict(floor)
+    last = x.shape[-1] if x.dim() else 1
+    rows = torch.nan_to_num(x.reshape(-1, last).abs(), nan=0.0, posinf=0.0)
+    pad = (-last) % MX_BLOCK
+    blocks = (torch.nn.functional.pad(rows, (0, pad)) if pad else rows).reshape(-1, MX_BLOCK)
+    amax = blocks.amax(dim=1).double()
+    xf, xr = mx_scale(amax, fmt, "floor"), mx_scale(amax, fmt, rule)
+    moved = xf != xr
+    n = stats["size"] - stats["zeros"] - stats["nonfinite"]
+    counts = [round(floor["overflow"] * n), n - round(floor["flush"] * n), 0]
+    counts[2] = counts[1] - round(floor["subnormal"] * n)
+    if bool(moved.any()):
+        b = blocks[moved]
+        delta = _mx_counts(b, xr[moved], fmt) - _mx_counts(b, xf[moved], fmt)
+        counts = [c + int(d) for c, d in zip(counts, delta)]
+    over, kept, normal = counts
+    m = max(n, 1)
+    return {"overflow": over / m, "flush": (n - kept) / m, "subnormal": (kept - normal) / m}
 
 
 def _loss_of(out: Any) -> torch.Tensor:
@@ -67,7 +117,7 @@ def inspect(model: torch.nn.Module, batch: dict, *, stream: Any = None,
     if not isinstance(batch, dict):
         raise TypeError(f"batch must be a dict of model(**batch) arguments; got "
                         f"{type(batch).__name__}")
-    stream = _default_stream(model) if stream is None else tuple(stream)
+    stream = _check_names(model, _default_stream(model) if stream is None else stream)
     delayed = delayed or {}
     probe = _Probe(model, stream, delayed)
     was_training = model.training
@@ -79,7 +129,8 @@ def inspect(model: torch.nn.Module, batch: dict, *, stream: Any = None,
         with probe:
             out = model(**batch)
             loss = _loss_of(out)
-            loss.backward()
+            if loss.requires_grad:  # a model without parameters has no gradients to measure
+                loss.backward()
         _weights(model, probe.tensors, delayed)
     finally:
         for n, p in model.named_parameters():
@@ -116,9 +167,35 @@ def _report(out: Any, loss: Any, probe: _Probe, stream: tuple) -> dict:
                       **probe.added.get(i, {})}
                      for i, n in enumerate(stream) if f"{n}.stream.x" in tensors]
     res["tensors"] = tensors
-    res["formats"] = [{"key": k, "format": f, "scaling": s, "window": format_window(f)}
+    res["formats"] = [{"key": k, "format": f, "scaling": s, "window": format_window(f),
+                       **({"scale_rule": _rule(k)} if s == "mx" else {})}
                       for k, f, s in FORMAT_SCALINGS]
     return res
+
+
+def weight_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """The modules whose own parameters include a matrix (or a stack of them: MoE experts) and
+    whose input is floating: linear layers, transformers' ``Conv1D``, convolutions, experts,
+    routers, ``nn.MultiheadAttention``; not embeddings (their input is token ids)."""
+    out = []
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Embedding):
+            continue
+        if any(p.dim() >= 2 for p in m.parameters(recurse=False)):
+            out.append((name, m))
+    return out
+
+
+def _first_float(xs: Any) -> torch.Tensor | None:
+    return next((x for x in xs if isinstance(x, torch.Tensor) and x.is_floating_point()), None)
+
+
+def _rule(key: str) -> str:
+    """The scale rule of an MX column: the ``mxfp8`` preset's for ``mxfp8``, OCP's floor for
+    the others."""
+    if key != MXFP8:
+        return "floor"
+    return str(getattr(get_policy(MXFP8).compute.scaling, "scale_rule", "floor"))
 
 
 def _first(x: Any) -> torch.Tensor | None:
@@ -186,10 +263,9 @@ class _Probe(TorchFunctionMode):
 
     def _install(self) -> list:
         hs = [self.model.register_forward_hook(lambda m, a, o: self.outputs.append(o))]
-        for name, m in self.model.named_modules():
-            if isinstance(m, torch.nn.Linear):
-                hs.append(m.register_forward_pre_hook(self._linear_input(name)))
-                hs.append(m.register_full_backward_hook(self._linear_dout(name)))
+        for name, m in weight_modules(self.model):
+            hs.append(m.register_forward_pre_hook(self._module_input(name), with_kwargs=True))
+            hs.append(m.register_forward_hook(self._module_output(name)))
         for i, name in enumerate(self.stream):
             layer = self.model.get_submodule(name)
             hs.append(layer.register_forward_pre_hook(self._enter_layer(i), with_kwargs=True))
@@ -198,15 +274,21 @@ class _Probe(TorchFunctionMode):
                 hs.append(m.register_forward_hook(self._branch(i, name, branch)))
         return hs
 
-    def _linear_input(self, name: str) -> Callable:
-        def pre(mod: Any, args: Any) -> None:
-            self.record("activation", f"{name}.input", args[0])
+    def _module_input(self, name: str) -> Callable:
+        def pre(mod: Any, args: Any, kwargs: Any) -> None:
+            x = _first_float((*args, *kwargs.values()))
+            if x is not None:
+                self.record("activation", f"{name}.input", x)
         return pre
 
-    def _linear_dout(self, name: str) -> Callable:
-        def back(mod: Any, gin: Any, gout: Any) -> None:
-            self.record("gradient", f"{name}.dout", gout[0])
-        return back
+    def _module_output(self, name: str) -> Callable:
+        """The gradient arriving at the module's output, by a hook on the output tensor (a
+        module's full backward hook would warn where no input needs a gradient)."""
+        def post(mod: Any, args: Any, out: Any) -> None:
+            t = _first(out)
+            if t is not None and t.requires_grad and t.is_floating_point():
+                t.register_hook(lambda g: self.record("gradient", f"{name}.dout", g))
+        return post
 
     def _enter_layer(self, i: int) -> Callable:
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
@@ -288,6 +370,19 @@ def _sdpa_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: An
     return _head_stats(s, torch.softmax(s, dim=-1))
 
 
+def _check_names(model: torch.nn.Module, stream: Any) -> tuple[str, ...]:
+    """``stream``: a module name or a list of them, each a module of ``model``."""
+    names = (stream,) if isinstance(stream, str) else stream
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"stream must be a module name or a list of module names; got "
+                        f"{stream!r}")
+    known = dict(model.named_modules())
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise ValueError(f"stream: no module named {missing[0]!r} in the model")
+    return tuple(names)
+
+
 class Monitor:
     """``normlab inspect``'s statistics every ``every`` steps of training, as JSON lines.
 
@@ -313,8 +408,10 @@ class Monitor:
             raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an integer >= 1; got {every!r}")
+        if path is not None:
+            path = str(check_output_path(path, what="path"))
         self.model, self.every, self.path = model, every, path
-        self.stream = _default_stream(model) if stream is None else tuple(stream)
+        self.stream = _check_names(model, _default_stream(model) if stream is None else stream)
         self.count = 0
         self.records: list[dict] = []
         self._amax: dict[str, float] = {}
@@ -349,69 +446,7 @@ class Monitor:
         self._amax = {n: s["amax"] for n, s in rec["tensors"].items()}
         self.records.append(rec)
         if self.path is not None:
+            line = dumps_json(rec, indent=None)  # strict JSON: a NaN loss is "nan"
             with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(rec) + "\n")
+                f.write(line + "\n")  # one write of one line: O_APPEND keeps lines whole
         return rec
-
-
-def _policy_losses(model: torch.nn.Module, batch: dict, policies: tuple[str, ...]) -> dict:
-    """The loss of one forward under each preset (emulated; a delayed-scaling policy runs a
-    first forward to fill its histories, as normlab inspect does)."""
-    import numpy as np
-
-    from ..precision import PRESETS, DelayedScaling
-
-    out = {}
-    with torch.no_grad():
-        for name in policies:
-            em = emulate(model, name, rng=np.random.default_rng(0))
-            with em:
-                if any(isinstance(getattr(PRESETS[name], r).scaling, DelayedScaling)
-                       for r in ("compute", "activations")):
-                    model(**batch)
-                    em.end_step()
-                out[name] = float(_loss_of(model(**batch)))
-    return out
-
-
-def inspect_checkpoint(path: Any, tokens: Any, *, seq_len: int | None = None,
-                       policies: tuple[str, ...] | None = None) -> dict:
-    """``normlab inspect --torch``: any transformers causal-LM directory, loaded with
-    ``AutoModelForCausalLM`` in float32, measured by :func:`inspect` on the last ``seq_len``
-    + 1 of ``tokens`` (default: at most 256), with the loss under each preset; the dict has the
-    keys of ``normlab.models.inspect.inspect_model``'s result that the page reads (norm gains
-    empty: not read from torch models)."""
-    import numpy as np
-    import transformers
-
-    from ..precision import PRESETS
-
-    ids = np.asarray(tokens)
-    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size < 2:
-        raise ValueError(f"tokens must be a 1-D array of at least 2 token ids; got {ids.dtype} "
-                         f"{ids.shape}")
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    cfg = model.config
-    if ids.max() >= cfg.vocab_size or ids.min() < 0:
-        raise ValueError(f"tokens must lie in [0, vocab_size = {cfg.vocab_size})")
-    T = min(256, ids.size - 1) if seq_len is None else min(int(seq_len), ids.size - 1)
-    window = torch.from_numpy(ids[-(T + 1):].astype(np.int64))[None]
-    batch = {"input_ids": window[:, :-1], "labels": window[:, :-1]}
-    res = inspect(model, batch)
-    policies = tuple(p for p in PRESETS if p != "fp32") if policies is None else policies
-    losses = {"fp32": res["loss"], **_policy_losses(model, batch, tuple(policies))}
-    heads = getattr(cfg, "num_attention_heads", 0)
-    res.update({
-        "model": {"config": {"n_layers": getattr(cfg, "num_hidden_layers", len(res["layers"])),
-                             "d_model": getattr(cfg, "hidden_size", 0), "n_heads": heads,
-                             "n_kv_heads": getattr(cfg, "num_key_value_heads", heads),
-                             "placement": "as " + type(model).__name__,
-                             "norm": "the model's own", "architecture": type(model).__name__},
-                  "parameters": int(sum(p.numel() for p in model.parameters()))},
-        "tokens": {"measured": int(T), "delayed_from": "the same window (no earlier tokens)"},
-        "nll": res["loss"],
-        "policies": {k: {"loss": v, "delta": v - res["loss"]} for k, v in losses.items()},
-    })
-    for layer in res["layers"]:
-        layer.setdefault("norms", {})
-    return res

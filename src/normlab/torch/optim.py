@@ -30,6 +30,7 @@ the moments before the weight, as normlab's optimizer does.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,7 @@ class PolicyOptimizer:
         self.scaler = pol.make_loss_scaler()
         self.steps = self.skipped = 0
         self._found_inf: bool | None = None  # this step's unscale_ result
+        self._stepped: list[tuple[Any, int]] = []  # the last step's gradients and versions
         for p in self._params():  # stored in the policy's format from the start, as normlab
             _round(self.stored, p.data, rng)
 
@@ -126,11 +128,26 @@ class PolicyOptimizer:
             raise TypeError(f"loss must be a torch.Tensor; got {type(loss).__name__}")
         return loss if self.scaler is None else loss * self.loss_scale
 
+    def _check_new_gradients(self) -> None:
+        """Refuse a step on the gradients the last step used: every gradient the same tensor
+        at the same version (no backward since), as ``torch.amp.GradScaler`` refuses a second
+        ``step()`` before ``update()``."""
+        if not self._stepped:
+            return
+        now = {id(p.grad): p.grad._version for p in self._params() if p.grad is not None}
+        if now and all(ref() is not None and id(ref()) in now and now[id(ref())] == v
+                       for ref, v in self._stepped):
+            raise RuntimeError("PolicyOptimizer: step() (or unscale_()) again on the gradients "
+                               "the last step already unscaled and used; run the next backward "
+                               "(after zero_grad) first")
+
     def unscale_(self) -> bool:
         """Divide the gradients by S (times ``float32(1 / S)``, once per step) and return
-        whether any gradient holds an inf or NaN."""
+        whether any gradient holds an inf or NaN. Refused on the last step's gradients (no
+        backward since: a RuntimeError)."""
         if self._found_inf is not None:
             return self._found_inf
+        self._check_new_gradients()
         inv = np.float32(1.0 / self.loss_scale)
         found = False
         with torch.no_grad():
@@ -145,7 +162,9 @@ class PolicyOptimizer:
 
     def step(self) -> bool:
         """One step: unscale, skip it on non-finite gradients, else update and round; then the
-        scaler's update. Returns True when the step was skipped."""
+        scaler's update. Returns True when the step was skipped. A second step on the same
+        gradients (no backward in between) is refused (a RuntimeError), as it would unscale
+        them again."""
         found_inf = self.unscale_()
         self._found_inf = None
         self.steps += 1
@@ -159,6 +178,8 @@ class PolicyOptimizer:
             self.skipped += 1
         if self.scaler is not None:
             self.scaler.update(found_inf)
+        self._stepped = [(weakref.ref(p.grad), p.grad._version) for p in self._params()
+                         if p.grad is not None]
         return found_inf
 
     def zero_grad(self, set_to_none: bool = True) -> None:

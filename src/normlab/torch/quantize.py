@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .. import _checks as ck
-from ..precision.formats import FloatFormat, get_format
+from ..precision.formats import FORMATS, FloatFormat, get_format
 from ..precision.policy import Precision
 from ..precision.rounding import OVERFLOWS, ROUNDINGS
 from ..precision.scaling import (
@@ -85,6 +85,19 @@ def _consts(fmt: FloatFormat, wide: bool) -> _Consts | None:
                    q_scale=2.0 ** (M - fmt.emin))
 
 
+def torch_format(fmt: Any, name: str = "fmt") -> FloatFormat:
+    """``normlab.precision.get_format`` that also reads a torch floating dtype by its name
+    (``torch.float8_e4m3fn`` is ``"float8_e4m3fn"``); a torch dtype normlab has no format for
+    is refused by name."""
+    if isinstance(fmt, torch.dtype):
+        label = str(fmt).removeprefix("torch.")
+        if label not in FORMATS:
+            raise ValueError(f"{name}: torch dtype {fmt} is not one of normlab's formats "
+                             f"({', '.join(FORMATS)})")
+        return FORMATS[label]
+    return get_format(fmt, name)
+
+
 def _check(t: Any, fmt: Any, rounding: Any, overflow: Any, subnormals: Any, rng: Any,
            random_bits: Any) -> tuple:
     if not isinstance(t, torch.Tensor):
@@ -92,7 +105,7 @@ def _check(t: Any, fmt: Any, rounding: Any, overflow: Any, subnormals: Any, rng:
     if not t.is_floating_point():
         raise TypeError(f"t must be a floating-point tensor (float64, float32, float16, "
                         f"bfloat16); got {t.dtype}")
-    fmt = get_format(fmt)
+    fmt = torch_format(fmt)
     rounding = ck.choice(rounding, "rounding", ROUNDINGS)
     if overflow is not None:
         ck.choice(overflow, "overflow", OVERFLOWS)
@@ -336,10 +349,17 @@ class MXTensor(NamedTuple):
 
 def mx_scale(block_amax: torch.Tensor, fmt: Any, scale_rule: str = "floor") -> torch.Tensor:
     """``normlab.precision.mx_scale`` in torch: float64 powers of two in [2^-127, 2^127], NaN
-    for a non-finite amax."""
-    fmt = get_format(fmt)
+    for a non-finite amax. ``block_amax``: a floating tensor of amaxes (>= 0, or NaN or inf
+    where a block holds one); a negative value is refused (a ValueError), as no block has one."""
+    if not isinstance(block_amax, torch.Tensor) or not block_amax.is_floating_point():
+        raise TypeError(f"block_amax must be a floating-point torch.Tensor; got "
+                        f"{type(block_amax).__name__}")
+    fmt = torch_format(fmt)
     rule = ck.choice(scale_rule, "scale_rule", SCALE_RULES)
     a = block_amax.to(torch.float64)
+    if bool((a < 0).any()):
+        raise ValueError(f"block_amax must be >= 0 (a block's max |x|); got "
+                         f"{float(a.min())}")
     finite = torch.isfinite(a)
     safe = torch.where(finite & (a > 0), a, torch.ones_like(a))
     one = torch.ones_like(a)
@@ -394,7 +414,7 @@ def mx_quantize(t: torch.Tensor, fmt: Any = "float8_e4m3fn", *, block_size: int 
     stochastic rounding as normlab does."""
     if not isinstance(t, torch.Tensor) or not t.is_floating_point():
         raise TypeError(f"t must be a floating-point torch.Tensor; got {type(t).__name__}")
-    fmt = get_format(fmt)
+    fmt = torch_format(fmt)
     k = ck.integer(block_size, "block_size", lo=1, hi=1 << 16)
     if t.dim() == 0:
         raise ValueError("t must have at least 1 dimension for MX blocks; got a scalar")
@@ -414,7 +434,7 @@ def mx_quantize(t: torch.Tensor, fmt: Any = "float8_e4m3fn", *, block_size: int 
     wt = ct if rounding in ("nearest_even", "toward_zero") else torch.float64
     v = xb.to(wt) * (1.0 / X[..., None]).to(wt)
     p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng).to(ct)
-    p = p.reshape(p.shape[:-2] + (-1,))[..., :n]
+    p = p.reshape(p.shape[:-2] + (p.shape[-2] * k,))[..., :n]  # (..., nb k): no -1 when empty
     return MXTensor(elements=p.movedim(-1, ax), scales=X.to(ct).movedim(-1, ax), axis=ax,
                     block_size=k, fmt=fmt)
 

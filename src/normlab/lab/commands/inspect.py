@@ -15,11 +15,19 @@ Every argument is checked before any work (``--out`` a folder that can be writte
 new or regular files that are none of the inputs, ``--text`` / ``--tokens`` regular files of
 bounded size, ``--seq`` and ``--policies``); a refusal, or a checkpoint or token file that cannot
 be read, is one line naming it (exit status 2). Both files are written atomically.
+
+``--torch`` loads the checkpoint with transformers (any causal-LM family) and refuses what
+normlab's own loader refuses, in one line, exit status 2: every safetensors header is read by
+normlab's rules first (``normlab.models.hf.safetensors.read_header``), the config's layer count
+must be the number of layers the checkpoint stores and the model must fit in the memory available
+(before a module is built), and transformers' loading report must list no missing tensor and no
+shape that the config contradicts (``normlab.torch.load_causal_lm``).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,10 +153,12 @@ def main(args: argparse.Namespace) -> int:
     name = Path(args.path).resolve().name
     try:
         if getattr(args, "torch", False):
+            from ..._memory import available_memory
             from ...torch import inspect_checkpoint
 
+            check_torch_checkpoint(args.path)
             result = inspect_checkpoint(args.path, tokens_of(args), seq_len=args.seq,
-                                        policies=policies)
+                                        policies=policies, available=available_memory())
             return _write(args, result, name)
         model = load_hf(args.path)
         tokens = tokens_of(args)
@@ -163,6 +173,36 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return _write(args, result, name)
+
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_LAYER_NAME = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
+
+
+def check_torch_checkpoint(path: str) -> None:
+    """``--torch``'s checks before transformers reads anything: every safetensors header by
+    normlab's rules, and the config's layer count against the layers the checkpoint stores (the
+    indices after ``layers.`` / ``h.`` / ``blocks.`` in its tensor names) and its number of
+    tensors, so that a config of 10^9 layers is refused before a module is built. A
+    ValueError naming the file or the field."""
+    from ...models.hf import checkpoint_files
+    from ...models.hf.safetensors import read_header
+
+    hf, files = checkpoint_files(path)
+    names: list[str] = []
+    for f in files:
+        names.extend(read_header(f))
+    key = next((k for k in _LAYER_KEYS if k in hf), None)
+    layers = hf.get(key) if key else None
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        return
+    held = sorted({int(m.group(1)) for n in names for m in [_LAYER_NAME.search(n)] if m})
+    if held and (layers != len(held) or held != list(range(len(held)))):
+        raise ValueError(f"config.json: {key} = {layers} but the checkpoint stores layers "
+                         f"{held[0]}..{held[-1]}")
+    if layers > 4 * max(len(names), 1):
+        raise ValueError(f"config.json: {key} = {layers} but the checkpoint stores only "
+                         f"{len(names)} tensors")
 
 
 def _write(args: argparse.Namespace, result: dict, name: str) -> int:
