@@ -170,3 +170,25 @@ def test_the_register_block_marks_amended_and_retired_records():
     assert "| `lr-used` ✗ | shown |" in text and "| `a-beats-b` | claim |" in text
     assert "superiority: 0 (above passes)" in text and "Doe 2024, Table 2" in text
     assert "Before: quick: shown 0.01." in text
+
+
+def test_a_claim_made_a_derivation_counts_as_first_registered_and_not_as_amended():
+    """A row reclassified from claim to derivation holds now and passed then: the tally as
+    amended counts it with the identities, the tally as first registered as a passing claim,
+    with or without a committed result before at that size."""
+    derived = Record(id="c-matches-b", kind="derivation", claim="C matches B")
+    module = _module(REGISTER=(CLAIM_A, derived, PREM, SHOW))
+    rows = _rows()
+    rows[1] = Check(id="c-matches-b", claim="C matches B", published="=", measured="0",
+                    rule="algebra", passed=True, kind="derivation")
+    R.check_rows(module, rows)
+    for before in ({"quick": {"status": "pass", "interval": [-0.05, 0.05], "kind": "claim"}},
+                   {}):
+        made = Amendment(id="c-matches-b", date="2026-12-07", changed="claim -> derivation",
+                         why="true by construction", before={"kind": "claim"},
+                         results_before=before)
+        s = _summary(rows, [made])
+        assert s["tally"]["checks_counted"] == 1 and s["tally"]["identities_hold"] == 1
+        first = s["tally_first"]
+        assert first["checks_counted"] == 2 and first["checks_passed"] == 2
+        assert first["identities"] == 0 and first["reproduced"] == 1

@@ -175,19 +175,34 @@ def first_registered(row: dict[str, Any], size: str) -> list[dict[str, Any]]:
         if kind is None:
             continue  # registered after the first results
         if before is not None:
-            out.append({**c, "kind": kind, "status": before["status"],
-                        "interval": before.get("interval"), "counted": _counted(kind, before)})
-        else:
-            out.append({**c, "kind": kind, "counted": _counted(kind, c)})
+            out.append({**c, "kind": kind, "status": _status(kind, before["status"]),
+                        "interval": before.get("interval"),
+                        "identity": kind in (IDENTITY, DERIVATION),
+                        "counted": _counted(kind, {"status": _status(kind, before["status"])})})
+        else:  # no result under the first registration: today's row under its kind then
+            row = {**c, "kind": kind, "status": _status(kind, c.get("status", "shown")),
+                   "identity": kind in (IDENTITY, DERIVATION)}
+            out.append({**row, "counted": _counted(kind, row)})
     for i, a in first.items():
         before = a.get("results_before", {}).get(size)
         if i not in seen and before is not None:
             kind = before.get("kind", a["before"].get("kind", CLAIM))
+            status = _status(kind, before["status"])
             out.append({"id": i, "claim": before.get("claim", i), "kind": kind,
-                        "status": before["status"], "interval": before.get("interval"),
-                        "counted": _counted(kind, before),
+                        "status": status, "interval": before.get("interval"),
+                        "counted": _counted(kind, {"status": status}),
                         "identity": kind in (IDENTITY, DERIVATION)})
     return out
+
+
+def _status(kind: str, status: str) -> str:
+    """A row's status under ``kind``: an identity's 'holds' is a claim's 'pass' and back; a
+    shown row decides nothing."""
+    if kind in (IDENTITY, DERIVATION):
+        return {"pass": "holds"}.get(status, status)
+    if kind == SHOWN:
+        return "shown"
+    return {"holds": "pass"}.get(status, status)
 
 
 def _counted(kind: str, row: dict[str, Any]) -> bool:
