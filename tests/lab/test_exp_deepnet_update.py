@@ -61,3 +61,22 @@ def test_a_diverged_run_is_recorded_and_judged():
     assert all(np.isfinite(v) for losses in data["loss"].values() for v in losses)
     checks = dn.judge(json.loads(json.dumps(jsonable(data))), config)
     assert checks[0].interval is not None and all(np.isfinite(checks[0].interval))
+
+
+def test_the_registered_early_update_rule_is_counted_and_the_first_step_a_derivation():
+    """The largest update over the probed steps (papers.md section 6's registered rule, shown
+    after it failed in the first registration) is counted again; the first step's update,
+    which DeepNorm's alpha and beta fix, is a derivation counted apart."""
+    kinds = {c.id: c.kind for c in tiny().checks}
+    assert kinds == {"post-ln-stalls-at-depth": E.PREMISE,
+                     "post-ln-early-update-exceeds-deepnorm": E.CLAIM,
+                     "post-ln-first-step-update-exceeds-deepnorm": E.DERIVATION,
+                     "deepnorm-below-post-ln": E.CLAIM,
+                     "pre-ln-and-admin-first-update": E.SHOWN, "logit-update-ratio": E.SHOWN}
+    early = next(c for c in tiny().checks if c.id == "post-ln-early-update-exceeds-deepnorm")
+    assert early.counted and early.threshold == [np.log(dn.SPIKE)] and early.side == "above"
+    back = [a for a in dn.AMENDMENTS if a.id == early.id]
+    assert [a.date for a in back] == ["2026-12-03", "2026-12-07"]
+    assert back[0].results_before["quick"]["status"] == "FAIL"  # as first registered, M = 12
+    assert {s: r["status"] for s, r in back[1].results_before.items()} == {"quick": "shown",
+                                                                          "full": "shown"}
