@@ -32,7 +32,9 @@ def test_pre_ln_activations_are_larger_and_grew(tmp_path):
     assert all(a > b + 0.5 for a, b in zip(pre, peri))  # > 3x larger, every seed
     assert np.mean(X.values(d, "pre", top, "log_growth")) > math.log10(10)  # grew > 10x
     assert r.checks[0].premise and r.checks[0].passed  # the blow-up occurs: Pre-LN's grows
-    assert r.checks[1].passed and r.checks[3].passed  # larger than Peri-LN's, grew more
+    by = {c.id: c for c in r.checks}
+    assert by["pre-ln-activations-much-larger-than-peri-ln"].passed  # larger than Peri-LN's
+    assert by["pre-ln-max-grows-more-over-training"].estimate > 0  # and grew more (shown)
     # the depth ratio reads against the embedding output x_0, which every run records
     assert all(run["x0_rms"] > 0 for arm in d["arms"].values() for run in arm["runs"])
     assert np.mean(X.values(d, "pre", top, "depth_ratio")) > np.mean(
@@ -91,3 +93,24 @@ def test_runs_trained_as_one_ensemble_read_as_each_trained_alone():
         want = X._read(t, L, x0)
         assert json.dumps(g) == json.dumps(want)
     assert got[1]["diverged"] and not got[0]["diverged"]
+
+
+def test_one_effect_counted_once():
+    """The register (lab-audit.md, row 20): max|x| and the layer-by-layer growth (block L
+    against block 1, the claim as first registered) are counted; the growth over training and
+    the ratio against the embedding restate max|x| and are shown; fp8's overflow follows from
+    max|x| beyond 448 (a derivation)."""
+    kinds = {c.id: c.kind for c in tiny().checks if c.id in {r.id for r in X.REGISTER[:6]}}
+    assert kinds == {"pre-ln-max-grows-over-training": E.PREMISE,
+                     "pre-ln-activations-much-larger-than-peri-ln": E.CLAIM,
+                     "pre-ln-rms-grows-more-layer-by-layer": E.CLAIM,
+                     "rms-ratio-against-the-embedding": E.SHOWN,
+                     "pre-ln-max-grows-more-over-training": E.SHOWN,
+                     "more-of-pre-ln-overflows-fp8": E.DERIVATION}
+    d = tiny().data
+    lr = d["lrs"][-1]
+    layer = next(c for c in tiny().checks if c.id == "pre-ln-rms-grows-more-layer-by-layer")
+    pre = X.values(d, "pre", lr, "layer_ratio")
+    want = [math.log10(run["rms"][-1] / run["rms"][0])
+            for run in d["arms"][X._key("pre", lr)]["runs"]]
+    assert pre == want and "RMS(block 1)" in layer.measured
