@@ -100,13 +100,14 @@ _LIU_TABLE = ("Liu et al. 2020, Table 1 (WMT14 En-De BLEU, 6L-6L / 12L-12L / 18L
               "RealFormer's Table 7, papers.md section 5]")
 
 
-def _trains(p: str, claim: str, source: str, where: str) -> Record:
+def _trains(p: str, claim: str, source: str, where: str,
+            registered: str = "2026-11-29") -> Record:
     """The record of "p trains at every depth": p's worst loss over the depths within TOL of
     Pre-LN's best (non-inferiority)."""
     return Record(id=f"{p}-trains-at-every-depth", kind=CLAIM, claim=claim, source=source,
                   where=where, form=NON_INFERIORITY, margin=(TOL,), side="below",
                   margin_source=MARGINS, grid=_GRID, seeds=_SEEDS, seeds_from=_SEEDS_FROM,
-                  premise=("post-ln-trains-shallow",), registered="2026-11-29")
+                  premise=("post-ln-trains-shallow",), registered=registered)
 
 
 REGISTER = (
@@ -137,7 +138,8 @@ REGISTER = (
     _trains("admin", "Admin trains at every depth, where Post-LN fails",
             "\"Extensive experiments show that Admin is more stable, converges faster, and "
             "leads to better performance.\"",
-            "Liu et al. 2020, abstract; " + _LIU_TABLE + ": Admin 27.90 / 28.58 / 29.03"),
+            "Liu et al. 2020, abstract; " + _LIU_TABLE + ": Admin 27.90 / 28.58 / 29.03",
+            registered="2026-12-02"),  # its arm joined the grid in b0f1974
     _trains("rezero", "ReZero trains at every depth without any norm in the blocks",
             "\"we are the first to train Transformers over 100 layers without learning rate "
             "warm-up or LayerNorm\"", "Bachlechner et al. 2020 (ReZero), Sec. 1"),
