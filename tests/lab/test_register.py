@@ -192,3 +192,20 @@ def test_a_claim_made_a_derivation_counts_as_first_registered_and_not_as_amended
         first = s["tally_first"]
         assert first["checks_counted"] == 2 and first["checks_passed"] == 2
         assert first["identities"] == 0 and first["reproduced"] == 1
+
+
+def test_as_first_registered_a_size_reads_its_first_committed_result():
+    """The full size first measured after an early amendment: its row as first registered is
+    the earliest result before that has the full size (a later amendment's), not today's."""
+    early = Amendment(id="a-beats-b", date="2026-12-03", changed="seeds 3 -> 8", why="w",
+                      remeasure=True,
+                      results_before={"quick": {"status": "FAIL", "kind": "claim"}})
+    later = Amendment(id="a-beats-b", date="2026-12-07", changed="margin", why="w",
+                      before={"margin": [0.5]},
+                      results_before={"quick": {"status": "pass", "kind": "claim"},
+                                      "full": {"status": "inconclusive", "kind": "claim"}})
+    row = _summary(_rows(), [later, early])["experiments"][0]
+    by_size = {size: {c["id"]: c["status"] for c in R.first_registered(row, size)}
+               for size in ("quick", "full")}
+    assert by_size["quick"]["a-beats-b"] == "FAIL"
+    assert by_size["full"]["a-beats-b"] == "inconclusive"

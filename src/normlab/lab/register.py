@@ -155,14 +155,21 @@ def check_register_file(committed: dict[str, Any], new: dict[str, Any]) -> None:
 
 # ---- the rows as first registered ----------------------------------------------------------
 def first_registered(row: dict[str, Any], size: str) -> list[dict[str, Any]]:
-    """An experiment's summary row's checks as first registered: each amended row as its first
-    amendment's result before says it was at ``size`` (its kind and status; a row the first
-    registration did not count keeps its kind from ``before``), each retired row put back, and
-    a row the first registration did not have left out (its first amendment's ``before`` has
+    """An experiment's summary row's checks as first registered: each amended row as the
+    earliest result before of its amendments at ``size`` says it was (its kind and status: the
+    first committed result at that size, which for a size first measured after an early
+    amendment is the one under the registration then; with none at that size, today's row under
+    the first amendment's ``before`` kind), each retired row put back, and a row the first
+    registration did not have left out (its first amendment's ``before`` has
     ``{"kind": None}``)."""
     first: dict[str, dict[str, Any]] = {}
-    for a in sorted(row.get("amendments", []), key=lambda a: a["date"]):
+    ordered = sorted(row.get("amendments", []), key=lambda a: a["date"])
+    for a in ordered:
         first.setdefault(a["id"], a)
+    for a in reversed(ordered):  # the earliest with a result at this size wins
+        if size in a.get("results_before", {}) and first[a["id"]]["before"].get(
+                "kind", "") is not None:
+            first[a["id"]] = {**a, "before": {**a["before"], **first[a["id"]]["before"]}}
     out, seen = [], set()
     for c in row.get("checks", []):
         a = first.get(c.get("id", ""))
