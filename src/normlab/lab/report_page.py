@@ -235,7 +235,8 @@ def differences_html(results: dict[str, Result]) -> str:
     for d in DIFFERENCES:
         measured = d.evidence
         r = results.get(d.experiment)
-        check = next((c for c in r.checks if c.claim.startswith(d.check)), None) if r else None
+        ids = {c.id: c for c in r.checks} if r else {}
+        check = next((ids[i] for i in d.check if i in ids), None)
         if check is not None:
             measured = (f"<a href='#{_e(d.experiment)}'>{_e(d.experiment)}</a>: "
                         f"{_e(check.measured)} <span class='{_e(check.status)}'>"
