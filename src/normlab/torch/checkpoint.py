@@ -76,7 +76,7 @@ def load_causal_lm(path: Any, *, available: int | None = None) -> torch.nn.Modul
         raise ValueError(f"{path}: the checkpoint {what} ({missing[:3]}"
                          f"{' ...' if len(missing) > 3 else ''}): the model would be measured "
                          f"with random weights")
-    bad = list(info.get("mismatched_keys", ()))
+    bad = sorted(info.get("mismatched_keys", ()), key=str)
     if bad:
         name, stored, wanted = (list(bad[0]) + [None, None])[:3]
         raise ValueError(f"{path}: tensor {name} is stored with shape "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +40,9 @@ from .._files import check_output_path, write_json
 from ..precision.headroom import tensor_stats
 
 _CHECKED = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# ops whose output is memory not yet written, or bits read as another dtype: not values
+_UNSET = ("aten.empty", "aten.new_empty", "aten.empty_like", "aten.empty_strided",
+          "aten.view.dtype", "aten.set_", "aten.resize_")
 
 
 class NonFiniteError(RuntimeError):
@@ -69,14 +73,15 @@ class _Ops(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        o = self.owner
-        if o.found is None:
+        o, name = self.owner, str(func)
+        if o.found is None and not name.startswith(_UNSET):
+            # what an op reads: not the memory an in-place op or out= writes
+            read = [*(args[1:] if func._schema.name.endswith("_") else args),
+                    *(v for k, v in kwargs.items() if k != "out")]
             outs = _floats(out if isinstance(out, (list, tuple)) else [out])
-            if any(_bad(t) for t in outs):
-                ins = _floats((*args, *kwargs.values()))
-                o.record(str(func), ins, outs)
-            elif any(_bad(t) for t in _floats((*args, *kwargs.values()))):
-                o.record(str(func), _floats((*args, *kwargs.values())), outs)
+            ins = _floats(read)
+            if any(_bad(t) for t in outs) or any(_bad(t) for t in ins):
+                o.record(name, ins, outs)
         return out
 
 
@@ -103,6 +108,7 @@ class FirstNonFinite:
         self.found: dict | None = None
         self._names = {id(m): n for n, m in model.named_modules()}
         self._stack: list[str] = []
+        self._hooked: dict[int, Any] = {}  # outputs given a gradient hook in this step
         self._backward_module = ""
 
     def record(self, op: str, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> None:
@@ -144,7 +150,9 @@ class FirstNonFinite:
                 out[0] if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor)
                 else None)
             self._frame(name, "forward", t)
-            if t is not None and t.requires_grad:
+            held = self._hooked.get(id(t)) if t is not None else None
+            if t is not None and t.requires_grad and (held is None or held() is not t):
+                self._hooked[id(t)] = weakref.ref(t)  # an outer module returning it: skipped
                 t.register_hook(lambda g, name=name: self._arrived(name, g))
 
         hs = []
@@ -172,6 +180,7 @@ class FirstNonFinite:
             for h in hs:
                 h.remove()
             self._stack.clear()
+            self._hooked.clear()
             self._backward_module = ""
 
 

@@ -79,7 +79,10 @@ from .overrides import resolve
 from .quantize import Workspace, apply, apply_, cast_from, is_transposed
 
 RULES = ("normlab", "autocast")
-OUTSIDE = "(outside the model)"  # the module of an op called outside every module of the model
+OUTSIDE = "(outside the model)"
+_IN_COMPILE = ("emulate cannot be entered inside a torch.compile'd function: its rounding is "
+               "Python and NumPy state that dynamo cannot trace; enter it around the call of "
+               "the compiled model")  # the module of an op called outside every module of the model
 _ACTIVE: dict[int, Any] = {}  # id(module) -> the entered emulate whose model holds it
 
 
@@ -357,9 +360,7 @@ class emulate:
             raise RuntimeError("emulate: this emulate object is already entered; enter it once "
                                "(nesting it would install its hooks twice)")
         if torch.compiler.is_compiling():
-            raise RuntimeError("emulate cannot be entered inside a torch.compile'd function: "
-                               "its rounding is Python and NumPy state that dynamo cannot "
-                               "trace; enter it around the call of the compiled model")
+            raise RuntimeError(_IN_COMPILE)
         mine = {id(m) for m in self.model.modules()}
         for key, other in _ACTIVE.items():
             if key in mine:
@@ -368,11 +369,15 @@ class emulate:
                                    f"emulate(policy {other.policy.name!r}); nested emulate "
                                    f"blocks would mix two policies: use one, with overrides= "
                                    f"for per-module precision")
+        try:
+            stance = torch.compiler.set_stance("force_eager")
+            stance.__enter__()
+        except RuntimeError as exc:  # set_stance refuses inside a compiled region
+            raise RuntimeError(_IN_COMPILE) from exc
+        self._stance = stance
         self._handles = _install_hooks(self)
         for key in mine:
             _ACTIVE[key] = self
-        self._stance = torch.compiler.set_stance("force_eager")
-        self._stance.__enter__()
         if self._autocast is not None:
             self._autocast.enter()
         self._mode = _Mode(self)

@@ -26,9 +26,8 @@ from .ops import MOVES, PRODUCTS, Job, Linear, Operands, Product, Straight, spli
 
 _LINEAR_LIKE = frozenset({"linear", "matmul", "mm", "addmm"})
 _DESCRIPTORS = ("__get__", "__set__", "__delete__")  # a tensor's attributes read or written
-_WHY_BIAS = "the bias is added in float32 and its gradient summed in float32, as normlab's Linear"
-_WHY_ACTIVATIONS = ("a product of two activations computes in float32, as normlab's attention "
-                    "computes q k^T and p v")
+_WHY_BIAS = "float32, as normlab's Linear"
+_WHY_ACTIVATIONS = "two activations: float32, as normlab's attention computes q k^T and p v"
 
 
 def rules_for(em: Any) -> NormlabRules:
@@ -115,7 +114,7 @@ class NormlabRules:
         site = em.weight_name(w) or em.site("embedding")
         em.coverage.add(em.frame.name, "embedding", "rounded",
                         rounded=r.describe([("W", ("params",))]), left="its gradient",
-                        why="normlab's embedding accumulates its gradient in float32")
+                        why="float32, as normlab's embedding")
         call = _arguments(F.embedding, args, kwargs)
         max_norm = call.pop("max_norm", None)
         norm_type = call.pop("norm_type", 2.0)
@@ -141,9 +140,9 @@ class NormlabRules:
         r, site = em.frame.rounder, em.site("attention")
         em.coverage.add(em.frame.name, "scaled_dot_product_attention", "rounded",
                         rounded=r.describe([("output", ("activations",))]),
-                        left="q k^T, the softmax, p v (float32 inside); the gradient",
-                        why="normlab's attention op rounds its output; the projections' "
-                            "backward rounds the gradient")
+                        left="q k^T, softmax, p v inside; its gradient",
+                        why="float32 inside, as normlab's attention op; the gradient is "
+                            "rounded by the projections' backward")
         return Straight.apply(out, lambda t: r("activations", t, f"{site}/out"), None, em)
 
     def multi_head_attention(self, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -215,13 +214,11 @@ def _cover_product(em: Any, label: str, job: Job, wa: str | None, wb: str | None
 def _cover_other(em: Any, func: Callable, weight: str) -> None:
     name = op_name(func)
     if func in NORMS:
-        em.coverage.add(em.frame.name, name, "float32", left="the norm and its gain/bias",
-                        why="a norm computes in float32 on the rounded inputs, its gain and "
-                            "bias unrounded, as normlab's norms")
+        em.coverage.add(em.frame.name, name, "float32", left="the norm, its gain and bias",
+                        why="float32 on the rounded inputs, as normlab's norms")
     elif func in ELEMENTWISE:
-        em.coverage.add(em.frame.name, name, "float32", left=f"{weight} (element-wise)",
-                        why="an element-wise op with a parameter (a gain, a scale, a bias) "
-                            "computes in float32")
+        em.coverage.add(em.frame.name, name, "float32", left="the parameter",
+                        why="an element-wise gain, scale or bias: float32")
     else:
         em.coverage.add(em.frame.name, name, "not emulated", left="the whole op",
                         why=f"computes with the weight {weight} and has no rounding in emulate")

@@ -1,0 +1,143 @@
+"""FirstNonFinite (the first inf or NaN: step, phase, module, op, the inputs' headroom, stop
+there) and Monitor's files and reach (strict JSON whatever the loss, transformers' Conv1D and MoE
+experts, no backward-hook warning, arguments checked at construction)."""
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from normlab.torch import FirstNonFinite, Monitor, NonFiniteError, emulate, inspect
+
+transformers = pytest.importorskip("transformers")
+
+
+def _strict(text: str):
+    def refuse(c):
+        raise ValueError(f"not strict JSON: {c}")
+    return json.loads(text, parse_constant=refuse)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(torch.exp(self.a(x)))
+
+
+def test_the_first_overflow_in_the_forward(tmp_path):
+    net, x = Net(), torch.randn(2, 4, generator=torch.Generator().manual_seed(1))
+    debug = FirstNonFinite(net, path=tmp_path / "nonfinite.json")
+    for scale in (1.0, 1.0, 1000.0, 1.0):
+        with debug.watch():
+            net(x * scale).sum().backward()
+    f = debug.found
+    assert (f["step"], f["phase"], f["module"], f["op"], f["made"]) == (
+        2, "forward", "", "aten.exp.default", True)
+    assert f["inf"] > 0 and f["nan"] == 0
+    assert f["inputs"][0]["amax"] > 88  # exp overflows float32 past 88.7
+    assert f["inputs"][0]["formats"]["float8_e4m3fn/none"]["overflow"] > 0  # what-if headroom
+    assert [fr["module"] for fr in f["frames"]][-1] == "a"  # the module output just before
+    assert _strict((tmp_path / "nonfinite.json").read_text())["op"] == "aten.exp.default"
+
+
+def test_the_first_overflow_in_the_backward_names_the_module():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    x = torch.randn(3, 4)
+    debug = FirstNonFinite(model)
+    with debug.watch():
+        (model(x) * 1e30).pow(2).sum().backward()  # finite forward to the last op
+    assert debug.found["phase"] == "forward"  # pow overflows first, in the forward
+    debug = FirstNonFinite(model)
+    with debug.watch():
+        y = model(x)
+        torch.autograd.backward(y, torch.full_like(y, 3e38))  # dW = dY^T x overflows
+    f = debug.found
+    assert f["phase"] == "backward" and f["module"] == "1" and f["made"]
+
+
+def test_a_nan_weight_is_received_and_stop_raises():
+    net = Net()
+    with torch.no_grad():
+        net.b.weight[0, 0] = float("nan")
+    debug = FirstNonFinite(net, stop=True)
+    with pytest.raises(NonFiniteError, match=r"step 0, forward, module 'b', op aten\.\w+"):
+        with debug.watch():
+            net(torch.randn(2, 4))
+    assert debug.found["made"] is False and debug.found["nan"] == 1
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in net.modules())
+
+
+def test_nothing_found_and_bad_arguments():
+    net = Net()
+    debug = FirstNonFinite(net)
+    with debug.watch(), emulate(net, "amp_bf16"):
+        net(torch.randn(2, 4)).sum().backward()
+    assert debug.found is None and debug.step == 0
+    with pytest.raises(TypeError, match="model must be"):
+        FirstNonFinite(object())
+    with pytest.raises(ValueError, match="frames"):
+        FirstNonFinite(net, frames=-1)
+    with pytest.raises(ValueError, match="path"):
+        FirstNonFinite(net, path="/no/such/dir/x.json")
+
+
+def test_monitor_writes_strict_json_with_a_nan_loss(tmp_path):
+    net = Net()
+    path = tmp_path / "stats.jsonl"
+    mon = Monitor(net, every=1, path=str(path))
+    with mon.watch():
+        out = net(torch.full((2, 4), float("nan"))).sum()
+        out.backward()
+    rec = _strict(path.read_text().splitlines()[0])
+    assert rec["step"] == 0 and rec["tensors"]["a.input"]["nonfinite"] == 8
+
+
+def test_monitor_sees_conv1d_and_experts_without_warnings():
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=64, n_layer=1, n_embd=32, n_head=4, n_positions=32, bos_token_id=0,
+        eos_token_id=0))
+    ids = torch.arange(10)[None]
+    rec = inspect(gpt2, {"input_ids": ids, "labels": ids})
+    for name in ("transformer.h.0.attn.c_attn", "transformer.h.0.mlp.c_proj", "lm_head"):
+        assert f"{name}.input" in rec["tensors"] and f"{name}.dout" in rec["tensors"], name
+    mix = transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+        num_experts_per_tok=2))
+    rec = inspect(mix, {"input_ids": ids, "labels": ids})
+    assert "model.layers.0.mlp.experts.input" in rec["tensors"]
+    assert "model.layers.0.mlp.experts.dout" in rec["tensors"]
+    mlp = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's full-backward-hook warning would raise
+        mon = Monitor(mlp, every=1)
+        with mon.watch():
+            mlp(torch.randn(3, 4)).sum().backward()
+    assert "0.dout" in mon.records[0]["tensors"]
+    assert [f["scale_rule"] for f in mon.records[0]["formats"] if f["scaling"] == "mx"] == [
+        "ceil", "floor"]
+
+
+def test_monitor_checks_its_arguments_at_construction():
+    net = Net()
+    with pytest.raises(ValueError, match="no module named 'nope'"):
+        Monitor(net, stream=["nope"])
+    with pytest.raises(TypeError, match="stream must be"):
+        Monitor(net, stream=3)
+    with pytest.raises(ValueError, match="path"):
+        Monitor(net, path="/missing/dir/x.jsonl")
+    assert Monitor(net, stream="a").stream == ("a",)
+
+
+def test_inspect_a_model_without_parameters():
+    class Free(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2).sum()
+    rec = inspect(Free(), {"x": torch.ones(3)})
+    assert rec["loss"] == 6.0

@@ -1,0 +1,310 @@
+"""emulate inside a real training loop: activation checkpointing (both kinds, transformers'
+gradient_checkpointing_enable) and torch.compile against the same run without them, bit for
+bit; the scaling step without a call to forget; submodule calls, re-entry, nesting; and the model
+exactly as it was after the block."""
+
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from normlab.precision import Precision, get_policy
+from normlab.precision.roles import PolicyRoles, StateLeakWarning, StepClock
+from normlab.torch import PolicyOptimizer, emulate
+
+transformers = pytest.importorskip("transformers")
+POLICIES = ["amp_bf16", "fp8_hybrid", "mxfp8"]
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
+                               torch.nn.GELU(), torch.nn.Linear(32, 32))
+
+
+def _grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _mlp_run(policy, how, steps=3):
+    """Gradients of ``steps`` steps of the MLP under one emulate (a delayed policy's scales
+    move), the middle layers checkpointed as ``how`` says."""
+    m = _mlp()
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def forward():
+        if how is None:
+            return m(x)
+        h = checkpoint(m[:3], x, use_reentrant=how == "reentrant")
+        return m[4](m[3](h))
+    with emulate(m, policy):
+        for _ in range(steps):
+            opt.zero_grad()
+            forward().pow(2).sum().backward()
+            out = _grads(m)
+            opt.step()
+    return out, x.grad.clone()
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("how", ["non-reentrant", "reentrant"])
+def test_checkpointing_gives_the_same_gradients(policy, how):
+    (want, dx), (got, gx) = _mlp_run(policy, None), _mlp_run(policy, how)
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+    assert torch.equal(dx, gx)
+
+
+def _llama(checkpointing):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=64,
+                                   use_cache=False)
+    model = transformers.LlamaForCausalLM(cfg)
+    if checkpointing:
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": checkpointing == "reentrant"})
+    model.train()
+    return model
+
+
+@pytest.mark.parametrize("policy", ["fp32", "fp8_hybrid"])
+@pytest.mark.parametrize("how", ["non-reentrant", "reentrant"])
+def test_transformers_gradient_checkpointing(policy, how):
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 96, (2, 16)))
+    runs = []
+    for ck in (None, how):
+        model = _llama(ck)
+        with emulate(model, policy):
+            for _ in range(2):  # the second step reads the first one's delayed scales
+                model.zero_grad()
+                model(input_ids=ids, labels=ids).loss.backward()
+        runs.append(_grads(model))
+    for name in runs[0]:
+        assert torch.equal(runs[0][name], runs[1][name]), name
+
+
+def test_checkpointing_refuses_stochastic_rounding():
+    sr = replace(get_policy("amp_bf16"), name="sr",
+                 compute=Precision("bfloat16", rounding="stochastic"))
+    m = _mlp()
+    x = torch.randn(4, 32, requires_grad=True)
+    with emulate(m, sr, rng=np.random.default_rng(0)):
+        y = checkpoint(m, x, use_reentrant=False)
+        with pytest.raises(RuntimeError, match="draw other random bits"):
+            y.sum().backward()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_compile_runs_eager_inside_and_compiled_after(backend):
+    m = _mlp()
+    x = torch.randn(4, 32)
+    with emulate(m, "amp_bf16"):
+        want = m(x)
+    cm = torch.compile(m, backend=backend)
+    compiled = cm(x)
+    with emulate(cm, "amp_bf16") as em:
+        got = cm(x)
+    assert torch.equal(got, want)  # the same bits as the eager module under emulate
+    assert em.coverage.rows  # the module's own ops were met
+    assert torch.equal(cm(x), compiled)  # compiled again afterwards
+
+
+def test_emulate_inside_a_compiled_function_is_refused():
+    m = _mlp()
+
+    def step(x):
+        with emulate(m, "amp_bf16"):
+            return m(x)
+    with pytest.raises(Exception, match=r"inside a torch\.compile'd function"):
+        torch.compile(step, backend="eager", fullgraph=False)(torch.randn(2, 32))
+
+
+def _delayed_run(policy, *, micro_batches=1, explicit=False, steps=4):
+    """The scales after ``steps`` optimizer steps of ``micro_batches`` forward-and-backward
+    passes each; ``explicit``: end_step() called after each step (and passes counted by
+    hand)."""
+    m = _mlp()
+    xs = torch.randn(steps * micro_batches, 4, 32, generator=torch.Generator().manual_seed(2))
+    em = emulate(m, policy, micro_batches=1 if explicit else micro_batches)
+    k = 0
+    for _ in range(steps):
+        for _ in range(micro_batches):
+            with em:
+                m(xs[k]).pow(2).sum().backward()
+            k += 1
+        if explicit:
+            em.end_step()
+    if not explicit:  # the last step's advance happens as the next forward begins
+        with em, torch.no_grad():
+            m(xs[0])
+    return {n: s.scale for n, s in em.rounder.states.items()}, _grads(m)
+
+
+def test_the_step_ends_without_a_call():
+    """Forgetting end_step: the histories advance anyway, as with it (the scales and the
+    gradients of every step equal); gradient accumulation with micro_batches."""
+    auto, g_auto = _delayed_run("fp8_hybrid")
+    explicit, g_explicit = _delayed_run("fp8_hybrid", explicit=True)
+    assert auto and all(v != 1.0 for v in auto.values())  # not left at 1
+    assert auto == explicit
+    for name in g_auto:
+        assert torch.equal(g_auto[name], g_explicit[name]), name
+    acc, _ = _delayed_run("fp8_hybrid", micro_batches=2, steps=3)
+    acc_explicit, _ = _delayed_run("fp8_hybrid", micro_batches=2, steps=3, explicit=True)
+    assert acc == acc_explicit
+
+
+def test_end_step_twice_changes_nothing_and_a_leak_warns():
+    roles = PolicyRoles("fp8_hybrid")
+    s = roles.state("compute", "w")
+    s.record_amax(2.0)
+    assert roles.end_step() and not roles.end_step()  # the second: nothing was used
+    assert s.scale == pytest.approx(448 / 2.0)
+    leaky = PolicyRoles("fp8_hybrid")
+    with pytest.warns(StateLeakWarning, match="tensor names that change"):
+        for step in range(6):  # a call counter that never resets: new names each step
+            leaky.state("compute", f"linear#{step}").record_amax(1.0)
+            leaky.end_step()
+    clock = StepClock(2)
+    assert [clock.forward(True), clock.backward(), clock.forward(True), clock.backward(),
+            clock.forward(True)] == [False, None, False, None, True]
+    with pytest.raises(ValueError, match="micro_batches"):
+        StepClock(0)
+
+
+def test_a_submodule_called_directly_keeps_its_states():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+            self.head = torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(self.body(x))
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(3, 8)
+    with emulate(net, "fp8_hybrid") as em:
+        counts = []
+        for _ in range(5):
+            net.body(x).sum().backward()
+            counts.append(len(em.rounder.states))
+    assert counts == [counts[0]] * 5 and counts[0] > 0  # no new state per step
+    assert all(s.scale != 1.0 for s in em.rounder.states.values())  # and they advanced
+
+
+def _snapshot(model):
+    """Every hook dict, attribute name and parameter, buffer and gradient of every module, and
+    the global state emulate touches."""
+    mods = {}
+    for name, m in model.named_modules():
+        hooks = {k: list(v.keys()) for k, v in vars(m).items()
+                 if k.endswith("hooks") or "hooks_" in k or k.endswith("_always_called")}
+        mods[name] = (sorted(vars(m)), hooks)
+    params = {n: (id(p), p.detach().clone(), None if p.grad is None else p.grad.clone(),
+                  p.requires_grad) for n, p in model.named_parameters()}
+    buffers = {n: (id(b), b.clone()) for n, b in model.named_buffers()}
+    glob = (len(torch.nn.modules.module._global_forward_hooks),
+            len(torch.nn.modules.module._global_forward_pre_hooks),
+            torch._C._len_torch_function_stack(), torch.is_autocast_enabled("cpu"),
+            torch.get_autocast_dtype("cpu"))
+    return mods, params, buffers, glob
+
+
+def _same(a, b):
+    assert a[0] == b[0] and a[3] == b[3]
+    for (n, x), (_, y) in zip(sorted(a[1].items()), sorted(b[1].items())):
+        assert x[0] == y[0] and torch.equal(x[1], y[1]) and x[3] == y[3], n
+        assert (x[2] is None) == (y[2] is None) and (x[2] is None or torch.equal(x[2], y[2]))
+    for (n, x), (_, y) in zip(sorted(a[2].items()), sorted(b[2].items())):
+        assert x[0] == y[0] and torch.equal(x[1], y[1]), n
+
+
+@pytest.mark.parametrize("rules", ["normlab", "autocast"])
+def test_exit_leaves_the_model_as_it_was(rules):
+    model = _llama(None)
+    ids = torch.arange(10)[None]
+    model(input_ids=ids, labels=ids).loss.backward()  # gradients present before
+    before = _snapshot(model)
+    with torch.no_grad(), emulate(model, "amp_bf16", rules=rules,
+                                  overrides=[("lm_head", "fp32")]):
+        model(input_ids=ids)
+    _same(before, _snapshot(model))
+    with pytest.raises(ZeroDivisionError):  # an exception inside: the same
+        with emulate(model, "fp8_hybrid"):
+            model(input_ids=ids)
+            raise ZeroDivisionError
+    _same(before, _snapshot(model))
+
+
+def test_reentry_and_nesting_are_refused_by_name():
+    m = _mlp()
+    em = emulate(m, "amp_bf16")
+    with em:
+        with pytest.raises(RuntimeError, match="already entered"):
+            em.__enter__()
+        with pytest.raises(RuntimeError, match="already under emulate"):
+            with emulate(m, "fp32"):
+                pass
+        with pytest.raises(RuntimeError, match="already under emulate"):
+            with emulate(m[0], "fp32"):  # a submodule of the emulated model
+                pass
+    assert not any(mm._forward_hooks or mm._forward_pre_hooks for mm in m.modules())
+    with em:  # sequential reuse is fine
+        m(torch.randn(2, 32))
+
+
+def test_two_models_nest_each_under_its_own_policy():
+    a, b = _mlp(), _mlp()
+    x = torch.randn(2, 32)
+    with emulate(a, "amp_bf16"):
+        want_a = a(x)
+    with emulate(b, "amp_fp16"):
+        want_b = b(x)
+    with emulate(a, "amp_bf16"), emulate(b, "amp_fp16"):
+        assert torch.equal(a(x), want_a) and torch.equal(b(x), want_b)
+
+
+def test_policy_optimizer_refuses_a_second_step_on_the_same_gradients():
+    m = _mlp()
+    opt = PolicyOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), "amp_fp16")
+    x = torch.randn(2, 32)
+    opt.scale(m(x).sum()).backward()
+    opt.step()
+    before = [p.detach().clone() for p in m.parameters()]
+    with pytest.raises(RuntimeError, match="again on the gradients"):
+        opt.step()
+    assert all(torch.equal(p, q) for p, q in zip(m.parameters(), before))
+    opt.scale(m(x).sum()).backward()  # accumulated onto them: a new step is fine
+    assert opt.step() is False
+
+
+def test_the_default_stream_is_the_list_of_blocks():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = torch.nn.ModuleList([torch.nn.Linear(4, 1) for _ in range(2)])
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)])
+    assert emulate(M(), "amp_bf16").stream == ("blocks.0", "blocks.1", "blocks.2")
+    assert emulate(M(), "amp_bf16", stream="blocks.1").stream == ("blocks.1",)
+
+
+def test_a_forgotten_end_step_was_a_scale_of_one():
+    """The review's case: without end_step every delayed scale stayed 1.0; now they move."""
+    torch.manual_seed(0)
+    model = _llama(None)
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 96, (2, 16)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StateLeakWarning)
+        with emulate(model, "fp8_hybrid") as em:
+            for _ in range(3):
+                model.zero_grad()
+                model(input_ids=ids, labels=ids).loss.backward()
+    scales = [s.scale for s in em.rounder.states.values()]
+    assert scales and all(v != 1.0 for v in scales)
+    assert get_policy("fp8_hybrid").compute.scaling is not None
