@@ -409,6 +409,8 @@ def test_every_decided_row_of_the_committed_results_says_where_its_margin_comes_
     committed results file (a direction says so: margin 0 and why the source gives no size)."""
     missing = []
     for path in sorted((ROOT / "docs" / "results").glob("*.json")):
+        if path.name == "register.json":  # the claim register, not a results file
+            continue
         for r in json.loads(path.read_text())["experiments"]:
             missing += [f"{path.name}: {r['name']}: {c['claim']}" for c in r["checks"]
                         if c.get("kind") in ("claim", "premise") and c.get("form")
