@@ -2,12 +2,14 @@
 raw results.
 
     python benchmarks/conformance.py generate   # tests/precision/conformance/vectors.json
-    /work/venv-oracles/bin/python benchmarks/conformance_tools.py   # docs/conformance/...
-    python benchmarks/conformance.py table      # the generated part of docs/numerics.md
+    .venv-conformance/bin/python benchmarks/conformance_tools.py    # docs/conformance/...
+    .venv-conformance/bin/python benchmarks/conformance_blocks.py   # docs/conformance/block_...
+    python benchmarks/conformance.py table      # the generated parts of docs/numerics.md
 
-``make conformance`` runs the three. The table is rebuilt from the committed raw results file
-alone (``tests/precision/test_conformance.py`` checks that the committed page is what this
-writes), so CI needs none of the other tools.
+``make conformance`` runs the element and MX steps; the block dialects' run needs the sources
+pinned in benchmarks/conformance_sources.txt (its docstring says how). The tables are rebuilt
+from the committed raw results files alone (``tests/precision/test_conformance.py`` checks that
+the committed page is what this writes), so CI needs none of the other tools.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from normlab.precision import block_conformance as B  # noqa: E402
 from normlab.precision import conformance as C  # noqa: E402
 
 VECTORS = ROOT / "tests" / "precision" / "conformance" / "vectors.json"
 RESULTS = ROOT / "docs" / "conformance" / "tool_results.json"
+BLOCK_RESULTS = ROOT / "docs" / "conformance" / "block_results.json"
 PAGE = ROOT / "docs" / "numerics.md"
 
 
@@ -39,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     vectors = json.loads(VECTORS.read_text())
     results = json.loads(RESULTS.read_text())
     page = C.fill_page(PAGE.read_text(), vectors, results)
+    page = B.fill_page(page, json.loads(BLOCK_RESULTS.read_text()))
     if args.command == "check":
         ok = page == PAGE.read_text()
         print("docs/numerics.md is up to date" if ok else "docs/numerics.md is stale: run "

@@ -43,7 +43,8 @@ from normlab.precision import block_conformance as B  # noqa: E402
 SOURCES_FILE = ROOT / "benchmarks" / "conformance_sources.txt"
 RESULTS = ROOT / "docs" / "conformance" / "block_results.json"
 GOLDEN = ROOT / "tests" / "precision" / "conformance" / "block_golden.json"
-GOLDEN_BLOCKS = {"nvfp4": 64, "fp8_blocks": 16, "fp8_rows": 16, "mx": 32, "rht": 16}
+GOLDEN_BLOCKS = {"nvfp4": 32, "fp8_blocks": 8, "fp8_rows": 8, "mx": 32, "rht": 16}
+GOLDEN_TILES = {"nvfp4": 16, "fp8_blocks": 1, "mx": 4}  # 2D cases
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
 
 
@@ -307,19 +308,30 @@ def _repro(v: B.BlockView) -> dict[str, Any]:
 def golden_case(tools: Tools, case: B.Case) -> dict[str, Any]:
     """The small golden subset: inputs from seed 1, the tool's outputs, and the positions
     where normlab's differ (each such block is classified in the bulk results)."""
-    inputs = B.case_inputs(case, seed=1, blocks=GOLDEN_BLOCKS[case.family]
-                           if not (case.two_d and case.block == 128) else 1)
+    n = (GOLDEN_TILES if case.two_d else GOLDEN_BLOCKS)[case.family]
+    inputs = B.case_inputs(case, seed=1, blocks=n)
     outs, diff = [], []
     for i, x in enumerate(inputs):
         with np.errstate(all="ignore"):
             theirs, ours = tools.run(case, x), B.normlab_outputs(case, x)
-        outs.append({k: {"shape": list(np.shape(a)), "data": B.pack(a)}
-                     for k, a in theirs.items() if k in ours})
+        outs.append({k: B.pack(a) for k, a in theirs.items() if k in ours})
         for k in theirs:
             if k in ours:
                 d = np.flatnonzero(B.bits(ours[k]) != B.bits(theirs[k]))
                 diff += [[i, k, int(j)] for j in d]
-    return {"seed": 1, "input_digest": B.digest(inputs), "outputs": outs, "differ": diff}
+    return {"seed": 1, "blocks": n, "input_digest": B.digest(inputs), "outputs": outs,
+            "differ": diff}
+
+
+def one_reproducer_per_class(results: dict[str, Any]) -> None:
+    """Keep each class's reproducer in the first case (in CASES order) that has the class."""
+    seen: set[str] = set()
+    for r in results["cases"].values():
+        for cid, c in r["classes"].items():
+            if cid in seen:
+                c.pop("reproducer", None)
+            elif "reproducer" in c:
+                seen.add(cid)
 
 
 def versions() -> dict[str, str]:
@@ -340,23 +352,42 @@ def main(argv: list[str] | None = None) -> int:
                    "look; the committed results use each case's size)")
     p.add_argument("--tmp", type=Path, default=Path("/tmp/normlab-conformance-sources"))
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--golden", type=Path, default=GOLDEN)
+    p.add_argument("--merge", action="store_true", help="update the named cases in the "
+                   "existing files, keep the others")
+    p.add_argument("--golden-only", action="store_true", help="rewrite the golden subset of "
+                   "the named cases only (the bulk results as they are)")
     args = p.parse_args(argv)
     tools = Tools(Sources(args.sources), args.tmp)
     cases = [c for c in B.CASES if not args.only or any(c.id.startswith(o) for o in args.only)]
     results = {"format_version": B.FORMAT_VERSION, "versions": versions(), "cases": {}}
-    golden = {"format_version": B.FORMAT_VERSION, "cases": {}}
+    golden: dict[str, Any] = {"format_version": B.FORMAT_VERSION, "cases": {}}
+    if args.merge:
+        results["cases"] = json.loads(args.results.read_text())["cases"]
+        golden["cases"] = json.loads(args.golden.read_text())["cases"]
     for case in cases:
+        golden["cases"][case.id] = golden_case(tools, case)
+        if args.golden_only:
+            continue
         r = run_case(tools, case, B.case_inputs(case, 0, args.blocks))
         results["cases"][case.id] = r
-        golden["cases"][case.id] = golden_case(tools, case)
         cls = {k: v["blocks"] for k, v in r["classes"].items()}
         print(f"{case.id:<48} {r['blocks']:>7} blocks, {r['disagreeing_blocks']:>6} differ "
               f"{cls}", flush=True)
+    if args.golden_only:
+        results["cases"] = json.loads(args.results.read_text())["cases"]
+    one_reproducer_per_class(results)
+    order = {c.id: i for i, c in enumerate(B.CASES)}
+    for d in (results, golden):
+        d["cases"] = dict(sorted(d["cases"].items(), key=lambda kv: order.get(kv[0], 1 << 30)))
     if not args.no_write:
-        for path, data in ((RESULTS, results), (GOLDEN, golden)):
+        for path, data, indent in ((args.results, results, 1), (args.golden, golden, None)):
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-            print(f"wrote {path.relative_to(ROOT)}")
+            sep = None if indent else (",", ":")
+            path.write_text(json.dumps(data, indent=indent, sort_keys=True, separators=sep)
+                            + "\n")
+            print(f"wrote {path}")
     return 0
 
 

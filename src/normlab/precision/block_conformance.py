@@ -289,10 +289,11 @@ def _rht_inputs(rng: np.random.Generator, n: int, b: int, bf16: bool) -> Array:
 
 def _matrix(rng: np.random.Generator, n: int, case: Case, fmt: FloatFormat,
             weights: Array | None = None) -> Array:
-    """n blocks (tiles) in one matrix: 1D blocks 8 to a row; 2D tiles 8 to a row of tiles."""
+    """n blocks (tiles) in one matrix: 1D blocks 8 to a row (per-row FP8: one, a row is its
+    block); 2D tiles 8 to a row of tiles (fewer for fewer tiles)."""
     b = case.block
     size = b * b if case.two_d else b
-    cols = 8
+    cols = 1 if case.family == "fp8_rows" else min(8, n)
     n = -(-n // cols) * cols
     x, _ = edge_blocks(rng, n, size, fmt, weights)
     if not case.two_d:
@@ -367,14 +368,31 @@ def digest(arrays: list[Array]) -> str:
     return h.hexdigest()[:16]
 
 
-def pack(a: Array) -> str:
-    """float32 array as base64 of its zlib-compressed bytes (the golden file's form)."""
-    return base64.b64encode(zlib.compress(bits(a).tobytes(), 9)).decode()
+def pack(a: Array) -> dict[str, Any]:
+    """A float32 array for the golden file: its values in the narrowest of float8_e4m3fn,
+    bfloat16 and float32 that holds every one exactly (NaN as NaN), zlib-compressed, base64."""
+    import ml_dtypes
+
+    a = np.asarray(a, np.float32)
+    for name, dt in (("float8_e4m3fn", ml_dtypes.float8_e4m3fn),
+                     ("bfloat16", ml_dtypes.bfloat16), ("float32", np.float32)):
+        with np.errstate(all="ignore"):
+            c = a.astype(dt)
+        if np.array_equal(bits(c.astype(np.float32)), bits(a)):
+            raw = c.tobytes()
+            return {"shape": list(a.shape), "dtype": name,
+                    "data": base64.b64encode(zlib.compress(raw, 9)).decode()}
+    raise AssertionError("float32 holds every float32")  # pragma: no cover
 
 
-def unpack(s: str, shape: tuple[int, ...]) -> Array:
-    return np.frombuffer(zlib.decompress(base64.b64decode(s)), np.uint32).view(
-        np.float32).reshape(shape)
+def unpack(spec: dict[str, Any]) -> Array:
+    """The float32 array :func:`pack` stored."""
+    import ml_dtypes
+
+    dt = {"float8_e4m3fn": ml_dtypes.float8_e4m3fn, "bfloat16": ml_dtypes.bfloat16,
+          "float32": np.float32}[spec["dtype"]]
+    raw = zlib.decompress(base64.b64decode(spec["data"]))
+    return np.frombuffer(raw, dt).astype(np.float32).reshape(spec["shape"])
 
 
 class BlockView(NamedTuple):
@@ -389,6 +407,7 @@ class BlockView(NamedTuple):
     #                     row's; 0 for the dialects without one)
     fmt: FloatFormat
     rounding: str  # the element rounding of the case
+    params: dict[str, Any]  # the case's parameters
 
 
 class DisagreementClass(NamedTuple):
@@ -403,6 +422,15 @@ class DisagreementClass(NamedTuple):
 
 def _nonfinite(b: BlockView) -> bool:
     return not (bool(np.isfinite(b.x).all()) and np.isfinite(b.tensor_amax))
+
+
+def _inf_block_finite_scale(b: BlockView) -> bool:
+    """A block holding +-inf (and no NaN) to which the tool gives a finite scale where
+    normlab's MX scale is NaN."""
+    x = b.x
+    if not (np.isinf(x).any() and not np.isnan(x).any()) or "scales" not in b.theirs:
+        return False
+    return bool(np.isnan(float(b.ours["scales"])) and np.isfinite(float(b.theirs["scales"])))
 
 
 def _neg_zero_only(b: BlockView) -> bool:
@@ -423,20 +451,22 @@ def _scale_code_zero(b: BlockView) -> bool:
 
 
 def _near_pow2(b: BlockView) -> bool:
-    """amax just below a power of two (within 2^-20 of it, not on it), where a float32 log2
-    rounds up to the power's exponent, and normlab's rounding with the shared scale doubled
-    reproduces every value of the tool's block."""
+    """amax just below a power of two (within 2^-12 of it, not on it: a float32 log2 of a
+    value that close to 2^k rounds up to k for |k| of float32's exponents), and normlab's
+    rounding with the shared scale doubled reproduces every value of the tool's block (the
+    tool's NaN scale where the doubled one leaves the shared exponent's range)."""
     a = b.amax
-    if not np.isfinite(a) or a <= 0 or not 1 - 2.0**-20 < np.frexp(a)[0] < 1:
+    if not np.isfinite(a) or a <= 0 or not 1 - 2.0**-12 < np.frexp(a)[0] < 1:
         return False
     X = 2.0 * float(b.ours["normlab_scales"])
     t = np.asarray(b.theirs["values"], np.float32)
-    if X > 2.0**127:  # the doubled scale leaves E8M0's range: the tool's NaN scale
+    top = 2 ** (b.params.get("scale_bits", 8) - 1) - 1
+    if X > 2.0**top:  # the doubled scale leaves the shared exponent's range: NaN
         return bool(np.isnan(t).all())
     with np.errstate(over="ignore", invalid="ignore"):
         v = quantize(b.x.astype(np.float64) / X, b.fmt, rounding=b.rounding, overflow="saturate")
         want = (v * X).astype(np.float32)
-    same = (bits(want) == bits(t)) | ((want == 0) & (t == 0)) | np.isinf(t)
+    same = (bits(want) == bits(t)) | ((want == 0) & (t == 0))
     if b.rounding == "toward_zero":  # with round='floor' also its binade error (below)
         same |= (np.abs(t) < np.abs(want)) & (np.sign(t) == np.sign(want))
     return bool(np.all(same))
@@ -507,14 +537,20 @@ def _tiny_relative(b: BlockView) -> bool:
 
 CLASSES: tuple[DisagreementClass, ...] = (
     DisagreementClass(
+        "ao-inf-block", "tool defect", ("mx:torchao",),
+        "torchao 0.18 gives a block holding inf a finite scale (2^120, or 2^127 under RCEIL, "
+        "for E4M3) and the block finite values beside its inf; the OCP MX spec, normlab and "
+        "torchao main give the NaN scale (the whole block NaN)", _inf_block_finite_scale),
+    DisagreementClass(
         "rht-sum-order", "dialect", ("rht:te",),
         "the Hadamard transform's float32 sum: TE's reference is a float32 GEMM (its sum order "
         "the BLAS's), normlab's the exact transform rounded once; they differ where a group's "
         "float32 sum is inexact, within the float32 summation bound", _sum_order),
     DisagreementClass(
         "nonfinite-input", "dialect", ("te", "torchao", "deepgemm", "microxcaling"),
-        "a block (or, for NVFP4, a tensor) holding inf or NaN: each tool propagates it its own "
-        "way (NaN scale and block in normlab's MX; finite scales elsewhere)", _nonfinite),
+        "a block (for NVFP4: its tensor, or row) holding inf or NaN: each tool propagates it "
+        "its own way (TE's reference writes a NaN element as 0; normlab keeps NaN)",
+        _nonfinite),
     DisagreementClass(
         "negative-zero", "dialect", ("te", "torchao", "microxcaling"),
         "-0 against +0 only: TE's reference cast (cast_to_fp4x2) and microxcaling give +0 for "
@@ -541,8 +577,10 @@ CLASSES: tuple[DisagreementClass, ...] = (
         "(normlab's rceil is the float32-bits rule of torchao main, TE and cuBLAS)", _rceil_low),
     DisagreementClass(
         "mx-log2-floor", "tool defect", ("microxcaling",),
-        "microxcaling's floor(log2(amax)) with a float32 log2 rounds up for amax within about "
-        "2^-22 below 2^k: the shared scale doubles (and near float32's max gives inf)",
+        "microxcaling's floor(log2(amax)) with a float32 log2 rounds up for amax just below "
+        "2^k (within half a float32 ulp of k in the log): the shared scale doubles, reproduced "
+        "value for value by normlab's rule at twice the scale (NaN where that leaves the "
+        "shared exponent's range; inf next to float32's max)",
         _near_pow2),
     DisagreementClass(
         "mx-floor-binade", "tool defect", ("mx:microxcaling:floor",),
@@ -598,7 +636,8 @@ def block_views(case: Case, x: Array, ours: dict[str, Array], theirs: dict[str, 
         views.append((int(i), BlockView(xs[i], {k: v[0][i] for k, v in split.items()},
                                         {k: v[1][i] for k, v in split.items()},
                                         float(amax[i]), float(g[i]), fmt,
-                                        case.params.get("rounding", "nearest_even"))))
+                                        case.params.get("rounding", "nearest_even"),
+                                        case.params)))
     return nblk, nvals, views
 
 
@@ -610,3 +649,86 @@ def classify(case: Case, view: BlockView) -> str:
         if keys & set(c.tools) and c.test(view):
             return c.id
     return "unexplained"
+
+
+# --- the page's tables ----------------------------------------------------------------------------
+
+DIALECTS_BEGIN, DIALECTS_END = "<!-- BEGIN GENERATED: block-dialects -->", \
+    "<!-- END GENERATED: block-dialects -->"
+RESULTS_BEGIN, RESULTS_END = "<!-- BEGIN GENERATED: block-conformance -->", \
+    "<!-- END GENERATED: block-conformance -->"
+CLASSES_BEGIN, CLASSES_END = "<!-- BEGIN GENERATED: block-classes -->", \
+    "<!-- END GENERATED: block-classes -->"
+
+
+def dialects_table() -> str:
+    """Every block dialect normlab names: its kind, parameters and source."""
+    from .blocks import FP8_BLOCK_DIALECTS, FP8_ROW_SOURCE
+    from .nvfp4 import NVFP4_DIALECTS
+
+    rows = [("nvfp4", f"dialect={d!r}", src) for d, src in NVFP4_DIALECTS.items()]
+    rows += [("fp8_blocks", f"dialect={d!r}", src) for d, src in FP8_BLOCK_DIALECTS.items()]
+    rows += [("fp8_rows", "pow2", FP8_ROW_SOURCE),
+             ("mx", "two_d, scale_bits, MX_INT_FORMATS", "OCP MX v1.0; microxcaling "
+              "7bc4195 mx/mx_ops.py: _quantize_mx (axes, scale_bits, int8/int4/int2); "
+              "TransformerEngine MXFP8BlockScaling(enable_2d_quantization) 32x32 weight tiles"),
+             ("hadamard", "size, signs, scaling", "TransformerEngine reference_nvfp4.py: "
+              "NVFP4QuantizerRef._build_hadamard_matrix, _apply_rht, get_wgrad_sign_vector")]
+    lines = ["| kind | parameters | follows |", "|---|---|---|"]
+    lines += [f"| `{k}` | {p} | {s} |" for k, p, s in rows]
+    return "\n".join(lines)
+
+
+def _verdicts(classes: dict[str, Any]) -> str:
+    verdict = {c.id: c.verdict for c in CLASSES}
+    if not classes:
+        return "agree bit for bit"
+    parts = []
+    for cid, c in sorted(classes.items(), key=lambda kv: -kv[1]["blocks"]):
+        parts.append(f"{c['blocks']} {cid} ({verdict.get(cid, 'unexplained')})")
+    return "; ".join(parts)
+
+
+def results_table(results: dict[str, Any]) -> str:
+    """The bulk conformance table: per case the blocks run, the blocks that agree bit for bit,
+    and the disagreeing blocks by class."""
+    v = results["versions"]
+    tools = ", ".join(f"{k} {v[k]}" for k in ("torch", "torchao", "numpy", "python"))
+    pins = ", ".join(f"{k}@{v[k][:7]}" for k in sorted(v) if "/" in k)
+    lines = [f"Tools: {tools}; sources {pins}. Inputs: "
+             f"{sum(r['blocks'] for r in results['cases'].values()):,} blocks in "
+             f"{len(results['cases'])} cases, built from seed 0 "
+             f"(``block_conformance.case_inputs``).", "",
+             "| case | blocks | agree | disagreeing blocks by class |", "|---|---|---|---|"]
+    for cid, r in results["cases"].items():
+        agree = r["blocks"] - r["disagreeing_blocks"]
+        lines.append(f"| {cid} | {r['blocks']:,} | {agree:,} | {_verdicts(r['classes'])} |")
+    return "\n".join(lines)
+
+
+def classes_table(results: dict[str, Any]) -> str:
+    """Every disagreement class: whose it is, the cases it occurs in, one reproducer."""
+    lines = ["| class | whose | what | cases | reproducer |", "|---|---|---|---|---|"]
+    for c in CLASSES:
+        where = [cid for cid, r in results["cases"].items() if c.id in r["classes"]]
+        if not where:
+            continue
+        first = next((w for w in where if "reproducer" in results["cases"][w]["classes"][c.id]),
+                     where[0])
+        rep = results["cases"][first]["classes"][c.id].get("reproducer", {"x": []})
+        x = ", ".join(rep["x"][:4]) + (", ..." if len(rep["x"]) > 4 else "")
+        lines.append(f"| {c.id} | {c.verdict} | {c.text} | {len(where)} | {first}: x = "
+                     f"[{x}] (float32 bits; the whole block in block_results.json) |")
+    unexplained = [cid for cid, r in results["cases"].items() if "unexplained" in r["classes"]]
+    lines.append(f"| unexplained | - | disagreements no class explains | {len(unexplained)} | "
+                 f"{', '.join(unexplained) or 'none'} |")
+    return "\n".join(lines)
+
+
+def fill_page(page: str, results: dict[str, Any]) -> str:
+    """``page`` with its block tables (between their markers) rewritten."""
+    from .conformance import _replace
+
+    page = _replace(page, DIALECTS_BEGIN, DIALECTS_END, dialects_table())
+    page = _replace(page, RESULTS_BEGIN, RESULTS_END, results_table(results))
+    return _replace(page, CLASSES_BEGIN, CLASSES_END, classes_table(results))

@@ -24,7 +24,7 @@ sum depends on the order the BLAS adds in; the two agree wherever that float32 s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -47,6 +47,19 @@ from .scaling import (
 #: d0067d0; torchao's ``hadamard_utils.DEFAULT_SIGN_VECTOR`` is stated to match it).
 TE_SIGNS = (1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1)
 SIGNS = ("te", "none")
+
+#: The operands of a linear layer's three GEMMs, by the names a recipe gives them
+#: (``"<gemm>.<operand>"``): the forward y = x W^T, the data gradient dx = dy W and the weight
+#: gradient dW = dy^T x.
+GEMM_OPERANDS = ("fprop.input", "fprop.weight", "dgrad.grad_output", "dgrad.weight",
+                 "wgrad.input", "wgrad.grad_output")
+#: Where TransformerEngine's ``NVFP4BlockScaling`` applies the RHT (its column-wise operands:
+#: the weight gradient's two inputs, along the token axis it sums over) and stochastic rounding
+#: (the gradients only); 16x16 tiles go to the weights. A recipe gives these operands a
+#: ``HadamardScaling`` and a stochastic ``Precision``.
+TE_NVFP4_RHT_OPERANDS = ("wgrad.input", "wgrad.grad_output")
+TE_NVFP4_SR_OPERANDS = ("dgrad.grad_output", "wgrad.grad_output")
+TE_NVFP4_2D_OPERANDS = ("fprop.weight", "dgrad.weight")
 
 
 def _signs(signs: str, size: int) -> Array:
@@ -202,10 +215,6 @@ class HadamardScaling(ScalingDialect):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "scaling": self.scaling.to_dict(), "size": self.size,
                 "signs": self.signs, "axis": self.axis}
-
-    @classmethod
-    def from_dict(cls, fields: Mapping[str, Any], where: str = "scaling") -> Any:
-        return super().from_dict(fields, where)
 
     def describe(self) -> str:
         signs = "TE's signs" if self.signs == "te" else "no signs"

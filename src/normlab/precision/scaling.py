@@ -533,11 +533,14 @@ def mx_scale(block_amax: Any, fmt: Any, scale_rule: str = "floor", scale_bits: i
         arithmetic, saturating at 2^127: the round-up rule of TransformerEngine's MXFP8
         (``float_to_e8m0(amax * max_norm_rcp)``, ``cvt.rp.satfinite.ue8m0x2.f32``), cuBLAS's
         block quantization and Mishra et al. arXiv:2506.08027. Never clips.
-    rceil: the ceil rule as TransformerEngine, cuBLAS and torchao's ``RCEIL``
+    rceil: the ceil rule as TransformerEngine, cuBLAS and torchao main's ``RCEIL``
         (``_to_mx_rceil``) compute it: d = float32(amax) * float32(1 / max) rounded to float32,
         then E8M0 of d rounded up (the exponent field of d, plus one when its mantissa is not
         zero; a float32 subnormal d rounds up only above 2^-127). Differs from ``ceil`` where
-        the float32 product crosses a power of two that the exact quotient does not.
+        the float32 product crosses a power of two that the exact quotient does not. torchao
+        0.18.0 (the pinned one) takes ceil(log2(amax / max)) with a float32 log2 instead,
+        one binade low where amax / max lies just above a power of two (docs/numerics.md,
+        class ao-rceil-log2).
     even: torchao's ``ScaleCalculationMode.EVEN``: amax is first rounded to the element's
         precision by adding half an element ulp to its float32 bits (2^(22 - M)) and dropping
         the mantissa, then the floor rule applies. Despite the name this rounds amax half up.
