@@ -32,6 +32,7 @@ from normlab.lab.contract import CLAIM, DERIVATION, IDENTITY, PREMISE, SHOWN, Re
 from normlab.lab.results import first_rows, tally
 from normlab.lab.running import load
 
+MEASURED_AT = "8ed4d62 or earlier"  # the code of every file measured before the register
 FAMILY = {CLAIM: CLAIM, PREMISE: PREMISE, IDENTITY: IDENTITY, DERIVATION: IDENTITY,
           SHOWN: SHOWN}
 
@@ -159,6 +160,7 @@ def experiment(row: dict[str, Any], size: str, today: str) -> tuple[dict[str, An
         if rid not in have and rid not in gone and rec.tested_at(size):
             notes.append(f"  {rid}: no row in the file ({rec.kind})")
     out = {**row, "checks": checks, "verdict": R.verdict_of_rows(checks), "rejudged": today}
+    out.setdefault("measured_at", MEASURED_AT)
     amends = [a.to_json() for a in R.amendments(module)]
     if amends:
         out["amendments"] = amends

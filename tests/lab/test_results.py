@@ -296,7 +296,7 @@ def test_the_full_column_from_a_full_report(with_fake, tmp_path, capsys):
                  "--full-results", str(full / "summary.json"), "--forest", str(png),
                  "--readme", str(lab), str(readme)]) == 0
     table = lab.read_text()
-    assert "| `fake` |" in table and "| reproduced | reproduced |" in table
+    assert "| `fake` |" in table and "| reproduced | reproduced (at " in table  # which code
     assert "| identities hold | not yet measured |" in table  # dropout: no full result
     assert "img/verdicts-tiny.png" in table and png.is_file()
     assert "at the full size" in readme.read_text()

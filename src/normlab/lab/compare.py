@@ -7,7 +7,8 @@ two report folders (``normlab report --out``: the summary and every ``<name>/res
 configurations, the measured data. It ignores only what a rerun of the same code changes:
 
 * wall times (any key starting ``wall_s``), the timestamp (``generated``), which results a run
-  reused from its cache (``reused``);
+  reused from its cache (``reused``), which code measured it (``commit``, ``measured_at``) and
+  when a committed file was judged again under the register (``rejudged``);
 * source hashes (``cache_key``), and the figure file names (``figures``: drawn from the data).
 
 Two experiments measure wall-clock time (:data:`TIMED`: what RMSNorm saves over LayerNorm,
@@ -35,7 +36,8 @@ from .._files import PathLike, read_json
 
 SUMMARY_FILE = "summary.json"
 RESULT_FILE = "result.json"
-IGNORED_KEYS = frozenset({"generated", "reused", "cache_key", "figures"})
+IGNORED_KEYS = frozenset({"generated", "reused", "cache_key", "figures", "commit",
+                          "measured_at", "rejudged"})
 IGNORED_PREFIXES = ("wall_s",)
 
 

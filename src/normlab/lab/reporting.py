@@ -233,6 +233,22 @@ def _rejudge_one(name, out_dir, progress):
     return rejudge(name, out_dir)
 
 
+def _commit() -> str:
+    """The commit of the checkout normlab runs from (``+`` when it has uncommitted changes to
+    the package), '' outside a git checkout: which code measured a result."""
+    import subprocess
+
+    here = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=True)
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
 def _meta(size: str, entries: Any, elapsed: float, reused: list[str]) -> dict:
     """The run's setting, as summary.json records it."""
     import numpy as np
@@ -248,6 +264,7 @@ def _meta(size: str, entries: Any, elapsed: float, reused: list[str]) -> dict:
         "wall_s_this_invocation": elapsed,
         "reused": reused,
         "normlab": __version__,
+        "commit": _commit(),
         "numpy": np.__version__,
         "python": platform.python_version(),
         "machine": _machine(),

@@ -184,6 +184,9 @@ def summarize(entries: Any, meta: dict[str, Any]) -> dict[str, Any]:
     """summary.json: the run's setting (``meta``), the tally (as amended, and as first
     registered: :func:`first_rows`) and one row per experiment."""
     rows = [experiment_row(n, r, err) for n, r, _, err in entries]
+    if meta.get("commit"):
+        for row in rows:  # which code measured it: kept through merges into a committed file
+            row["measured_at"] = meta["commit"]
     return {"schema": SCHEMA, **meta, "verdict_rule": VERDICT_RULE, "tally": tally(rows),
             "tally_first": tally(first_rows(rows, meta.get("size", "quick"))),
             "experiments": rows}
@@ -323,7 +326,9 @@ def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
     per experiment with the quick and the full verdict side by side (the full one "not yet
     measured" when ``full`` is None or lacks the experiment)."""
     rows = summary["experiments"]
-    fulls = {r["name"]: r["verdict"] for r in (full or {}).get("experiments", [])}
+    fulls = {r["name"]: r["verdict"] + (f" (at {r['measured_at']})" if r.get("measured_at")
+                                        else "")
+             for r in (full or {}).get("experiments", [])}
     lines = [f"{tallies(summary)} {_setting(summary)}.", "",
              _full_line(full, summary), ""]
     if check is not None:
