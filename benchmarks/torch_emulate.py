@@ -1,8 +1,11 @@
 """The cost of ``normlab.torch.emulate`` and ``Monitor`` on a GPT-2-small-shaped model (random
 weights, transformers' GPT2LMHeadModel), forward and backward on a CPU.
 
-Every setting runs with the same torch thread count: ``--threads``, or by default the count
-(from 1 to torch's own) with the fastest plain step, probed first and printed. The settings are
+Every setting runs with the same torch thread count: ``--threads`` (the table of docs/torch.md is
+measured with 1), or by default the count (from 1 to torch's own) with the fastest plain step,
+probed first and printed. The machine's load average (``os.getloadavg``) is printed before and
+after, and the two goals are checked on the medians: ``emulate(fp8_hybrid)`` within 2x of the
+plain step, ``Monitor(every=10)`` within 1.10x of ten plain steps. The settings are
 interleaved: each of the ``--repeats`` rounds times one step of every setting in turn (after
 a warm-up round), so a change in the machine's load falls on all of them alike. Reported: the
 median step per setting, its ratio to the plain float32 step's median, and the median of the
@@ -13,7 +16,7 @@ settings: the plain step (the reference), the step under
 (every step measured) and the mean step of ten with ``every=10`` (one measured), which is
 compared with the mean of ten plain steps timed the same way.
 
-    python benchmarks/torch_emulate.py                       # GPT-2 small: 12 x 768, T = 128
+    python benchmarks/torch_emulate.py --threads 1           # GPT-2 small: 12 x 768, T = 128
     python benchmarks/torch_emulate.py --layers 2 --seq 64   # a quicker shape
 
 torchao's float8 emulation (``Float8LinearConfig(emulate=True)``, on a copy of the model: it
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import platform
 import statistics
 import time
@@ -148,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
           f"unit-scaling {_version('unit-scaling')}")
     print(f"GPT-2 shape {args.layers} x {args.width}, vocab {args.vocab}, B {args.batch}, "
           f"T {args.seq}, float32; {args.repeats} interleaved rounds after a warm-up")
+    print("load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in
+                                                           os.getloadavg()))
     a = torch.randn(2048, 2048)
     a @ a
     print(f"sgemm {2 * 2048**3 / _timed(lambda: a @ a) / 1e9:.1f} GFLOP/s", flush=True)
@@ -179,7 +185,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {med * 1e3:.0f} | {med / statistics.median(times[ref]):.2f} | "
               f"{paired:.2f} | {cpu * 1e3:.0f} | {cpu / statistics.median(cpus[ref]):.2f} |",
               flush=True)
+    print("load average (1, 5, 15 min) after: " + ", ".join(f"{v:.2f}" for v in
+                                                          os.getloadavg()))
+    _goals(rows, times)
     return 0
+
+
+GOALS = {"emulate(fp8_hybrid)": 2.0, "Monitor(every=10).watch(), mean of 10 steps": 1.10}
+
+
+def _goals(rows: list, times: list[list[float]]) -> None:
+    """Each goal's ratio of medians against its limit, printed."""
+    for name, limit in GOALS.items():
+        i = next(k for k, row in enumerate(rows) if row[0] == name)
+        ref = next(k for k, row in enumerate(rows) if row[2] == rows[i][2])
+        ratio = statistics.median(times[i]) / statistics.median(times[ref])
+        print(f"goal: {name} / plain = {ratio:.2f} (within {limit}: "
+              f"{'yes' if ratio <= limit else 'NO'})")
 
 
 if __name__ == "__main__":

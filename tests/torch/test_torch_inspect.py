@@ -147,3 +147,30 @@ def test_mxfp8_column_follows_the_preset(scale):
     assert want["overflow"] == 0
     if scale == 1.0:
         assert _by_definition(finite, "floor")["overflow"] > 0
+
+
+def test_the_ceil_blocks_read_from_the_bits_are_mx_scales():
+    """The blocks the ceil rule moves, found from the bits of their amax, and their floor
+    scales: the same as normlab.torch.mx_scale's on amaxes at every edge (powers of two, the
+    format's max times them, just above and below, zero, float32's subnormals and extremes)."""
+    from normlab.torch.headroom import _moved
+
+    f = get_format("float8_e4m3fn")
+    k = np.arange(-149, 128, dtype=np.float64)
+    edges = np.concatenate([2.0**k, 448 * 2.0**k, 464 * 2.0**k, 1.75 * 2.0**k, [0.0, 3.4e38]])
+    a32 = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf)])
+    a32 = a32[np.isfinite(a32.astype(np.float32)) & (a32 <= np.finfo(np.float32).max)]
+    amax = torch.from_numpy(a32.astype(np.float32))
+    idx, inv, ratio = _moved(amax, f, "ceil")
+    xf = mx_scale_reference(amax, "floor")
+    xr = mx_scale_reference(amax, "ceil")
+    want = (xf != xr).nonzero().squeeze(1)
+    assert torch.equal(idx, want)
+    assert torch.equal(inv.double(), 1.0 / xf[idx]) and torch.equal(ratio.double(),
+                                                                   xr[idx] / xf[idx])
+
+
+def mx_scale_reference(amax: torch.Tensor, rule: str) -> torch.Tensor:
+    from normlab.torch import mx_scale
+
+    return mx_scale(amax.double(), "float8_e4m3fn", rule)

@@ -9,19 +9,23 @@ to stop there and the headroom of the values that went in.
             loss.backward()
         optimizer.step()
 
-Inside ``watch()`` every aten op of the step is checked (a ``TorchDispatchMode``, which sees the
-backward's ops too): the first op with a non-finite floating output or input is the record
-``debug.found``: the step (``watch()`` blocks counted from 0), the phase (``forward`` or
-``backward``), the module (the innermost module of the model running in the forward; in the
-backward the module whose output's gradient arrived last), the op (``aten.exp.default``),
-whether the op made the value from finite inputs (``made``) or received it, the counts of NaN
-and inf, the statistics of each floating input (``normlab.precision.headroom.tensor_stats``:
-amax and what-if overflow, flush and subnormal fractions in bf16, fp16, fp8 and MX), and the
-last ``frames`` module outputs before it (module, phase, max |x|: ``DebugUnderflowOverflow``'s
-frames). With ``stop=True`` the op raises :class:`NonFiniteError` there (the step does not go
-on); ``path`` receives the record as strict JSON (``normlab._files.write_json``: a NaN is the
-string ``"nan"``). Checking costs one pass over every op's output (a debugging tool, not a
-monitor: watch the steps that matter).
+Inside ``watch()`` the model's module outputs are checked in the forward, and in the backward
+the gradients arriving at them and, at the end, every parameter's gradient (the first one holding
+an inf or a NaN is the finding: ``DebugUnderflowOverflow``'s rule, so an attention mask's
+deliberate ``-inf`` inside a module whose output is finite is not one). Every aten op of the step
+is watched too (a ``TorchDispatchMode``, which sees the backward's ops), so the finding names the
+op: the first op inside that module's call (in the backward, since the gradient before) that
+made a non-finite value from finite inputs, or ``None`` when the module received it (a NaN in its
+input or its weights). The record ``found``: the step (``watch()`` blocks counted from 0),
+the phase (``forward`` or ``backward``), the module (``""`` for the model itself), what held the
+value (``output``, ``gradient`` at its output, or ``grad:NAME`` of a parameter), the op, the
+counts of NaN and inf in it, the statistics of the op's floating inputs
+(``normlab.precision.headroom.tensor_stats``: amax and what-if overflow, flush and subnormal
+fractions in bf16, fp16, fp8 and MX), and the last ``frames`` module outputs before it (module,
+phase, max |x|: ``DebugUnderflowOverflow``'s frames). With ``stop=True`` it raises
+:class:`NonFiniteError` there (the step does not go on); ``path`` receives the record as strict
+JSON (``normlab._files.write_json``: a NaN is the string ``"nan"``). The checks cost a pass over
+every op's output: a debugging tool, not a monitor (watch the steps that matter).
 """
 
 from __future__ import annotations
@@ -59,12 +63,32 @@ def _floats(xs: Any) -> list[torch.Tensor]:
     return out
 
 
-def _bad(t: torch.Tensor) -> bool:
-    return not bool(torch.isfinite(t).all())
+def _bad(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype in _CHECKED and t.numel() > 0 and \
+        not bool(torch.isfinite(t).all())
+
+
+def _first(out: Any) -> torch.Tensor | None:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    return getattr(out, "loss", None) if isinstance(getattr(out, "loss", None),
+                                                     torch.Tensor) else None
+
+
+class _Made:
+    """An op that made a non-finite value from finite inputs: its name, its inputs, and the
+    module it ran in (set by ``FirstNonFinite.made``)."""
+
+    __slots__ = ("ins", "op", "where")
+
+    def __init__(self, op: str, ins: list[torch.Tensor]):
+        self.op, self.ins, self.where = op, [t.detach() for t in ins[:4]], ""
 
 
 class _Ops(TorchDispatchMode):
-    """Checks each aten op of the watched step (see the module docstring)."""
+    """Watches each aten op of the step (module docstring)."""
 
     def __init__(self, owner: FirstNonFinite):
         super().__init__()
@@ -75,13 +99,13 @@ class _Ops(TorchDispatchMode):
         out = func(*args, **kwargs)
         o, name = self.owner, str(func)
         if o.found is None and not name.startswith(_UNSET):
-            # what an op reads: not the memory an in-place op or out= writes
-            read = [*(args[1:] if func._schema.name.endswith("_") else args),
-                    *(v for k, v in kwargs.items() if k != "out")]
             outs = _floats(out if isinstance(out, (list, tuple)) else [out])
-            ins = _floats(read)
-            if any(_bad(t) for t in outs) or any(_bad(t) for t in ins):
-                o.record(name, ins, outs)
+            if any(_bad(t) for t in outs):
+                # what an op reads: not the memory an in-place op or out= writes
+                read = _floats([*(args[1:] if func._schema.name.endswith("_") else args),
+                                *(v for k, v in kwargs.items() if k != "out")])
+                if not any(_bad(t) for t in read):
+                    o.made(_Made(name, read))
         return out
 
 
@@ -107,51 +131,68 @@ class FirstNonFinite:
         self.step = -1
         self.found: dict | None = None
         self._names = {id(m): n for n, m in model.named_modules()}
-        self._stack: list[str] = []
+        self._stack: list[list[Any]] = []  # per module call: [name, the first op it made]
+        self._first: dict[str, _Made | None] = {"forward": None, "backward": None}
+        self._backward_made: _Made | None = None  # since the last gradient arrived
+        self._arrival = ""  # the module whose output's gradient arrived last
         self._hooked: dict[int, Any] = {}  # outputs given a gradient hook in this step
-        self._backward_module = ""
 
-    def record(self, op: str, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> None:
-        """The first non-finite value: its record (module docstring), then stop if asked."""
+    def made(self, m: _Made) -> None:
+        """An op made a non-finite value: the first of every module call around it, of the
+        backward since the last gradient arrived, of its phase."""
         backward = torch._C._current_graph_task_id() != -1
-        where = self._backward_module if backward else (self._stack[-1] if self._stack else "")
-        made = not any(_bad(t) for t in ins)
-        bad = outs if made else [t for t in ins if _bad(t)]
+        m.where = self._arrival if backward else (self._stack[-1][0] if self._stack else "")
+        phase = "backward" if backward else "forward"
+        self._first[phase] = self._first[phase] or m
+        if backward:
+            self._backward_made = self._backward_made or m
+            return
+        for frame in self._stack:
+            if frame[1] is None:
+                frame[1] = m
+
+    def _record(self, phase: str, module: str, held: str, t: torch.Tensor,
+                inside: _Made | None) -> None:
+        """The finding (module docstring); stop if asked. ``inside``: the op that made it
+        within the module's call (else the phase's first such op, wherever it ran)."""
+        m = inside or self._first[phase]
         self.found = {
-            "step": self.step, "phase": "backward" if backward else "forward",
-            "module": where, "op": op, "made": made,
-            "nan": int(sum(int(torch.isnan(t).sum()) for t in bad)),
-            "inf": int(sum(int(torch.isinf(t).sum()) for t in bad)),
-            "inputs": [tensor_stats(t.detach().to("cpu", torch.float32).numpy())
-                       for t in ins[:4]],
+            "step": self.step, "phase": phase, "module": module, "tensor": held,
+            "op": None if m is None else m.op, "made_in": None if m is None else m.where,
+            "made": inside is not None,
+            "nan": int(torch.isnan(t).sum()), "inf": int(torch.isinf(t).sum()),
+            "inputs": [] if m is None else [tensor_stats(x.to("cpu", torch.float32).numpy())
+                                            for x in m.ins],
             "frames": list(self.frames),
         }
         if self.path is not None:
             write_json(self.path, self.found, what="path")
         if self.stop:
-            raise NonFiniteError(f"first non-finite value at step {self.step}, "
-                                 f"{self.found['phase']}, module {where or '(model)'!r}, op "
-                                 f"{op} ({'made from finite inputs' if made else 'received'}: "
-                                 f"{self.found['nan']} NaN, {self.found['inf']} inf)")
+            how = f"made by {m.op} in {m.where or '(model)'!r}" if m is not None else \
+                "received"
+            raise NonFiniteError(f"first non-finite value at step {self.step}, {phase}, module "
+                                 f"{module or '(model)'!r}, {held} ({how}: {self.found['nan']} "
+                                 f"NaN, {self.found['inf']} inf)")
 
-    def _frame(self, name: str, phase: str, t: Any) -> None:
-        if isinstance(t, torch.Tensor) and t.dtype in _CHECKED and t.numel():
-            with torch.no_grad():
-                a = t.detach().abs().amax()
-            self.frames.append({"module": name, "phase": phase, "amax": float(a)})
+    def _frame(self, name: str, phase: str, t: torch.Tensor) -> None:
+        with torch.no_grad():
+            a = float(t.detach().abs().amax()) if t.numel() else 0.0
+        self.frames.append({"module": name, "phase": phase, "amax": a})
 
     def _hooks(self) -> list[Any]:
         def pre(m: torch.nn.Module, args: Any) -> None:
-            self._stack.append(self._names.get(id(m), "?"))
+            self._stack.append([self._names.get(id(m), "?"), None])
 
         def post(m: torch.nn.Module, args: Any, out: Any) -> None:
-            name = self._stack.pop() if self._stack else "?"
-            t = out if isinstance(out, torch.Tensor) else (
-                out[0] if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor)
-                else None)
+            name, first = self._stack.pop() if self._stack else ("?", None)
+            t = _first(out)
+            if t is None or t.dtype not in _CHECKED:
+                return
             self._frame(name, "forward", t)
-            held = self._hooked.get(id(t)) if t is not None else None
-            if t is not None and t.requires_grad and (held is None or held() is not t):
+            if self.found is None and _bad(t):
+                self._record("forward", name, "output", t, first)
+            held = self._hooked.get(id(t))
+            if t.requires_grad and (held is None or held() is not t):
                 self._hooked[id(t)] = weakref.ref(t)  # an outer module returning it: skipped
                 t.register_hook(lambda g, name=name: self._arrived(name, g))
 
@@ -162,26 +203,40 @@ class FirstNonFinite:
         return hs
 
     def _arrived(self, name: str, g: torch.Tensor) -> None:
-        """The gradient arrived at ``name``'s output: the backward's ops are its, until the
-        next arrival."""
-        self._backward_module = name
+        """The gradient arrived at ``name``'s output."""
         self._frame(name, "backward", g)
+        if self.found is None and _bad(g):
+            self._record("backward", name, "gradient", g, self._backward_made)
+        self._backward_made, self._arrival = None, name
+
+    def _parameters(self) -> None:
+        """After the step: a parameter gradient holding an inf or NaN, those of the module
+        where the backward's first non-finite value was made first."""
+        first = self._first["backward"]
+        params = sorted(self.model.named_parameters(), key=lambda np_: first is None or
+                        (np_[0].rsplit(".", 1)[0] if "." in np_[0] else "") != first.where)
+        for name, p in params:
+            if self.found is None and _bad(p.grad):
+                module = name.rsplit(".", 1)[0] if "." in name else ""
+                made = first if first is not None and first.where == module else None
+                self._record("backward", module, f"grad:{name}", p.grad, made)
 
     @contextlib.contextmanager
     def watch(self) -> Iterator[FirstNonFinite]:
-        """One step: its forward and backward checked op by op (module docstring)."""
+        """One step: its forward and backward watched (module docstring)."""
         self.step += 1
         hs = self._hooks()
-        mode = _Ops(self)
         try:
-            with mode:
+            with _Ops(self):
                 yield self
+            self._parameters()
         finally:
             for h in hs:
                 h.remove()
             self._stack.clear()
             self._hooked.clear()
-            self._backward_module = ""
+            self._backward_made, self._arrival = None, ""
+            self._first = {"forward": None, "backward": None}
 
 
 __all__ = ["FirstNonFinite", "NonFiniteError"]

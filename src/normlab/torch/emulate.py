@@ -84,6 +84,7 @@ _IN_COMPILE = ("emulate cannot be entered inside a torch.compile'd function: its
                "Python and NumPy state that dynamo cannot trace; enter it around the call of "
                "the compiled model")  # the module of an op called outside every module of the model
 _ACTIVE: dict[int, Any] = {}  # id(module) -> the entered emulate whose model holds it
+_ENTERED: list[Any] = []  # the entered emulate objects
 
 
 class _Rounder:
@@ -312,7 +313,8 @@ class emulate:
     def handle(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         """Every torch function called while active: its handler (``normlab.torch.handlers``,
         or the autocast rules) or itself."""
-        if not self._stack and any(o._stack for o in _ACTIVE.values() if o is not self):
+        if not self._stack and len(_ENTERED) > 1 and any(o._stack for o in _ENTERED
+                                                          if o is not self):
             return func(*args, **kwargs)  # an op of another emulated model
         if self._autocast is not None:
             return self._autocast.handle(func, args, kwargs)
@@ -378,6 +380,7 @@ class emulate:
         self._handles = _install_hooks(self)
         for key in mine:
             _ACTIVE[key] = self
+        _ENTERED.append(self)
         if self._autocast is not None:
             self._autocast.enter()
         self._mode = _Mode(self)
@@ -395,6 +398,8 @@ class emulate:
             self._handles = []
             for key in [k for k, v in _ACTIVE.items() if v is self]:
                 del _ACTIVE[key]
+            if self in _ENTERED:
+                _ENTERED.remove(self)
             self._stack.clear()
             if self._stance is not None:
                 self._stance.__exit__(*exc)

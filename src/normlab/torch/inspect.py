@@ -36,14 +36,9 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from .._files import check_output_path, dumps_json
-from ..precision.formats import get_format
-from ..precision.headroom import FORMAT_SCALINGS, MX_BLOCK, format_window, tensor_stats
-from ..precision.policy import get_policy
+from ..precision.headroom import FORMAT_SCALINGS, format_window, tensor_stats
 from .emulate import default_stream as _default_stream
-from .quantize import mx_scale
-
-#: The headroom column that follows the ``mxfp8`` preset's scale rule (``preset_mx_fractions``).
-MXFP8 = "mxfp8"
+from .headroom import MXFP8, preset_mx_fractions, preset_rule
 
 
 def _stats(t: torch.Tensor, kind: str, delayed: dict[str, float], name: str) -> dict:
@@ -52,49 +47,6 @@ def _stats(t: torch.Tensor, kind: str, delayed: dict[str, float], name: str) -> 
     s["formats"][MXFP8] = preset_mx_fractions(x, s)
     s["kind"] = kind
     return s
-
-
-def _mx_counts(blocks: torch.Tensor, X: torch.Tensor, fmt: Any) -> torch.Tensor:
-    """(overflow, kept, normal) counts of the non-zero values of the (n, 32) blocks of |x|
-    scaled by 1 / X (n,), as ``normlab.precision.headroom`` counts them (round to nearest
-    even: past max + ulp(max) / 2, at the tie too when max is odd; above half the smallest
-    subnormal; at or above the smallest normal less half a subnormal spacing)."""
-    f = get_format(fmt)
-    beyond = f.max_finite + 2.0 ** (f.emax - f.mantissa_bits - 1)
-    half_tiny = f.min_subnormal / 2
-    top_sub = f.min_normal - f.min_subnormal / 2 if f.subnormals else half_tiny
-    w = blocks * (1.0 / X).to(torch.float32)[:, None]  # exact: X is a power of two
-    over = (w > beyond) if f.inf_nan == "fn" and f.mantissa_bits > 0 else (w >= beyond)
-    return torch.stack([over.sum(), (w > half_tiny).sum(), (w >= top_sub).sum()])
-
-
-def preset_mx_fractions(x: torch.Tensor, stats: dict) -> dict:
-    """The ``mxfp8`` column with the scale rule of the ``mxfp8`` preset (its ``compute``
-    role's), where ``tensor_stats`` counts OCP MX v1.0's floor rule: the floor counts, with the
-    blocks whose scale the preset's rule sets elsewhere counted again at that scale. x: float32
-    on the CPU, contiguous; MX blocks of 32 along its last axis, non-finite values left out."""
-    p = get_policy(MXFP8).compute
-    fmt, rule = p.format, getattr(p.scaling, "scale_rule", "floor")
-    floor = stats["formats"][MXFP8]
-    if rule == "floor" or x.numel() == 0:
-        return dict(floor)
-    last = x.shape[-1] if x.dim() else 1
-    rows = torch.nan_to_num(x.reshape(-1, last).abs(), nan=0.0, posinf=0.0)
-    pad = (-last) % MX_BLOCK
-    blocks = (torch.nn.functional.pad(rows, (0, pad)) if pad else rows).reshape(-1, MX_BLOCK)
-    amax = blocks.amax(dim=1).double()
-    xf, xr = mx_scale(amax, fmt, "floor"), mx_scale(amax, fmt, rule)
-    moved = xf != xr
-    n = stats["size"] - stats["zeros"] - stats["nonfinite"]
-    counts = [round(floor["overflow"] * n), n - round(floor["flush"] * n), 0]
-    counts[2] = counts[1] - round(floor["subnormal"] * n)
-    if bool(moved.any()):
-        b = blocks[moved]
-        delta = _mx_counts(b, xr[moved], fmt) - _mx_counts(b, xf[moved], fmt)
-        counts = [c + int(d) for c, d in zip(counts, delta)]
-    over, kept, normal = counts
-    m = max(n, 1)
-    return {"overflow": over / m, "flush": (n - kept) / m, "subnormal": (kept - normal) / m}
 
 
 def _loss_of(out: Any) -> torch.Tensor:
@@ -193,9 +145,7 @@ def _first_float(xs: Any) -> torch.Tensor | None:
 def _rule(key: str) -> str:
     """The scale rule of an MX column: the ``mxfp8`` preset's for ``mxfp8``, OCP's floor for
     the others."""
-    if key != MXFP8:
-        return "floor"
-    return str(getattr(get_policy(MXFP8).compute.scaling, "scale_rule", "floor"))
+    return preset_rule()[1] if key == MXFP8 else "floor"
 
 
 def _first(x: Any) -> torch.Tensor | None:
