@@ -299,7 +299,7 @@ def test_the_full_column_from_a_full_report(with_fake, tmp_path, capsys):
     assert "| `fake` |" in table and "| reproduced | reproduced (at " in table  # which code
     assert "| identities hold | not yet measured |" in table  # dropout: no full result
     assert "img/verdicts-tiny.png" in table and png.is_file()
-    assert "at the full size" in readme.read_text()
+    assert "the full report in" in readme.read_text()
     assert ("It holds 1 of the 2 experiments; not yet measured at the full size: `dropout`"
             in readme.read_text())  # a partial full summary says what it lacks
     assert main(["report", "--markdown", "--results", str(quick / "summary.json"),

@@ -224,6 +224,15 @@ def _minutes(seconds: float) -> str:
     return f"{m} min {s:02d} s" if m else f"{s} s"
 
 
+def _one_invocation(summary: dict[str, Any]) -> bool:
+    return summary.get("wall_s_this_invocation") is not None and not summary.get("reused")
+
+
+def _wall(summary: dict[str, Any]) -> float:
+    return float(summary["wall_s_this_invocation"] if _one_invocation(summary)
+                 else summary["wall_s_experiments"])
+
+
 def _setting(summary: dict[str, Any]) -> str:
     """'at the quick size, seed 0: the quick report took 17 min 23 s of wall time on ...': the
     invocation's wall time where one invocation measured every experiment, else the sum of the
@@ -247,15 +256,20 @@ def _full_line(full: dict[str, Any] | None, summary: dict[str, Any]) -> str:
         return (f"**The full size** (the size of record: the faithful set-ups, run to "
                 f"completion): {NOT_MEASURED} (`make results-full` measures it into "
                 f"docs/results/full.json).")
+    text = f"{tallies(full)} {_setting(full)} (the full size is the size of record)."
+    return text + _missing_full(full, summary)
+
+
+def _missing_full(full: dict[str, Any], summary: dict[str, Any]) -> str:
+    """' It holds 20 of the 22 experiments; not yet measured at the full size: ...' where the
+    full summary lacks some of ``summary``'s experiments, else ''."""
     measured = {r["name"] for r in full["experiments"]}
     missing = [r["name"] for r in summary["experiments"] if r["name"] not in measured]
-    text = f"{tallies(full)} {_setting(full)} (the full size is the size of record)."
-    if missing:
-        text += (f" It holds {len(measured)} of the {len(measured) + len(missing)} experiments; "
-                 f"{NOT_MEASURED} at the full size: "
-                 + ", ".join(f"`{n}`" for n in missing)
-                 + " (`make results-full ONLY=NAME` measures one and merges it in).")
-    return text
+    if not missing:
+        return ""
+    return (f" It holds {len(measured)} of the {len(measured) + len(missing)} experiments; "
+            f"{NOT_MEASURED} at the full size: " + ", ".join(f"`{n}`" for n in missing)
+            + " (`make results-full ONLY=NAME` measures one and merges it in).")
 
 
 def _decided_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -365,16 +379,43 @@ def markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
     return "\n".join(lines)
 
 
+def short_tally(t: dict[str, int]) -> str:
+    """'8 of 16 claims reproduced (3 partly, 5 not, 1 not tested); 30 of 50 counted checks
+    pass, 6 inconclusive': the README's cell."""
+    others = [f"{t[v]} {w}" for v, w in ((PARTLY, "partly"), (NOT_REPRODUCED, "not"),
+                                        (INCONCLUSIVE, "inconclusive"), (NOT_TESTED,
+                                                                         "not tested"))
+              if t.get(v)]
+    return (f"{t[REPRODUCED]} of {t['claims']} claims reproduced"
+            + (f" ({', '.join(others)})" if others else "")
+            + f"; {t['checks_passed']} of {t['checks_counted']} counted checks pass"
+            + (f", {t['checks_inconclusive']} inconclusive" if t["checks_inconclusive"] else ""))
+
+
 def summary_markdown(summary: dict[str, Any], full: dict[str, Any] | None = None, *,
                      figure: str = "docs/img/verdicts-quick.png",
                      table: str = "docs/lab.md") -> str:
-    """The README's block: the tally at the quick and the full size, and where the table and
-    the forest plot are."""
-    return "\n".join([f"{tallies(summary)} {_setting(summary)}.", "",
-                      _full_line(full, summary), "",
-                      f"{confidence(summary)} Each experiment's verdict at both sizes: "
-                      f"[the lab's table]({table}); each counted row against its margin: "
-                      f"[the forest plot]({figure})."])
+    """The README's block: the tally at the quick and the full size, as amended and as first
+    registered, side by side, where each size was measured, and where the table, the forest plot
+    and the register are."""
+    cols = [("quick", summary)] + ([("full (the size of record)", full)] if full else [])
+    head = "| | " + " | ".join(f"{name}, seed {s.get('seed')}" for name, s in cols) + " |"
+    lines = [head, "|---|" + "---|" * len(cols)]
+    for label, key in (("**as amended**", "tally"), ("as first registered", "tally_first")):
+        lines.append(f"| {label} | " + " | ".join(
+            short_tally(s.get(key) or s["tally"]) for _, s in cols) + " |")
+    missing = _missing_full(full, summary) if full is not None else (
+        f" The full size: {NOT_MEASURED} (`make results-full`).")
+    took = "; ".join(f"the {s['size']} report in {_minutes(_wall(s))}"
+                     + ("" if _one_invocation(s) else " summed over its experiments' last "
+                        "measurements") for _, s in cols)
+    where = (f"on {summary['machine']} ({summary['threads']}; normlab {summary['normlab']}, "
+             f"NumPy {summary['numpy']}): {took}")
+    return "\n".join(lines + ["", f"Measured {where}.{missing} {confidence(summary)} "
+                               f"Each experiment's verdict at both sizes, the tally in full and "
+                               f"the claim register with every amendment: [the lab page]"
+                               f"({table}); each counted row against its margin: [the forest "
+                               f"plot]({figure})."])
 
 
 def forest_caption() -> str:
