@@ -244,3 +244,18 @@ def test_the_cache_holds_the_inputs_and_the_members_maxima(rng):
         alone = K.attention_forward(q[2 * m:2 * m + 2], k[2 * m:2 * m + 2], v[2 * m:2 * m + 2])
         assert maxes[m] == alone[1].max_logit
     assert max(maxes) == c.max_logit
+
+
+@pytest.mark.parametrize("D", [8, 16, 32])
+def test_the_head_width_alone_chooses_the_path(rng, D):
+    """Heads up to LANES_MAX_D run the lanes kernel (the cache's p a view of its lane array),
+    wider ones the batched products (p an array of its own); any batch size, the same choice."""
+    from normlab.kernels import attention_lanes
+    from normlab.kernels.attention import LANES_MAX_D
+
+    for B in (1, 5):
+        q, k, v = qkv(rng, (B, 2, 6, D), np.float32)
+        _, c = K.attention_forward(q, k, v)
+        lanes = attention_lanes._lane_array(c.softmax.p, c.softmax.p.base.shape[2]
+                                            if c.softmax.p.base is not None else 0, 1)
+        assert (lanes is not None) == (D <= LANES_MAX_D)

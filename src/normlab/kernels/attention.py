@@ -1,21 +1,28 @@
 """Scaled dot-product attention, the fused path: the contract and the cache of
 ``normlab.functional.attention_forward`` / ``attention_backward``.
 
-The products, the soft-cap, the causal mask and the softmax of every sequence of a call (batch
-rows and heads; an ensemble's members, their batches one after another) run in one compiled call
-forward and one backward (``attention_lanes``: each sequence a SIMD lane, every sum in a fixed
-order, so a sequence's bits do not depend on the others; exp and tanh the vectorized polynomials
-of ``vmath``). The reference runs about ten NumPy passes over the (B, H, T, T) logits (divide,
-tanh, scale, add the mask, max, subtract, exp, sum, divide) around one sgemm call per batch row
-and head for each product.
+For heads of width up to ``LANES_MAX_D`` (the lab's), the products, the soft-cap, the causal mask
+and the softmax of every sequence of a call (batch rows and heads; an ensemble's members, their
+batches one after another) run in one compiled call forward and one backward
+(``attention_lanes``: each sequence a SIMD lane, every sum in a fixed order, so a sequence's bits
+do not depend on the others; exp and tanh the vectorized polynomials of ``vmath``). Wider heads
+run the reference's batched products (one sgemm call per batch row and head) around the fused
+capped causal softmax kernel (one pass over the logits, ``softmax``), scaled in place:
+
+    s = q k^T / sqrt(D)   p = capped_softmax(s, cap, causal)   out = p v
+
+and upwards ``ds = capped_softmax_backward(dy v^T) scale``, ``dq = ds k``, ``dk = ds^T q``,
+``dv = p^T dy``. The reference runs about ten NumPy passes over the (B, H, T, T) logits (divide,
+tanh, scale, add the mask, max, subtract, exp, sum, divide) around the same products.
 
 The fused path covers attention without QK-norm, RoPE, a sliding window or dropout in training
 (grouped key/value heads, soft-cap, causal or not, and any scale included), on float32 or float64
 q, k and v of one dtype; anything else (and any option this module does not know) runs the
 reference, so the two are interchangeable: the cache is the reference's ``AttentionCache`` (its
 q, k, v and p views of the kernel's lane arrays) and either backward takes either forward's
-cache. The sums run in another order than the reference's BLAS calls, so results agree within
-the tolerances of tests/kernels/test_kernel_attention.py.
+cache. The lanes kernel sums in another order than the reference's BLAS calls, and the softmax
+kernel's row sums are reordered, so results agree within the tolerances of
+tests/kernels/test_kernel_attention.py.
 """
 
 from __future__ import annotations
@@ -24,10 +31,28 @@ import numpy as np
 
 from .. import _checks as ck
 from ..functional import attention as _ref
-from ..functional.attention import AttentionCache, HeadStats, row_entropy
+from ..functional.attention import (
+    AttentionCache,
+    HeadStats,
+    _mix,
+    _mix_backward,
+    _scores,
+    _scores_backward,
+    row_entropy,
+)
 from ..functional.softmax import SoftmaxCache
 from . import attention_lanes as _lanes
 from .qk_norm import qk_norm_backward, qk_norm_forward
+from .softmax import _backward as _softmax_backward
+from .softmax import _forward as _softmax_forward
+
+# Heads of width D <= LANES_MAX_D run the lanes kernel; wider heads run NumPy's batched products
+# (one sgemm call per batch row and head) around the fused softmax kernel. The lanes kernel's
+# cost grows with D, where sgemm's per-call cost is what it saves: measured forward and backward
+# on one core (benchmarks/attention_paths.py), it is faster up to D = 16 at T 16 to 64 and slower
+# at D = 32. The choice depends on the head width alone, so a member and its single run take
+# the same path.
+LANES_MAX_D = 16
 
 _FAST_OPTIONS = {"qk_norm", "qk_norm_eps", "rope", "softcap", "p_drop", "training", "rng",
                  "causal", "scale", "window", "head_stats"}
@@ -110,11 +135,17 @@ def _fused_forward(q, k, v, q_norm_weight, k_norm_weight, options, out=None):
     ck.positive(o.get("qk_norm_eps", 1e-6), "qk_norm_eps")
     head_stats = ck.flag(o.get("head_stats", False), "head_stats")
     ct = q.dtype
-    y, (qc, kc, vc), p, tanh, rowmax = _lanes.forward(q, k, v, causal=causal, scale=scale,
-                                                      softcap=softcap, out=out)
+    if q.shape[-1] <= LANES_MAX_D:
+        y, (q, k, v), p, tanh, rowmax = _lanes.forward(q, k, v, causal=causal, scale=scale,
+                                                       softcap=softcap, out=out)
+    else:
+        s = _scores(q, k)  # (B, H, T, T)
+        s *= ct.type(scale)
+        p, _, tanh, rowmax = _softmax_forward(s, causal, softcap)  # rows (B H T,)
+        y, rowmax = _mix(p, v, out), rowmax.reshape(p.shape[:3])  # (B, H, T, D), (B, H, T)
     heads = (HeadStats(rowmax.max(axis=(0, 2)), row_entropy(p))
              if head_stats else None)  # (H,) each: the rows' maxima are the raw logits'
-    cache = AttentionCache(qc, kc, vc, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
+    cache = AttentionCache(q, k, v, SoftmaxCache(p, p.ndim - 1, ct), p, None, tanh, softcap,
                            scale, None, None, "none", None, (ct, ct, ct), float(rowmax.max()),
                            heads)
     return y, cache, rowmax
@@ -156,13 +187,21 @@ def _fused_cache(c: AttentionCache) -> bool:
 
 
 def _fused_backward(dout, c, dq=None, dk=None, dv=None):
-    """The fused backward's ``(dq, dk, dv)``, into the arrays given (fresh ones otherwise)."""
+    """The fused backward's ``(dq, dk, dv)``, into the arrays given (fresh ones otherwise): the
+    lanes kernel's or the batched products', as the forward chose by the head width."""
     dout = ck.float_array(dout, "dout")
     ck.same_shape(dout, "dout", c.q.shape, "the shape of the forward's output")
     ct = c.v.dtype
     dy = dout.astype(ct, copy=False)  # (B, H, T, D)
-    return _lanes.backward(dy, c.q, c.k, c.v, c.softmax.p, c.tanh, scale=c.scale,
-                           softcap=c.softcap, dq=dq, dk=dk, dv=dv)
+    if c.q.shape[-1] <= LANES_MAX_D:
+        return _lanes.backward(dy, c.q, c.k, c.v, c.softmax.p, c.tanh, scale=c.scale,
+                               softcap=c.softcap, dq=dq, dk=dk, dv=dv)
+    p = c.softmax.p  # (B, H, T, T)
+    dp, dv = _mix_backward(dy, p, c.v, dv)  # (B, H, T, T), (B, Hkv, T, D)
+    ds = _softmax_backward(dp, p, c.tanh, ct)  # (B, H, T, T), zero where masked
+    ds *= ct.type(c.scale)
+    dq, dk = _scores_backward(ds, c.q, c.k, dq, dk)  # (B, H, T, D), (B, Hkv, T, D)
+    return dq, dk, dv
 
 
 __all__ = ["attention_backward", "attention_backward_into", "attention_forward",
