@@ -317,11 +317,17 @@ def _addressable(a: np.ndarray, lanes_of: int = 1) -> tuple:
     return got
 
 
+@njit(cache=True)
+def _address(a):
+    """The address of a's first element (what ``a.ctypes.data`` says, about 10x faster)."""
+    return a.ctypes.data
+
+
 def _flat(a: np.ndarray, span: int) -> np.ndarray:
     """The 1-D view of ``span`` elements of memory from a's first element."""
     base = a.base
     if isinstance(base, np.ndarray) and base.flags.c_contiguous and base.dtype == a.dtype:
-        start = (a.ctypes.data - base.ctypes.data) // a.itemsize
+        start = (_address(a) - _address(base)) // a.itemsize
         if 0 <= start and start + span <= base.size:
             return base.reshape(-1)[start:start + span]
     if a.flags.c_contiguous:
@@ -364,7 +370,7 @@ def _lane_array(view: np.ndarray, lanes: int, G: int) -> np.ndarray | None:
         return None
     isz = view.itemsize
     if (view.strides != (Hx * G * isz, G * isz, X * lanes * isz, lanes * isz)
-            or view.ctypes.data != base.ctypes.data):
+            or _address(view) != _address(base)):
         return None
     return base
 
