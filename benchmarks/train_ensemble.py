@@ -3,7 +3,7 @@ against the same model trained alone, against PyTorch eager training the same me
 against the sgemm limit measured in the same run on the step's own shapes.
 
     python benchmarks/train_ensemble.py [--members 1,4,8,16] [--shapes lab,bench,long]
-                                        [--repeats 7]
+                                        [--repeats 7] [--compare SRC_DIR SRC_DIR ...]
 
 Shapes: ``lab`` is the lab's quick shape (the warmup experiment's recipe: post-LN LayerNorm,
 d 32, T 16, B 16, V 16, 12 blocks, Adam (0.9, 0.98), no weight decay, no clipping, Markov data),
@@ -32,9 +32,13 @@ Per shape and ensemble size M, medians over ``--repeats`` rounds (round-robin) o
                  everything else of the step left out, timed in the same rounds
 
 and prints per-member milliseconds, the fraction of the limit (limit / time), the ceiling (limit /
-products: the fraction of the limit a step would reach if everything but its matrix products took
-no time, with the products as NumPy's BLAS runs them on the step's own shapes) and normlab's best
-against PyTorch's best (ensemble / torch best).
+products: the fraction of the limit a step would reach if everything but its products took no
+time, with the products as the engine runs them on the step's own shapes) and normlab's best
+against PyTorch's best (best of alone and ensemble / torch best). Each row starts with the code
+it measured (the commit, "+" for changes not committed); ``--compare OLD NEW`` measures two
+versions in one run, each (shape, M) in ``--rounds`` child processes per version taking turns
+(each figure the median over them), their rows side by side.
+The first lines give the processor, the load average, the versions and the settings.
 """
 
 from __future__ import annotations
@@ -61,17 +65,17 @@ SHAPES = {
     "lab": TrainConfig(
         model=GPTConfig(vocab_size=16, seq_len=16, n_layers=12, d_model=32, n_heads=4,
                         init_std=32**-0.5, placement="post"),
-        data="markov", markov_order=1, steps=10**6, batch_size=16, beta2=0.98, warmup=40,
-        weight_decay=0.0, grad_clip=None, eval_interval=10**6),
+        data="markov", markov_order=1, steps=10**4, batch_size=16, beta2=0.98, warmup=40,
+        weight_decay=0.0, grad_clip=None, eval_interval=10**4),
     "bench": TrainConfig(
         model=GPTConfig(vocab_size=64, seq_len=64, n_layers=4, d_model=128, n_heads=4,
                         placement="pre", norm="rmsnorm"),
-        steps=10**6, batch_size=16, eval_interval=10**6),
+        steps=10**4, batch_size=16, eval_interval=10**4),
     "long": TrainConfig(
         model=GPTConfig(vocab_size=16, seq_len=64, n_layers=4, d_model=64, n_heads=4,
                         placement="pre"),
-        data="markov", markov_order=2, steps=10**6, batch_size=16, beta2=0.95,
-        weight_decay=0.1, grad_clip=1.0, eval_interval=10**6),
+        data="markov", markov_order=2, steps=10**4, batch_size=16, beta2=0.95,
+        weight_decay=0.1, grad_clip=1.0, eval_interval=10**4),
 }
 
 
@@ -82,6 +86,14 @@ def parse() -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--steps", type=int, default=3, help="steps per timed round")
     p.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    p.add_argument("--compare", nargs="+", metavar="SRC_DIR",
+                   help="source folders (each with src/normlab, e.g. a git worktree of an older "
+                        "commit and this checkout): each (shape, M) measured in a child process "
+                        "per folder, alternately, the rows side by side in one table")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="with --compare: child processes per version and (shape, M), taking "
+                        "turns; each figure the median over them")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="wall time (perf_counter), or this process's CPU time (process_time: on "
                         "a shared, loaded machine, the time the step had a core)")
@@ -245,7 +257,6 @@ def sgemm_products(shapes: dict):
 
 def engine_products(cfg: TrainConfig, M: int):
     """One step's matrix products for M members as the ensemble computes them (module doc)."""
-    from normlab.functional.attention import _mix, _mix_backward, _scores, _scores_backward
     from normlab.functional.linear import linear_backward, linear_forward
 
     m = cfg.model
@@ -262,18 +273,55 @@ def engine_products(cfg: TrainConfig, M: int):
     qkv, dqkv = f32(M * B, T, 3 * C), np.empty((M * B, T, 3 * C), np.float32)
     (q, k, v), (dq, dk, dv) = heads(qkv), heads(dqkv)
     rows = np.empty((M * B, T, H, D), np.float32).transpose(0, 2, 1, 3)
-    p = np.tril(np.abs(f32(M * B, H, T, T)))
     dy = f32(M * B, H, T, D)
+    attention = (_fused_attention(M, q, k, v, rows, dy, dq, dk, dv) if _lanes(D)
+                 else _attention_products(M, q, k, v, rows, dy, dq, dk, dv))
 
     def run() -> None:
         for x, w, dout in linears:
             _, cache = linear_forward(x, w)
             linear_backward(dout, cache)
         for _ in range(L):
-            _scores(q, k)
-            _mix(p, v, rows)
-            dp, _ = _mix_backward(dy, p, v, dv)
-            _scores_backward(dp, q, k, dq, dk)
+            attention()
+
+    return run
+
+
+def _lanes(D: int) -> bool:
+    """Whether this normlab computes attention with heads of width D in its own kernel
+    (normlab.kernels.attention_lanes) rather than with NumPy's batched products around a softmax
+    kernel."""
+    from normlab.kernels import attention
+
+    return D <= getattr(attention, "LANES_MAX_D", 0)
+
+
+def _fused_attention(M, q, k, v, rows, dy, dq, dk, dv):
+    """One block's attention as the ensemble runs it in its own kernel: forward (into the heads'
+    rows) and backward (into the fused projection's gradient columns), one compiled call each,
+    the softmax within them (it is no longer apart from the products)."""
+    from normlab.kernels.attention import attention_backward_into, attention_forward_members
+
+    def run() -> None:
+        _, cache, _ = attention_forward_members(M, q, k, v, out=rows)
+        attention_backward_into(dy, cache, dq, dk, dv)
+
+    return run
+
+
+def _attention_products(M, q, k, v, rows, dy, dq, dk, dv):
+    """One block's attention products as NumPy's batched matmul runs them (one sgemm call per
+    batch row and head each), the softmax left out."""
+    from normlab.functional.attention import _mix, _mix_backward, _scores, _scores_backward
+
+    B, H, T, _ = q.shape
+    p = np.tril(np.abs(np.random.default_rng(1).standard_normal((B, H, T, T), np.float32)))
+
+    def run() -> None:
+        _scores(q, k)
+        _mix(p, v, rows)
+        dp, _ = _mix_backward(dy, p, v, dv)
+        _scores_backward(dp, q, k, dq, dk)
 
     return run
 
@@ -318,35 +366,119 @@ def measure(name: str, cfg: TrainConfig, M: int, a: argparse.Namespace) -> dict:
     return {"shape": name, "M": M, "limit": limit, "gflops": rate / 1e9, **per}
 
 
-def main() -> None:
-    a = parse()
+def code_label() -> str:
+    """The normlab this process imports: its repository's short commit, "+" when its source
+    differs from that commit (a working tree with changes)."""
+    import subprocess
+
     import normlab
 
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(normlab.__file__))))
+    git = ["git", "-C", root]
+    try:
+        head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--", "src"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("+" if dirty else "")
+
+
+def machine() -> str:
+    """The processor's model name and the load average (1 minute), for the run's header."""
+    model = "unknown processor"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+
+
+HEAD = (f"{'code':9} {'shape':6} {'M':>3} {'alone':>8} {'ensemble':>9} {'torch 1x1':>10} "
+        f"{'torch vmap':>11} {'limit':>7} {'GF/s':>6} {'products':>8} {'ens/limit':>9} "
+        f"{'alone/limit':>11} {'ceiling':>7} {'ens/torch':>9}")
+
+
+def row_line(r: dict) -> str:
+    """One result line: the code measured, the shape, M and the columns of the module doc."""
+    ms = lambda k: f"{1e3 * r[k]:.2f}" if k in r else "-"  # noqa: E731
+    tb = min((r[k] for k in ("torch 1x1", "torch vmap") if k in r), default=None)
+    vs = "-" if tb is None else f"{min(r['ensemble'], r['alone']) / tb:.2f}"
+    return (f"{r['code']:9} {r['shape']:6} {r['M']:>3} {ms('alone'):>8} {ms('ensemble'):>9} "
+            f"{ms('torch 1x1'):>10} {ms('torch vmap'):>11} {ms('limit'):>7} {r['gflops']:>6.1f} "
+            f"{ms('products'):>8} {r['limit'] / r['ensemble']:>9.0%} "
+            f"{r['limit'] / r['alone']:>11.0%} {r['limit'] / r['products']:>7.0%} {vs:>9}")
+
+
+def run_here(a: argparse.Namespace) -> list[dict]:
+    """Every (shape, M) of ``a`` measured with the normlab this process imports."""
     try:
         from normlab.lab.allocator import keep_freed_memory
 
         keep_freed_memory()
     except ImportError:  # pragma: no cover
         pass
-    print(f"normlab {normlab.__version__}, numpy {np.__version__}, torch {torch.__version__}, "
-          f"1 thread, medians of {a.repeats} rounds x {a.steps} steps, {a.clock} clock")
-    head = (f"{'shape':6} {'M':>3} {'alone':>8} {'ensemble':>9} {'torch 1x1':>10} "
-            f"{'torch vmap':>11} {'limit':>7} {'GF/s':>6} {'products':>8} {'ens/limit':>9} "
-            f"{'alone/limit':>11} {'ceiling':>7} {'ens/torch':>9}")
-    rows = []
+    code = code_label()
+    return [{"code": code, **measure(name, SHAPES[name], M, a)}
+            for name in a.shapes.split(",") for M in (int(m) for m in a.members.split(","))]
+
+
+def run_compared(a: argparse.Namespace) -> None:
+    """``--compare``: each (shape, M) measured ``--rounds`` times per source folder, each time in
+    a child process importing that folder's normlab, the folders taking turns (their order
+    alternating); each figure of a row is the median over its rounds, so that a change in the
+    machine's load between two children moves both versions alike."""
+    import json
+    import subprocess
+    import sys
+
+    flags = ["--repeats", str(a.repeats), "--steps", str(a.steps), "--clock", a.clock]
+    flags += ["--no-torch"] * a.no_torch
+    turn = 0
     for name in a.shapes.split(","):
-        for M in (int(m) for m in a.members.split(",")):
-            rows.append(r := measure(name, SHAPES[name], M, a))
-            if len(rows) == 1:
-                print("per-member ms per step\n" + head)
-            ms = lambda k: f"{1e3 * r[k]:.2f}" if k in r else "-"  # noqa: E731
-            tb = min((r[k] for k in ("torch 1x1", "torch vmap") if k in r), default=None)
-            vs = "-" if tb is None else f"{min(r['ensemble'], r['alone']) / tb:.2f}"
-            print(f"{name:6} {M:>3} {ms('alone'):>8} {ms('ensemble'):>9} {ms('torch 1x1'):>10} "
-                  f"{ms('torch vmap'):>11} {ms('limit'):>7} {r['gflops']:>6.1f} "
-                  f"{ms('products'):>8} {r['limit'] / r['ensemble']:>9.0%} "
-                  f"{r['limit'] / r['alone']:>11.0%} {r['limit'] / r['products']:>7.0%} {vs:>9}",
-                  flush=True)
+        for M in a.members.split(","):
+            got: dict[str, list[dict]] = {src: [] for src in a.compare}
+            for _ in range(a.rounds):
+                order = a.compare if turn % 2 == 0 else a.compare[::-1]
+                turn += 1
+                for src in order:
+                    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(src), "src"))
+                    out = subprocess.run([sys.executable, __file__, "--child", "--shapes", name,
+                                          "--members", M, *flags], env=env, check=True,
+                                         capture_output=True, text=True).stdout
+                    got[src].append(json.loads(out.strip().splitlines()[-1])[0])
+            for src in a.compare:
+                rows = got[src]
+                med = {k: (statistics.median(r[k] for r in rows)
+                           if isinstance(rows[0][k], float) else rows[0][k]) for k in rows[0]}
+                print(row_line(med), flush=True)
+
+
+def main() -> None:
+    a = parse()
+    if a.child:
+        import json
+
+        print(json.dumps(run_here(a)))
+        return
+    import normlab
+
+    print(f"# {machine()}")
+    what = (f"normlab of {', '.join(a.compare)} ({a.rounds} child processes each per shape "
+            f"and M, taking turns; medians over them)" if a.compare else
+            f"normlab {normlab.__version__} at {code_label()}")
+    print(f"# {what}; numpy {np.__version__}, torch {torch.__version__}, 1 thread, medians of "
+          f"{a.repeats} rounds x {a.steps} steps, {a.clock} clock")
+    print("per-member ms per step\n" + HEAD, flush=True)
+    if a.compare:
+        run_compared(a)
+    else:
+        for r in run_here(a):
+            print(row_line(r), flush=True)
+    print(f"# load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

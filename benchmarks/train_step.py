@@ -326,6 +326,12 @@ def profile_normlab(a, repeats: int) -> dict:
             continue
         for n in names:
             timer.wrap(module, n, "attention: softmax" if "softmax" in n else "loss")
+    try:  # attention's compiled kernel (products and softmax in one call each way)
+        lanes = importlib.import_module("normlab.kernels.attention_lanes")
+        for n in ("_forward_call", "_backward_call"):
+            timer.wrap(lanes, n, "attention: kernel (products and softmax)")
+    except ImportError:  # a normlab before the kernel
+        pass
     for n in ("cross_entropy_forward", "cross_entropy_backward"):  # imported by name
         timer.wrap(gpt, n, "loss")
     timer.wrap(AdamW, "step", "AdamW")

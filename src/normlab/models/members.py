@@ -11,8 +11,9 @@ idx (M, B, T) computes all members at once:
                           member's rows: a member's product is its model's, bit for bit)
     element-wise ops      once over the (M, B, T, ...) tensor (GELU, residual adds, scales)
     attention             once over the M B sequences, on the path a member's own call takes
-                          (the fused op, else the reference), its QK-norm with each member's
-                          gains (its max logit per member); member by member with dropout
+                          (the fused op, each sequence a SIMD lane of its own, else the
+                          reference), its QK-norm with each member's gains (its max logit per
+                          member); member by member with dropout
     norms                 LayerNorm and RMSNorm as one kernel launch, each member's rows with
                           its own parameters and its reduction order; the others member by member
     dropout, loss         member by member: each member's dropout generator and loss settings

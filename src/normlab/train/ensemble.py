@@ -25,8 +25,10 @@ label smoothing).
 A member is its single run: its losses, gradients and final parameters equal those of
 ``train(config)`` bit for bit (tests/train/test_ensemble.py), because every operation of the
 stacked model computes member m's values with the same arithmetic in the same order as member
-m's model alone (the batched products call the same sgemm per member). Each member's
-``wall_time_s`` is its share of the steps' time (a step's time over the members running it).
+m's model alone (the batched products call the same sgemm per member; the attention kernel
+computes every sequence in a SIMD lane of its own, ``normlab.kernels.attention_lanes``). Each
+member's ``wall_time_s`` is its share of the steps' time (a step's time over the members running
+it).
 """
 
 from __future__ import annotations
