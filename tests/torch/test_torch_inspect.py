@@ -174,3 +174,20 @@ def mx_scale_reference(amax: torch.Tensor, rule: str) -> torch.Tensor:
     from normlab.torch import mx_scale
 
     return mx_scale(amax.double(), "float8_e4m3fn", rule)
+
+
+@pytest.mark.parametrize("scale", [2.0**-140, 2.0**-125, 1e-3, 1.0, 2.0**100, 2.0**126])
+@pytest.mark.parametrize("shape", [(7,), (33, 65), (64, 96), (3, 4, 40)])
+def test_the_kernel_and_torch_count_the_same(shape, scale):
+    """normlab.torch.headroom's numba kernel and its torch operations: the same mxfp8 column,
+    with inf and NaN in blocks and scales at both ends of E8M0's range."""
+    from normlab.precision.headroom import tensor_stats
+    from normlab.torch.headroom import preset_mx_fractions
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(len(shape))) * scale
+    flat = x.view(-1)
+    if flat.numel() > 40:
+        flat[3], flat[40] = float("nan"), float("-inf")
+    stats = tensor_stats(x.numpy())
+    assert preset_mx_fractions(x, stats, impl="kernel") == preset_mx_fractions(x, stats,
+                                                                               impl="torch")
