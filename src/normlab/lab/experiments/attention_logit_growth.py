@@ -30,6 +30,7 @@ from .. import stats
 from ..contract import CLAIM, DERIVATION, IDENTITY, PREMISE, SHOWN, Amendment, Card, Check, Record
 from ..formatting import fmt
 from ..sweep import lr_sensitivity
+from . import _pilots as P
 from . import _recipes as R
 from . import _training as T
 
@@ -69,7 +70,12 @@ LOGIT_RATIO = 10.0  # papers.md section 7 C: max_logit(baseline, lr_max) >= 10 x
 GROWTH = 10.0  # the premise: the baseline's peak logit at the claim grid's top LR >= 10 x its
 #                peak at the lowest LR ("grow by orders of magnitude", papers.md 7 C: one order)
 DIVERGED_LOGIT = 1e4  # Wortsman et al. 3.3: every run with max attention logit > 1e4 diverged
-PAPER_TOP_LR = 0.3  # the top of Wortsman et al.'s grid (section 2.2): the claim's grid is <= this
+# The lab's one learning-rate grid rule (issue 58, section 3), for every LR-sensitivity claim of
+# Wortsman et al. (this experiment and lr-sensitivity-recipes): the source's grid, section 2.2's
+# {3e-4, ..., 0.3}, with the source's measure (paper_sensitivity: the mean over the grid of
+# min(loss, loss0) minus the grid's best); points swept beyond the grid are shown, never counted.
+PAPER_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+PAPER_TOP_LR = max(PAPER_LRS)  # the top of Wortsman et al.'s grid (section 2.2)
 NOTES_TOP_LR = 1.0  # papers.md 7 C extends the grid to 1.0 when nothing diverges at 0.3 (shown)
 TRAINS_FRACTION = 0.5  # a run "trains" when it recovers this share of its arm's best improvement
 PROBE_SCALE = 30.0  # the soft-cap probe multiplies q's and k's weights by this (logits x 900)
@@ -81,8 +87,8 @@ BASE = R.WORTSMAN  # Wortsman et al. 2023 section 2.1's recipe at CPU size
 class Config:
     base: TrainConfig = BASE  # every run's model, data and optimizer (arm, width, lr, seed vary;
     #                           its weight_decay is replaced by independent_wd / lr)
-    lrs: tuple[float, ...] = (1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0)  # peak LRs: Wortsman's
-    #   half-decade grid, from where the runs train in `steps` up to where the baseline diverges
+    lrs: tuple[float, ...] = (*PAPER_LRS, 1.0, 3.0)  # peak LRs: Wortsman's grid {3e-4, ...,
+    #   0.3} (counted) and 1 and 3 beyond it, where the baseline diverges (shown)
     independent_wd: float = 1e-4  # lambda in theta <- theta - s_t (lr Delta + lambda theta)
     widths: tuple[int, ...] = (32,)  # d_model of the swept models (head width 16: H = d / 16)
     qk_norm: str = "layernorm"  # the QK-norm arm's norm on q and k (Wortsman: qk-layernorm)
@@ -95,19 +101,45 @@ class Config:
 
 SIZES = {
     "tiny": {"lrs": (1e-2, 0.3, 3.0), "widths": (16,), "seeds": 2, "softcap_lrs": (3.0,),
+
              "base.model.n_layers": 1, "base.model.seq_len": 16, "base.batch_size": 4,
              "base.steps": 60, "base.warmup": 3, "base.eval_interval": 60},
     "quick": {},
-    "full": {"lrs": (3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0), "widths": (32, 64), "seeds": 5,
+    "full": {"widths": (32, 64), "seeds": 5,
              "softcap_lrs": (3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0), "softcap_seeds": 5,
              "base.model.n_layers": 4, "base.model.seq_len": 64, "base.batch_size": 16,
              "base.steps": 2000, "base.warmup": 100, "base.eval_interval": 2000},
 }
 
+# The pilots of the counted row on the source's grid, by the size's step count (seeds >= 50000,
+# which no verdict run uses): the mean and sd over seeds of LRsens(QK-norm) - 0.7
+# LRsens(baseline) at d = 32, and the pilot's seed count. The quick size's (550 steps): seeds
+# 50000-50002 on 2026-12-07. The full size has none (its 5 seeds were fixed with its set-up,
+# 70634b9): no premise row there, its own interval decides.
+PILOTS: dict[int, P.Pilot] = {550: P.Pilot(-0.0179, 0.0201, 3, "50000-50002")}
+
 ARMS = ("baseline", "qk-norm", "soft-cap")
 SERIES = {"max_logit": lambda rec: max(rec["max_attn_logit"]),
           "max_logit_0": lambda rec: rec["max_attn_logit"][0],
           "nll": lambda rec: rec["nll"]}
+
+
+def on_paper_grid(lrs) -> list[int]:
+    """The indices of the swept learning rates ``lrs`` that the counted sensitivity reads: those
+    inside the source's grid's range, [3e-4, 0.3] (every point of PAPER_LRS at the quick and
+    full sizes; ``validate`` holds the sizes to it)."""
+    return [j for j, lr in enumerate(lrs) if min(PAPER_LRS) <= lr <= PAPER_TOP_LR]
+
+
+def paper_sensitivity(lrs, losses, loss0: float) -> float:
+    """Wortsman et al.'s LR sensitivity over the points of ``lrs`` on the source's grid (the
+    lab's one rule): the mean of min(loss, loss0) minus the best of those points; a diverged
+    run (None) counts as ``loss0``. ``lrs``, ``losses``: one per swept LR."""
+    keep = on_paper_grid(lrs)
+    if len(keep) < 2:
+        raise ValueError(f"lrs: the counted sensitivity needs >= 2 learning rates on the "
+                         f"source's grid {list(PAPER_LRS)}; got {list(lrs)}")
+    return lr_sensitivity([lrs[j] for j in keep], [losses[j] for j in keep], loss0)
 
 
 def _arm_key(arm: str, d: int) -> str:
@@ -217,13 +249,12 @@ def _arm(runs: list, lrs) -> dict:
         rs = [at[lr] for lr in lrs]
         loss0: Any = rs[0].loss_at_init  # set for every run that started
         losses = [_outcome(r) for r in rs]
-        low = [j for j, lr in enumerate(lrs) if lr <= PAPER_TOP_LR]
         out["seeds"].append(seed)
         out["loss"].append(losses)
         out["loss0"].append(loss0)
         out["sens"].append(lr_sensitivity(list(lrs), losses, loss0))
-        out["sens_paper"].append(lr_sensitivity([lrs[j] for j in low], [losses[j] for j in low],
-                                                loss0) if len(low) >= 2 else None)
+        out["sens_paper"].append(paper_sensitivity(list(lrs), losses, loss0)
+                                 if len(on_paper_grid(lrs)) >= 2 else None)
         mid = [j for j, lr in enumerate(lrs) if lr <= NOTES_TOP_LR]
         out["sens_notes"].append(lr_sensitivity([lrs[j] for j in mid], [losses[j] for j in mid],
                                                 loss0) if len(mid) >= 2 else None)
@@ -245,7 +276,11 @@ def _at(run: T.Run, frac: float) -> float | None:
 
 
 def judge(data: dict, config: Config) -> list[Check]:
-    checks = []
+    pilot = PILOTS.get(config.base.steps)
+    checks = [] if pilot is None else [P.premise(
+        pilot, config.seeds, 0.0, "LRsens(QK-norm) - 0.7 LRsens(baseline)",
+        id="size-resolves-the-sensitivity-margin",
+        source="the quick size's pilot; issue 58, sections 3 and 4")]
     for d in data["widths"]:
         checks += [_premise(data, d), _sens_check(data, d), _growth_check(data, d)]
     return checks + [_grid_row(data), _divergence_lr_row(data), _trains_check(data),
@@ -257,15 +292,15 @@ def _pair(data: dict, d: int, key: str) -> tuple[list, list]:
 
 
 def _claim_lrs(data: dict) -> list[float]:
-    """The claim's grid: the swept LRs up to the paper's top, 0.3 (Wortsman section 2.2)."""
-    return [lr for lr in data["lrs"] if lr <= PAPER_TOP_LR]
+    """The claim's grid: the swept LRs on the source's grid, 3e-4 to 0.3 (Wortsman 2.2)."""
+    return [data["lrs"][j] for j in on_paper_grid(data["lrs"])]
 
 
 def _premise(data: dict, d: int) -> Check:
     """Without QK-norm the attention logits grow with the LR: the baseline's peak logit at the
-    claim grid's top LR over its peak at the lowest LR, per seed, log10, against one order."""
+    claim grid's top LR over its peak at the grid's lowest, per seed, log10, against one order."""
     lrs = data["lrs"]
-    lo, hi = lrs.index(min(lrs)), lrs.index(max(_claim_lrs(data)))
+    lo, hi = lrs.index(min(_claim_lrs(data))), lrs.index(max(_claim_lrs(data)))
     base = data["per"][_arm_key("baseline", d)]["peak"]
     logs = [_log_ratio(row[hi], row[lo]) for row in base]
     iv = stats.mean_interval(logs)
@@ -287,7 +322,7 @@ def _sens_check(data: dict, d: int) -> Check:
     base, qk = _pair(data, d, "sens_paper")
     lrs = _claim_lrs(data)
     if len(lrs) < 2 or None in base + qk:
-        raise ValueError(f"the claim's grid needs >= 2 LRs <= {PAPER_TOP_LR:g}; got {lrs}")
+        raise ValueError(f"the claim's grid needs >= 2 LRs of {list(PAPER_LRS)}; got {lrs}")
     iv = stats.paired_interval(qk, [SENS_RATIO * b for b in base])
     ratio = np.mean(qk) / np.mean(base) if np.mean(base) > 0 else math.inf
     return Check.superiority(
@@ -303,7 +338,8 @@ def _sens_check(data: dict, d: int) -> Check:
                  f"(ratio of means {fmt(ratio)}); LRsens(QK) - {SENS_RATIO:g} LRsens(base) per "
                  f"seed: {iv.text()}",
         rule=f"superiority: paired interval of LRsens(QK-norm) - {SENS_RATIO:g} LRsens(baseline) "
-             f"< 0 over LR <= {PAPER_TOP_LR:g} (a diverged run counts as its loss at init)",
+             f"< 0 over the source's grid, {_lrs_text(lrs)} (a diverged run counts as its loss "
+             "at init)",
         note=_diverged_note(data, d), id=f"qk-norm-lowers-lr-sensitivity-d{d}")
 
 
@@ -467,7 +503,8 @@ def headline(data: dict, config: Config) -> str:
     top = max(_claim_lrs(data))
     j = data["lrs"].index(top)
     pb, pq = _pair(data, d, "peak")
-    return (f"LR sensitivity over LR <= {PAPER_TOP_LR:g} (d={d}, mean over {len(base)} seeds) "
+    return (f"LR sensitivity over the source's grid, {_lrs_text(_claim_lrs(data))} (d={d}, mean "
+            f"over {len(base)} seeds) "
             f"baseline {fmt(np.mean(base))}, QK-norm {fmt(np.mean(qk))}; peak attention logit "
             f"at LR {top:g}: {fmt(np.median([b[j] or 1.0 for b in pb]))} without vs "
             f"{fmt(np.median([q[j] or 1.0 for q in pq]))} with QK-norm (median over seeds)")
@@ -558,7 +595,20 @@ def _width_records(d: int) -> tuple[Record, ...]:
     )
 
 
+_PILOT_FROM = ("the quick size's pilot at seeds 50000-50002 (2026-12-07; the paper's grid and 1, "
+               "3 beyond, d = 32): LRsens(QK-norm) - 0.7 LRsens(baseline) = -0.0179, sd 0.0201 "
+               "over the seeds (sensitivities 0.366 / 0.378 / 0.366 against 0.261 / 0.237 / "
+               "0.225, ratio 0.65)")
 REGISTER = (
+    Record(id="size-resolves-the-sensitivity-margin", kind=PREMISE,
+           claim="premise: this size resolves the counted row on the source's grid (its pilot's "
+                 "expected interval clears the margin at the size's seed count)",
+           source="\"Where the quick size cannot show the effect on the source's grid, its quick "
+                  "verdict is 'not tested at this size'\" (the lab's one grid rule, issue 58 "
+                  "section 3; section 4: a seed count from a pilot)",
+           where=f"issue 58, sections 3 and 4; {_WORTSMAN}, section 2.2 (the grid)",
+           grid=("lrs", "base.steps"), seeds="seeds", seeds_from=_PILOT_FROM,
+           registered="2026-12-07"),
     *(r for d in WIDTHS_REGISTERED for r in _width_records(d)),
     Record(id="lr-sensitivity-over-extended-grid", kind=SHOWN,
            claim="the LR sensitivity over the grid extended past the paper's",
@@ -736,4 +786,67 @@ AMENDMENTS = (*AMENDMENTS_SETUP,
                             "83.7, 70.2; log10 ratio 4.83 [4.61, 5.05] (n=5)"},
         },
     ),
+    Amendment(
+        id="size-resolves-the-sensitivity-margin", date="2026-12-07", before={"kind": None},
+        remeasure=True,
+        changed="registered with the one grid rule: a size whose pilot says its seeds cannot "
+                "resolve the counted row on the source's grid is not tested",
+        why="issue 58 section 3: the quick size cannot show the effect on the paper's grid at "
+            "the seeds its budget pays for (the pilot: ratio 0.65 against the 0.7 margin, 3 "
+            "seeds give +-0.05 against a distance of 0.018; about 8 to 10 seeds, some 150 "
+            "seconds more, would be needed); the full size decides. Left out of the tally as "
+            "first registered"),
+    *(Amendment(
+        id=f"qk-norm-lowers-lr-sensitivity-d{d}", date="2026-12-07", commit="45a053f",
+        remeasure=True,
+        changed="the counted sensitivity over the source's whole grid, {3e-4, ..., 0.3} (7 "
+                "points), instead of the swept LRs up to 0.3 (quick: 0.01-0.3, 4 points; full: "
+                "3e-3-0.3, 5 points): both sizes sweep 3e-4 to 3, the points past 0.3 shown "
+                "(lr-sensitivity-over-extended-grid); the quick size is judged behind its "
+                "pilot's premise (size-resolves-the-sensitivity-margin)",
+        why="issue 58 section 3, the one learning-rate grid rule: the source's grid, the same "
+            "sensitivity measure, points beyond shown; lab-audit.md row 8 and section 3.2: the "
+            "quick row passed on a grid cut after a FAIL, and on the paper's own grid its ratio "
+            "is about 0.7, the margin (0.708, 2 seeds, a rerun). The low end adds the same "
+            "undertrained loss to both arms, which is the paper's measure",
+        before={}, results_before=before)
+      for d, before in (
+          (32, {"quick": {"status": "pass", "kind": "claim",
+                          "interval": [-0.17044589164212273, -0.08111534280497337],
+                          "measured": "LR sensitivity over LR 0.01..0.3 (4 points): baseline "
+                                      "0.342 [0.338, 0.346] (n=3), QK-norm 0.114 [0.067, 0.16] "
+                                      "(n=3) (ratio of means 0.332); LRsens(QK) - 0.7 "
+                                      "LRsens(base) per seed: -0.126 [-0.17, -0.0811] (n=3)"},
+                "full": {"status": "pass", "kind": "claim",
+                         "interval": [-0.23764187424621513, -0.18192829495048174],
+                         "measured": "LR sensitivity over LR 0.003..0.3 (5 points): baseline "
+                                     "0.39 [0.359, 0.421] (n=5), QK-norm 0.0631 [0.0515, 0.0748] "
+                                     "(n=5) (ratio of means 0.162); LRsens(QK) - 0.7 "
+                                     "LRsens(base) per seed: -0.21 [-0.238, -0.182] (n=5)"}}),
+          (64, {"full": {"status": "pass", "kind": "claim",
+                         "interval": [-0.3427681807154714, -0.31951258038569536],
+                         "measured": "LR sensitivity over LR 0.003..0.3 (5 points): baseline "
+                                     "0.532 [0.516, 0.549] (n=5), QK-norm 0.0415 [0.033, 0.0499] "
+                                     "(n=5) (ratio of means 0.0779); LRsens(QK) - 0.7 "
+                                     "LRsens(base) per seed: -0.331 [-0.343, -0.32] (n=5)"}}))),
+    *(Amendment(
+        id=f"baseline-logits-grow-with-lr-d{d}", date="2026-12-07", commit="45a053f",
+        remeasure=True,
+        changed="the growth read from the source's grid's lowest LR, 3e-4, to its top, 0.3 "
+                "(was from the swept grid's lowest: 0.01 quick, 3e-3 full)",
+        why="issue 58 section 3: the one grid rule; the premise reads the grid the claim reads",
+        before={}, results_before=before)
+      for d, before in (
+          (32, {"quick": {"status": "pass", "kind": "premise",
+                          "interval": [3.8235446367870938, 4.506982631560807],
+                          "measured": "baseline peak logit at LR 0.3 over LR 0.01, log10 per "
+                                      "seed: 4.17 [3.82, 4.51] (n=3)"},
+                "full": {"status": "pass", "kind": "premise",
+                         "interval": [4.890826147450682, 5.330685172295647],
+                         "measured": "baseline peak logit at LR 0.3 over LR 0.003, log10 per "
+                                     "seed: 5.11 [4.89, 5.33] (n=5)"}}),
+          (64, {"full": {"status": "pass", "kind": "premise",
+                         "interval": [5.408517678968572, 5.464505428884241],
+                         "measured": "baseline peak logit at LR 0.3 over LR 0.003, log10 per "
+                                     "seed: 5.44 [5.41, 5.46] (n=5)"}}))),
 )
