@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from normlab.lab import framework as E
-from normlab.lab import stats
+from normlab.lab import register, stats
 from normlab.lab.experiments import accumulation_precision as X
 from normlab.precision import PRESETS, Precision, matmul, quantize
 
@@ -88,17 +88,39 @@ def test_inner_sums_are_the_policy_matmul(chunk):
 
 def test_the_register_counts_the_sources_claims_and_derives_the_promotion_rows():
     """The three 'promotion fixes it' rows are arithmetic of the accumulator (lab-audit.md, row
-    11): derivations, counted apart; every row names its record."""
+    11): derivations, counted apart; a device's row whose pipeline is guessed (tt-metal's
+    softmax, DeepSeek-V3's 14-bit accumulator) is shown; every row names its record."""
     r = tiny()
     kinds = {c.id: c.kind for c in r.checks}
     assert kinds == {
         "pytorch-rmsnorm-off-by-1-7x-from-accumulation": E.CLAIM,
-        "bf16-sum-misscales-rmsnorm-at-smallest-width": E.CLAIM,
+        "bf16-sum-misscales-rmsnorm-where-the-stall-sets-in": E.CLAIM,
+        "bf16-rmsnorm-scale-per-width": E.SHOWN,
         "norm-promoted-every-32-within-1-percent": E.DERIVATION,
-        "tt-metal-softmax-rows-at-1024": E.CLAIM,  # (8192 is not among the tiny widths)
+        "tt-metal-softmax-rows-at-1024": E.SHOWN,  # (8192 is not among the tiny widths)
         "softmax-promoted-every-32-within-1-percent": E.DERIVATION,
-        "deepseek-14-bit-accumulation-errs-2-percent": E.CLAIM,
+        "deepseek-14-bit-accumulation-errs-2-percent": E.SHOWN,
         "deepseek-promotion-halves-the-error": E.DERIVATION,
         "bf16-accumulation-hurts-training": E.CLAIM,
         "promotion-recovers-training": E.CLAIM}
     assert not [c for c in r.checks if c.kind == E.DERIVATION and c.passed is False]
+    shown = [c for c in r.checks if c.id.startswith(("tt-metal", "deepseek-14"))]
+    assert all(c.passed is None and not c.counted and c.interval for c in shown)
+    assert "no GPU" in next(c for c in shown if c.id.startswith("deepseek")).rule
+
+
+def test_the_norm_row_reads_the_widest_row_and_the_old_row_is_retired():
+    """The mis-scale is read where the stall it names sets in, the grid's widest row (issue 58):
+    the smallest-width row is retired, its committed FAILs kept as the result before."""
+    r, cfg = tiny(), E.configure(X, "tiny")
+    row = next(c for c in r.checks if c.id == "bf16-sum-misscales-rmsnorm-where-the-stall-sets-in")
+    wide = np.mean([s[str(max(cfg.widths))]["bfloat16/none"]["rms"] for s in r.data["ops"]])
+    assert row.estimate == pytest.approx(wide - 1)
+    assert "bf16-sum-misscales-rmsnorm-at-smallest-width" in register.retired(X)
+    old = next(a for a in X.AMENDMENTS if a.retires)
+    assert {k: v["status"] for k, v in old.results_before.items()} == {"quick": "FAIL",
+                                                                       "full": "FAIL"}
+    new = next(a for a in X.AMENDMENTS
+               if a.id == "bf16-sum-misscales-rmsnorm-where-the-stall-sets-in")
+    assert new.before == {"kind": None}
+    register.validate(X)
