@@ -30,8 +30,12 @@ def test_sensitivity_by_seed_is_wortsmans_statistic_per_seed():
 def test_the_arms_change_one_thing_and_decay_independently_of_the_lr():
     cfg = X.Config()
     over = X._arm_overrides(cfg)
-    for lr in cfg.lrs:  # normlab's AdamW decays by lr_t * wd: lr * (1e-4 / lr) = 1e-4 at peak
-        assert lr * over["independent decay"](lr)["weight_decay"] == pytest.approx(1e-4)
+    lam = X.independent_lambda(cfg)
+    # the paper's total, 1e-4 over its 1e5 steps (5e3 warmup, cosine): lambda x sum s_t = 5
+    assert X.PAPER_DECAY_TOTAL == pytest.approx(5.0)
+    assert lam * X._schedule_sum(cfg.base) == pytest.approx(X.PAPER_DECAY_TOTAL)
+    for lr in cfg.lrs:  # normlab's AdamW decays by lr_t * wd: lr * (lambda / lr) = lambda
+        assert lr * over["independent decay"](lr)["weight_decay"] == pytest.approx(lam)
     assert over["baseline"](1e-2) == {}
     for w in cfg.widths:
         assert over[X._width(w)](1e-2)["model.n_heads"] * cfg.head_dim == w
@@ -95,10 +99,12 @@ def test_tiny_rows_have_the_claims_forms(tiny):
     assert forms["the long-warmup arm's LR sensitivity against the baseline's"] == (F.SHOWN, "")
     untested = {r.id for r in X.REGISTER if r.untested}
     assert "long-warmup-lowers-lr-sensitivity" in untested
+    # independent decay: the paper's regime (a total of e^-5 with a per-step decay far below
+    # the learning rate) is out of reach of a short run; the matched arm is shown
+    assert "independent-decay-lowers-lr-sensitivity" in untested
     assert [c.id for c in tiny.checks if c.kind == F.CLAIM] == [
-        "independent-decay-lowers-lr-sensitivity",
         "depth-raises-lr-sensitivity-faster-than-width", "eps-1e-8-stalls-scaled-gradients"]
-    assert forms["independent decay lowers the LR sensitivity"] == (F.CLAIM, F.SUPERIORITY)
+    assert {c.id: c.kind for c in tiny.checks}["independent-decay-arm-sensitivity"] == F.SHOWN
     assert forms["scaling depth raises the LR sensitivity faster than scaling width"] == (
         F.CLAIM, F.SUPERIORITY)
     eps15 = next(c for c in tiny.checks if c.claim.startswith("eps 1e-15"))
@@ -109,3 +115,35 @@ def test_tiny_rows_have_the_claims_forms(tiny):
     stall = next(c for c in tiny.checks if "eps 1e-8 stalls" in c.claim)
     assert stall.kind == F.CLAIM and stall.form == F.THRESHOLD
     assert all(c.margin_source for c in tiny.checks if c.counted)
+
+
+def test_the_counted_sensitivity_reads_the_sources_grid_alone():
+    """The one grid rule: the counted sensitivity is over the swept learning rates on Wortsman
+    et al.'s grid, {3e-4, ..., 0.3}, its best among them; a point beyond it (1.0) is shown."""
+    cfg = X.Config()
+    assert set(X.PAPER_LRS) <= set(cfg.lrs) and max(cfg.lrs) == 1.0
+    runs = [_run("a", lr, 0, loss) for lr, loss in zip(
+        (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0), (2.0, 1.5, 1.2, 1.1, 1.0, 1.1, 1.3, None))]
+    runs[-1] = _run("a", 1.0, 0, None, status="diverged")
+    for r in runs:
+        r.fields.update(arm="a", seed=r.seed, lr=r.lr)
+    arm = X._arm(runs, "a", [0])
+    on_grid = [2.0, 1.5, 1.2, 1.1, 1.0, 1.1, 1.3]
+    assert arm["sens"][0] == pytest.approx(sum(on_grid) / 7 - 1.0)
+    assert arm["sens_all"][0] == pytest.approx((sum(on_grid) + 3.0) / 8 - 1.0)
+
+
+def test_a_row_its_pilot_cannot_resolve_is_not_judged_at_that_size(tiny):
+    """At the quick size the depth - width row's pilot needs 7 seeds and the size pays for 6:
+    the row keeps its kind and interval and is not counted; the eps stall is resolved."""
+    cfg = F.configure(X, "quick")
+    pilots = X.PILOTS[cfg.base.steps]
+    from normlab.lab.experiments import _pilots as P
+
+    dw = pilots["depth-raises-lr-sensitivity-faster-than-width"]
+    assert P.needed(dw, 0.0) == 7 and not P.resolves(dw, cfg.seeds, 0.0)
+    assert P.resolves(pilots["eps-1e-8-stalls-scaled-gradients"], cfg.seeds, X.F_SLOW)
+    row = next(c for c in tiny.checks if c.id.startswith("depth-raises"))
+    gated = X._gate(row, cfg, X.MARGIN, "d")
+    assert gated.kind == F.CLAIM and gated.passed is None and not gated.counted
+    assert gated.interval == row.interval and "pilot" in gated.note
