@@ -1,11 +1,13 @@
 """dyt's LLaMA recipe (Zhu et al.'s other_tasks/LLaMA code) as normlab trains it: alpha0 per
 position, no beta for the whole run, and a learned embedding scalar whose gradient is exact."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from normlab.lab import framework as E
-from normlab.lab import register
+from normlab.lab import register, stats
 from normlab.lab.experiments import dyt
 
 
@@ -80,3 +82,43 @@ def test_the_register_counts_the_llm_recipe_and_lists_the_non_llm_default_as_not
     assert first["dyt-matches-layernorm"].before["form"] == "band"
     assert first["dyt-matches-layernorm"].results_before["quick"]["status"] == "FAIL"
     assert first["layernorm-is-s-shaped"].results_before["quick"]["status"] == "pass"
+
+
+def test_alpha0_is_tuned_at_the_quick_width_and_the_rows_judged_only_there():
+    """The paper's procedure for LLMs: alpha0 per position from a grid at the model's width and
+    learning rate (a pilot at seeds no verdict run uses). The quick size runs the tuned value;
+    a parity row at a width with no grid's choice, or with another alpha0, is not judged."""
+    quick, full = E.configure(dyt, "quick"), E.configure(dyt, "full")
+    key = (quick.base.model.d_model, quick.base.lr)
+    assert tuple(quick.llama_alpha) == dyt.TUNED_ALPHA[key] != dyt.LLAMA_ALPHA
+    assert (full.base.model.d_model, full.base.lr) not in dyt.TUNED_ALPHA
+    row = E.Check.non_inferiority(claim="c", published="p", side="below", margin=0.03,
+                                  interval=stats.Interval(0.1, 0.08, 0.12, 3, "m"),
+                                  id="dyt-matches-layernorm")
+    assert dyt._tuned(row, quick) is row
+    for cfg in (full, dataclasses.replace(quick, llama_alpha=dyt.LLAMA_ALPHA)):
+        untuned = dyt._tuned(row, cfg)
+        assert untuned.passed is None and not untuned.counted and untuned.kind == E.CLAIM
+
+
+def test_the_s_curve_reads_the_tail():
+    """A per-token LayerNorm over tokens of different scales squashes the large inputs: the
+    tail's R^2 gain is large where the gain over all points is small; a straight line has
+    none."""
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((500, 32)) * np.exp(rng.normal(0, 0.5, (500, 1)))  # (tokens, C)
+    y = (h - h.mean(1, keepdims=True)) / h.std(1, keepdims=True)
+    s_curve = dyt.fit_tanh_vs_linear(h, y, dyt.TAIL)
+    assert s_curve["tail_gain"] > 5 * s_curve["gain"] > 0
+    line = dyt.fit_tanh_vs_linear(h, 2 * h, dyt.TAIL)
+    assert abs(line["tail_gain"]) < 1e-9 and line["tail_edge"] > 2
+
+
+def test_the_s_curve_has_its_own_seed_count_from_the_pilot():
+    quick = E.configure(dyt, "quick")
+    pilot = dyt.PILOTS[quick.base.steps]["layernorm-is-s-shaped"]
+    from normlab.lab.experiments import _pilots as P
+
+    assert P.needed(pilot, dyt.S_CURVE_GAIN) == quick.s_curve_seeds > quick.seeds
+    assert next(r for r in dyt.REGISTER if r.id == "layernorm-is-s-shaped").seeds == (
+        "s_curve_seeds")
