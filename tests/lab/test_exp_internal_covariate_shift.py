@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from normlab.lab import framework as F
+from normlab.lab import stats
 from normlab.lab.experiments import internal_covariate_shift as X
 from normlab.testing import gradcheck
 
@@ -140,3 +141,42 @@ def test_a_diverged_run_counts_as_its_first_loss_and_the_checks_still_evaluate()
     result = F.result_of(X, cfg, data, "tiny")
     assert result.verdict in F.VERDICTS
     assert all(c.passed in (True, False, None) for c in result.checks)
+
+
+def test_the_noise_is_in_units_of_the_activations_spread():
+    """Santurkar et al. add the noise to the BatchNorm output, a unit-variance activation: a
+    channel twice as spread gets twice the shift, the same draws (y(k x) = k y(x))."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(0.5, 1.0, size=(16, 5))
+    outs = []
+    for k in (1.0, 3.0):
+        m = X.RelativeShiftNoise(1.0, 2.0, 0.1, rng=np.random.default_rng(11))
+        outs.append(m(k * x))
+    np.testing.assert_allclose(outs[1], 3.0 * outs[0], rtol=1e-12)
+    plain = X.ShiftNoise(1.0, 2.0, 0.1, rng=np.random.default_rng(11))(x / x.std(axis=0))
+    np.testing.assert_allclose(outs[0], plain * x.std(axis=0), rtol=1e-12)
+
+
+def test_the_probe_steps_eta_g_as_the_paper_and_equal_lengths_beside_it():
+    cfg = dataclasses.replace(SMALL, probe_steps=(0.1, 0.4))
+    net = X._Net("batchnorm", cfg, 7, 4, seed=1)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(6, 7)).astype(np.float32), rng.integers(0, 4, size=6)
+    p = X._probe(net, x, y, cfg.probe_steps, freeze=0)
+    assert {"loss_range", "loss_range_eta", "grad_change", "grad_change_eta"} <= set(p)
+    # eta' g moves ||g|| times as far as the equal-length step: the betas are per unit length
+    assert p["grad_norm"] > 0 and p["beta_eta"] > 0 and p["beta"] > 0
+
+
+def test_rows_the_quick_pilot_cannot_resolve_are_not_judged_there():
+    quick = F.configure(X, "quick")
+    from normlab.lab.experiments import _pilots as P
+
+    pilots = X.PILOTS[quick.steps]
+    assert set(pilots) == {X.noisy_id("noisy 0.5/1.5"), "batchnorm-gradient-more-predictive"}
+    assert not any(P.resolves(p, quick.seeds, X.MARGIN) for p in pilots.values())
+    row = F.Check.superiority(claim="c", published="p", side="above",
+                              interval=stats.Interval(0.03, -0.01, 0.07, 5, "m"),
+                              id="batchnorm-gradient-more-predictive")
+    gated = P.gate(row, pilots[row.id], quick.seeds, X.MARGIN, "d")
+    assert gated.kind == F.CLAIM and gated.passed is None and not gated.counted
