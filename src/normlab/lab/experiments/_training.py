@@ -286,6 +286,23 @@ def sensitivity_by_seed(runs: Sequence[Run], variant: str) -> dict[int, float]:
     return out
 
 
+def late_drop(run: Run, fraction: float = 0.5) -> float | None:
+    """How far the run's validation loss still fell over its last ``fraction`` of the steps
+    (nats): the evaluation at step ``(1 - fraction) x steps_done`` minus the last one. A
+    measure of convergence read from one run: a curve that is flat by a margin ends within it
+    of where it stood. With a decaying schedule the drop includes the decay's own gain, so a
+    small drop is the stricter reading. None where the run has no evaluation at that step or
+    did not finish (a diverged run has not converged)."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must be in (0, 1); got {fraction!r}")
+    if run.status != "done" or not run.evals:
+        return None
+    at = round((1.0 - fraction) * run.steps_done)
+    by_step = {int(e["step"]): finite(e.get("val_loss")) for e in run.evals}
+    start, end = by_step.get(at), by_step.get(int(run.evals[-1]["step"]))
+    return None if start is None or end is None else start - end
+
+
 def require_finished(runs: Sequence[Run]) -> None:
     """Raise when a run failed (an exception or a lost worker: the machinery, not a result; a
     rerun retries it, reusing the finished runs from the store)."""
