@@ -76,7 +76,19 @@ def test_the_registered_early_update_rule_is_counted_and_the_first_step_a_deriva
     early = next(c for c in tiny().checks if c.id == "post-ln-early-update-exceeds-deepnorm")
     assert early.counted and early.threshold == [np.log(dn.SPIKE)] and early.side == "above"
     back = [a for a in dn.AMENDMENTS if a.id == early.id]
-    assert [a.date for a in back] == ["2026-12-03", "2026-12-07"]
+    assert [a.date for a in back] == ["2026-12-03", "2026-12-07", "2026-12-07"]
     assert back[0].results_before["quick"]["status"] == "FAIL"  # as first registered, M = 12
     assert {s: r["status"] for s, r in back[1].results_before.items()} == {"quick": "shown",
                                                                           "full": "shown"}
+
+
+def test_both_sizes_probe_the_rules_twenty_steps():
+    """The registered rule reads the largest update over t <= 20 (papers.md section 6): both
+    sizes probe 20 steps, and the full size's change from 100 is an amendment that keeps its
+    committed rows (the counted row and the logits' ratio) as results before."""
+    for size in ("quick", "full"):
+        assert E.configure(dn, size).base.update_probe == 20
+    window = [a for a in dn.AMENDMENTS if a.changed.startswith("the full size probes the first")]
+    assert sorted(a.id for a in window) == ["logit-update-ratio",
+                                            "post-ln-early-update-exceeds-deepnorm"]
+    assert all(a.remeasure and set(a.results_before) == {"full"} for a in window)

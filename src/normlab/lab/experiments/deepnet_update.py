@@ -98,7 +98,7 @@ SIZES = {
              "seeds": 2},
     "quick": {},
     "full": {"base.model.n_layers": 36, "base.steps": 500, "base.eval_interval": 100,
-             "base.update_probe": 100, "seeds": 5},
+             "base.update_probe": 20, "seeds": 5},  # the rule's t <= 20 (papers.md section 6)
 }
 
 
@@ -350,6 +350,14 @@ _FIRST_STEP: dict[str, Any] = dict(
 _EARLY_SHOWN = {"kind": SHOWN, "form": "", "margin": [], "side": ""}
 _AUDIT = "lab-audit.md, deepnet-update (row 21; section 3, problems 1, 4 and 5): "
 
+_PROBE_20: dict[str, Any] = dict(
+    date="2026-12-07", commit="45a053f", remeasure=True,
+    changed="the full size probes the first 20 steps, as the registered rule reads them (max "
+            "over t <= 20), not the first 100",
+    why="papers.md section 6's rule (DeepNorm's early update < Post-LN's / 3 over t <= 20 at M "
+        "= 36) is the record's; the full size's 100 probed steps read a longer window than the "
+        "rule registered (the register's notes left it to the set-ups' round)")
+
 AMENDMENTS = (
     Amendment(id="post-ln-stalls-at-depth", before={"kind": None}, **{
         **_FIRST_STEP, "changed": "added as the premise (Post-LN stalls: less than half the way "
@@ -405,4 +413,12 @@ AMENDMENTS = (
             "full": _row("shown", None, "ln(max_t post / max_t deepnorm) = 0.131 [-0.0524, "
                                         "0.314] (n=5) (ratio 1.14; geometric-mean peaks: post "
                                         "7.99, deepnorm 7.01)", SHOWN)}),
+    # the full size's window, the rule's (issue 58: the set-up a verdict rests on)
+    Amendment(id="post-ln-early-update-exceeds-deepnorm", **_PROBE_20, results_before={
+        "full": _row("shown", None, "ln(max_t post / max_t deepnorm) = 0.131 [-0.0524, 0.314] "
+                                    "(n=5) (ratio 1.14; geometric-mean peaks: post 7.99, "
+                                    "deepnorm 7.01)")}),
+    Amendment(id="logit-update-ratio", **_PROBE_20, results_before={
+        "full": _row("shown", None, "ln(max post / max deepnorm) of the logits' change = -0.247 "
+                                    "[-0.378, -0.116] (n=5)", SHOWN)}),
 )
