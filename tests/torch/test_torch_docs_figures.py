@@ -61,3 +61,13 @@ def test_a_changed_figure_is_caught():
     assert exhaustive_rows(text.replace(" 0 of", " 3 of"))[0][2] == "3"
     with pytest.raises(AssertionError, match="one"):
         _table_after_marker("docs/no/such/file.txt")
+
+
+def test_the_coverage_table_is_the_file():
+    """docs/torch.md's coverage table is docs/conformance/torch_coverage.txt's (which
+    tests/torch/test_torch_coverage.py keeps equal to the runs)."""
+    path = "docs/conformance/torch_coverage.txt"
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in (ROOT / path).read_text().splitlines() if line.startswith("| ")]
+    assert rows and rows[0][0] == "family"
+    assert _table_after_marker(path) == rows[1:]
