@@ -14,8 +14,8 @@ from normlab.precision import (
     Precision,
     PrecisionPolicy,
     ScaledTensor,
-    ScalingDialect,
     Scaling,
+    ScalingDialect,
     amax,
     get_format,
     get_policy,
@@ -99,7 +99,7 @@ def test_a_registered_dialect_is_data_in_a_policy(dialect):
 
 
 def test_an_unregistered_dialect_is_refused_by_name():
-    with pytest.raises(ValueError, match="kind must be one of .*'mx'.*got 'throwaway_pow2'"):
+    with pytest.raises(ValueError, match=r"kind must be one of .*'mx'.*got 'throwaway_pow2'"):
         Precision.from_value({"format": "float8_e4m3fn", "scaling": {"kind": "throwaway_pow2"}})
 
 
