@@ -216,7 +216,7 @@ class FirstNonFinite:
         params = sorted(self.model.named_parameters(), key=lambda np_: first is None or
                         (np_[0].rsplit(".", 1)[0] if "." in np_[0] else "") != first.where)
         for name, p in params:
-            if self.found is None and _bad(p.grad):
+            if self.found is None and p.grad is not None and _bad(p.grad):
                 module = name.rsplit(".", 1)[0] if "." in name else ""
                 made = first if first is not None and first.where == module else None
                 self._record("backward", module, f"grad:{name}", p.grad, made)
