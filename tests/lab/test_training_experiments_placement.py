@@ -5,7 +5,6 @@ executor and store."""
 
 import argparse
 import copy
-import dataclasses
 import json
 
 import numpy as np
@@ -13,10 +12,13 @@ import pytest
 
 from normlab.lab import framework as E
 from normlab.lab.cli import UsageError
-from normlab.lab.experiments import dyt, norm_placement_depth, warmup
+from normlab.lab.experiments import dyt, norm_placement_depth
 from normlab.lab.sweep.executors import check_executor, executor_from_args
 
 NAMES = ("warmup", "dyt", "norm-placement-depth")
+# rows counted at the tiny size: dyt's matches against RMSNorm and LayerNorm are judged from
+# the quick size up (their pilot cannot resolve them in 40 steps), so they are shown here
+MIN_COUNTED = {"warmup": 3, "dyt": 1, "norm-placement-depth": 3}
 _CACHE = {}
 
 
@@ -31,7 +33,7 @@ def test_result_and_verdict(name, tmp_path):
     r = tiny(name)
     assert r.name == name
     counted = [c for c in r.checks if c.counted]
-    assert len(counted) >= 3 and any(c.status == "shown" for c in r.checks)
+    assert len(counted) >= MIN_COUNTED[name] and any(c.status == "shown" for c in r.checks)
     assert all("[" in c.measured and "(n=" in c.measured for c in counted)  # decided from an
     #                                           interval over seeds, shown beside the number
     assert r.verdict == E.verdict_of(r.checks)
@@ -40,79 +42,6 @@ def test_result_and_verdict(name, tmp_path):
     json.dumps(r.data, allow_nan=False)
     files = E.load(name).plot(r, tmp_path)
     assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)
-
-
-def test_warmup_direction():
-    """At the tiny size warmup already helps Post-LN at the high learning rate and not at the low
-    one, and DeepNorm trains without it: the claimed directions, in the per-seed means."""
-    d = tiny("warmup").data
-    top = max(d["depths"])
-    assert d["lr_star"] == max(d["lrs"])
-    gaps = [np.mean(warmup._gaps(d, "post", top, lr)) for lr in d["lrs"]]
-    assert gaps[-1] > 0.1 and gaps[-1] > gaps[0]
-    no_warm = {p: np.mean(warmup._seeds(d, p, top, False, d["lr_star"]))
-               for p in warmup.PLACEMENTS}
-    assert no_warm["deepnorm"] < no_warm["post"] - 0.1
-
-
-def test_warmup_pre_ln_gap_is_small():
-    """Pre-LN's own warmup gap at lr* is small beside Post-LN's (the source: Pre-LN needs no
-    warmup), and the baseline Post-LN with warmup trains (the premise holds)."""
-    r = tiny("warmup")
-    d = r.data
-    top, lr = max(d["depths"]), d["lr_star"]
-    pre, post = (np.mean(warmup._gaps(d, p, top, lr)) for p in ("pre", "post"))
-    assert abs(pre) < 0.1 and post > 3 * abs(pre)
-    premise = next(c for c in r.checks if c.premise)
-    assert premise.passed is True and r.verdict != E.NOT_TESTED
-
-
-def test_warmup_premise_first_runs_the_other_arms_only_when_it_holds(monkeypatch, tmp_path):
-    """Premises first: Post-LN with warmup at the largest depth trains first; with a premise
-    margin no run clears (the whole way to the floor and more) it is the only arm trained and
-    the claims are not judged, each kept with why. Its runs are the same runs as in the tested
-    measurement, bit for bit."""
-    tested = tiny("warmup")
-    rec = dataclasses.replace(warmup.RECORDS["post-ln-with-warmup-trains"], margin=(1.5,))
-    monkeypatch.setattr(warmup, "RECORDS", {**warmup.RECORDS, rec.id: rec})  # the premise's
-    monkeypatch.setattr(warmup, "REGISTER", tuple(  # margin, as judge and the register read it
-        rec if r.id == rec.id else r for r in warmup.REGISTER))
-    gated = E.run_experiment("warmup", size="tiny", seed=0, executor="serial", plots=False).result
-    top = max(gated.data["depths"])
-    post_w = warmup._variant("post", top, True)
-    assert gated.verdict == E.NOT_TESTED and gated.data["tested"] is False
-    assert list(gated.data["loss"]) == [post_w] and gated.data["gaps"] == {}
-    for key in ("loss", "seed_loss", "loss_at_init", "diverged"):
-        assert gated.data[key][post_w] == tested.data[key][post_w]
-    assert gated.data["lr_star"] == tested.data["lr_star"] and "tested" not in tested.data
-    claims = [c for c in gated.checks if c.kind == E.CLAIM]
-    tested = [r.id for r in warmup.REGISTER if r.kind == E.CLAIM and not r.untested]
-    assert [c.id for c in claims] == tested and all(
-        c.passed is None and c.measured.startswith("not run: the premise did not hold")
-        for c in claims)
-    assert gated.measured.startswith("not tested: Post-LN with warmup at L=")
-    assert (tmp_path / warmup.plot(gated, tmp_path)[0]).stat().st_size > 1000
-
-
-def test_warmup_counts_each_effect_once():
-    """The register's classification: four counted claims, each its own effect (Post-LN's gap,
-    Pre-LN's and DeepNorm's own gaps, Pre-LN without warmup against Post-LN with it), the
-    growth with lr and depth listed as not tested (they read the gap's interval), the baseline
-    a premise; at the tiny size no two counted rows read one interval."""
-    r = tiny("warmup")
-    kinds = {c.id: c.kind for c in r.checks}
-    assert kinds == {"post-ln-with-warmup-trains": E.PREMISE, "warmup-gap-context": E.SHOWN,
-                     "post-ln-no-warmup-gap": E.CLAIM, "pre-ln-needs-no-warmup": E.CLAIM,
-                     "deepnorm-trains-without-warmup": E.CLAIM,
-                     "pre-ln-without-matches-post-ln-with": E.CLAIM}
-    forms = {c.id: (c.form, c.threshold, c.side) for c in r.checks if c.kind == E.CLAIM}
-    assert forms["post-ln-no-warmup-gap"] == ("superiority", [0.1], "above")
-    assert forms["deepnorm-trains-without-warmup"] == ("non-inferiority", [0.1], "below")
-    counted = [tuple(c.interval) for c in r.checks if c.counted]
-    assert len(set(counted)) == len(counted)
-    dn = next(c for c in r.checks if c.id == "deepnorm-trains-without-warmup")
-    d, top = r.data, max(r.data["depths"])
-    assert dn.estimate == pytest.approx(np.mean(warmup._gaps(d, "deepnorm", top, d["lr_star"])))
 
 
 def test_norm_placement_direction():
