@@ -121,7 +121,7 @@ CHECK_RESULTS = $(if $(wildcard docs/results/quick-seed10000.json),\
 	--check-results docs/results/quick-seed10000.json)
 FULL_CHECK_RESULTS = $(if $(and $(FULL_RESULTS),$(wildcard docs/results/full-seed10000.json)),\
 	--full-check-results docs/results/full-seed10000.json)
-tables: $(VENV)/.installed-lab
+tables: $(VENV)/.installed
 	$(BIN)/normlab report --write-register docs/results/register.json
 	$(BIN)/normlab report --markdown --results docs/results/quick.json $(FULL_RESULTS) \
 		$(CHECK_RESULTS) $(FULL_CHECK_RESULTS) --register docs/results/register.json \
@@ -132,6 +132,7 @@ tables: $(VENV)/.installed-lab
 	$(if $(FULL_RESULTS),$(BIN)/python tools/doc_pictures.py stamp docs/img/verdicts-full.png \
 		docs/results/full.json)
 	$(BIN)/python tools/doc_pictures.py report
+	$(BIN)/python tools/doc_pictures.py register
 	$(BIN)/python tools/doc_values.py
 
 FULL_OUT := normlab-results-full

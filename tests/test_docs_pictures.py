@@ -92,6 +92,21 @@ def test_the_report_picture_is_the_committed_tally_rendered():
     assert f"{width},{height}" == TOOL.WINDOW
 
 
+def test_the_register_picture_is_the_committed_register_rendered():
+    """The register picture's page is docs/lab.md's register block built from
+    docs/results/register.json: every experiment and every record id is on it."""
+    from normlab._files import read_json
+
+    register = read_json(TOOL.REGISTER)
+    html = TOOL.register_html(register)
+    assert "<table>" in html and "The claim register" in html
+    for e in register["experiments"]:
+        assert f"<code>{e['name']}</code>" in html
+        assert all(f"<code>{r['id']}</code>" in html for r in e["records"])
+    width, height = struct.unpack(">II", TOOL.REGISTER_PNG.read_bytes()[16:24])
+    assert f"{width},{height}" == TOOL.WINDOW
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

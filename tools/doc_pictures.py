@@ -4,6 +4,10 @@ with a record of what it was drawn from.
     python tools/doc_pictures.py report [--chromium PATH]
         docs/img/report.png: the report page (``normlab.lab.report_page.build_html``) rendered
         from docs/results/quick.json and its forest plot, screenshot by headless Chromium
+    python tools/doc_pictures.py register [--chromium PATH]
+        docs/img/register.png: the lab page's claim register (``register_markdown`` of
+        docs/results/register.json, the block ``make tables`` writes into docs/lab.md) rendered
+        as HTML and screenshot by headless Chromium, from its first experiment down
     python tools/doc_pictures.py stamp PNG SOURCE [SOURCE ...]
         record that PNG was drawn from SOURCE (the forest plots, drawn by ``normlab report
         --forest``)
@@ -33,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 IMG = ROOT / "docs" / "img"
 QUICK = ROOT / "docs" / "results" / "quick.json"
 REPORT_PNG = IMG / "report.png"
+REGISTER = ROOT / "docs" / "results" / "register.json"
+REGISTER_PNG = IMG / "register.png"
 FOREST_PNG = IMG / "verdicts-quick.png"
 WINDOW = "1280,1300"  # the top of the page: the setting, the tally, the rule, the forest plot
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -157,11 +163,55 @@ def draw_report(binary: str) -> Path:
     return REPORT_PNG
 
 
+# ---- the lab page's claim register -----------------------------------------------------------
+REGISTER_CSS = ("body{font:13px/1.45 sans-serif;margin:16px 24px;color:#222}"
+                "table{border-collapse:collapse;margin:6px 0 10px}"
+                "th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}"
+                "th{background:#f3f3f3}code{font-size:12px;background:#f6f6f6}"
+                "h2{margin:4px 0}h4{margin:14px 0 4px}li{margin:3px 0}")
+
+
+def register_html(register: dict) -> str:
+    """The register block of docs/lab.md (``register_markdown``, as ``make tables`` writes it)
+    as one HTML page under the lab page's heading."""
+    import markdown
+
+    from normlab.lab.register import register_markdown
+
+    body = markdown.markdown("## The claim register\n\n" + register_markdown(register),
+                             extensions=["tables"])
+    return (f"<!doctype html><html><head><meta charset='utf-8'><style>{REGISTER_CSS}</style>"
+            f"</head><body>{body}</body></html>")
+
+
+def draw_register(binary: str) -> Path:
+    """docs/img/register.png from docs/results/register.json, and its record."""
+    from normlab._files import atomic_write, read_json
+
+    register = read_json(REGISTER, what="claim register")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        page = tmp / "register.html"
+        page.write_text(register_html(register), encoding="utf-8")
+        dom = chromium(binary, tmp / "profile", "--dump-dom", page.as_uri())
+        first = register["experiments"][0]["records"][0]["id"]
+        if first not in dom or "<table>" not in dom:
+            raise RuntimeError("the rendered register lacks its first record's row")
+        shot = tmp / "shot.png"
+        chromium(binary, tmp / "profile", f"--screenshot={shot}", f"--window-size={WINDOW}",
+                 page.as_uri())
+        atomic_write(REGISTER_PNG, shot.read_bytes(), what="register picture")
+    stamp(REGISTER_PNG, [REGISTER], "make tables")
+    return REGISTER_PNG
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what")
     rep = sub.add_parser("report", help="docs/img/report.png from docs/results/quick.json")
     rep.add_argument("--chromium", default="/usr/bin/chromium")
+    reg = sub.add_parser("register", help="docs/img/register.png from docs/results/register.json")
+    reg.add_argument("--chromium", default="/usr/bin/chromium")
     st = sub.add_parser("stamp", help="record what a picture was drawn from")
     st.add_argument("png", type=Path)
     st.add_argument("sources", type=Path, nargs="+")
@@ -173,12 +223,14 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(bad) or "every recorded picture is as new as its data",
               file=sys.stderr if bad else sys.stdout)
         return 1 if bad else 0
-    if args.what == "report":
+    if args.what in ("report", "register"):
+        png, draw = ((REPORT_PNG, draw_report) if args.what == "report" else
+                     (REGISTER_PNG, draw_register))
         if not Path(args.chromium).is_file():
             print(f"no Chromium at {args.chromium} (apt-get install chromium): "
-                  f"{_rel(REPORT_PNG)} not redrawn", file=sys.stderr)
+                  f"{_rel(png)} not redrawn", file=sys.stderr)
             return 1
-        print(f"wrote {_rel(draw_report(args.chromium))}")
+        print(f"wrote {_rel(draw(args.chromium))}")
     elif args.what == "stamp":
         print(f"wrote {_rel(stamp(args.png, args.sources, 'make tables'))}")
     else:
