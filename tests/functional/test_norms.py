@@ -4,6 +4,7 @@ built from entries; names refused by name."""
 
 import numpy as np
 import pytest
+from test_derf import derf_scales
 
 from normlab import kernels
 from normlab import nn as nnl
@@ -12,14 +13,17 @@ from normlab.models import config
 from normlab.testing import gradcheck
 from normlab.testing.parity import dyt_scales, torch_parity
 
+SCALES = {"dyt": dyt_scales, "derf": derf_scales}
+
 
 def test_the_vocabularies_are_the_registrys_and_keep_their_strings():
-    assert norms.block_names() == config.NORMS == ("layernorm", "rmsnorm", "dyt", "none")
+    assert norms.block_names() == config.NORMS == ("layernorm", "rmsnorm", "dyt", "derf",
+                                                    "none")
     assert set(norms.qk_names()) == set(attention.QK_NORMS) == {"none", "rmsnorm", "layernorm"}
     assert norms.fused_names() == add_norm.NORMS == ("layer", "rms")
     assert norms.by_fused("rms") is norms.get("rmsnorm")
     assert set(norms.config_fields()) == {"norm_eps", "bias", "norm_partial", "norm_offset",
-                                          "dyt_alpha"}
+                                          "dyt_alpha", "derf_alpha", "derf_shift"}
 
 
 def test_unknown_and_taken_names_are_refused_by_name():
@@ -35,6 +39,8 @@ def test_unknown_and_taken_names_are_refused_by_name():
         norms.register({"name": "x"})
     with pytest.raises(ValueError, match="qk_norm must be one of"):
         config.GPTConfig(qk_norm="dyt")  # DyT is not a QK-norm
+    with pytest.raises(ValueError, match="qk_norm must be one of"):
+        config.GPTConfig(qk_norm="derf")  # nor is Derf
 
 
 def _inputs(entry, rng, shape=(3, 4, 8)):
@@ -44,20 +50,20 @@ def _inputs(entry, rng, shape=(3, 4, 8)):
     return d
 
 
-@pytest.mark.parametrize("name", ["layernorm", "rmsnorm", "dyt"])
+@pytest.mark.parametrize("name", ["layernorm", "rmsnorm", "dyt", "derf"])
 def test_every_entry_passes_gradcheck_and_matches_its_twin(name, rng):
     entry = norms.get(name)
     d = _inputs(entry, rng)
     assert gradcheck(entry.forward, entry.backward, d, rng=rng).passed
     report = torch_parity(entry.forward, entry.backward, entry.twin_fn(), d, np.float32, rng,
-                          scales=dyt_scales if name == "dyt" else None)
+                          scales=SCALES.get(name))
     assert report.ok, report.failures()
     assert [r.what for r in report.rows] == ["forward", "dx"] + [f"d{p}" for p in
                                                                   entry.param_names]
 
 
 @pytest.mark.parametrize("name,cls", [("layernorm", nnl.LayerNorm), ("rmsnorm", nnl.RMSNorm),
-                                      ("dyt", nnl.DyT)])
+                                      ("dyt", nnl.DyT), ("derf", nnl.Derf)])
 def test_modules_are_built_from_entries(name, cls, rng):
     entry = norms.get(name)
     built = entry.build(6, dtype=np.float64)

@@ -21,6 +21,9 @@ def _norm(kind: str, x, p: dict, prefix: str, eps: float, offset: float = 0.0):
         return F.rms_norm(x, (C,), None, eps) * (offset + p[prefix + "weight"])
     if kind == "dyt":
         return p[prefix + "weight"] * torch.tanh(p[prefix + "alpha"] * x) + p[prefix + "bias"]
+    if kind == "derf":  # zlab-princeton/Derf's Dynamic_erf
+        z = p[prefix + "alpha"] * x + p[prefix + "shift"]
+        return p[prefix + "weight"] * torch.erf(z) + p[prefix + "bias"]
     return x
 
 

@@ -18,6 +18,7 @@ from .activations import (
 )
 from .attention import AttentionCache, attention_backward, attention_forward, causal_mask
 from .batchnorm import BatchNormCache, batch_norm_backward, batch_norm_forward
+from .derf import DerfCache, derf_backward, derf_forward
 from .dropout import DropoutCache, dropout_backward, dropout_forward
 from .dyt import DyTCache, dyt_backward, dyt_forward
 from .embedding import EmbeddingCache, embedding_backward, embedding_forward
@@ -34,6 +35,7 @@ __all__ = [
     "AttentionCache",
     "BatchNormCache",
     "CrossEntropyCache",
+    "DerfCache",
     "DropoutCache",
     "DyTCache",
     "EmbeddingCache",
@@ -53,6 +55,8 @@ __all__ = [
     "causal_mask",
     "cross_entropy_backward",
     "cross_entropy_forward",
+    "derf_backward",
+    "derf_forward",
     "dropout_backward",
     "dropout_forward",
     "dyt_backward",

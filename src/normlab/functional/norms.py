@@ -28,11 +28,11 @@ The users, each reading the registry instead of a list of its own: ``models.bloc
 Why here, in ``functional/``: two of the users (QK-norm inside ``attention_forward`` and the fused
 add + norm) are functional ops, and ``functional`` imports nothing above it, not even by name.
 The module class and the PyTorch twin live above it (``nn``, ``testing``), so the layer that owns
-them registers them against the entry's name: ``nn.layers`` registers ``LayerNorm``, ``RMSNorm``,
-``DyT`` and the generic ``Norm`` (:func:`register_module`), ``normlab.testing`` the PyTorch
-twins (:func:`register_twin`); :meth:`NormEntry.module_class` and :meth:`NormEntry.twin_fn`
-read what was registered. A norm defined outside normlab (a test's toy norm) may give its class
-and twin in the entry itself.
+them registers them against the entry's name: ``nn.layers`` registers ``LayerNorm``,
+``RMSNorm``, ``DyT``, ``Derf`` and the generic ``Norm`` (:func:`register_module`),
+``normlab.testing`` the PyTorch twins (:func:`register_twin`); :meth:`NormEntry.module_class`
+and :meth:`NormEntry.twin_fn` read what was registered. A norm defined outside normlab (a test's
+toy norm) may give its class and twin in the entry itself.
 
 A new norm is its functional forward and backward, one :func:`register` call (an entry), and a
 PyTorch twin for its tests; ``nn.Norm`` builds its module from the entry, and the blocks, the
@@ -48,6 +48,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _checks as ck
+from .derf import ALPHA_INIT as DERF_ALPHA_INIT
+from .derf import SHIFT_INIT as DERF_SHIFT_INIT
+from .derf import derf_backward, derf_forward
 from .dyt import ALPHA_INIT, dyt_backward, dyt_forward
 from .layernorm import LayerNormCache, layer_norm_backward, layer_norm_forward
 from .rmsnorm import RMSNormCache, rms_norm_backward, rms_norm_forward
@@ -248,6 +251,10 @@ def _alpha_init(options: Mapping[str, Any]) -> float:
     return float(options["alpha_init"])
 
 
+def _shift_init(options: Mapping[str, Any]) -> float:
+    return float(options["shift_init"])
+
+
 LAYER_NORM_ROWS = RowStats(
     stats=lambda c: (c.mean, c.rstd, c.weight),
     cache=lambda x, mean, rstd, gain, has_bias, dtypes: LayerNormCache(x, gain, has_bias, mean,
@@ -281,6 +288,15 @@ register(NormEntry(
     module_options={"alpha_init": ALPHA_INIT},
     config={"alpha_init": "dyt_alpha"},
     title="Dynamic Tanh (Zhu et al. 2025)",
+))
+register(NormEntry(  # arXiv 2512.10938; the official code's Dynamic_erf (functional/derf.py)
+    "derf", derf_forward, derf_backward,
+    params=(Param("alpha", scalar=True, init=_alpha_init),
+            Param("shift", scalar=True, init=_shift_init),
+            Param("weight"), Param("bias", init=0.0)),
+    module_options={"alpha_init": DERF_ALPHA_INIT, "shift_init": DERF_SHIFT_INIT},
+    config={"alpha_init": "derf_alpha", "shift_init": "derf_shift"},
+    title="Dynamic erf (Chen et al. 2025)",
 ))
 
 __all__ = ["GENERIC", "LAYER_NORM_ROWS", "NONE", "RMS_NORM_ROWS", "NormEntry", "Param",

@@ -11,7 +11,7 @@ from ..functional import norms as _norms
 from ..nn.mlp import ACTIVATIONS
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin")
-NORMS = _norms.block_names()  # ("layernorm", "rmsnorm", "dyt", "none"): the built-in norms
+NORMS = _norms.block_names()  # ("layernorm", "rmsnorm", "dyt", "derf", "none"): the built-ins
 QK_NORMS = _norms.qk_names()  # ("none", "layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
@@ -35,7 +35,7 @@ class GPTConfig:
     placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none,
     #                         branch (x + N(F(x)), OLMo 2), admin (N(omega x + F(x)), Liu et al.
     #                         2020; omega profiled by GPT.profile_admin, as the Trainer does)
-    norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, none (identity)
+    norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, derf, none (identity)
     #                          (or another name of the norm registry, normlab.functional.norms)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
@@ -88,6 +88,9 @@ class GPTConfig:
     rope_low_freq_factor: float = 1.0  # llama3: wavelengths above L_orig / this are scaled fully
     rope_high_freq_factor: float = 4.0  # llama3: wavelengths below L_orig / this are kept
     rope_original_max: int = 8192  # llama3: L_orig, the context length of pretraining
+    # ---- the normalization designs of 2024-26 (docs/norms.md) ----
+    derf_alpha: float = 0.5  # Derf's initial alpha in gamma erf(alpha x + s) + beta (paper: 0.5)
+    derf_shift: float = 0.0  # Derf's initial shift s (the official code's shift_init_value: 0)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
@@ -115,6 +118,8 @@ class GPTConfig:
                 ck.real(getattr(self, name), f"config: {name}", lo=0, lo_open=True)
         ck.real(self.norm_eps, "config: norm_eps", lo=0, lo_open=True)
         ck.real(self.dyt_alpha, "config: dyt_alpha", lo=0, lo_open=True)
+        ck.real(self.derf_alpha, "config: derf_alpha", lo=0, lo_open=True)
+        ck.real(self.derf_shift, "config: derf_shift")
         ck.real(self.rope_base, "config: rope_base", lo=1, lo_open=True)
         ck.real(self.init_std, "config: init_std", lo=0, lo_open=True)
         ck.real(self.norm_offset, "config: norm_offset")

@@ -3,7 +3,7 @@ train/eval, the last cache."""
 
 from .attention import CausalSelfAttention
 from .identity import Identity
-from .layers import BatchNorm, Dropout, DyT, LayerNorm, Norm, RMSNorm
+from .layers import BatchNorm, Derf, Dropout, DyT, LayerNorm, Norm, RMSNorm
 from .linear import Embedding, Linear
 from .mlp import ACTIVATIONS, MLP
 from .module import Module
@@ -16,6 +16,7 @@ __all__ = [
     "MLP",
     "BatchNorm",
     "CausalSelfAttention",
+    "Derf",
     "Dropout",
     "DyT",
     "Embedding",

@@ -15,6 +15,7 @@ from ..functional import (
     dropout_backward,
     dropout_forward,
 )
+from ..functional import derf as _derf
 from ..functional.dyt import ALPHA_INIT
 from ..functional.norms import GENERIC, NormEntry
 from ..functional.norms import get as get_norm
@@ -146,9 +147,21 @@ class DyT(Norm):
         super().__init__("dyt", C, alpha_init=alpha_init, dtype=dtype)
 
 
+class Derf(Norm):
+    """Dynamic erf (arXiv 2512.10938): ``weight * erf(alpha * x + shift) + bias``, alpha and
+    shift learned scalars (init 0.5 and 0, the official code's ``Dynamic_erf``)."""
+
+    def __init__(self, C: int, *, alpha_init: float = _derf.ALPHA_INIT,
+                 shift_init: float = _derf.SHIFT_INIT, dtype: DTypeLike = np.float32):
+        ck.real(alpha_init, "alpha_init")
+        ck.real(shift_init, "shift_init")
+        super().__init__("derf", C, alpha_init=alpha_init, shift_init=shift_init, dtype=dtype)
+
+
 # the norm registry's module classes, registered here where they live (functional never names nn)
 register_norm_module(GENERIC, Norm)
-for _name, _cls in (("layernorm", LayerNorm), ("rmsnorm", RMSNorm), ("dyt", DyT)):
+for _name, _cls in (("layernorm", LayerNorm), ("rmsnorm", RMSNorm), ("dyt", DyT),
+                    ("derf", Derf)):
     register_norm_module(_name, _cls)
 
 

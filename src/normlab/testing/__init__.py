@@ -26,7 +26,8 @@ def _oracle(attr: str) -> Callable[..., Any]:
 
 
 # the twins of normlab's norms, registered by the layer that owns them (functional never names it)
-for _name, _attr in (("layernorm", "layer_norm"), ("rmsnorm", "rms_norm"), ("dyt", "dyt")):
+for _name, _attr in (("layernorm", "layer_norm"), ("rmsnorm", "rms_norm"), ("dyt", "dyt"),
+                     ("derf", "derf")):
     _norms.register_twin(_name, _oracle(_attr))
 
 __all__ = [

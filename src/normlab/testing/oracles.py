@@ -77,6 +77,14 @@ def dyt(x, alpha, weight, bias):
     return (weight.to(ct) * torch.tanh(alpha.to(ct) * x.to(ct)) + bias.to(ct)).to(x.dtype)
 
 
+def derf(x, alpha, shift, weight, bias):
+    """Dynamic erf as the official code computes it (``weight * torch.erf(alpha * x + shift) +
+    bias``, zlab-princeton/Derf ``Dynamic_erf``), in float32/64."""
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+    z = alpha.to(ct) * x.to(ct) + shift.to(ct)
+    return (weight.to(ct) * torch.erf(z) + bias.to(ct)).to(x.dtype)
+
+
 def batch_norm(x, weight, bias, running_mean=None, running_var=None, *, training, momentum=0.1,
                eps=1e-5):
     """``F.batch_norm`` over every axis but the last (torch wants channels second). The running

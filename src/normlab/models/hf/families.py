@@ -446,7 +446,7 @@ def _trivial(c: GPTConfig, field: str) -> bool:
     the loss's extras, the init), the RoPE scaling knobs without a scaling, explicit bias switches
     equal to ``bias`` and head counts or widths equal to their defaults."""
     if field in ("dropout", "attn_dropout", "z_loss", "label_smoothing", "init_std", "init",
-                 "dyt_alpha"):
+                 "dyt_alpha", "derf_alpha", "derf_shift"):
         return True
     if field == "n_kv_heads":
         return c.kv_heads == c.n_heads
@@ -646,8 +646,8 @@ def from_hf_tensors(tensors: dict[str, np.ndarray], config: GPTConfig,
 # ---- can the model be written as a family? -----------------------------------------------------
 # training-only fields, and those whose effect the comparison reads through methods
 _UNWRITTEN = ("dropout", "attn_dropout", "z_loss", "label_smoothing", "init_std", "init",
-              "dyt_alpha", "dtype", "n_kv_heads", "d_head", "d_ff", "qkv_bias", "out_bias",
-              "mlp_bias", "window_layers", "attn_scale")
+              "dyt_alpha", "derf_alpha", "derf_shift", "dtype", "n_kv_heads", "d_head", "d_ff",
+              "qkv_bias", "out_bias", "mlp_bias", "window_layers", "attn_scale")
 
 
 def writable_family(config: GPTConfig, family: str | None) -> str:

@@ -1,0 +1,52 @@
+"""The normalization designs of 2024-26 as choices of the whole stack: each one listed by
+``normlab train --help``, trained there for a few steps, and refused by name where a config
+cannot hold it. Their ops, modules and models are checked in tests/functional, tests/nn and
+tests/models (finite differences, PyTorch), their ensembles in tests/train/test_ensemble.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from normlab.lab.cli import main as cli
+from normlab.models import GPTConfig
+
+
+def _help(capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        cli(["train", "--help"])
+    assert exc.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
+
+
+@pytest.mark.parametrize("words", [
+    ["--norm STR", "derf"], ["--derf-alpha FLOAT", "--derf-shift FLOAT"],
+])
+def test_train_help_lists_each_design(words, capsys):
+    text = _help(capsys)
+    for w in words:
+        assert w in text, w
+
+
+@pytest.mark.parametrize("flags,model", [
+    (["--norm", "derf", "--derf-alpha", "0.8"], {"norm": "derf", "derf_alpha": 0.8}),
+])
+def test_normlab_train_runs_each_design(flags, model, tmp_path):
+    out = tmp_path / "run.json"
+    rc = cli(["train", "--steps", "3", "--depth", "2", "--width", "16", "--heads", "2",
+              "--batch", "2", "--seq", "8", "--eval-interval", "3", "--eval-batches", "1",
+              "--quiet", "--json", str(out), *flags])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert {k: doc["config"]["model"][k] for k in model} == model
+    assert doc["final_val_loss"] < 10.0  # a finite loss: the design trained
+
+
+@pytest.mark.parametrize("fields,message", [
+    ({"derf_alpha": 0.0}, "config: derf_alpha must be a finite number > 0"),
+    ({"derf_shift": float("inf")}, "config: derf_shift must be a finite number"),
+])
+def test_bad_design_fields_are_refused_by_name(fields, message):
+    with pytest.raises(ValueError, match=message):
+        GPTConfig(**fields)
