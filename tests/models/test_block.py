@@ -72,6 +72,24 @@ def test_post_ln_and_deepnorm_blocks_end_normalized():
         np.testing.assert_allclose(y.var(-1), 1.0, rtol=1e-4)
 
 
+def test_lns_scales_each_blocks_norm_output_by_one_over_sqrt_of_its_depth():
+    """LayerNorm Scaling (arXiv 2502.05795): block l (from 1) is Pre-LN with N(x) / sqrt(l)
+    fed to both sublayers, as a Pre-LN block whose norms' gains are divided by sqrt(l)."""
+    cfg = dataclasses.replace(CFG, n_layers=3)
+    x = np.random.default_rng(5).normal(size=(2, 5, 16))
+    for layer in range(3):
+        lns = Block(dataclasses.replace(cfg, placement="lns"), rng=np.random.default_rng(1),
+                    dropout_rng=np.random.default_rng(2), layer=layer)
+        pre = Block(dataclasses.replace(cfg, placement="pre"), rng=np.random.default_rng(1),
+                    dropout_rng=np.random.default_rng(2), layer=layer)
+        assert lns.attn.scale == lns.mlp.scale == 1 / np.sqrt(layer + 1)
+        for sub in (pre.attn, pre.mlp):
+            sub.norm.params["weight"][...] /= np.sqrt(layer + 1)
+        np.testing.assert_allclose(lns(x), pre(x), rtol=1e-12, atol=1e-12)
+        dy = np.random.default_rng(6).normal(size=x.shape)
+        np.testing.assert_allclose(lns.backward(dy), pre.backward(dy), rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_which_norms_exist(placement):
     model = GPT(dataclasses.replace(CFG, placement=placement, norm="rmsnorm"),
@@ -79,11 +97,11 @@ def test_which_norms_exist(placement):
     names = model.parameters()
     has = lambda s: any(s in n for n in names)  # noqa: E731
     assert has("attn.norm.weight") == (
-        placement in ("post", "pre", "sandwich", "deepnorm", "branch", "admin")
+        placement in ("post", "pre", "sandwich", "deepnorm", "branch", "admin", "lns")
     )
     assert has("attn.norm_out.weight") == (placement == "sandwich")
     assert ("norm_f.weight" in names) == (
-        placement in ("pre", "sandwich", "rezero", "none", "branch")
+        placement in ("pre", "sandwich", "rezero", "none", "branch", "lns")
     )
     assert has("resweight") == (placement == "rezero")
     assert has("omega") == (placement == "admin")

@@ -20,17 +20,22 @@ def _help(capsys) -> str:
     return " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
 
 
-@pytest.mark.parametrize("words", [
-    ["--norm STR", "derf"], ["--derf-alpha FLOAT", "--derf-shift FLOAT"],
+def _option_help(text: str, flag: str) -> str:
+    """The help of ``flag`` (its last occurrence: the first ones are the usage lines)."""
+    return text.rsplit(flag, 1)[1].split(" --", 1)[0]
+
+
+@pytest.mark.parametrize("flag,word", [
+    ("--norm STR", "derf"), ("--derf-alpha FLOAT", "Derf's"), ("--derf-shift FLOAT", "Derf's"),
+    ("--placement STR", "lns"),
 ])
-def test_train_help_lists_each_design(words, capsys):
-    text = _help(capsys)
-    for w in words:
-        assert w in text, w
+def test_train_help_lists_each_design(flag, word, capsys):
+    assert word in _option_help(_help(capsys), flag).replace(",", " ").split()
 
 
 @pytest.mark.parametrize("flags,model", [
     (["--norm", "derf", "--derf-alpha", "0.8"], {"norm": "derf", "derf_alpha": 0.8}),
+    (["--placement", "lns"], {"placement": "lns"}),
 ])
 def test_normlab_train_runs_each_design(flags, model, tmp_path):
     out = tmp_path / "run.json"

@@ -133,6 +133,8 @@ def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch, layer: int):
         return x + N(Fn(x))
     if placement == "admin":
         return N(p[prefix + "omega"] * x + Fn(x))
+    if placement == "lns":  # lmsdss/LayerNorm-Scaling: 1 / math.sqrt(layer_index + 1)
+        return x + Fn(N(x) / math.sqrt(layer + 1))
     return x + Fn(x)
 
 

@@ -15,6 +15,14 @@ line read in reverse (the skip path's gradient added where the paths join):
     rezero    x = x + a F(x)                  Bachlechner et al. 2020: a learned scalar a, 0 at init
     none      x = x + F(x)
     branch    x = x + N(F(x))                 OLMo 2: the norm on the branch output (a final norm)
+    lns       x = x + F(N(x) / sqrt(l))       LayerNorm Scaling (Sun et al. 2025, "The Curse of
+                                              Depth in Large Language Models", arXiv 2502.05795,
+                                              Sec. 4): Pre-LN with the norm's output scaled by
+                                              1/sqrt(l) in block l = 1..L, both sublayers (the
+                                              official code, lmsdss/LayerNorm-Scaling
+                                              peft_pretraining/modeling_llama.py, NORM_TYPE=LNS:
+                                              1 / math.sqrt(layer_index + 1)); a final norm,
+                                              unscaled
 
 Dropout (p_drop) acts on F's output, inside the residual add.
 """
@@ -87,7 +95,8 @@ class Residual(Module):
 
     Children: ``branch`` (F), ``norm`` (N; N_in for sandwich), ``norm_out`` (sandwich only) and
     ``drop``; the learned scalar ``resweight`` (shape (), ReZero's a) for rezero; the learned
-    vector ``omega`` (shape (C,), Admin's skip-path weight, ones until ``profile_omega``) for admin.
+    vector ``omega`` (shape (C,), Admin's skip-path weight, ones until ``profile_omega``) for admin;
+    the constant ``scale`` = 1 / sqrt(layer + 1) for lns (``layer``: the block's index from 0).
     ``numerics.stream`` rounds the output and, in the backward, the incoming gradient (the
     identity at full precision). The norm is ``make_norm(norm, ...)`` from ``eps``, ``bias``,
     ``dyt_alpha``, ``norm_offset`` and ``norm_partial``, or from ``norm_fields`` (a
@@ -99,7 +108,8 @@ class Residual(Module):
     def __init__(self, branch: Module, placement: str, norm: str, C: int, *, n_layers: int,
                  eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype: DTypeLike,
                  dyt_alpha: float = ALPHA_INIT, norm_offset: float = 0.0,
-                 norm_partial: float | None = None, norm_fields: dict | None = None):
+                 norm_partial: float | None = None, norm_fields: dict | None = None,
+                 layer: int = 0):
         super().__init__()
         self.placement = placement
         self.branch = branch
@@ -108,10 +118,11 @@ class Residual(Module):
         fields.update(norm_fields or {})  # the config's fields (Block), over the single ones
         make = lambda: make_norm(norm, C, dtype=dtype, **fields)  # noqa: E731
         self.norm = (make() if placement in ("post", "pre", "sandwich", "deepnorm", "branch",
-                                             "admin") else Identity())
+                                             "admin", "lns") else Identity())
         self.norm_out = make() if placement == "sandwich" else Identity()
         self.drop = Dropout(p_drop, rng=rng) if p_drop > 0 else Identity()
         self.alpha = deepnorm_alpha(n_layers) if placement == "deepnorm" else 1.0
+        self.scale = 1.0 / np.sqrt(layer + 1.0) if placement == "lns" else 1.0  # a Python float
         if placement == "rezero":
             self.add_param("resweight", np.zeros((), dtype))
         if placement == "admin":
@@ -143,6 +154,8 @@ class Residual(Module):
             y = N(self._param("omega", x) * x + self._f)
         elif p == "branch":
             y = x + D(N(F(x)))
+        elif p == "lns":
+            y = x + D(F(self.scale * N(x)))
         else:  # none
             y = x + D(F(x))
         return self.numerics.stream(y, "x")
@@ -171,6 +184,8 @@ class Residual(Module):
             dx = self._param("omega", dz) * dz + F.backward(D.backward(dz))
         elif p == "branch":
             dx = dy + F.backward(N.backward(D.backward(dy)))
+        elif p == "lns":
+            dx = dy + N.backward(self.scale * F.backward(D.backward(dy)))
         else:  # none
             dx = dy + F.backward(D.backward(dy))
         return dx
@@ -234,10 +249,12 @@ def xavier_init_(attn: CausalSelfAttention, mlp: MLP, rng: np.random.Generator,
 
 class Block(Module):
     """``x = mlp(attn(x))``: two ``Residual`` sublayers sharing the placement and the norm kind;
-    ``window`` is this block's sliding attention window (None: full causal attention)."""
+    ``window`` is this block's sliding attention window (None: full causal attention), ``layer``
+    its index from 0 (LNS's scale, Mix-LN's placement: ``GPTConfig.block_placement``)."""
 
     def __init__(self, config: GPTConfig, *, rng: np.random.Generator,
-                 dropout_rng: np.random.Generator, rope: Any = None, window: int | None = None):
+                 dropout_rng: np.random.Generator, rope: Any = None, window: int | None = None,
+                 layer: int = 0):
         super().__init__()
         cfg = config
         dtype = np.dtype(cfg.dtype)
@@ -264,9 +281,10 @@ class Block(Module):
             xavier_init_(attn, mlp, rng, beta)
         common: dict[str, Any] = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias,
                                       p_drop=cfg.dropout, rng=dropout_rng, dtype=dtype,
-                                      norm_fields=cfg.norm_fields())
-        self.attn = Residual(attn, cfg.placement, cfg.norm, C, **common)
-        self.mlp = Residual(mlp, cfg.placement, cfg.norm, C, **common)
+                                      norm_fields=cfg.norm_fields(), layer=layer)
+        placement = cfg.block_placement(layer)
+        self.attn = Residual(attn, placement, cfg.norm, C, **common)
+        self.mlp = Residual(mlp, placement, cfg.norm, C, **common)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         x = self.attn(x)

@@ -10,7 +10,7 @@ from .. import _checks as ck
 from ..functional import norms as _norms
 from ..nn.mlp import ACTIVATIONS
 
-PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin")
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin", "lns")
 NORMS = _norms.block_names()  # ("layernorm", "rmsnorm", "dyt", "derf", "none"): the built-ins
 QK_NORMS = _norms.qk_names()  # ("none", "layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
@@ -32,9 +32,11 @@ class GPTConfig:
     n_heads: int = 4  # H: attention heads; must divide d_model
     d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
     activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
-    placement: str = "pre"  # where the norm sits: post, pre, sandwich, deepnorm, rezero, none,
-    #                         branch (x + N(F(x)), OLMo 2), admin (N(omega x + F(x)), Liu et al.
-    #                         2020; omega profiled by GPT.profile_admin, as the Trainer does)
+    placement: str = "pre"  # post, pre, sandwich, deepnorm, rezero, none, branch, admin, lns
+    #                         (where the norm sits: models/block.py) branch: x + N(F(x)), OLMo 2;
+    #                         admin: N(omega x + F(x)), Liu et al. 2020, omega profiled by
+    #                         GPT.profile_admin, as the Trainer does; lns: x + F(N(x) / sqrt(l))
+    #                         in block l = 1..L, LayerNorm Scaling (Sun et al. 2025)
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, derf, none (identity)
     #                          (or another name of the norm registry, normlab.functional.norms)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
@@ -188,6 +190,10 @@ class GPTConfig:
         """The number of key/value heads: ``n_kv_heads``, or n_heads (multi-head attention)."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
+    def block_placement(self, layer: int) -> str:
+        """The placement of block ``layer`` (from 0): ``placement`` for every block."""
+        return self.placement
+
     def window(self, layer: int) -> int | None:
         """The sliding window of block ``layer`` (None: full causal attention)."""
         wl = self.window_layers
@@ -207,10 +213,10 @@ class GPTConfig:
     @property
     def final_norm(self) -> bool:
         """Whether a norm sits before the head: where the residual stream leaves the last block
-        unnormalized (pre, sandwich, rezero, none, branch), unless the norm is 'none'. Post-LN,
-        DeepNorm and Admin end each block with a norm already."""
+        unnormalized (pre, sandwich, rezero, none, branch, lns), unless the norm is 'none'.
+        Post-LN, DeepNorm and Admin end each block with a norm already."""
         return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none",
-                                                          "branch")
+                                                          "branch", "lns")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

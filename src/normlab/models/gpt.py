@@ -119,7 +119,8 @@ class GPT(Module):
                                                  cfg.rope_base, dtype, inv_freq=self._inv_freq))
         # rng is None for GPT.empty: Block then draws nothing (its hint says Generator)
         self.blocks = [Block(cfg, rng=rng,  # type: ignore[arg-type]
-                             dropout_rng=self.dropout_rng, rope=rope, window=cfg.window(layer))
+                             dropout_rng=self.dropout_rng, rope=rope, window=cfg.window(layer),
+                             layer=layer)
                        for layer in range(cfg.n_layers)]
         self.norm_f = (make_norm(cfg.norm, C, dtype=dtype, **cfg.norm_fields())
                        if cfg.final_norm else Identity())
