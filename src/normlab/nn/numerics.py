@@ -19,6 +19,11 @@ Saved activations are the rounded values (a Linear saves its rounded input), so 
 what a low-precision forward would have kept. Norms, softmax and the loss compute in float32 on
 the rounded values, as autocast's float32 list does.
 
+A policy with GEMM ``operands`` (the ``nvfp4``, ``mxfp8_2d`` and ``fp8_blockwise`` recipes)
+rounds ``weight`` as ``fprop.weight``, ``input`` as ``fprop.input`` and ``grad`` as
+``dgrad.grad_output``; the modules and patterns of its ``keep_layers`` (the tied head: ``head``)
+round as ``policy.kept()`` (the operands in ``params``' format, unscaled).
+
 MX block scaling (the ``mxfp8`` preset) groups 32 values along each tensor's last axis. For the
 forward ``x W^T`` and for dY in ``dx = dY W`` that is the contraction axis, as the MX recipe
 requires. The backward reuses the forward's row-wise rounded x and W, where a GPU recipe
@@ -102,6 +107,7 @@ class PolicyNumerics(Numerics):
         self.quantizer = kernels.quantize if impl == "kernel" and kernels.available() else None
         self.rounding = PolicyRoles(policy, rng=rng)
         self.policy, self.roles, self.rng = self.rounding.policy, self.rounding.roles, rng
+        self.kept = self.policy.kept() if self.policy.keep_layers else None
 
     @property
     def states(self) -> dict[str, Any]:
@@ -111,12 +117,14 @@ class PolicyNumerics(Numerics):
     def bind(self, site: str) -> Numerics:
         return _Site(self, site)
 
-    def apply(self, role: str, x: np.ndarray, site: str, key: str) -> np.ndarray:
-        """``x`` in ``role``'s precision, float32; the identity for a role that does not round."""
-        p = self.roles[role]
+    def apply(self, role: str, x: np.ndarray, site: str, key: str,
+              precision: Any = None) -> np.ndarray:
+        """``x`` in ``role``'s precision (``precision`` instead where given: a GEMM operand's
+        or a kept layer's, stateless), float32; the identity for one that does not round."""
+        p = self.roles[role] if precision is None else precision
         if not p.rounds:
             return x
-        state = self.rounding.state(role, f"{site}/{key}")
+        state = self.rounding.state(role, f"{site}/{key}") if precision is None else None
         return p.apply(x, rng=self.rng, state=state, quantizer=self.quantizer).astype(
             x.dtype, copy=False)
 
@@ -144,11 +152,21 @@ class _Site(Numerics):
     def param(self, w, key="param"):
         return self.owner.apply("params", w, self.site, key)
 
+    def _operand(self, name: str, key: str) -> Any:
+        """A GEMM operand's precision where the policy sets operands or keeps this layer, else
+        None (the role's)."""
+        o = self.owner
+        if o.kept is not None and (o.policy.keeps(self.site) or
+                                   (key in ("head", "dhead") and o.policy.keeps("head"))):
+            return o.kept.operand(name)
+        return dict(o.policy.operands).get(name)
+
     def weight(self, w, key="weight"):
-        return self.owner.apply("compute", self.param(w, key), self.site, key)
+        return self.owner.apply("compute", self.param(w, key), self.site, key,
+                                self._operand("fprop.weight", key))
 
     def input(self, x, key="input"):
-        return self.owner.apply("compute", x, self.site, key)
+        return self.owner.apply("compute", x, self.site, key, self._operand("fprop.input", key))
 
     def output(self, y, key="output"):
         return self.owner.apply("activations", y, self.site, key)
@@ -157,7 +175,8 @@ class _Site(Numerics):
         return self.owner.apply("activations", x, self.site, key)
 
     def grad(self, g, key="grad"):
-        return self.owner.apply("gradients", g, self.site, key)
+        return self.owner.apply("gradients", g, self.site, key,
+                                self._operand("dgrad.grad_output", key))
 
 
 @contextmanager
@@ -212,8 +231,8 @@ def _rounding_class(view: Numerics, hook: str) -> Any:
     deterministic rounding, and the view itself (a class of its own) for anything else."""
     if type(view) is Numerics:
         return None
-    if type(view) is not _Site:  # watched: the probe sees each member's own tensor
-        return view
+    if type(view) is not _Site or view.owner.policy.operands or view.owner.kept is not None:
+        return view  # watched (each member's own tensor), or operands by site: its own class
     roles = tuple(view.owner.roles[r] for r in _ROLES[hook])
     if not any(p.rounds for p in roles):
         return None

@@ -42,7 +42,9 @@ from .matmul import matmul
 from .nvfp4 import NVFP4_DIALECTS, NVFP4Scaling, nvfp4_quantize
 from .policy import (
     ACCUMULATION_ROLES,
+    OPERAND_ROLES,
     PRESETS,
+    RECIPES,
     ROLES,
     LossScaling,
     Precision,
@@ -90,8 +92,10 @@ __all__ = [
     "MXINT8",
     "MX_INT_FORMATS",
     "NVFP4_DIALECTS",
+    "OPERAND_ROLES",
     "OVERFLOWS",
     "PRESETS",
+    "RECIPES",
     "ROLES",
     "ROUNDINGS",
     "SCALINGS",

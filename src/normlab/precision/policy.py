@@ -39,11 +39,31 @@ scaler); ``pure_bf16`` (everything bf16, no master copy); ``fp8_hybrid`` (Transf
 HYBRID: E4M3 forward, E5M2 backward, delayed scaling; bf16 elsewhere, fp32 master); ``mxfp8``
 (TE's MXFP8BlockScaling: E4M3 both ways in blocks of 32 with the round-up E8M0 rule that TE and
 cuBLAS use; ``scale_rule="floor"`` is the OCP spec's).
+
+Recipes (``RECIPES``, named as presets are), with bf16 weights and
+activations and fp32 master weights and optimizer, their linear layers' operands set per GEMM
+(``operands``, below): ``nvfp4`` (TransformerEngine's NVFP4BlockScaling: E2M1 in TE's NVFP4,
+16x16 tiles for the weight, 1x16 blocks elsewhere, the 16-point random Hadamard transform on the
+weight gradient's two operands, stochastic rounding of the output's gradient); ``mxfp8_2d``
+(``mxfp8`` with 32x32 weight tiles); ``fp8_blockwise`` (DeepSeek-V3: E4M3 in DeepGEMM's dialect,
+1x128 blocks along each GEMM's reduction axis, 128x128 weight tiles).
+
+**Operands** (``operands``: GEMM operand -> Precision, ``GEMM_OPERANDS``): a linear layer's
+three GEMMs (y = x W^T, dx = dY W, dW = dY^T x) each quantize their two operands from the
+high-precision tensors along that GEMM's reduction axis, as TransformerEngine's recipes do; an
+operand not named takes its role's precision (``OPERAND_ROLES``). ``normlab.torch.emulate``
+applies all six; normlab's NumPy model applies the forward's two and ``dgrad.grad_output`` and
+reuses them in the weight gradient (``normlab.nn.numerics``). **keep_layers**: module names
+or patterns (``fnmatch``, a name or a module around it) that compute in ``params``' format,
+unscaled (``kept()``), in normlab's model; ``normlab.torch.emulate`` gives them the same policy
+through its per-module overrides. Both fields are empty in the older presets and left out of a
+policy's JSON when empty.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
 import json
 from collections.abc import Callable, Mapping
@@ -56,8 +76,11 @@ import numpy as np
 from .. import _checks as ck
 from .._checks import Array
 from .accumulate import Accumulation
+from .blocks import FP8BlockScaling
 from .formats import FORMATS, FloatFormat, get_format
+from .hadamard import GEMM_OPERANDS, HadamardScaling
 from .loss_scaling import DynamicLossScaler, StaticLossScaler
+from .nvfp4 import NVFP4Scaling
 from .rounding import _check_overflow, _check_rounding, quantize
 from .scaling import (
     DelayedScaling,
@@ -76,6 +99,13 @@ _NO_ACCUMULATION = Accumulation()  # the default: float32, the reductions as the
 _FLOAT32 = FORMATS["float32"]
 _FORMAT_FIELDS = ("exponent_bits", "mantissa_bits", "bias", "inf_nan", "subnormals", "signed",
                   "zero", "name")
+
+#: The role each GEMM operand of a linear layer refines (``PrecisionPolicy.operand``): the
+#: forward's operands and the weight in the backward are matrix-multiply operands (``compute``),
+#: the output's gradient is ``gradients``.
+OPERAND_ROLES: Mapping[str, str] = MappingProxyType(dict(zip(GEMM_OPERANDS, (
+    "compute", "compute", "gradients", "compute", "compute", "gradients"))))
+
 
 def _format_from(value: Any, where: str) -> FloatFormat:
     if isinstance(value, Mapping):
@@ -273,6 +303,8 @@ class PrecisionPolicy:
     Roles accept a Precision, a FloatFormat, a format name or a JSON-style object; ``master``
     may be None (no master copy). ``accumulate_every``: products summed exactly (in float32)
     before each rounding to a lower-precision ``accumulate`` format (1: every product).
+    ``operands``: a mapping from ``GEMM_OPERANDS`` to precisions (stateless scalings only);
+    ``keep_layers``: module names or patterns kept in ``params``' format (module docstring).
     """
 
     name: str
@@ -289,6 +321,8 @@ class PrecisionPolicy:
     norm_accumulate: Accumulation = _NO_ACCUMULATION
     softmax_accumulate: Accumulation = _NO_ACCUMULATION
     accumulate_chunk: int | None = None
+    operands: Any = ()
+    keep_layers: Any = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -324,13 +358,43 @@ class PrecisionPolicy:
                 raise ValueError(f"accumulate_chunk must be None or an integer >= 1 (products "
                                  f"between promotions to float32); got {c!r}")
             object.__setattr__(self, "accumulate_chunk", int(c))
+        object.__setattr__(self, "operands", _operands_from(self.operands))
+        object.__setattr__(self, "keep_layers", _keep_from(self.keep_layers))
+
+    def operand(self, name: str) -> Precision:
+        """The precision of one GEMM operand of a linear layer (``GEMM_OPERANDS``): the
+        policy's entry in ``operands``, else its role's (``OPERAND_ROLES``)."""
+        if name not in OPERAND_ROLES:
+            raise ValueError(f"unknown GEMM operand {name!r}; operands: "
+                             f"{', '.join(OPERAND_ROLES)}")
+        got = dict(self.operands).get(name)
+        return getattr(self, OPERAND_ROLES[name]) if got is None else got
+
+    def kept(self) -> PrecisionPolicy:
+        """The policy of a layer in ``keep_layers``: the matrix multiplies' operands and
+        gradients in the ``params`` format (bfloat16 for the recipes), unscaled; every other
+        role as this policy's (a recipe's "last layers and head in bf16")."""
+        plain = Precision(self.params.format)
+        return dataclasses.replace(self, name=f"{self.name}/kept", compute=plain,
+                                   gradients=plain, operands=(), keep_layers=())
+
+    def keeps(self, name: str) -> bool:
+        """Whether the module ``name`` (dotted) is in ``keep_layers``: a pattern (``fnmatch``)
+        matches the name or one of the modules around it."""
+        parts = name.split(".")
+        around = [".".join(parts[:k]) for k in range(len(parts), 0, -1)]
+        return any(fnmatch.fnmatchcase(a, p) for p in self.keep_layers for a in around)
 
     @classmethod
     def preset(cls, name: str) -> PrecisionPolicy:
-        """One of PRESETS: fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown policy {name!r}; presets: {', '.join(PRESETS)}")
-        return PRESETS[name]
+        """One of PRESETS (fp32, amp_bf16, amp_fp16, pure_bf16, fp8_hybrid, mxfp8) or of
+        RECIPES (nvfp4, mxfp8_2d, fp8_blockwise)."""
+        got = PRESETS.get(name) if isinstance(name, str) else None
+        got = RECIPES.get(name) if got is None and isinstance(name, str) else got
+        if got is None:
+            raise ValueError(f"unknown policy {name!r}; presets: {', '.join(PRESETS)}; "
+                             f"recipes: {', '.join(RECIPES)}")
+        return got
 
     def role(self, name: str) -> Precision | None:
         if name not in ROLES:
@@ -359,6 +423,10 @@ class PrecisionPolicy:
                 out[role] = acc.to_value()
         if self.accumulate_chunk is not None:
             out["accumulate_chunk"] = self.accumulate_chunk
+        if self.operands:  # only when set, as the accumulation roles
+            out["operands"] = {k: p.to_value() for k, p in self.operands}
+        if self.keep_layers:
+            out["keep_layers"] = list(self.keep_layers)
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -369,7 +437,7 @@ class PrecisionPolicy:
         if not isinstance(data, Mapping):
             raise TypeError(f"a policy must be a JSON object; got {type(data).__name__}")
         other = ("name", "loss_scaling", "accumulate_every", *ACCUMULATION_ROLES,
-                 "accumulate_chunk")
+                 "accumulate_chunk", "operands", "keep_layers")
         unknown = [k for k in data if k not in ROLES and k not in other]
         if unknown:
             raise ValueError(f"unknown role or key {unknown[0]!r} in the policy; roles: "
@@ -385,7 +453,8 @@ class PrecisionPolicy:
                                                            "norm_accumulate"),
                    softmax_accumulate=Accumulation.from_value(data.get("softmax_accumulate"),
                                                               "softmax_accumulate"),
-                   accumulate_chunk=data.get("accumulate_chunk"))
+                   accumulate_chunk=data.get("accumulate_chunk"),
+                   operands=data.get("operands", ()), keep_layers=data.get("keep_layers", ()))
 
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any]) -> PrecisionPolicy:
@@ -416,7 +485,43 @@ class PrecisionPolicy:
         if self.accumulate_chunk is not None:
             lines.append(f"  {'accumulate_chunk':<14} promoted to float32 every "
                          f"{self.accumulate_chunk} products")
+        for op, p in self.operands:
+            lines.append(f"  {op:<14} {p}")
+        if self.keep_layers:
+            lines.append(f"  {'kept in':<14} {self.params} (unscaled): "
+                         f"{', '.join(self.keep_layers)}")
         return "\n".join(lines)
+
+
+def _operands_from(value: Any) -> tuple[tuple[str, Precision], ...]:
+    """``operands`` as (GEMM operand, Precision) pairs in ``GEMM_OPERANDS`` order, each checked
+    (a known operand; a precision whose scaling keeps no state from step to step)."""
+    if isinstance(value, Mapping):
+        value = tuple(value.items())
+    if not isinstance(value, (tuple, list)) or not all(
+            isinstance(e, (tuple, list)) and len(e) == 2 for e in value):
+        raise TypeError(f"operands must be a mapping from GEMM operands "
+                        f"({', '.join(GEMM_OPERANDS)}) to precisions; got {value!r}")
+    got: dict[str, Precision] = {}
+    for name, v in value:
+        if name not in OPERAND_ROLES:
+            raise ValueError(f"operands: unknown GEMM operand {name!r}; operands: "
+                             f"{', '.join(GEMM_OPERANDS)}")
+        p = Precision.from_value(v, f"operands.{name}")
+        if p.new_state() is not None:
+            raise ValueError(f"operands.{name}: {p.scaling.describe() if p.scaling else p} keeps "
+                             f"a state from step to step (delayed scaling); an operand's precision "
+                             f"must scale from the tensor itself (give the role that scaling)")
+        got[name] = p
+    return tuple((k, got[k]) for k in GEMM_OPERANDS if k in got)
+
+
+def _keep_from(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(
+            isinstance(v, str) and v for v in value):
+        raise TypeError(f"keep_layers must be a list of module names or patterns (fnmatch); got "
+                        f"{value!r}")
+    return tuple(value)
 
 
 def _preset(name: str, *, params: Any, compute: Any, activations: Any, gradients: Any,
@@ -430,6 +535,28 @@ def _preset(name: str, *, params: Any, compute: Any, activations: Any, gradients
 
 def _fp8(fmt: str, scaling: Scaling) -> Precision:
     return Precision(get_format(fmt), scaling=scaling)
+
+
+def _nvfp4(*, two_d: bool = False, rht: bool = False, sr: bool = False) -> Precision:
+    """TE's NVFP4 (``NVFP4Scaling(dialect="te")``): 1x16 blocks, 16x16 tiles with ``two_d``,
+    the 16-point RHT first with ``rht``, stochastic rounding of the elements with ``sr``."""
+    s: Scaling = NVFP4Scaling(two_d=two_d)
+    return Precision(get_format("float4_e2m1fn"), "stochastic" if sr else "nearest_even",
+                     scaling=HadamardScaling(s) if rht else s)
+
+
+def _recipe(name: str, compute: Precision, gradients: Precision,
+            operands: Mapping[str, Precision]) -> PrecisionPolicy:
+    """A block-scaled recipe: bf16 weights and activations, fp32 master weights and optimizer,
+    the matrix multiplies' operands per GEMM (``operands``; the roles for any other product)."""
+    return _preset(name, params="bfloat16", compute=compute, activations="bfloat16",
+                   gradients=gradients).replace(operands=operands)
+
+
+_MX = MXScaling(scale_rule="ceil")
+_MX_2D = MXScaling(scale_rule="ceil", two_d=True)
+_FP8_BLOCKS = FP8BlockScaling("deepgemm")
+_FP8_TILES = FP8BlockScaling("deepgemm", two_d=True)
 
 
 PRESETS: Mapping[str, PrecisionPolicy] = MappingProxyType({
@@ -450,6 +577,23 @@ PRESETS: Mapping[str, PrecisionPolicy] = MappingProxyType({
                      compute=_fp8("float8_e4m3fn", MXScaling(scale_rule="ceil")),
                      activations="bfloat16",
                      gradients=_fp8("float8_e4m3fn", MXScaling(scale_rule="ceil"))),
+})
+
+#: The block-scaled recipes (module docstring), named like presets (``preset``, ``get_policy``,
+#: a training run's ``precision``) and kept apart from PRESETS, whose every entry the lab's
+#: tables and ``normlab inspect``'s default columns read.
+RECIPES: Mapping[str, PrecisionPolicy] = MappingProxyType({
+    "nvfp4": _recipe("nvfp4", _nvfp4(), _nvfp4(sr=True), {
+        "fprop.input": _nvfp4(), "fprop.weight": _nvfp4(two_d=True),
+        "dgrad.grad_output": _nvfp4(sr=True), "dgrad.weight": _nvfp4(two_d=True),
+        "wgrad.input": _nvfp4(rht=True), "wgrad.grad_output": _nvfp4(rht=True, sr=True)}),
+    "mxfp8_2d": _recipe("mxfp8_2d", _fp8("float8_e4m3fn", _MX), _fp8("float8_e4m3fn", _MX), {
+        "fprop.weight": _fp8("float8_e4m3fn", _MX_2D),
+        "dgrad.weight": _fp8("float8_e4m3fn", _MX_2D)}),
+    "fp8_blockwise": _recipe("fp8_blockwise", _fp8("float8_e4m3fn", _FP8_BLOCKS),
+                             _fp8("float8_e4m3fn", _FP8_BLOCKS), {
+                                 "fprop.weight": _fp8("float8_e4m3fn", _FP8_TILES),
+                                 "dgrad.weight": _fp8("float8_e4m3fn", _FP8_TILES)}),
 })
 
 

@@ -77,6 +77,7 @@ from . import handlers
 from .coverage import Coverage
 from .overrides import resolve
 from .quantize import Workspace, apply, apply_, cast_from, is_transposed
+from .recipes import keep_overrides
 
 RULES = ("normlab", "autocast")
 OUTSIDE = "(outside the model)"
@@ -233,6 +234,8 @@ class emulate:
         self._clock = StepClock(micro_batches)
         base = PolicyRoles(policy, rng=rng, who="emulate")
         self.policy = base.policy
+        if self.policy.keep_layers and isinstance(overrides, (list, tuple)):  # recipes.py
+            overrides = [*overrides, *keep_overrides(self.policy)]
         policies, region = resolve(self.model, overrides, self.policy)
         self._work = Workspace()
         self.rounder = _Rounder(base, self._work)

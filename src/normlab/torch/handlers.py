@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from .coverage import ELEMENTWISE, NORMS, PASSIVE, op_name, scan
 from .ops import MOVES, PRODUCTS, Job, Linear, Operands, Product, Straight, split
+from .recipes import linear_class
 
 _LINEAR_LIKE = frozenset({"linear", "matmul", "mm", "addmm"})
 _DESCRIPTORS = ("__get__", "__set__", "__delete__")  # a tensor's attributes read or written
@@ -99,7 +100,7 @@ class NormlabRules:
         if ops.label in _LINEAR_LIKE and wb is not None and wa is None and b.dim() == 2 and \
                 not (ops.label == "addmm" and (kwargs or bias is None or bias.dim() != 1)):
             w = b if ops.label == "linear" else b.transpose(0, 1)
-            return Linear.apply(job, a, w, bias)
+            return (linear_class(job) or Linear).apply(job, a, w, bias)
         return Product.apply(job, a, b, bias)
 
     def embedding(self, func: Callable, args: tuple, kwargs: dict) -> Any:

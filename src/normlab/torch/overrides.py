@@ -59,7 +59,9 @@ def region_policy(value: Any, base: PrecisionPolicy, where: str) -> PrecisionPol
     roles: dict[str, Any] = {
         k: v if isinstance(v, Precision) else Precision(**v) if isinstance(v, Mapping)
         else Precision(v) for k, v in value.items()}
-    return dataclasses.replace(base, name=f"{base.name}+{'+'.join(sorted(roles))}", **roles)
+    ops = () if {"compute", "gradients"} & set(roles) else base.operands  # GEMM operands refine
+    return dataclasses.replace(base, name=f"{base.name}+{'+'.join(sorted(roles))}", **roles,
+                               operands=ops, keep_layers=())  # the roles they replace
 
 
 def _lists(model: torch.nn.Module) -> dict[str, int]:

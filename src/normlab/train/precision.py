@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..nn.numerics import FULL_PRECISION, Numerics, PolicyNumerics
-from ..precision import PRESETS, PrecisionPolicy, get_policy
+from ..precision import PRESETS, RECIPES, PrecisionPolicy, get_policy
 
-PRECISIONS = tuple(PRESETS)
+PRECISIONS = (*PRESETS, *RECIPES)
 
 
 def load_policy(name: str) -> PrecisionPolicy:
