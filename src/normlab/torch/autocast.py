@@ -88,6 +88,10 @@ class AutocastRules:
         self._saved: list[tuple[str, bool, torch.dtype]] = []
         devices = {p.device.type for p in em.model.parameters()} | {"cpu"}
         self.devices = sorted(d for d in devices if torch.amp.is_autocast_available(d))
+        # per module: the autocast state and which inputs were low at its last forward call
+        self._seen: dict[str, tuple[list, list[bool]]] = {}
+        self._replays: list[tuple[int, list | None]] = []  # per module call: the state to restore
+        self._handles: list[Any] = []
 
     def enter(self) -> None:
         """While emulating, torch's autocast state says enabled, to float32 (which casts
@@ -99,13 +103,59 @@ class AutocastRules:
         for d in self.devices:
             torch.set_autocast_dtype(d, torch.float32)
             torch.set_autocast_enabled(d, True)
+        self._handles = self._install()
 
     def exit(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles, self._replays = [], []
+        self._seen.clear()
         for d, enabled, dtype in self._saved:
             torch.set_autocast_enabled(d, enabled)
             torch.set_autocast_dtype(d, dtype)
         self._saved = []
         self._low.clear()
+
+    def _state(self) -> list:
+        return [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                for d in self.devices]
+
+    @staticmethod
+    def _set(state: list) -> None:
+        for d, enabled, dtype in state:
+            torch.set_autocast_dtype(d, dtype)
+            torch.set_autocast_enabled(d, enabled)
+
+    def _install(self) -> list[Any]:
+        """Activation checkpointing's recomputation enters the autocast state it saved in the
+        forward, enabled to float32, which torch turns into disabled (CPU autocast has no
+        float32): a module recomputed inside the backward (the frame emulate's own pre-hook,
+        registered first, marks ``pushed``) runs under the state its forward call saw, its
+        inputs low where they were (the reentrant kind detaches them)."""
+        names = self.em._names
+
+        def pre(m: torch.nn.Module, args: Any) -> None:
+            name, frame = names.get(id(m), "?"), self.em.frame
+            if torch._C._current_graph_task_id() == -1:
+                self._seen[name] = (self._state(), [self.is_low(a) for a in args])
+            elif frame.pushed and frame.name == name and name in self._seen:
+                state, low = self._seen[name]
+                self._replays.append((id(m), self._state()))
+                self._set(state)
+                for a, was in zip(args, low):
+                    if was and isinstance(a, torch.Tensor) and a.dtype == torch.float32:
+                        self.mark(a)
+                return
+            self._replays.append((id(m), None))
+
+        def post(m: torch.nn.Module, args: Any, out: Any) -> None:
+            if self._replays and self._replays[-1][0] == id(m):
+                state = self._replays.pop()[1]
+                if state is not None:
+                    self._set(state)
+
+        return [h for m in self.em.model.modules() for h in (
+            m.register_forward_pre_hook(pre), m.register_forward_hook(post, always_call=True))]
 
     def active(self) -> bool:
         """False inside a region the model runs with autocast disabled."""
