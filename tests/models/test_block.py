@@ -90,6 +90,32 @@ def test_lns_scales_each_blocks_norm_output_by_one_over_sqrt_of_its_depth():
         np.testing.assert_allclose(lns.backward(dy), pre.backward(dy), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("fraction,posts", [(0.25, 2), (0.0, 0), (0.5, 4), (1.0, 8), (0.3, 2)])
+def test_mixln_runs_post_ln_in_the_first_floor_alpha_l_blocks_and_pre_ln_after(fraction, posts):
+    """Mix-LN (arXiv 2412.13795): floor(alpha L) Post-LN blocks, then Pre-LN (8 blocks here);
+    each Mix-LN block computes what that placement's block computes with the same weights."""
+    cfg = dataclasses.replace(CFG, n_layers=8, placement="mixln", mixln_fraction=fraction)
+    assert cfg.mixln_post_layers == posts and cfg.final_norm
+    model = GPT(cfg, rng=np.random.default_rng(0))
+    assert [b.attn.placement for b in model.blocks] == ["post"] * posts + ["pre"] * (8 - posts)
+    assert [b.mlp.placement for b in model.blocks] == [b.attn.placement for b in model.blocks]
+    x = np.random.default_rng(7).normal(size=(2, 5, 16))
+    for layer, block in enumerate(model.blocks):
+        kind = "post" if layer < posts else "pre"
+        plain = Block(dataclasses.replace(CFG, n_layers=8, placement=kind),
+                      rng=np.random.default_rng(1), dropout_rng=np.random.default_rng(2))
+        for name, p in block.parameters().items():
+            plain.parameters()[name][...] = p
+        np.testing.assert_array_equal(block(x), plain(x))
+
+
+def test_mixln_fraction_is_refused_outside_0_1_and_without_mixln():
+    with pytest.raises(ValueError, match=r"config: mixln_fraction must be a finite number in"):
+        GPTConfig(placement="mixln", mixln_fraction=1.5)
+    with pytest.raises(ValueError, match="mixln_fraction applies to placement 'mixln'"):
+        GPTConfig(mixln_fraction=0.5)
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_which_norms_exist(placement):
     model = GPT(dataclasses.replace(CFG, placement=placement, norm="rmsnorm"),
@@ -97,11 +123,11 @@ def test_which_norms_exist(placement):
     names = model.parameters()
     has = lambda s: any(s in n for n in names)  # noqa: E731
     assert has("attn.norm.weight") == (
-        placement in ("post", "pre", "sandwich", "deepnorm", "branch", "admin", "lns")
+        placement in ("post", "pre", "sandwich", "deepnorm", "branch", "admin", "lns", "mixln")
     )
     assert has("attn.norm_out.weight") == (placement == "sandwich")
     assert ("norm_f.weight" in names) == (
-        placement in ("pre", "sandwich", "rezero", "none", "branch", "lns")
+        placement in ("pre", "sandwich", "rezero", "none", "branch", "lns", "mixln")
     )
     assert has("resweight") == (placement == "rezero")
     assert has("omega") == (placement == "admin")

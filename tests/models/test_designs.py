@@ -27,7 +27,8 @@ def _option_help(text: str, flag: str) -> str:
 
 @pytest.mark.parametrize("flag,word", [
     ("--norm STR", "derf"), ("--derf-alpha FLOAT", "Derf's"), ("--derf-shift FLOAT", "Derf's"),
-    ("--placement STR", "lns"),
+    ("--placement STR", "lns"), ("--placement STR", "mixln"),
+    ("--mixln-fraction FLOAT", "Mix-LN's"),
 ])
 def test_train_help_lists_each_design(flag, word, capsys):
     assert word in _option_help(_help(capsys), flag).replace(",", " ").split()
@@ -36,6 +37,8 @@ def test_train_help_lists_each_design(flag, word, capsys):
 @pytest.mark.parametrize("flags,model", [
     (["--norm", "derf", "--derf-alpha", "0.8"], {"norm": "derf", "derf_alpha": 0.8}),
     (["--placement", "lns"], {"placement": "lns"}),
+    (["--placement", "mixln", "--mixln-fraction", "0.5"],
+     {"placement": "mixln", "mixln_fraction": 0.5}),
 ])
 def test_normlab_train_runs_each_design(flags, model, tmp_path):
     out = tmp_path / "run.json"
@@ -51,6 +54,7 @@ def test_normlab_train_runs_each_design(flags, model, tmp_path):
 @pytest.mark.parametrize("fields,message", [
     ({"derf_alpha": 0.0}, "config: derf_alpha must be a finite number > 0"),
     ({"derf_shift": float("inf")}, "config: derf_shift must be a finite number"),
+    ({"placement": "mixln", "mixln_fraction": -0.1}, "config: mixln_fraction must be a finite"),
 ])
 def test_bad_design_fields_are_refused_by_name(fields, message):
     with pytest.raises(ValueError, match=message):

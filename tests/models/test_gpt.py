@@ -43,6 +43,8 @@ EXTRAS = {
     "rope-llama3": {"positions": "rope", "rope_scaling": "llama3", "rope_factor": 8.0,
                     "rope_original_max": 16, "rope_base": 500.0, "seq_len": 4},
     "rope-linear": {"positions": "rope", "rope_scaling": "linear", "rope_factor": 2.0},
+    "mixln-half": {"placement": "mixln", "mixln_fraction": 0.5},  # block 0 post, block 1 pre
+    "mixln-all-post": {"placement": "mixln", "mixln_fraction": 1.0, "norm": "rmsnorm"},
     "all": {"positions": "rope", "tie_embeddings": True, "activation": "swiglu", "bias": True,
             "qk_norm": "rmsnorm", "attn_softcap": 2.0, "final_softcap": 3.0, "z_loss": 0.1,
             "placement": "sandwich", "norm": "rmsnorm"},

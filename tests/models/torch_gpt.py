@@ -119,6 +119,9 @@ def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch, layer: int):
         return branch(cfg, v, p, prefix + "branch.", layer)
 
     placement = cfg.placement
+    if placement == "mixln":  # pixeli99/MixLN: the first POST_NUM = floor(alpha L) layers Post-LN
+        post = math.floor(cfg.mixln_fraction * cfg.n_layers + 1e-9)
+        placement = "post" if layer < post else "pre"
     if placement == "post":
         return N(x + Fn(x))
     if placement == "pre":
@@ -149,7 +152,8 @@ def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarra
     for layer in range(cfg.n_layers):
         x = _residual(cfg, x, p, f"blocks.{layer}.attn.", _attention, layer)
         x = _residual(cfg, x, p, f"blocks.{layer}.mlp.", _mlp, layer)
-    if cfg.final_norm:
+    if cfg.norm != "none" and cfg.placement in ("pre", "sandwich", "rezero", "none", "branch",
+                                                 "lns", "mixln"):  # a final norm
         x = _norm(cfg.norm, x, p, "norm_f.", cfg.norm_eps, cfg.norm_offset)
     head = p["wte.weight"] if cfg.tie_embeddings else p["head.weight"]
     logits = x @ head.T

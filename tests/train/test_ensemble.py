@@ -135,6 +135,7 @@ def test_members_that_round_alike_are_rounded_together_and_equal_their_single_ru
     dict(qk_norm="rmsnorm", qk_norm_scope="all", sliding_window=3),
     dict(positions="rope", sliding_window=5, window_layers=(1,), attn_softcap=2.0),
     dict(activation="swiglu", norm="rmsnorm", norm_offset=1.0, embed_scale=2.0),
+    dict(placement="mixln", mixln_fraction=0.5),  # block 0 Post-LN, block 1 Pre-LN
 ])
 def test_model_features_member_equals_its_single_run(model):
     assert_members_are_single_runs(members(base(**model)))

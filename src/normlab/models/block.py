@@ -23,6 +23,13 @@ line read in reverse (the skip path's gradient added where the paths join):
                                               peft_pretraining/modeling_llama.py, NORM_TYPE=LNS:
                                               1 / math.sqrt(layer_index + 1)); a final norm,
                                               unscaled
+    mixln     post in blocks l < floor(a L),  Mix-LN (Li, Yin & Liu 2025, arXiv 2412.13795, Sec. 4):
+              pre in the rest                 a = ``mixln_fraction`` (0.25); the official code
+                                              (pixeli99/MixLN peft_pretraining/modeling_llama.py,
+                                              NORM_TYPE=post_pre) runs the first POST_NUM layers
+                                              Post-LN, the rest Pre-LN, then its final norm.
+                                              ``Block`` gives each ``Residual`` its block's
+                                              placement (``GPTConfig.block_placement``)
 
 Dropout (p_drop) acts on F's output, inside the residual add.
 """

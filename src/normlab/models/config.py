@@ -3,6 +3,7 @@ so that an inconsistent config is refused before any work starts."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -10,7 +11,8 @@ from .. import _checks as ck
 from ..functional import norms as _norms
 from ..nn.mlp import ACTIVATIONS
 
-PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin", "lns")
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin", "lns",
+              "mixln")
 NORMS = _norms.block_names()  # ("layernorm", "rmsnorm", "dyt", "derf", "none"): the built-ins
 QK_NORMS = _norms.qk_names()  # ("none", "layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
@@ -32,11 +34,13 @@ class GPTConfig:
     n_heads: int = 4  # H: attention heads; must divide d_model
     d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
     activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
-    placement: str = "pre"  # post, pre, sandwich, deepnorm, rezero, none, branch, admin, lns
+    placement: str = "pre"  # post, pre, sandwich, deepnorm, rezero, none, branch, admin, lns, mixln
     #                         (where the norm sits: models/block.py) branch: x + N(F(x)), OLMo 2;
     #                         admin: N(omega x + F(x)), Liu et al. 2020, omega profiled by
     #                         GPT.profile_admin, as the Trainer does; lns: x + F(N(x) / sqrt(l))
-    #                         in block l = 1..L, LayerNorm Scaling (Sun et al. 2025)
+    #                         in block l = 1..L, LayerNorm Scaling (Sun et al. 2025); mixln:
+    #                         Post-LN in the first floor(mixln_fraction L) blocks, Pre-LN in the
+    #                         rest, and a final norm (Mix-LN, Li et al. 2025)
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, derf, none (identity)
     #                          (or another name of the norm registry, normlab.functional.norms)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
@@ -93,6 +97,7 @@ class GPTConfig:
     # ---- the normalization designs of 2024-26 (docs/norms.md) ----
     derf_alpha: float = 0.5  # Derf's initial alpha in gamma erf(alpha x + s) + beta (paper: 0.5)
     derf_shift: float = 0.0  # Derf's initial shift s (the official code's shift_init_value: 0)
+    mixln_fraction: float = 0.25  # Mix-LN's alpha: the first floor(alpha L) blocks are Post-LN
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
@@ -120,8 +125,7 @@ class GPTConfig:
                 ck.real(getattr(self, name), f"config: {name}", lo=0, lo_open=True)
         ck.real(self.norm_eps, "config: norm_eps", lo=0, lo_open=True)
         ck.real(self.dyt_alpha, "config: dyt_alpha", lo=0, lo_open=True)
-        ck.real(self.derf_alpha, "config: derf_alpha", lo=0, lo_open=True)
-        ck.real(self.derf_shift, "config: derf_shift")
+        self._check_designs()
         ck.real(self.rope_base, "config: rope_base", lo=1, lo_open=True)
         ck.real(self.init_std, "config: init_std", lo=0, lo_open=True)
         ck.real(self.norm_offset, "config: norm_offset")
@@ -153,6 +157,15 @@ class GPTConfig:
             ck.flag(getattr(self, name), f"config: {name}")
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"config: RoPE needs an even head width; got D = {self.head_dim}")
+
+    def _check_designs(self) -> None:
+        """The fields of the designs of 2024-26 (Derf, Mix-LN, ...)."""
+        ck.real(self.derf_alpha, "config: derf_alpha", lo=0, lo_open=True)
+        ck.real(self.derf_shift, "config: derf_shift")
+        ck.real(self.mixln_fraction, "config: mixln_fraction", lo=0, hi=1)
+        if self.mixln_fraction != 0.25 and self.placement != "mixln":
+            raise ValueError(f"config: mixln_fraction applies to placement 'mixln'; placement "
+                             f"is {self.placement!r}")
 
     def _norm_reads(self) -> tuple[str, ...]:
         """The fields the chosen norm's registry entry reads (none for 'none')."""
@@ -190,8 +203,19 @@ class GPTConfig:
         """The number of key/value heads: ``n_kv_heads``, or n_heads (multi-head attention)."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
+    @property
+    def mixln_post_layers(self) -> int:
+        """Mix-LN's Post-LN blocks: floor(mixln_fraction L) (arXiv 2412.13795; the official
+        code's POST_NUM); 0 for every other placement."""
+        if self.placement != "mixln":
+            return 0
+        return math.floor(self.mixln_fraction * self.n_layers + 1e-9)  # 0.29 * 100 is 29
+
     def block_placement(self, layer: int) -> str:
-        """The placement of block ``layer`` (from 0): ``placement`` for every block."""
+        """The placement of block ``layer`` (from 0): ``placement``, except Mix-LN's: post in
+        the first ``mixln_post_layers`` blocks, pre in the rest."""
+        if self.placement == "mixln":
+            return "post" if layer < self.mixln_post_layers else "pre"
         return self.placement
 
     def window(self, layer: int) -> int | None:
@@ -213,10 +237,11 @@ class GPTConfig:
     @property
     def final_norm(self) -> bool:
         """Whether a norm sits before the head: where the residual stream leaves the last block
-        unnormalized (pre, sandwich, rezero, none, branch, lns), unless the norm is 'none'.
-        Post-LN, DeepNorm and Admin end each block with a norm already."""
+        unnormalized (pre, sandwich, rezero, none, branch, lns), unless the norm is 'none';
+        and Mix-LN's, as its official code (a LLaMA) always has one. Post-LN, DeepNorm and
+        Admin end each block with a norm already."""
         return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none",
-                                                          "branch", "lns")
+                                                          "branch", "lns", "mixln")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
