@@ -8,7 +8,9 @@ import warnings
 import pytest
 import torch
 
-from normlab.torch import FirstNonFinite, Monitor, NonFiniteError, emulate, inspect
+from normlab.precision import get_policy
+from normlab.precision.headroom import tensor_stats
+from normlab.torch import FirstNonFinite, Monitor, NonFiniteError, apply, emulate, inspect
 
 transformers = pytest.importorskip("transformers")
 
@@ -140,3 +142,26 @@ def test_inspect_a_model_without_parameters():
             return (x * 2).sum()
     rec = inspect(Free(), {"x": torch.ones(3)})
     assert rec["loss"] == 6.0
+
+
+def test_the_what_if_headroom_of_mxfp8_is_the_presets():
+    """The record's ``mxfp8`` column follows the preset's scale rule, as Monitor's: a block whose
+    amax is 480 overflows E4M3 under OCP's floor scale (2^0) and not under the preset's ceil
+    scale (2^1), which the preset's own rounding shows."""
+
+    class Exp(torch.nn.Module):
+        def forward(self, x):
+            return torch.exp(x)
+    x = torch.linspace(-1, 1, 32)
+    x[5] = 480.0  # exp(480) is inf in float32
+    model = Exp()
+    debug = FirstNonFinite(model)
+    with debug.watch():
+        model(x)
+    formats = debug.found["inputs"][0]["formats"]
+    assert debug.found["op"] == "aten.exp.default"
+    assert formats["mxfp4"] == tensor_stats(x.numpy())["formats"]["mxfp4"]  # floor, as OCP
+    assert tensor_stats(x.numpy())["formats"]["mxfp8"]["overflow"] == 1 / 32  # the floor rule
+    kept = apply(get_policy("mxfp8").compute, x)
+    assert torch.isfinite(kept).all() and kept[5] == 480.0  # the preset keeps it
+    assert formats["mxfp8"]["overflow"] == 0.0

@@ -21,7 +21,8 @@ the phase (``forward`` or ``backward``), the module (``""`` for the model itself
 value (``output``, ``gradient`` at its output, or ``grad:NAME`` of a parameter), the op, the
 counts of NaN and inf in it, the statistics of the op's floating inputs
 (``normlab.precision.headroom.tensor_stats``: amax and what-if overflow, flush and subnormal
-fractions in bf16, fp16, fp8 and MX), and the last ``frames`` module outputs before it (module,
+fractions in bf16, fp16, fp8 and MX, the ``mxfp8`` column under the preset's scale rule as
+Monitor's), and the last ``frames`` module outputs before it (module,
 phase, max |x|: ``DebugUnderflowOverflow``'s frames). With ``stop=True`` it raises
 :class:`NonFiniteError` there (the step does not go on); ``path`` receives the record as strict
 JSON (``normlab._files.write_json``: a NaN is the string ``"nan"``). The checks cost a pass over
@@ -42,6 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .. import _checks as ck
 from .._files import check_output_path, write_json
 from ..precision.headroom import tensor_stats
+from .headroom import MXFP8, preset_mx_fractions
 
 _CHECKED = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 # ops whose output is memory not yet written, or bits read as another dtype: not values
@@ -66,6 +68,15 @@ def _floats(xs: Any) -> list[torch.Tensor]:
 def _bad(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in _CHECKED and t.numel() > 0 and \
         not bool(torch.isfinite(t).all())
+
+
+def _what_if(t: torch.Tensor) -> dict:
+    """``tensor_stats`` of t (any shape), its ``mxfp8`` column under the preset's scale rule as
+    Monitor's (``normlab.torch.headroom``; ``mxfp4`` keeps OCP's floor rule)."""
+    x = t.detach().to("cpu", torch.float32).contiguous()
+    s = tensor_stats(x.numpy())
+    s["formats"][MXFP8] = preset_mx_fractions(x, s)
+    return s
 
 
 def _first(out: Any) -> torch.Tensor | None:
@@ -161,8 +172,7 @@ class FirstNonFinite:
             "op": None if m is None else m.op, "made_in": None if m is None else m.where,
             "made": inside is not None,
             "nan": int(torch.isnan(t).sum()), "inf": int(torch.isinf(t).sum()),
-            "inputs": [] if m is None else [tensor_stats(x.to("cpu", torch.float32).numpy())
-                                            for x in m.ins],
+            "inputs": [] if m is None else [_what_if(x) for x in m.ins],
             "frames": list(self.frames),
         }
         if self.path is not None:
