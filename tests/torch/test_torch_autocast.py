@@ -183,3 +183,14 @@ def test_the_differences_table():
                                "bias": True}  # rounded, rounded, float32, the bias left
     assert seen["autocast"] == {"stream": False, "embedding": False,
                                 "activation products": True, "bias": False}
+
+
+def test_a_model_on_another_device_is_refused_by_name():
+    """The lists are CPU autocast's: a model on another device (meta here, as CUDA) is refused
+    before any work, not emulated by CPU's rules; rules='normlab' takes it."""
+    m = torch.nn.Linear(4, 4, device="meta")
+    with pytest.raises(ValueError, match=r"rules='autocast' follows CPU autocast's op lists .* "
+                                         r"parameters on 'meta'"):
+        emulate(m, "amp_bf16", rules="autocast")
+    assert not m._forward_hooks and not m._forward_pre_hooks
+    assert emulate(m, "amp_bf16").rules == "normlab"

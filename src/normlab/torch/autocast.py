@@ -1,6 +1,8 @@
 """``emulate(model, policy, rules="autocast")``: round where ``torch.autocast`` casts, so that a
-run under a policy's 16-bit format reproduces the CPU (or GPU) autocast run bit for bit where
-autocast's rules decide the values.
+run under a policy's 16-bit format reproduces the CPU autocast run bit for bit where autocast's
+rules decide the values. CUDA's autocast has other lists (its float32 list holds softmax,
+layer_norm, exp and more; ``mv`` and ``addmv`` are on its lower one): a model with parameters
+on another device than the CPU is refused by name, not emulated by CPU's rules.
 
 ``torch.autocast(device, dtype)`` works on aten ops with three lists (torch 2.13, CPU, bfloat16,
 each entry checked by running it under autocast in ``tests/torch/test_torch_autocast.py``):
@@ -86,8 +88,14 @@ class AutocastRules:
         self.low_dtype = _LOW_DTYPES.get(fmt or "")
         self._low: dict[int, Any] = {}  # id -> weakref of a float32 tensor with low values
         self._saved: list[tuple[str, bool, torch.dtype]] = []
-        devices = {p.device.type for p in em.model.parameters()} | {"cpu"}
-        self.devices = sorted(d for d in devices if torch.amp.is_autocast_available(d))
+        other = sorted({p.device.type for p in em.model.parameters()} - {"cpu"})
+        if other:
+            raise ValueError(f"rules='autocast' follows CPU autocast's op lists (LOWER, FLOAT32 "
+                             f"of normlab.torch.autocast) and the model has parameters on "
+                             f"{other[0]!r}: another device's autocast casts other ops (CUDA's "
+                             f"computes softmax, layer_norm and exp in float32, mv in the low "
+                             f"type); use rules='normlab' there, or run the model on the CPU")
+        self.devices = ["cpu"]
         # per module: the autocast state and which inputs were low at its last forward call
         self._seen: dict[str, tuple[list, list[bool]]] = {}
         self._replays: list[tuple[int, list | None]] = []  # per module call: the state to restore
