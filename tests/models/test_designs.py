@@ -11,6 +11,7 @@ import pytest
 
 from normlab.lab.cli import main as cli
 from normlab.models import GPTConfig
+from normlab.models.hf import families
 
 
 def _help(capsys) -> str:
@@ -28,7 +29,7 @@ def _option_help(text: str, flag: str) -> str:
 @pytest.mark.parametrize("flag,word", [
     ("--norm STR", "derf"), ("--derf-alpha FLOAT", "Derf's"), ("--derf-shift FLOAT", "Derf's"),
     ("--placement STR", "lns"), ("--placement STR", "mixln"),
-    ("--mixln-fraction FLOAT", "Mix-LN's"),
+    ("--mixln-fraction FLOAT", "Mix-LN's"), ("--no-attn-gate", "gated"),
 ])
 def test_train_help_lists_each_design(flag, word, capsys):
     assert word in _option_help(_help(capsys), flag).replace(",", " ").split()
@@ -39,6 +40,7 @@ def test_train_help_lists_each_design(flag, word, capsys):
     (["--placement", "lns"], {"placement": "lns"}),
     (["--placement", "mixln", "--mixln-fraction", "0.5"],
      {"placement": "mixln", "mixln_fraction": 0.5}),
+    (["--attn-gate"], {"attn_gate": True}),
 ])
 def test_normlab_train_runs_each_design(flags, model, tmp_path):
     out = tmp_path / "run.json"
@@ -59,3 +61,18 @@ def test_normlab_train_runs_each_design(flags, model, tmp_path):
 def test_bad_design_fields_are_refused_by_name(fields, message):
     with pytest.raises(ValueError, match=message):
         GPTConfig(**fields)
+
+
+@pytest.mark.parametrize("family,why", [
+    ("qwen3_next", "gated attention .normlab's attn_gate., but three layers in four are Gated "
+                   "DeltaNet"),
+    ("qwen3_5", "gated attention .normlab's attn_gate., but its layer_types mix them"),
+])
+def test_a_family_with_gated_attention_is_refused_by_name_saying_why(family, why):
+    """transformers' families that use gated attention (Qwen3-Next's and Qwen3.5's
+    ``attn_output * torch.sigmoid(gate)``) hold it with layers GPTConfig cannot express."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(family).to_dict()
+    with pytest.raises(ValueError, match=f"{family}: model_type not supported: its "
+                                         f"full-attention layers are {why}"):
+        families.config_from_hf(config)

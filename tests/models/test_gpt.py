@@ -44,6 +44,9 @@ EXTRAS = {
                     "rope_original_max": 16, "rope_base": 500.0, "seq_len": 4},
     "rope-linear": {"positions": "rope", "rope_scaling": "linear", "rope_factor": 2.0},
     "mixln-half": {"placement": "mixln", "mixln_fraction": 0.5},  # block 0 post, block 1 pre
+    "gated": {"attn_gate": True},
+    "gated+bias+qk-norm+gqa": {"attn_gate": True, "bias": True, "qk_norm": "rmsnorm",
+                               "n_kv_heads": 1, "positions": "rope", "init": "xavier"},
     "mixln-all-post": {"placement": "mixln", "mixln_fraction": 1.0, "norm": "rmsnorm"},
     "all": {"positions": "rope", "tie_embeddings": True, "activation": "swiglu", "bias": True,
             "qk_norm": "rmsnorm", "attn_softcap": 2.0, "final_softcap": 3.0, "z_loss": 0.1,

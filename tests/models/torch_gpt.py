@@ -93,7 +93,10 @@ def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
             hidden |= t[None, :] <= t[:, None] - W  # keys W or more steps back
         s = s.masked_fill(hidden, float("-inf"))
     y = torch.softmax(s, dim=-1) @ v  # (B, H, T, D)
-    return _linear(y.transpose(1, 2).reshape(B, T, H * D), p, prefix + "proj.")
+    y = y.transpose(1, 2).reshape(B, T, H * D)
+    if cfg.attn_gate:  # qiuzh20/gated_attention: attn_output * torch.sigmoid(gate_score)
+        y = y * torch.sigmoid(_linear(x, p, prefix + "gate."))
+    return _linear(y, p, prefix + "proj.")
 
 
 def _mlp(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):

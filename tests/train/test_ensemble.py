@@ -136,6 +136,8 @@ def test_members_that_round_alike_are_rounded_together_and_equal_their_single_ru
     dict(positions="rope", sliding_window=5, window_layers=(1,), attn_softcap=2.0),
     dict(activation="swiglu", norm="rmsnorm", norm_offset=1.0, embed_scale=2.0),
     dict(placement="mixln", mixln_fraction=0.5),  # block 0 Post-LN, block 1 Pre-LN
+    dict(attn_gate=True),  # the fused attention over every member, then the gate
+    dict(attn_gate=True, bias=True, qk_norm="layernorm", attn_dropout=0.1),  # member by member
 ])
 def test_model_features_member_equals_its_single_run(model):
     assert_members_are_single_runs(members(base(**model)))

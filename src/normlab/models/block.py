@@ -278,7 +278,7 @@ class Block(Module):
             softcap=cfg.attn_softcap, p_drop=cfg.attn_dropout, rope=rope, bias=qkv_bias,
             std=std["qkv"], proj_std=std["attn_out"], causal=cfg.causal, dtype=dtype,
             n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim, scale=cfg.attn_scale, window=window,
-            qk_norm_scope=cfg.qk_norm_scope, proj_bias=out_bias,
+            qk_norm_scope=cfg.qk_norm_scope, proj_bias=out_bias, gate=cfg.attn_gate,
         )
         if deep:
             attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)

@@ -98,6 +98,7 @@ class GPTConfig:
     derf_alpha: float = 0.5  # Derf's initial alpha in gamma erf(alpha x + s) + beta (paper: 0.5)
     derf_shift: float = 0.0  # Derf's initial shift s (the official code's shift_init_value: 0)
     mixln_fraction: float = 0.25  # Mix-LN's alpha: the first floor(alpha L) blocks are Post-LN
+    attn_gate: bool = False  # gated attention: y * sigmoid(x W_g) after SDPA (Qiu et al. 2025 G1)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
@@ -151,7 +152,8 @@ class GPTConfig:
         ck.real(self.z_loss, "config: z_loss", lo=0)
         for name in ("label_smoothing", "dropout", "attn_dropout"):
             ck.real(getattr(self, name), f"config: {name}", lo=0, hi=1, hi_open=True)
-        for name in ("tie_embeddings", "bias", "causal", "qkv_bias", "out_bias", "mlp_bias"):
+        for name in ("tie_embeddings", "bias", "causal", "qkv_bias", "out_bias", "mlp_bias",
+                     "attn_gate"):
             if name.endswith("_bias") and getattr(self, name) is None:
                 continue
             ck.flag(getattr(self, name), f"config: {name}")

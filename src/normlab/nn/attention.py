@@ -1,6 +1,6 @@
 """Multi-head self-attention (causal by default) as a module: fused QKV projection, the attention op
 (optional QK-norm, RoPE, soft-cap, dropout on the probabilities, grouped key/value heads, a
-sliding window) and the output projection."""
+sliding window), an optional sigmoid output gate (gated attention) and the output projection."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional.attention import HeadStats
+from ..functional.gating import sigmoid_gate_backward, sigmoid_gate_forward
 from ..functional.norms import qk_names
 from .linear import Linear
 from .module import Module
@@ -35,6 +36,13 @@ class CausalSelfAttention(Module):
     attention logit; with ``record_heads`` set (``recording_heads(model)``), ``heads`` holds the
     op's per-head statistics (``normlab.functional.attention.HeadStats``: each head's largest
     logit and mean row entropy), None otherwise.
+
+    ``gate=True`` is gated attention (Qiu et al. 2025, arXiv 2505.06708, its G1 elementwise
+    gate; the official code's ``elementwise_attn_output_gate``, qiuzh20/gated_attention
+    ``modeling_qwen3.py``): the heads' outputs y (B, T, H D) are multiplied by sigmoid(x W_g)
+    before ``proj``, W_g the ``gate.weight`` (H D, C) of a projection of its own (drawn after
+    the others; its bias with ``bias``, as the official gate rows share q_proj's), x the
+    attention's input (``functional.gating``).
     """
 
     numerics: Numerics = FULL_PRECISION
@@ -48,8 +56,10 @@ class CausalSelfAttention(Module):
                  std: float = 0.02, proj_std: float | None = None, causal: bool = True,
                  dtype: DTypeLike = np.float32, n_kv_heads: int | None = None,
                  head_dim: int | None = None, scale: float | None = None, window: int | None = None,
-                 qk_norm_scope: str = "head", proj_bias: bool | None = None):
+                 qk_norm_scope: str = "head", proj_bias: bool | None = None,
+                 gate: bool = False):
         super().__init__()
+        ck.flag(gate, "gate")
         for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads),
                             ("head_dim", head_dim)):
             if value is not None:
@@ -81,9 +91,17 @@ class CausalSelfAttention(Module):
             whole = qk_norm_scope == "all"
             self.add_param("q_norm", np.ones(HD if whole else self.head_dim, dtype))
             self.add_param("k_norm", np.ones(KD if whole else self.head_dim, dtype))
+        self.gated = bool(gate)
+        if gate:  # after every other draw: a model without the gate draws what it drew before
+            self.gate = Linear(C, HD, bias=bias, rng=rng, std=std, dtype=dtype)
+        self._gate_cache: Any = None  # the sigmoid gate's cache (gated attention)
         self.max_logit = float("nan")
         # qk_norm_scope "all": the norm caches of q and k
         self._qk_caches: tuple[Any, Any] | None = None
+
+    def forget(self) -> None:
+        super().forget()
+        self._qk_caches = self._gate_cache = None  # QK-norm's and the output gate's caches
 
     @property
     def value_rows(self) -> slice:
@@ -175,20 +193,37 @@ class CausalSelfAttention(Module):
         y, self._cache, self._qk_caches = self._core(self.qkv(x))  # (B, H, T, D)
         self.max_logit, self.heads = self._cache.max_logit, self._cache.heads
         y = self.numerics.output(y, "attention").transpose(0, 2, 1, 3).reshape(B, T, H * D)
-        return self.proj(y)
+        return self.proj(self._gate_forward(x, y))
+
+    def _gate_forward(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """y (..., T, H D) times sigmoid(gate(x)) with the gate on, else y itself."""
+        if not self.gated:
+            return y
+        out, self._gate_cache = sigmoid_gate_forward(y, self.gate(x))
+        return out
+
+    def _gate_backward(self, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The inverse of ``_gate_forward``: d y, and the gate projection's dx (None without)."""
+        if not self.gated:
+            return dy, None
+        dy, dg = sigmoid_gate_backward(dy, self._gate_cache)
+        self._gate_cache = None
+        return dy, self.gate.backward(dg)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         if self.members:
             return self._members_backward(dout)
         B, T, _C = dout.shape
         H, D = self.n_heads, self.head_dim
-        dy = self.proj.backward(dout).reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
+        dy, dx_gate = self._gate_backward(self.proj.backward(dout))  # (B, T, H D)
+        dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
         dqkv, dq_norm, dk_norm = self._core_backward(dy, (self._last_cache(), self._qk_caches))
         self._qk_caches = None
         if self.qk_norm != "none":
             self.accumulate("q_norm", dq_norm)
             self.accumulate("k_norm", dk_norm)
-        return self.qkv.backward(dqkv)  # (B, T, C)
+        dx = self.qkv.backward(dqkv)  # (B, T, C)
+        return dx if dx_gate is None else dx + dx_gate
 
     # ---- an ensemble's members (``members`` = M, x (M, B, T, C)) ------------------------------
     member_rngs: tuple[np.random.Generator, ...] = ()  # member m's dropout generator
@@ -212,7 +247,7 @@ class CausalSelfAttention(Module):
             self.member_max_logit = tuple(p[1].max_logit for p in parts)
         self.max_logit, self.heads = float(np.max(self.member_max_logit)), None
         y = self.numerics.output(y.reshape(M, B, H, T, D), "attention")
-        return self.proj(y.transpose(0, 1, 3, 2, 4).reshape(M, B, T, H * D))
+        return self.proj(self._gate_forward(x, y.transpose(0, 1, 3, 2, 4).reshape(M, B, T, H * D)))
 
     def _stacked(self, M: int, qkv: np.ndarray) -> tuple[np.ndarray, Any, Any] | None:
         """The M members' attention in one call over qkv (M B, T, (H + 2 Hkv) D): ``(y, cache,
@@ -266,12 +301,19 @@ class CausalSelfAttention(Module):
         return y, (how, (cache, norms)), maxes
 
     def _members_backward(self, dout: np.ndarray) -> np.ndarray:
+        M, B, T, _C = dout.shape
+        H, D = self.n_heads, self.head_dim
+        dy, dx_gate = self._gate_backward(self.proj.backward(dout))  # (M, B, T, H D)
+        dy = dy.reshape(M * B, T, H, D).transpose(0, 2, 1, 3)
+        dx = self._members_core_backward(dy, M, B, T)  # (M, B, T, C)
+        return dx if dx_gate is None else dx + dx_gate
+
+    def _members_core_backward(self, dy: np.ndarray, M: int, B: int, T: int) -> np.ndarray:
+        """The members' backward from the heads' outputs' gradient dy (M B, H, T, D) to dx
+        (M, B, T, C) through the attention op and the qkv projection."""
         from ..functional.attention import attention_backward
 
         qk_norm_members_backward = self.op("qk_norm_members_backward")
-        M, B, T, _C = dout.shape
-        H, D = self.n_heads, self.head_dim
-        dy = self.proj.backward(dout).reshape(M * B, T, H, D).transpose(0, 2, 1, 3)
         how, saved = self._last_cache()
         if how == "members":
             parts = [self._core_backward(dy[m * B:(m + 1) * B], s) for m, s in enumerate(saved)]

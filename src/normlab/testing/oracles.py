@@ -85,6 +85,11 @@ def derf(x, alpha, shift, weight, bias):
     return (weight.to(ct) * torch.erf(z) + bias.to(ct)).to(x.dtype)
 
 
+def sigmoid_gate(y, g):
+    """Gated attention's output gate, ``y * torch.sigmoid(g)`` (qiuzh20/gated_attention)."""
+    return y * torch.sigmoid(g)
+
+
 def batch_norm(x, weight, bias, running_mean=None, running_var=None, *, training, momentum=0.1,
                eps=1e-5):
     """``F.batch_norm`` over every axis but the last (torch wants channels second). The running

@@ -127,6 +127,15 @@ REFUSED_FAMILIES = {
               "features 0::2 of each head with 1::2, where normlab's RoPE (Llama's) rotates the "
               "first half with the second, so read as a Llama its q and k would be rotated in the "
               "wrong pairs",
+    # gated attention (GPTConfig.attn_gate) is normlab's; these families hold it amid what
+    # GPTConfig cannot express
+    "qwen3_next": "its full-attention layers are gated attention (normlab's attn_gate), but "
+                  "three layers in four are Gated DeltaNet linear attention and its MLPs are "
+                  "mixtures of experts, and the gate's rows are interleaved per head with q's in "
+                  "q_proj; GPTConfig has no linear attention and no experts",
+    "qwen3_5": "its full-attention layers are gated attention (normlab's attn_gate), but its "
+               "layer_types mix them with Gated DeltaNet linear attention, which GPTConfig "
+               "cannot express",
 }
 # GPTConfig fields every decoder record may set
 _DECODER_FREE = ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads", "n_kv_heads",
