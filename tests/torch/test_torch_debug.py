@@ -165,3 +165,38 @@ def test_the_what_if_headroom_of_mxfp8_is_the_presets():
     kept = apply(get_policy("mxfp8").compute, x)
     assert torch.isfinite(kept).all() and kept[5] == 480.0  # the preset keeps it
     assert formats["mxfp8"]["overflow"] == 0.0
+
+
+def _gpt2_finding(where, checkpointing):
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=64, n_layer=3, n_embd=32, n_head=4, n_positions=32, bos_token_id=0,
+        eos_token_id=0, use_cache=False))
+    if checkpointing:
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": checkpointing == "reentrant"})
+    model.train()
+    with torch.no_grad():
+        if where == "forward":  # the next layer's norm squares it past float32
+            model.transformer.h[1].mlp.c_fc.weight.mul_(1e36)
+        else:
+            model.transformer.h[1].mlp.c_proj.weight.mul_(1e6)
+    ids = torch.arange(10)[None]
+    debug = FirstNonFinite(model)
+    torch.manual_seed(1)  # the same dropout masks in every run
+    with debug.watch():
+        loss = model(input_ids=ids, labels=ids).loss
+        (loss if where == "forward" else loss * 3e38).backward()
+    f = debug.found
+    return tuple(f[k] for k in ("step", "phase", "module", "tensor", "op", "made_in", "made",
+                                "nan", "inf"))
+
+
+@pytest.mark.parametrize("checkpointing", ["non-reentrant", "reentrant"])
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_checkpointing_finds_the_same_first_value(where, checkpointing):
+    """transformers' gradient checkpointing: the same finding as without it (the search once
+    saved a tensor more in the forward than the recomputation, a CheckpointError)."""
+    want = _gpt2_finding(where, None)
+    assert want[1] == where
+    assert _gpt2_finding(where, checkpointing) == want

@@ -66,8 +66,11 @@ def _floats(xs: Any) -> list[torch.Tensor]:
 
 
 def _bad(t: Any) -> bool:
+    """Whether t holds an inf or a NaN; read detached (``isfinite`` is composite: its ``abs``
+    would save t for a backward, one tensor more than activation checkpointing's recomputation
+    saves)."""
     return isinstance(t, torch.Tensor) and t.dtype in _CHECKED and t.numel() > 0 and \
-        not bool(torch.isfinite(t).all())
+        not bool(torch.isfinite(t.detach()).all())
 
 
 def _what_if(t: torch.Tensor) -> dict:
@@ -171,7 +174,7 @@ class FirstNonFinite:
             "step": self.step, "phase": phase, "module": module, "tensor": held,
             "op": None if m is None else m.op, "made_in": None if m is None else m.where,
             "made": inside is not None,
-            "nan": int(torch.isnan(t).sum()), "inf": int(torch.isinf(t).sum()),
+            "nan": int(torch.isnan(t.detach()).sum()), "inf": int(torch.isinf(t.detach()).sum()),
             "inputs": [] if m is None else [_what_if(x) for x in m.ins],
             "frames": list(self.frames),
         }
