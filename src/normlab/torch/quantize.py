@@ -32,9 +32,11 @@ from ..precision.scaling import (
     SCALE_RULES,
     DelayedScalingState,
     ScalingState,
+    _quotient_dtype,
     tensor_scale,
 )
 
+_F32_MAX = float(np.finfo(np.float32).max)
 _BLOCK = 1 << 17  # normlab.precision.quantize draws random bits block by block, as here
 _LOW_FLOATS = (torch.float16, torch.bfloat16)
 # formats that torch stores natively: a float32 cast to them rounds to nearest, ties to even,
@@ -341,10 +343,18 @@ class MXTensor(NamedTuple):
     fmt: FloatFormat
 
     def dequantize(self) -> torch.Tensor:
-        """elements * X (exact: X is a power of two)."""
+        """elements * X: exact (X is a power of two) wherever the value is a number of the
+        elements' dtype; the MX value 2^128 of a finite float32 block (a round-up scale rule
+        with amax next to float32's max) becomes float32's max, never inf, as
+        ``normlab.precision.MXTensor.dequantize``."""
         n = self.elements.shape[self.axis]
         X = torch.repeat_interleave(self.scales, self.block_size, dim=self.axis)
-        return self.elements * X.narrow(self.axis, 0, n)
+        X = X.narrow(self.axis, 0, n)
+        out = self.elements * X
+        if out.dtype == torch.float32:
+            over = torch.isinf(out) & torch.isfinite(self.elements) & torch.isfinite(X)
+            out = torch.where(over, torch.copysign(torch.full_like(out, _F32_MAX), out), out)
+        return out
 
 
 def mx_scale(block_amax: torch.Tensor, fmt: Any, scale_rule: str = "floor") -> torch.Tensor:
@@ -431,7 +441,10 @@ def mx_quantize(t: torch.Tensor, fmt: Any = "float8_e4m3fn", *, block_size: int 
     block_amax = torch.amax(torch.abs(xb), dim=-1)
     block_amax = torch.where(torch.isnan(xb).any(dim=-1), float("nan"), block_amax)
     X = mx_scale(block_amax, fmt, scale_rule)  # (..., nb) float64
-    wt = ct if rounding in ("nearest_even", "toward_zero") else torch.float64
+    # V / X in the dtype NumPy's mx_quantize forms it in (exact, or rounding to the same)
+    near = _quotient_dtype(np.dtype(np.float32 if ct == torch.float32 else np.float64), fmt,
+                           rounding) != np.float64
+    wt = ct if near else torch.float64
     v = xb.to(wt) * (1.0 / X[..., None]).to(wt)
     p = quantize(v, fmt, rounding=rounding, overflow="saturate", rng=rng).to(ct)
     p = p.reshape(p.shape[:-2] + (p.shape[-2] * k,))[..., :n]  # (..., nb k): no -1 when empty
