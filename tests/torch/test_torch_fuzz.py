@@ -293,16 +293,19 @@ def test_case(name, tmp_path):
 def checkpoint_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("ckpt")
     _llama().save_pretrained(root / "good")
+    _llama().save_pretrained(root / "sharded", max_shard_size="20KB")
     np.save(root / "ids.npy", np.random.default_rng(0).integers(0, 80, 30))
     return root
 
 
-def _variant(root, name, tensors=None, config=None, raw=None):
+def _variant(root, name, tensors=None, config=None, raw=None, edit=None):
     d = root / name
     if not d.exists():
-        shutil.copytree(root / "good", d)
-        stored = safetensors_torch.load_file(d / "model.safetensors")
+        shutil.copytree(root / ("sharded" if edit else "good"), d)
+        if edit is not None:  # a sharded checkpoint's folder changed
+            edit(d)
         if tensors is not None:
+            stored = safetensors_torch.load_file(d / "model.safetensors")
             safetensors_torch.save_file(tensors(stored), d / "model.safetensors",
                                         metadata={"format": "pt"})
         if raw is not None:
@@ -313,8 +316,29 @@ def _variant(root, name, tensors=None, config=None, raw=None):
     return d
 
 
+def _index_names_an_absent_tensor(d):
+    path = d / "model.safetensors.index.json"
+    index = json.loads(path.read_text())
+    index["weight_map"]["model.norm.scale"] = index["weight_map"]["model.norm.weight"]
+    path.write_text(json.dumps(index))
+
+
+def _a_tensor_in_two_shards(d):
+    shards = sorted(d.glob("model-*.safetensors"))
+    stored, first = (safetensors_torch.load_file(shards[i]) for i in (-1, 0))
+    name = next(iter(first))  # the first shard's tensor, written into the last one too
+    safetensors_torch.save_file({**stored, name: first[name]}, shards[-1],
+                                metadata={"format": "pt"})
+
+
 CHECKPOINTS = {  # name -> (variant arguments, exit status, message on stderr)
     "good": ({}, 0, ""),
+    "sharded": ({"edit": lambda d: None}, 0, ""),
+    "an index naming a tensor no shard holds": (
+        {"edit": _index_names_an_absent_tensor}, 2,
+        "weight_map puts tensor 'model.norm.scale' in .*; the shards' headers have it in None"),
+    "a tensor stored in two shards": ({"edit": _a_tensor_in_two_shards}, 2,
+                                      "is stored twice"),
     "11 none of the model's tensors": (
         {"tensors": lambda s: {"foo": torch.zeros(2)}}, 2, "stores none of the model's"),
     "12 one tensor missing": (

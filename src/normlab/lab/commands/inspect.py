@@ -181,17 +181,15 @@ _LAYER_NAME = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
 
 def check_torch_checkpoint(path: str) -> None:
     """``--torch``'s checks before transformers reads anything: every safetensors header by
-    normlab's rules, and the config's layer count against the layers the checkpoint stores (the
-    indices after ``layers.`` / ``h.`` / ``blocks.`` in its tensor names) and its number of
-    tensors, so that a config of 10^9 layers is refused before a module is built. A
-    ValueError naming the file or the field."""
-    from ...models.hf import checkpoint_files
-    from ...models.hf.safetensors import read_header
+    normlab's rules (and a sharded checkpoint's index against them, each tensor in one shard, as
+    ``normlab.models.load_hf`` reads them), and the config's layer count against the layers the
+    checkpoint stores (the indices after ``layers.`` / ``h.`` / ``blocks.`` in its tensor
+    names) and its number of tensors, so that a config of 10^9 layers is refused before a
+    module is built. A ValueError naming the file or the field."""
+    from ...models.hf.checkpoint import _checkpoint, _stored
 
-    hf, files = checkpoint_files(path)
-    names: list[str] = []
-    for f in files:
-        names.extend(read_header(f))
+    hf, files, wmap = _checkpoint(path)
+    names = list(_stored(files, wmap))  # normlab's own reading: the index against the headers
     key = next((k for k in _LAYER_KEYS if k in hf), None)
     layers = hf.get(key) if key else None
     if not isinstance(layers, int) or isinstance(layers, bool):
