@@ -25,6 +25,7 @@ from normlab.torch import (
     PolicyOptimizer,
     emulate,
     inspect,
+    load_causal_lm,
     mx_quantize,
     mx_scale,
     quantize,
@@ -351,6 +352,13 @@ CHECKPOINTS = {  # name -> (variant arguments, exit status, message on stderr)
         {"config": {"intermediate_size": 48}}, 2,
         r"layers.0.mlp.down_proj.weight is stored with shape \(32, 64\); the config makes it "
         r"\(32, 48\) \(6 such\)"),
+    "a tensor the model does not take": (
+        {"tensors": lambda s: {**s, "model.layers.0.mlp.up_proj.bias": torch.zeros(64)}}, 2,
+        r"stores 1 tensor\(s\) the model does not take \(\['model.layers.0.mlp.up_proj.bias'\]"),
+    "a NaN weight": (
+        {"tensors": lambda s: {**s, "model.norm.weight": torch.tensor(
+            [1.0] * 5 + [float("nan")] + [1.0] * 26)}}, 2,
+        r"tensor 'model.norm.weight' holds a non-finite value \(element 5: nan\)"),
     "num_hidden_layers 10^9": ({"config": {"num_hidden_layers": 10**9}}, 2,
                                "num_hidden_layers = 1000000000 but the checkpoint stores"),
     "vocab_size 10^9": ({"config": {"vocab_size": 10**9}}, 2,
@@ -382,3 +390,24 @@ def test_inspect_torch_needs_its_tokens(checkpoint_dir, capsys):
     assert main(["inspect", str(checkpoint_dir / "good"), "--torch"]) == 2
     assert "--text --tokens" in capsys.readouterr().err
 
+
+
+def test_the_buffers_old_gpt2_checkpoints_store_are_not_refused(tmp_path):
+    """The Hub's GPT-2 stores its causal mask and ``attn.masked_bias`` (buffers, skipped by
+    normlab's loader too) and the tied head: loaded, not refused as tensors the model does not
+    take; a stored tensor of no buffer's name still is."""
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=64, n_layer=1, n_embd=32, n_head=4, bos_token_id=0,
+        eos_token_id=0)).save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    stored = safetensors_torch.load_file(path)
+    stored.update({"transformer.h.0.attn.bias": torch.ones(1, 1, 32, 32).tril(),
+                   "transformer.h.0.attn.masked_bias": torch.tensor(-1e4),
+                   "lm_head.weight": stored["transformer.wte.weight"].clone()})
+    safetensors_torch.save_file(stored, path, metadata={"format": "pt"})
+    assert isinstance(load_causal_lm(tmp_path), transformers.GPT2LMHeadModel)
+    stored["transformer.h.0.attn.c_attn.scale"] = torch.ones(96)
+    safetensors_torch.save_file(stored, path, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"\['transformer.h.0.attn.c_attn.scale'\]"):
+        load_causal_lm(tmp_path)

@@ -8,8 +8,10 @@ checkpoint stores): the model is built on the meta device and its size in float3
 the memory available (``available``: the command passes ``normlab._memory.available_memory()``),
 the refusal naming its largest tensor. transformers then loads it with its loading report,
 read: a tensor of the model that the checkpoint lacks (one, or all of them: the model would be
-measured with random weights), and a stored tensor whose shape the config contradicts, are
-refused by name; any error of the loader is one line. Every refusal is a ``ValueError``.
+measured with random weights), a stored tensor whose shape the config contradicts, a stored
+tensor the model does not take (it would be dropped) and a weight holding an inf or a NaN are
+refused by name, as normlab's loader refuses them; any error of the loader is one line. Every
+refusal is a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -82,7 +84,31 @@ def load_causal_lm(path: Any, *, available: int | None = None) -> torch.nn.Modul
         raise ValueError(f"{path}: tensor {name} is stored with shape "
                          f"{tuple(stored) if stored is not None else '?'}; the config makes it "
                          f"{tuple(wanted) if wanted is not None else '?'} ({len(bad)} such)")
+    _refuse_unread(path, model, info)
     return model
+
+
+def _refuse_unread(path: Any, model: torch.nn.Module, info: dict) -> None:
+    """What normlab's loader refuses beyond a missing or misshapen tensor: a stored tensor the
+    model does not take (transformers' unexpected keys, but those its model class ignores and
+    the buffers normlab's families name, GPT-2's ``attn.masked_bias``: the config does not
+    describe the checkpoint, and the tensor would be dropped), and a
+    weight holding an inf or a NaN (load_hf's ``allow_nonfinite`` is not offered here)."""
+    from ..models.hf.families import RECORDS
+
+    buffers = tuple({b for r in RECORDS.values() for b in r.buffers})  # as load_hf skips them
+    extra = sorted(k for k in info.get("unexpected_keys", ()) if not k.endswith(buffers))
+    if extra:
+        raise ValueError(f"{path}: the checkpoint stores {len(extra)} tensor(s) the model does "
+                         f"not take ({extra[:3]}{' ...' if len(extra) > 3 else ''}): the "
+                         f"config does not describe it, and they would be dropped")
+    for name, t in model.state_dict().items():
+        if t.is_floating_point() and t.numel():
+            finite = torch.isfinite(t.detach())
+            if not bool(finite.all()):
+                i = int((~finite).reshape(-1).nonzero()[0])
+                raise ValueError(f"{path}: tensor {name!r} holds a non-finite value (element "
+                                 f"{i}: {float(t.reshape(-1)[i])}), as normlab inspect refuses")
 
 
 def _policy_losses(model: torch.nn.Module, batch: dict, policies: tuple[str, ...]) -> dict:
