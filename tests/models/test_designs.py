@@ -30,6 +30,7 @@ def _option_help(text: str, flag: str) -> str:
     ("--norm STR", "derf"), ("--derf-alpha FLOAT", "Derf's"), ("--derf-shift FLOAT", "Derf's"),
     ("--placement STR", "lns"), ("--placement STR", "mixln"),
     ("--mixln-fraction FLOAT", "Mix-LN's"), ("--no-attn-gate", "gated"),
+    ("--attn-fn STR", "sigmoid"), ("--attn-sigmoid-bias FLOAT|none", "sigmoid"),
 ])
 def test_train_help_lists_each_design(flag, word, capsys):
     assert word in _option_help(_help(capsys), flag).replace(",", " ").split()
@@ -41,6 +42,9 @@ def test_train_help_lists_each_design(flag, word, capsys):
     (["--placement", "mixln", "--mixln-fraction", "0.5"],
      {"placement": "mixln", "mixln_fraction": 0.5}),
     (["--attn-gate"], {"attn_gate": True}),
+    (["--attn-fn", "sigmoid"], {"attn_fn": "sigmoid", "attn_sigmoid_bias": None}),
+    (["--attn-fn", "sigmoid", "--attn-sigmoid-bias", "-3"],
+     {"attn_fn": "sigmoid", "attn_sigmoid_bias": -3.0}),
 ])
 def test_normlab_train_runs_each_design(flags, model, tmp_path):
     out = tmp_path / "run.json"
@@ -57,6 +61,10 @@ def test_normlab_train_runs_each_design(flags, model, tmp_path):
     ({"derf_alpha": 0.0}, "config: derf_alpha must be a finite number > 0"),
     ({"derf_shift": float("inf")}, "config: derf_shift must be a finite number"),
     ({"placement": "mixln", "mixln_fraction": -0.1}, "config: mixln_fraction must be a finite"),
+    ({"attn_fn": "relu"}, "config: attn_fn must be one of"),
+    ({"attn_sigmoid_bias": -2.0}, "config: attn_sigmoid_bias applies to attn_fn 'sigmoid'"),
+    ({"attn_fn": "sigmoid", "attn_sigmoid_bias": float("-inf")},
+     "config: attn_sigmoid_bias must be a finite number"),
 ])
 def test_bad_design_fields_are_refused_by_name(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -76,3 +84,11 @@ def test_a_family_with_gated_attention_is_refused_by_name_saying_why(family, why
     with pytest.raises(ValueError, match=f"{family}: model_type not supported: its "
                                          f"full-attention layers are {why}"):
         families.config_from_hf(config)
+
+
+def test_sigmoid_attentions_bias_is_minus_log_n_at_the_context_length():
+    """arXiv 2410.10781's b = -log n; the official 2048-token configs hold -7.62."""
+    assert GPTConfig().sigmoid_bias is None
+    assert GPTConfig(attn_fn="sigmoid", seq_len=2048).sigmoid_bias == pytest.approx(-7.62,
+                                                                                     abs=5e-3)
+    assert GPTConfig(attn_fn="sigmoid", attn_sigmoid_bias=-1.5).sigmoid_bias == -1.5

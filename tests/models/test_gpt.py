@@ -45,6 +45,10 @@ EXTRAS = {
     "rope-linear": {"positions": "rope", "rope_scaling": "linear", "rope_factor": 2.0},
     "mixln-half": {"placement": "mixln", "mixln_fraction": 0.5},  # block 0 post, block 1 pre
     "gated": {"attn_gate": True},
+    "sigmoid-attn": {"attn_fn": "sigmoid"},
+    "sigmoid-attn+all": {"attn_fn": "sigmoid", "attn_sigmoid_bias": -0.5, "qk_norm": "rmsnorm",
+                         "positions": "rope", "attn_softcap": 2.0, "n_kv_heads": 1,
+                         "sliding_window": 2, "attn_gate": True},
     "gated+bias+qk-norm+gqa": {"attn_gate": True, "bias": True, "qk_norm": "rmsnorm",
                                "n_kv_heads": 1, "positions": "rope", "init": "xavier"},
     "mixln-all-post": {"placement": "mixln", "mixln_fraction": 1.0, "norm": "rmsnorm"},

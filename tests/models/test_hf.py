@@ -315,6 +315,7 @@ def test_unknown_tensors_and_non_checkpoints_are_refused(tmp_path):
     ({"placement": "lns"}, "placement = 'lns' is not expressible"),
     ({"placement": "mixln", "mixln_fraction": 0.5}, "placement = 'mixln' is not expressible"),
     ({"attn_gate": True}, "llama: attn_gate = True not expressible"),
+    ({"attn_fn": "sigmoid"}, "llama: attn_fn = 'sigmoid' not expressible"),
     ({"attn_softcap": 5.0}, r"llama: attn_softcap = 5.0 not expressible"),
     ({"positions": "learned", "norm": "rmsnorm"}, "no transformers family has learned positions"),
 ])

@@ -92,7 +92,11 @@ def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
         if W is not None:
             hidden |= t[None, :] <= t[:, None] - W  # keys W or more steps back
         s = s.masked_fill(hidden, float("-inf"))
-    y = torch.softmax(s, dim=-1) @ v  # (B, H, T, D)
+    if cfg.attn_fn == "sigmoid":  # apple/ml-sigmoid-attention: the bias after the mask
+        b = -math.log(cfg.seq_len) if cfg.attn_sigmoid_bias is None else cfg.attn_sigmoid_bias
+        y = torch.sigmoid(s + b) @ v
+    else:
+        y = torch.softmax(s, dim=-1) @ v  # (B, H, T, D)
     y = y.transpose(1, 2).reshape(B, T, H * D)
     if cfg.attn_gate:  # qiuzh20/gated_attention: attn_output * torch.sigmoid(gate_score)
         y = y * torch.sigmoid(_linear(x, p, prefix + "gate."))

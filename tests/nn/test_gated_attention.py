@@ -59,3 +59,21 @@ def test_a_gated_model_keeps_every_ungated_parameter_and_refuses_a_non_flag():
     assert extra == ["blocks.0.attn.branch.gate.weight", "blocks.1.attn.branch.gate.weight"]
     with pytest.raises(TypeError, match="config: attn_gate"):
         GPTConfig(attn_gate=1)
+
+
+def test_sigmoid_attention_runs_the_reference_op_on_either_implementation():
+    """Sigmoid attention (arXiv 2410.10781) has no fused kernel: the module computes it with
+    the functional reference whichever ``impl`` it is set to, with its own bias."""
+    x = np.random.default_rng(2).normal(size=(2, 5, 8)).astype(np.float32)
+    outs, grads = [], []
+    for impl in ("kernel", "reference"):
+        attn = CausalSelfAttention(8, 2, rng=np.random.default_rng(0), sigmoid_bias=-1.0)
+        attn.set_impl(impl)
+        outs.append(attn(x))
+        grads.append(attn.backward(np.ones_like(x)))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(grads[0], grads[1])
+    softmax = CausalSelfAttention(8, 2, rng=np.random.default_rng(0))
+    assert not np.allclose(softmax(x), outs[0])
+    with pytest.raises(ValueError, match="sigmoid_bias must be a finite number"):
+        CausalSelfAttention(8, 2, rng=np.random.default_rng(0), sigmoid_bias=float("nan"))

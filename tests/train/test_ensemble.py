@@ -138,6 +138,9 @@ def test_members_that_round_alike_are_rounded_together_and_equal_their_single_ru
     dict(placement="mixln", mixln_fraction=0.5),  # block 0 Post-LN, block 1 Pre-LN
     dict(attn_gate=True),  # the fused attention over every member, then the gate
     dict(attn_gate=True, bias=True, qk_norm="layernorm", attn_dropout=0.1),  # member by member
+    dict(attn_fn="sigmoid"),  # the reference attention over every member at once
+    dict(attn_fn="sigmoid", qk_norm="rmsnorm", positions="rope"),  # per-head QK-norm, stacked
+    dict(attn_fn="sigmoid", attn_dropout=0.1, attn_sigmoid_bias=-1.0),  # member by member
 ])
 def test_model_features_member_equals_its_single_run(model):
     assert_members_are_single_runs(members(base(**model)))

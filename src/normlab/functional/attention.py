@@ -13,14 +13,22 @@ head h // (H / Hkv); Hkv = H is multi-head attention.
     s     <- s + M                      M = -inf above the diagonal (the causal mask, after the cap;
                                         none with causal=False); with a sliding window W also
                                         -inf where the key is W or more steps back (Mistral)
-    p     =  softmax(s)                 over the keys
+    p     =  softmax(s)                 over the keys; or, with ``sigmoid_bias`` b, sigmoid
+                                        attention: p = sigmoid(s + b) per key, masked keys 0
+                                        (Ramapuram et al. 2025, "Theory, Analysis, and Best
+                                        Practices for Sigmoid Self-Attention", arXiv
+                                        2410.10781, Sec. 3: b = -log n, n the sequence length;
+                                        the official code, apple/ml-sigmoid-attention
+                                        attention_simulator/layers/attention.py, adds its
+                                        attn_bias after the mask, -7.62 = -log 2048 in its
+                                        2048-token configs)
     p     <- dropout(p)                 optional, in training
     out   =  p v                        (B, H, T, D)
 
 Backward, the same lines read upwards:
 
     dp = dout v^T        dv = p^T dout          (p after dropout)
-    ds = softmax_backward(dropout_backward(dp))
+    ds = softmax_backward(dropout_backward(dp))  (sigmoid: ds = dp p (1 - p))
     ds <- ds * (1 - tanh^2)                     with the cap
     dq = scale ds k      dk = scale ds^T q          (dk, dv summed over each query group)
     then RoPE's and the norm's backward on dq and dk.
@@ -40,6 +48,7 @@ import numpy as np
 
 from .. import _checks as ck
 from .._checks import Array
+from .activations import _sigmoid
 from .dropout import DropoutCache, dropout_backward, dropout_forward
 from .layernorm import layer_norm_backward, layer_norm_forward
 from .norms import get as get_norm
@@ -88,6 +97,8 @@ class AttentionCache(NamedTuple):
     dtypes: tuple  # (q, k, v) dtypes as given
     max_logit: float  # the largest raw logit scale q.k over the unmasked positions
     heads: HeadStats | None = None  # with head_stats=True; None otherwise
+    sigmoid_bias: float | None = None  # sigmoid attention's b (``softmax`` then holds the
+    #                                    sigmoid's p); None: softmax attention
 
 
 def _grouped(a: Array, groups: int) -> Array:
@@ -339,6 +350,7 @@ def attention_forward(
     scale: float | None = None,
     window: int | None = None,
     head_stats: bool = False,
+    sigmoid_bias: float | None = None,
 ) -> tuple[Array, AttentionCache]:
     """Scaled dot-product attention; optional QK-norm, RoPE, soft-cap, dropout, GQA, a window.
 
@@ -358,12 +370,15 @@ def attention_forward(
         scale: > 0, the factor on q.k; None for 1 / sqrt(D).
         window: W >= 1, position t sees positions t - W + 1 .. t (causal only); None for all.
         head_stats: also record each head's largest logit and mean row entropy (cache.heads).
+        sigmoid_bias: b for sigmoid attention, p = sigmoid(s + b) (the rows then do not sum to
+            1: the entropy of ``head_stats`` is that of the unnormalized rows); None: softmax.
 
     Returns:
         out: (B, H, T, D) in q's dtype; cache for ``attention_backward``.
     """
     out, cache, _ = _forward(q, k, v, q_norm_weight, k_norm_weight, qk_norm, qk_norm_eps, rope,
-                             softcap, p_drop, training, rng, causal, scale, window, head_stats)
+                             softcap, p_drop, training, rng, causal, scale, window, head_stats,
+                             sigmoid_bias=sigmoid_bias)
     return out, cache
 
 
@@ -378,6 +393,7 @@ def attention_forward_members(
     causal: bool = True,
     scale: float | None = None,
     window: int | None = None,
+    sigmoid_bias: float | None = None,
 ) -> tuple[Array, AttentionCache, Array]:
     """An ensemble's attention: the batches of M = ``members`` members one after another along
     the batch axis (q (M B, H, T, D), k and v (M B, Hkv, T, D)), any QK-norm already applied
@@ -391,14 +407,17 @@ def attention_forward_members(
         raise ValueError(f"q must have shape (M B, H, T, D) with M = members = {members} "
                          f"dividing its first axis; got {np.shape(q)}")
     return _forward(q, k, v, None, None, "none", 1e-6, rope, softcap, 0.0, False, None, causal,
-                    scale, window, False, members)
+                    scale, window, False, members, sigmoid_bias=sigmoid_bias)
 
 
 def _forward(q, k, v, q_norm_weight, k_norm_weight, qk_norm, qk_norm_eps, rope, softcap, p_drop,
-             training, rng, causal, scale, window, head_stats, members=None):
+             training, rng, causal, scale, window, head_stats, members=None, *,
+             sigmoid_bias=None):
     """``attention_forward``'s lines: ``(out, cache, max_logits)``, max_logits None without
     ``members`` (see ``attention_forward_members``)."""
     _check_nonempty(q, k, v)
+    if sigmoid_bias is not None:
+        sigmoid_bias = ck.real(sigmoid_bias, "sigmoid_bias")
     q, k, v, softcap, p_drop, training, causal, scale, window = check_args(
         q, k, v, q_norm_weight, k_norm_weight, qk_norm, softcap, p_drop, training, rng, causal,
         scale, window)
@@ -413,14 +432,23 @@ def _forward(q, k, v, q_norm_weight, k_norm_weight, qk_norm, qk_norm_eps, rope, 
     maxes = None
     if members is not None:
         maxes, max_logit = max_logit, float(max_logit.max())
-    p, sm_cache = softmax_forward(s, axis=-1)  # (B, H, T, T)
+    p, sm_cache = _probabilities(s, sigmoid_bias)  # (B, H, T, T)
     heads = None if head_max is None else HeadStats(head_max, row_entropy(sm_cache.p))
     p_used, drop = (dropout_forward(p, p_drop, training=True, rng=rng)
                     if training and p_drop > 0.0 else (p, None))
     out = _mix(p_used, v)  # (B, H, T, D)
     cache = AttentionCache(q, k, v, sm_cache, p_used, drop, tanh, softcap, scale, q_norm, k_norm,
-                           qk_norm, rope_caches, dtypes, max_logit, heads)
+                           qk_norm, rope_caches, dtypes, max_logit, heads, sigmoid_bias)
     return ck.out_cast(out, dtypes[0]), cache, maxes
+
+
+def _probabilities(s: Array, sigmoid_bias: float | None) -> tuple[Array, SoftmaxCache]:
+    """p (B, H, T, T) from the masked logits s: softmax over the keys, or sigmoid(s + b) per key
+    with ``sigmoid_bias`` b (a masked key, s = -inf, gets 0), with the cache that holds p."""
+    if sigmoid_bias is None:
+        return softmax_forward(s, axis=-1)
+    p = _sigmoid(s + s.dtype.type(sigmoid_bias))
+    return p, SoftmaxCache(p, s.ndim - 1, s.dtype)
 
 
 def attention_backward(
@@ -437,7 +465,11 @@ def attention_backward(
     dp, dv = _mix_backward(dy, c.p_used, c.v)  # (B, H, T, T), (B, Hkv, T, D)
     if c.dropout is not None:
         dp = dropout_backward(dp, c.dropout)
-    ds = softmax_backward(dp, c.softmax)  # (B, H, T, T), zero where masked
+    if c.sigmoid_bias is None:
+        ds = softmax_backward(dp, c.softmax)  # (B, H, T, T), zero where masked
+    else:  # sigmoid attention: p (1 - p) is zero where masked (p = 0)
+        p = c.softmax.p
+        ds = dp * p * (1.0 - p)
     if c.tanh is not None:
         ds *= 1.0 - c.tanh * c.tanh
     ds *= ct.type(c.scale)

@@ -279,6 +279,7 @@ class Block(Module):
             std=std["qkv"], proj_std=std["attn_out"], causal=cfg.causal, dtype=dtype,
             n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim, scale=cfg.attn_scale, window=window,
             qk_norm_scope=cfg.qk_norm_scope, proj_bias=out_bias, gate=cfg.attn_gate,
+            sigmoid_bias=cfg.sigmoid_bias,
         )
         if deep:
             attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)

@@ -20,6 +20,7 @@ DTYPES = ("float32", "float64")
 QK_NORM_SCOPES = ("head", "all")
 ROPE_SCALINGS = ("none", "linear", "llama3")
 INITS = ("normal", "xavier", "fan_in")
+ATTN_FNS = ("softmax", "sigmoid")
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ class GPTConfig:
     derf_shift: float = 0.0  # Derf's initial shift s (the official code's shift_init_value: 0)
     mixln_fraction: float = 0.25  # Mix-LN's alpha: the first floor(alpha L) blocks are Post-LN
     attn_gate: bool = False  # gated attention: y * sigmoid(x W_g) after SDPA (Qiu et al. 2025 G1)
+    attn_fn: str = "softmax"  # attention's weights: softmax, or sigmoid (sigmoid(s + b) per key)
+    attn_sigmoid_bias: float | None = None  # sigmoid attention's b (-log n); None: -log(seq_len)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
@@ -119,7 +122,8 @@ class GPTConfig:
                               ("qk_norm", _norms.qk_names()),
                               ("activation", ACTIVATIONS), ("positions", POSITIONS),
                               ("dtype", DTYPES), ("qk_norm_scope", QK_NORM_SCOPES),
-                              ("rope_scaling", ROPE_SCALINGS), ("init", INITS)):
+                              ("rope_scaling", ROPE_SCALINGS), ("init", INITS),
+                              ("attn_fn", ATTN_FNS)):
             ck.choice(getattr(self, name), f"config: {name}", allowed)
         for name in ("attn_softcap", "final_softcap", "attn_scale"):
             if getattr(self, name) is not None:
@@ -168,6 +172,21 @@ class GPTConfig:
         if self.mixln_fraction != 0.25 and self.placement != "mixln":
             raise ValueError(f"config: mixln_fraction applies to placement 'mixln'; placement "
                              f"is {self.placement!r}")
+        if self.attn_sigmoid_bias is not None:
+            ck.real(self.attn_sigmoid_bias, "config: attn_sigmoid_bias")
+            if self.attn_fn != "sigmoid":
+                raise ValueError(f"config: attn_sigmoid_bias applies to attn_fn 'sigmoid'; "
+                                 f"attn_fn is {self.attn_fn!r}")
+
+    @property
+    def sigmoid_bias(self) -> float | None:
+        """Sigmoid attention's b: ``attn_sigmoid_bias``, or -log(seq_len) (arXiv 2410.10781's
+        -log n at the model's context length, as the official configs' -7.62 at 2048); None
+        with softmax attention."""
+        if self.attn_fn != "sigmoid":
+            return None
+        return -math.log(self.seq_len) if self.attn_sigmoid_bias is None else float(
+            self.attn_sigmoid_bias)
 
     def _norm_reads(self) -> tuple[str, ...]:
         """The fields the chosen norm's registry entry reads (none for 'none')."""

@@ -43,6 +43,10 @@ class CausalSelfAttention(Module):
     before ``proj``, W_g the ``gate.weight`` (H D, C) of a projection of its own (drawn after
     the others; its bias with ``bias``, as the official gate rows share q_proj's), x the
     attention's input (``functional.gating``).
+
+    ``sigmoid_bias=b`` is sigmoid attention (Ramapuram et al. 2025, arXiv 2410.10781): p =
+    sigmoid(s + b) per key in place of the softmax (``functional.attention``), always on the
+    reference path (the fused kernels compute the softmax only).
     """
 
     numerics: Numerics = FULL_PRECISION
@@ -57,9 +61,11 @@ class CausalSelfAttention(Module):
                  dtype: DTypeLike = np.float32, n_kv_heads: int | None = None,
                  head_dim: int | None = None, scale: float | None = None, window: int | None = None,
                  qk_norm_scope: str = "head", proj_bias: bool | None = None,
-                 gate: bool = False):
+                 gate: bool = False, sigmoid_bias: float | None = None):
         super().__init__()
         ck.flag(gate, "gate")
+        self.sigmoid_bias = None if sigmoid_bias is None else ck.real(sigmoid_bias,
+                                                                      "sigmoid_bias")
         for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads),
                             ("head_dim", head_dim)):
             if value is not None:
@@ -151,14 +157,26 @@ class CausalSelfAttention(Module):
         q, k, v = self._split(qkv, q_norm, k_norm)  # (B, H, T, D), (B, Hkv, T, D) x 2
         per_head = self.qk_norm if self.qk_norm_scope == "head" else "none"
         rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
-        y, cache = self.op("attention_forward")(
+        forward, extra = self._attention_op("forward")
+        y, cache = forward(
             q, k, v, q_norm if per_head != "none" else None,
             k_norm if per_head != "none" else None, qk_norm=per_head,
             qk_norm_eps=self.qk_norm_eps, rope=rope, softcap=self.softcap, p_drop=self.p_drop,
             training=self.training, rng=rng, causal=self.causal, scale=self.scale,
-            window=self.window, head_stats=self.record_heads,
+            window=self.window, head_stats=self.record_heads, **extra,
         )  # (B, H, T, D)
         return y, cache, self._qk_caches
+
+    def _attention_op(self, which: str) -> tuple[Any, dict[str, Any]]:
+        """The attention op (``which``: "forward" or "backward") and its extra options: the
+        module's choice of implementation, or with sigmoid attention the reference with its
+        ``sigmoid_bias``."""
+        if self.sigmoid_bias is None:
+            return self.op(f"attention_{which}"), {}
+        from ..functional import attention as reference
+
+        op = getattr(reference, f"attention_{which}")
+        return op, ({"sigmoid_bias": self.sigmoid_bias} if which == "forward" else {})
 
     def _core_backward(self, dy: np.ndarray, saved: Any) -> tuple[np.ndarray, Any, Any]:
         """The inverse of ``_core``: d qkv (B, T, (H + 2 Hkv) D) and the QK-norm gains'
@@ -167,7 +185,7 @@ class CausalSelfAttention(Module):
         dqkv = self._fused_backward(dy, cache)
         if dqkv is not None:
             return dqkv, None, None
-        dq, dk, dv, dq_norm, dk_norm = self.op("attention_backward")(dy, cache)
+        dq, dk, dv, dq_norm, dk_norm = self._attention_op("backward")[0](dy, cache)
         dqkv, dwq, dwk = self._merge(dq, dk, dv, qk_caches)
         if self.qk_norm_scope == "all":
             dq_norm, dk_norm = dwq, dwk
@@ -177,7 +195,7 @@ class CausalSelfAttention(Module):
         """d qkv (B, T, (H + 2 Hkv) D) from the fused kernel writing dq, dk and dv straight into
         their columns (``_split``'s views: nothing to merge); None where the fused path does not
         cover the cache (QK-norm, RoPE, dropout, the reference implementation)."""
-        if self.impl != "kernel" or self.qk_norm != "none":
+        if self.impl != "kernel" or self.qk_norm != "none" or self.sigmoid_bias is not None:
             return None
         from ..kernels.attention import attention_backward_into
 
@@ -287,7 +305,7 @@ class CausalSelfAttention(Module):
         options: dict[str, Any] = dict(softcap=self.softcap, causal=self.causal,
                                        scale=self.scale, window=self.window)
         got = None
-        if self.impl == "kernel" and not per_head:
+        if self.impl == "kernel" and not per_head and self.sigmoid_bias is None:
             from ..kernels.attention import attention_forward_members as fused
 
             rows = np.empty((q.shape[0], T, H, D), qkv.dtype)  # as proj reads the heads' outputs
@@ -296,7 +314,8 @@ class CausalSelfAttention(Module):
         how = "fused" if got is not None else "stacked"
         if got is None:
             rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
-            got = attention_forward_members(M, q, k, v, rope=rope, **options)
+            got = attention_forward_members(M, q, k, v, rope=rope,
+                                            sigmoid_bias=self.sigmoid_bias, **options)
         y, cache, maxes = got
         return y, (how, (cache, norms)), maxes
 
@@ -330,7 +349,7 @@ class CausalSelfAttention(Module):
         # as each member's call: a per-head QK-norm's cache takes the reference, the others
         # the backward of the op's choice (the fused one where it computed the forward)
         dq, dk, dv = (attention_backward if per_head
-                      else self.op("attention_backward"))(dy, cache)[:3]
+                      else self._attention_op("backward")[0])(dy, cache)[:3]
         flat = lambda a: a.transpose(0, 2, 1, 3).reshape(M * B, T, -1)  # noqa: E731
         if per_head:
             (dq, dwq), (dk, dwk) = (qk_norm_members_backward(dq, norms[0]),

@@ -101,9 +101,11 @@ def batch_norm(x, weight, bias, running_mean=None, running_var=None, *, training
 
 
 def attention(q, k, v, q_norm_weight=None, k_norm_weight=None, *, qk_norm="none", eps=1e-6,
-              rope=None, softcap=None, causal=True):
+              rope=None, softcap=None, causal=True, window=None, sigmoid_bias=None):
     """Attention on (B, H, T, D) heads written with torch ops: optional per-head QK-norm (before
-    RoPE), RoPE from normlab's ``rope_tables`` (cos, sin), soft-cap, then the causal mask."""
+    RoPE), RoPE from normlab's ``rope_tables`` (cos, sin), soft-cap, then the causal mask (and a
+    sliding ``window``); softmax over the keys, or with ``sigmoid_bias`` b sigmoid attention,
+    ``torch.sigmoid(s + b)`` after the mask (apple/ml-sigmoid-attention's order)."""
     D = q.shape[-1]
     if qk_norm == "rmsnorm":
         q, k = F.rms_norm(q, (D,), q_norm_weight, eps), F.rms_norm(k, (D,), k_norm_weight, eps)
@@ -123,7 +125,12 @@ def attention(q, k, v, q_norm_weight=None, k_norm_weight=None, *, qk_norm="none"
         s = softcap * torch.tanh(s / softcap)
     if causal:
         T = q.shape[-2]
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        hidden = torch.ones(T, T, dtype=torch.bool).triu(1)
+        if window is not None:
+            hidden |= torch.ones(T, T, dtype=torch.bool).tril(-window)
+        s = s.masked_fill(hidden, float("-inf"))
+    if sigmoid_bias is not None:
+        return torch.sigmoid(s + sigmoid_bias) @ v
     return torch.softmax(s, dim=-1) @ v
 
 
