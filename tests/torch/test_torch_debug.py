@@ -2,6 +2,7 @@
 there) and Monitor's files and reach (strict JSON whatever the loss, transformers' Conv1D and MoE
 experts, no backward-hook warning, arguments checked at construction)."""
 
+import contextlib
 import json
 import warnings
 
@@ -200,3 +201,35 @@ def test_checkpointing_finds_the_same_first_value(where, checkpointing):
     want = _gpt2_finding(where, None)
     assert want[1] == where
     assert _gpt2_finding(where, checkpointing) == want
+
+
+def _watched_run(policy, rules, tool, order):
+    """Two steps of GPT-2 under ``emulate``, watched by ``tool`` (None, Monitor or
+    FirstNonFinite) entered inside or outside the emulate block: the gradients and losses."""
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=64, n_layer=2, n_embd=32, n_head=4, n_positions=32, bos_token_id=0,
+        eos_token_id=0, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0))
+    watcher = None if tool is None else tool(model) if tool is FirstNonFinite else \
+        tool(model, every=1)
+    em, ids, losses = emulate(model, policy, rules=rules), torch.arange(10)[None], []
+    for _ in range(2):
+        outer, inner = (em, contextlib.nullcontext()) if watcher is None else \
+            (em, watcher.watch()) if order == "inside" else (watcher.watch(), em)
+        with outer, inner:
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+        losses.append(float(loss))
+    return {n: p.grad for n, p in model.named_parameters()}, losses
+
+
+@pytest.mark.parametrize("order", ["inside", "outside"])
+@pytest.mark.parametrize("tool", [Monitor, FirstNonFinite])
+@pytest.mark.parametrize("policy, rules", [("fp8_hybrid", "normlab"), ("amp_bf16", "autocast")])
+def test_watching_changes_no_bit_of_the_emulated_step(policy, rules, tool, order):
+    """Monitor and FirstNonFinite beside emulate (delayed scales moving over two steps, or
+    autocast's rules): the gradients and losses of the step without them, bit for bit."""
+    grads, losses = _watched_run(policy, rules, None, order)
+    watched, watched_losses = _watched_run(policy, rules, tool, order)
+    assert watched_losses == losses
+    assert all(torch.equal(watched[n], grads[n]) for n in grads)
