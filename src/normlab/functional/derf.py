@@ -1,5 +1,6 @@
 """Dynamic erf (Derf; Chen, Lu, Zhu, Sun & Liu 2025, "Stronger Normalization-Free Transformers",
-arXiv 2512.10938, Eq. 10): DyT's successor, a point-wise function in place of the norm.
+arXiv 2512.10938, its Derf(x) = erf(alpha x + s)): DyT's successor, a point-wise function in
+place of the norm.
 
     y = weight * erf(alpha * x + shift) + bias      alpha, shift: learned scalars (init 0.5, 0)
 

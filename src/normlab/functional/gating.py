@@ -1,5 +1,5 @@
 """The sigmoid output gate of gated attention (Qiu et al. 2025, "Gated Attention for Large
-Language Models: Non-linearity, Sparsity, and Attention-Sink-Free", arXiv 2505.06708, Sec. 2-3:
+Language Models: Non-linearity, Sparsity, and Attention-Sink-Free", arXiv 2505.06708:
 the G1 position, an element-wise, head-specific, multiplicative sigmoid gate on the output of
 scaled dot-product attention, before the output projection):
 

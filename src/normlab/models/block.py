@@ -16,14 +16,14 @@ line read in reverse (the skip path's gradient added where the paths join):
     none      x = x + F(x)
     branch    x = x + N(F(x))                 OLMo 2: the norm on the branch output (a final norm)
     lns       x = x + F(N(x) / sqrt(l))       LayerNorm Scaling (Sun et al. 2025, "The Curse of
-                                              Depth in Large Language Models", arXiv 2502.05795,
-                                              Sec. 4): Pre-LN with the norm's output scaled by
-                                              1/sqrt(l) in block l = 1..L, both sublayers (the
+                                              Depth in Large Language Models", arXiv 2502.05795):
+                                              Pre-LN with the norm's output scaled by 1/sqrt(l)
+                                              in block l = 1..L, both sublayers (the
                                               official code, lmsdss/LayerNorm-Scaling
                                               peft_pretraining/modeling_llama.py, NORM_TYPE=LNS:
                                               1 / math.sqrt(layer_index + 1)); a final norm,
                                               unscaled
-    mixln     post in blocks l < floor(a L),  Mix-LN (Li, Yin & Liu 2025, arXiv 2412.13795, Sec. 4):
+    mixln     post in blocks l < floor(a L),  Mix-LN (Li, Yin & Liu 2025, arXiv 2412.13795):
               pre in the rest                 a = ``mixln_fraction`` (0.25); the official code
                                               (pixeli99/MixLN peft_pretraining/modeling_llama.py,
                                               NORM_TYPE=post_pre) runs the first POST_NUM layers
