@@ -24,7 +24,7 @@ import torch
 from ..precision.formats import FloatFormat, get_format
 from ..precision.policy import Precision
 from ..precision.scaling import MXScaling, ScalingState, _quotient_dtype, mx_scale
-from .quantize import TORCH_SCALINGS, TorchScaling, Workspace, quantize
+from .quantize import TORCH_SCALINGS, TorchScaling, Workspace, quantize, random_bits
 
 F32 = torch.float32
 F32_MAX = float(np.finfo(np.float32).max)
@@ -96,13 +96,55 @@ def _e4m3(v: torch.Tensor) -> torch.Tensor:
 
 def _round(v: torch.Tensor, fmt: FloatFormat, p: Precision, rng: np.random.Generator | None
            ) -> torch.Tensor:
+    if fmt == E2M1 and v.dtype == F32:
+        if p.rounding == "nearest_even":
+            return e2m1_nearest(v)
+        if p.rounding == "stochastic" and rng is not None:
+            return e2m1_stochastic(v, rng)
     return quantize(v, fmt, rounding=p.rounding, overflow="saturate", rng=rng)
+
+
+def e2m1_nearest(v: torch.Tensor) -> torch.Tensor:
+    """``quantize(v, "float4_e2m1fn", overflow="saturate")`` of float32 v, the same bits in a
+    few element-wise passes: |v| clamped to 6 (NaN stays), divided by its binade's spacing
+    (0.5 below 2, 1 below 4, 2 above) rounded to nearest even by float32's own addition of
+    2^22 times that spacing (whose float32 spacing it is) and its exact subtraction (the
+    parity of the sum's last bit is the E2M1 mantissa bit's; a carry into the next binade
+    lands on its first value), and v's sign (-0 kept). ``tests/torch/test_torch_e2m1_fast.py``
+    compares it with ``quantize`` on every float32 near the grid and its midpoints."""
+    a = torch.abs(v).clamp_(max=6.0)
+    c = (a.view(torch.int32) >> 23).clamp_(min=127).add_(22).bitwise_left_shift_(23)
+    big = c.view(F32)  # 2^(e + 22), e = max(0, exponent of |v|): float32's spacing there
+    return a.add_(big).sub_(big).copysign_(v)  # is |v|'s E2M1 spacing: a + big rounds to it
+
+
+def e2m1_stochastic(v: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """``quantize(v, "float4_e2m1fn", rounding="stochastic", overflow="saturate", rng=rng)``
+    of float32 v, the same bits from the same random words (``random_bits``, one per value in
+    v's order): |v| clamped to 6; at or above 0.5 the bits of |v| below its E2M1 spacing (22 of
+    them from 1 up, 23 in [0.5, 1)) plus as many low bits of the word carry into the next grid
+    value or not; below 0.5 it rounds up to 0.5 when the whole word is below |v| / 0.5 * 2^32
+    (rounded up), as ``quantize``'s smallest-subnormal rule. NaN stays, -0 is kept."""
+    r = torch.from_numpy(random_bits(rng, v.numel())).to(v.device).reshape(v.shape)
+    a = torch.abs(v).clamp_(max=6.0)
+    ulp = torch.where(a >= 4.0, 2.0, torch.where(a >= 2.0, 1.0, 0.5))
+    u = a / ulp
+    k = torch.floor(u)
+    s = torch.where(a >= 1.0, 22, 23)
+    d = ((u - k) * torch.ldexp(torch.ones_like(a), s.to(F32))).to(torch.int64)
+    up = (d + (r & ((1 << s) - 1))) >= (1 << s)
+    tiny = torch.ceil(a.to(torch.float64) * 2.0**33).to(torch.int64)
+    q = torch.where(a < 0.5, (r < tiny).to(F32) * 0.5, (k + up) * ulp)
+    return torch.where(torch.isnan(a), a, q).copysign_(v)
 
 
 def _saturated(el: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """elements * decode; a finite product beyond float32 is float32's max (never inf)."""
     out = el * d
-    over = torch.isinf(out) & torch.isfinite(el) & torch.isfinite(d)
+    inf = torch.isinf(out)
+    if not bool(inf.any()):
+        return out
+    over = inf & torch.isfinite(el) & torch.isfinite(d)
     return torch.where(over, torch.copysign(torch.full_like(out, F32_MAX), out), out)
 
 
@@ -182,12 +224,16 @@ def nvfp4_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
     if s.four_over_six is not None and p.rounding != "nearest_even":
         raise ValueError(f"four_over_six compares two round-to-nearest candidates; "
                          f"rounding={p.rounding!r} is not defined for it")
-    tiles = Tiles(tuple(x.shape), 16, s.axis, s.two_d)
-    xb = tiles.split(x)
-    a = _amax(xb)
 
     def rnd(v: torch.Tensor) -> torch.Tensor:
         return _round(v, E2M1, p, rng)
+
+    fast = _te_in_place(p, x, rnd)
+    if fast is not None:
+        return fast
+    tiles = Tiles(tuple(x.shape), 16, s.axis, s.two_d)
+    xb = tiles.split(x)
+    a = _amax(xb)
 
     ga = None
     if s.global_scale == "row":
@@ -206,6 +252,47 @@ def nvfp4_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
         else:
             q, _, dec = _te_4over6(xb, a, ga, s_enc, s.e4m3_max, s.four_over_six, rnd)
     return _saturated(tiles.merge(q), tiles.expand(dec.expand(a.shape)))
+
+
+def _te_in_place(p: Precision, x: torch.Tensor, rnd: Any) -> torch.Tensor | None:
+    """TE's plain NVFP4 with a per-tensor scale where the blocks are views of x (1x16 blocks
+    along the last axis, or 16x16 tiles rounded to nearest: their draws would follow the tiles'
+    order): the block amax by two reductions, the elements scaled, rounded and decoded in x's
+    layout, with ``_te_plain``'s float32 products in its order; None where it does not apply."""
+    s: Any = p.scaling
+    nd = x.dim()
+    if s.dialect != "te" or s.four_over_six is not None or s.global_scale != "tensor" or \
+            nd == 0 or x.numel() == 0:
+        return None
+    shape = x.shape
+    if s.two_d:
+        if nd < 2 or p.rounding == "stochastic":
+            return None
+        xp = torch.nn.functional.pad(x, (0, (-shape[-1]) % 16, 0, (-shape[-2]) % 16))
+        xr = xp.reshape(*shape[:-2], xp.shape[-2] // 16, 16, xp.shape[-1] // 16, 16)
+    elif s.axis % nd == nd - 1:
+        xp = torch.nn.functional.pad(x, (0, (-shape[-1]) % 16))  # x itself when aligned
+        xr = xp.reshape(*shape[:-1], xp.shape[-1] // 16, 16)
+    else:
+        return None
+    hi, lo = xr.amax(dim=-1, keepdim=True), xr.amin(dim=-1, keepdim=True)  # NaN stays
+    if s.two_d:
+        hi, lo = hi.amax(dim=-3, keepdim=True), lo.amin(dim=-3, keepdim=True)
+    a = torch.maximum(hi, -lo).abs_()
+    ga = torch.max(a)
+    s_enc = _te_encode(ga, s.e4m3_max)
+    mult = s_enc * _f(1.0 / 6.0, a)
+    s_b = _e4m3(torch.minimum(a * mult, _f(F32_MAX, a)))
+    enc = torch.minimum(_f(1.0, a) / (s_b * (_f(1.0, a) / s_enc)), _f(F32_MAX, a))
+    q = rnd(xr * enc)
+    dec = _te_decode(s_b, ga, s.e4m3_max)
+    if bool(torch.isfinite(dec * 6.0).all()):
+        out = q.mul_(dec)  # |q| <= 6: no finite product overflows
+    else:
+        out = _saturated(q, dec.expand(q.shape))
+    out = out.reshape(xp.shape)
+    return out if out.shape == shape else out[..., :shape[-2], :shape[-1]] if s.two_d else \
+        out[..., :shape[-1]]
 
 
 # --- FP8 blocks and rows -----------------------------------------------------------------------
@@ -351,4 +438,5 @@ TORCH_SCALINGS.update({
     "hadamard": TorchScaling(hadamard_qdq),
 })
 
-__all__ = ["Tiles", "fp8_blocks_qdq", "fp8_rows_qdq", "hadamard_qdq", "mx_qdq", "nvfp4_qdq"]
+__all__ = ["Tiles", "e2m1_nearest", "e2m1_stochastic", "fp8_blocks_qdq", "fp8_rows_qdq",
+           "hadamard_qdq", "mx_qdq", "nvfp4_qdq"]

@@ -55,6 +55,16 @@ def _tokens(t: torch.Tensor, multiple: int) -> torch.Tensor:
     return F.pad(t2, (0, 0, 0, pad)) if pad else t2
 
 
+def _transposable(a: Precision, b: Precision) -> bool:
+    """Whether rounding W by ``a`` along its rows gives W rounded by ``b`` along its columns:
+    one deterministic precision whose blocks, if any, are square tiles."""
+    if a != b or a.rounding == "stochastic":
+        return False
+    s: Any = a.scaling
+    return s is None or (getattr(s, "two_d", False) and s.kind in ("nvfp4", "mx", "fp8_blocks")
+                         and getattr(s, "global_scale", "tensor") == "tensor")
+
+
 def _block(p: Precision) -> int:
     s: Any = p.scaling
     inner = getattr(s, "scaling", None) or s
@@ -78,7 +88,10 @@ class RecipeLinear(torch.autograd.Function):
         wq = _q(pol.operand("fprop.weight"), wp, -1, r.rng)
         with torch._C.DisableTorchFunction():
             y = F.linear(xq, wq, b)
-        ctx.save_for_backward(x.detach(), wp.detach())
+        # dgrad's weight is the forward's where the two precisions are one deterministic
+        # rounding that a transpose leaves as it is (2D tiles, or no blocks): held, not redone
+        same = _transposable(pol.operand("fprop.weight"), pol.operand("dgrad.weight"))
+        ctx.save_for_backward(x.detach(), wp.detach(), wq.detach() if same else None)
         ctx.job, ctx.has_bias = job, b is not None
         return r.inplace("activations", y, f"{job.site}/output")
 
@@ -86,12 +99,12 @@ class RecipeLinear(torch.autograd.Function):
     def backward(ctx: Any, dy: torch.Tensor) -> tuple:
         job = ctx.job
         job.emulator.backward_ran()
-        x, wp = ctx.saved_tensors
+        x, wp, wq = ctx.saved_tensors
         r, site = job.rounder, job.site
         pol: PrecisionPolicy = r.policy
         with torch._C.DisableTorchFunction():
             gd = _q(pol.operand("dgrad.grad_output"), dy, -1, r.rng)
-            wd = _q(pol.operand("dgrad.weight"), wp, 0, r.rng)
+            wd = wq if wq is not None else _q(pol.operand("dgrad.weight"), wp, 0, r.rng)
             dx = r.inplace("activations", (gd @ wd).to(torch.float32), f"{site}/dx").to(x.dtype)
             pg, px = pol.operand("wgrad.grad_output"), pol.operand("wgrad.input")
             m = max(_block(pg), _block(px))
