@@ -36,9 +36,12 @@ entered: module hooks track which module runs and make sure the rounding is acti
 including when activation checkpointing recomputes a module inside the backward pass (both of
 ``torch.utils.checkpoint``'s kinds and transformers' ``gradient_checkpointing_enable()``: the
 same gradients as without it, bit for bit; stochastic rounding is refused with checkpointing, as
-a recomputation would draw again). Each tensor's scaling state is named by the weight it belongs
-to, or by the module, the op and the call's number within one call of that module, so the
-names are the same at every step, in a recomputation and when a submodule is called directly.
+a recomputation would draw again). With checkpointing the backward must run inside the block
+(the recomputation runs in it): a backward after the block of a forward that checkpointed is
+refused by name (without checkpointing it gives the same gradients). Each tensor's scaling
+state is named by the weight it belongs to, or by the module, the op and the call's number
+within one call of that module, so the names are the same at every step, in a recomputation
+and when a submodule is called directly.
 Delayed scaling's histories advance once per optimizer step without a call: when a forward
 begins after ``micro_batches`` forward-and-backward passes (``normlab.precision.roles.
 StepClock``); ``end_step()`` advances them at once (a second call without a pass in between does
@@ -63,6 +66,7 @@ model has it.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -84,6 +88,10 @@ OUTSIDE = "(outside the model)"
 _IN_COMPILE = ("emulate cannot be entered inside a torch.compile'd function: its rounding is "
                "Python and NumPy state that dynamo cannot trace; enter it around the call of "
                "the compiled model")  # the module of an op called outside every module of the model
+_RECOMPUTED_OUTSIDE = (
+    "emulate: backward() ran after the with block on a forward that used activation "
+    "checkpointing: the checkpointed modules are recomputed there, outside the block, and would "
+    "not be emulated (the gradients would be wrong); call backward() inside the block")
 _ACTIVE: dict[int, Any] = {}  # id(module) -> the entered emulate whose model holds it
 _ENTERED: list[Any] = []  # the entered emulate objects
 
@@ -176,11 +184,12 @@ class _Frame:
     each op's calls within it (the names of activation-only products' states), and whether its
     pre-hook made the rounding active (a recomputation inside the backward)."""
 
-    __slots__ = ("counts", "name", "pushed", "rounder")
+    __slots__ = ("counts", "grad", "name", "pushed", "rounder")
 
     def __init__(self, name: str, rounder: _Rounder, pushed: bool = False):
         self.name, self.rounder, self.pushed = name, rounder, pushed
         self.counts: dict[str, int] = {}
+        self.grad = torch.is_grad_enabled()
 
 
 class _Mode(TorchFunctionMode):
@@ -259,6 +268,9 @@ class emulate:
             from .autocast import AutocastRules
 
             self._autocast = AutocastRules(self)
+        # a forward ran a module under checkpointing, with gradients, and no backward inside
+        # the block has run since
+        self._checkpointed = False
         self._check_stochastic_checkpointing = any(
             p.rounding == "stochastic" for r in (self.rounder, *self.regions)
             for p in r.roles.values())
@@ -310,7 +322,12 @@ class emulate:
                                         f"{name}[{i}]")
 
     def backward_ran(self) -> None:
-        """A backward pass ran through the model (the step clock's input)."""
+        """A backward pass ran through the model (the step clock's input); refused after the
+        block when the forward used activation checkpointing (its recomputation would run
+        there, not emulated)."""
+        if self._mode is None and self._checkpointed:
+            raise RuntimeError(_RECOMPUTED_OUTSIDE)
+        self._checkpointed = False  # a backward inside the block: the recomputation is emulated
         self._clock.backward()
 
     def handle(self, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -421,6 +438,8 @@ class emulate:
         in_backward = torch._C._current_graph_task_id() != -1
         if not self._stack and not in_backward:
             self._begin_pass()
+        if not in_backward and not self._checkpointed:
+            self._checkpointed = _checkpointing(self._stack[-1] if self._stack else None)
         pushed = False
         if self._mode is not None and not self.mode_active():
             if self._check_stochastic_checkpointing:
@@ -441,6 +460,25 @@ class emulate:
         if frame.pushed and self._mode is not None:
             self._mode.__exit__(None, None, None)
         return frame
+
+
+def _checkpointing(parent: _Frame | None) -> bool:
+    """Whether a module's forward runs under ``torch.utils.checkpoint``: the non-reentrant
+    kind's saved-tensors hook packs what autograd saves, or the reentrant kind's forward (found
+    on the call stack where gradients turn off inside the model, or at its top)."""
+    if torch.is_grad_enabled():
+        hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        return hooks is not None and getattr(hooks[0], "__qualname__", "").startswith(
+            "_checkpoint_hook")
+    if parent is not None and not parent.grad:
+        return False
+    code = torch.utils.checkpoint.CheckpointFunction.forward.__code__
+    f: Any = sys._getframe(1)
+    for _ in range(64):  # the module's hooks, its call and checkpoint's own frames
+        if f is None or f.f_code is code:
+            return f is not None
+        f = f.f_back
+    return False
 
 
 def _check_stream(model: torch.nn.Module, names: dict, stream: Any,
