@@ -25,7 +25,8 @@ from .checkpoint import inspect_checkpoint, load_causal_lm
 from .coverage import NotEmulatedError, NotEmulatedWarning
 from .debug import FirstNonFinite, NonFiniteError
 from .emulate import emulate
-from .inspect import Monitor, inspect
+from .inspect import inspect
+from .monitor import Monitor  # inspect's Monitor, with per-block statistics (blocks=)
 from .optim import PolicyOptimizer
 from .quantize import MXTensor, apply, mx_quantize, mx_scale, quantize, random_bits
 
