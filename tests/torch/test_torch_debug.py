@@ -190,7 +190,7 @@ def _gpt2_finding(where, checkpointing):
         (loss if where == "forward" else loss * 3e38).backward()
     f = debug.found
     return tuple(f[k] for k in ("step", "phase", "module", "tensor", "op", "made_in", "made",
-                                "nan", "inf"))
+                                "nan", "inf")), [(fr["module"], fr["phase"]) for fr in f["frames"]]
 
 
 @pytest.mark.parametrize("checkpointing", ["non-reentrant", "reentrant"])
@@ -198,9 +198,16 @@ def _gpt2_finding(where, checkpointing):
 def test_checkpointing_finds_the_same_first_value(where, checkpointing):
     """transformers' gradient checkpointing: the same finding as without it (the search once
     saved a tensor more in the forward than the recomputation, a CheckpointError)."""
-    want = _gpt2_finding(where, None)
-    assert want[1] == where
-    assert _gpt2_finding(where, checkpointing) == want
+    (want, frames), (got, got_frames) = _gpt2_finding(where, None), _gpt2_finding(
+        where, checkpointing)
+    assert want[1] == where and got == want
+    # the frames: the module outputs of the forward, then the gradients arriving in the
+    # backward; a recomputation's outputs are not forward frames (the reentrant kind's
+    # recomputed graph adds the arrivals inside the layers)
+    phases = [phase for _, phase in got_frames]
+    assert phases == sorted(phases, key=("forward", "backward").index), got_frames
+    if checkpointing == "non-reentrant":
+        assert got_frames == frames
 
 
 def _watched_run(policy, rules, tool, order):

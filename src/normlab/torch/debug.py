@@ -201,9 +201,10 @@ class FirstNonFinite:
             t = _first(out)
             if t is None or t.dtype not in _CHECKED:
                 return
-            self._frame(name, "forward", t)
-            if self.found is None and _bad(t):
-                self._record("forward", name, "output", t, first)
+            if torch._C._current_graph_task_id() == -1:  # not a checkpoint's recomputation
+                self._frame(name, "forward", t)
+                if self.found is None and _bad(t):
+                    self._record("forward", name, "output", t, first)
             held = self._hooked.get(id(t))
             if t.requires_grad and (held is None or held() is not t):
                 self._hooked[id(t)] = weakref.ref(t)  # an outer module returning it: skipped
