@@ -106,7 +106,12 @@ def test_states_of_every_region_round_trip():
     ([("lm_head", 3)], TypeError, r"must be a PrecisionPolicy, a preset name or a mapping"),
     ([("lm_head", "no_such")], ValueError, r"overrides\[0\] \('lm_head'\)"),
     ([("lm_head", {"weights": "bfloat16"})], ValueError, r"unknown roles \['weights'\]"),
-    ([("lm_head", {"compute": "float99"})], ValueError, "float99"),
+    ([("lm_head", {"compute": "float99"})], ValueError,
+     r"overrides\[0\] \('lm_head'\): .*unknown format 'float99'"),
+    ([("lm_head", {"compute": {"format": "bfloat16", "rounding": "sideways"}})], ValueError,
+     r"overrides\[0\] \('lm_head'\): .*sideways"),
+    ([("lm_head", {"compute": {"fmt": "bfloat16"}})], TypeError,
+     r"overrides\[0\] \('lm_head'\): .*fmt"),
     (["lm_head"], TypeError, r"overrides\[0\] must be a \(module pattern, policy\) pair"),
     ("lm_head", TypeError, "overrides must be a list"),
 ])

@@ -56,9 +56,12 @@ def region_policy(value: Any, base: PrecisionPolicy, where: str) -> PrecisionPol
     if unknown:
         raise ValueError(f"{where}: unknown roles {unknown}; the roles emulate applies are "
                          f"{', '.join(APPLIED_ROLES)}")
-    roles: dict[str, Any] = {
-        k: v if isinstance(v, Precision) else Precision(**v) if isinstance(v, Mapping)
-        else Precision(v) for k, v in value.items()}
+    try:
+        roles: dict[str, Any] = {
+            k: v if isinstance(v, Precision) else Precision(**v) if isinstance(v, Mapping)
+            else Precision(v) for k, v in value.items()}
+    except (TypeError, ValueError) as exc:  # a role's format or Precision's fields
+        raise type(exc)(f"{where}: {exc}") from None
     ops = () if {"compute", "gradients"} & set(roles) else base.operands  # GEMM operands refine
     return dataclasses.replace(base, name=f"{base.name}+{'+'.join(sorted(roles))}", **roles,
                                operands=ops, keep_layers=())  # the roles they replace
