@@ -29,7 +29,9 @@ gradients of a :data:`LOWER` op are rounded as its bf16 kernels give them, dY fi
 low tensor's gradient is rounded once, after its consumers' contributions are summed in float32
 (autocast sums them in the low format, one rounding per addition: the one difference in the
 backward). Bit for bit against autocast needs the low-precision kernel to equal the float32 op on
-the same values rounded once: true of the products (float32 accumulation, one rounding) and of
+the same values rounded once: true of the products up to their sum's order (float32
+accumulation, one rounding: where the kernel's and sgemm's float32 sums straddle a rounding
+boundary of the format they round apart, rarely for bfloat16, more often for float16) and of
 most element-wise ops and reductions (``tests/torch/test_torch_autocast.py``), not of CPU's
 bfloat16 ``scaled_dot_product_attention`` (its kernel rounds the probabilities to bfloat16
 before ``p v``), ``log_softmax``, ``rsqrt`` and ``layer_norm`` on bfloat16 inputs (their
