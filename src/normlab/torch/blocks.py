@@ -24,7 +24,7 @@ import torch
 from ..precision.formats import FloatFormat, get_format
 from ..precision.policy import Precision
 from ..precision.scaling import MXScaling, ScalingState, _quotient_dtype, mx_scale
-from .quantize import TORCH_SCALINGS, TorchScaling, Workspace, quantize, random_bits
+from .quantize import _BLOCK, TORCH_SCALINGS, TorchScaling, Workspace, quantize
 
 F32 = torch.float32
 F32_MAX = float(np.finfo(np.float32).max)
@@ -118,23 +118,39 @@ def e2m1_nearest(v: torch.Tensor) -> torch.Tensor:
     return a.add_(big).sub_(big).copysign_(v)  # is |v|'s E2M1 spacing: a + big rounds to it
 
 
+def _words32(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``random_bits(rng, n)``'s words (the same draws) as int32 bit patterns."""
+    out = []
+    for i in range(0, n, _BLOCK):
+        m = min(_BLOCK, n - i)
+        raw = rng.integers(0, np.iinfo(np.uint64).max, size=(m + 1) // 2, dtype=np.uint64,
+                           endpoint=True)
+        out.append(raw.view(np.uint32)[:m])
+    return np.concatenate(out).view(np.int32) if out else np.zeros(0, np.int32)
+
+
 def e2m1_stochastic(v: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
     """``quantize(v, "float4_e2m1fn", rounding="stochastic", overflow="saturate", rng=rng)``
-    of float32 v, the same bits from the same random words (``random_bits``, one per value in
-    v's order): |v| clamped to 6; at or above 0.5 the bits of |v| below its E2M1 spacing (22 of
-    them from 1 up, 23 in [0.5, 1)) plus as many low bits of the word carry into the next grid
-    value or not; below 0.5 it rounds up to 0.5 when the whole word is below |v| / 0.5 * 2^32
-    (rounded up), as ``quantize``'s smallest-subnormal rule. NaN stays, -0 is kept."""
-    r = torch.from_numpy(random_bits(rng, v.numel())).to(v.device).reshape(v.shape)
+    of float32 v, the same bits from the same random words (one per value in v's order): |v|
+    clamped to 6 is k + f spacings of its binade (0.5, 1, 2; f in [0, 1) exact); at or above
+    0.5 it rounds up when f plus the word's low s bits over 2^s (s = 22 from 1 up, 23 in
+    [0.5, 1): quantize's carry of the bits it drops) reaches 1, a float32 sum that is exact;
+    below 0.5 when the whole word is below f 2^32 (rounded up), quantize's smallest-subnormal
+    rule. NaN stays, -0 is kept."""
+    r = torch.from_numpy(_words32(rng, v.numel())).to(v.device).reshape(v.shape)
     a = torch.abs(v).clamp_(max=6.0)
-    ulp = torch.where(a >= 4.0, 2.0, torch.where(a >= 2.0, 1.0, 0.5))
+    e = (a.view(torch.int32) >> 23).clamp_(min=127).sub_(1).bitwise_left_shift_(23)
+    ulp = e.view(F32)  # 2^(max(E, 0) - 1), E the binade of |v|
     u = a / ulp
     k = torch.floor(u)
-    s = torch.where(a >= 1.0, 22, 23)
-    d = ((u - k) * torch.ldexp(torch.ones_like(a), s.to(F32))).to(torch.int64)
-    up = (d + (r & ((1 << s) - 1))) >= (1 << s)
-    tiny = torch.ceil(a.to(torch.float64) * 2.0**33).to(torch.int64)
-    q = torch.where(a < 0.5, (r < tiny).to(F32) * 0.5, (k + up) * ulp)
+    frac = u.sub_(k)
+    t = (r & 0x7FFFFF).to(F32).mul_(2.0**-23)  # the low 23 bits over 2^23
+    t2 = t * 2.0
+    g = torch.where(a >= 1.0, t2.sub_(torch.floor(t2)), t)  # the low 22 over 2^22 from 1 up
+    q = k.add_((frac + g) >= 1.0).mul_(ulp)
+    lim = torch.ceil(frac * 2.0**32).to(torch.int64)  # frac = 2 |v| below 0.5
+    up = (r.to(torch.int64) & 0xFFFFFFFF) < lim
+    q = torch.where(a < 0.5, up.to(F32) * 0.5, q)
     return torch.where(torch.isnan(a), a, q).copysign_(v)
 
 
