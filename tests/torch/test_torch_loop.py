@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 from normlab.precision import Precision, get_policy
 from normlab.precision.roles import PolicyRoles, StateLeakWarning, StepClock
-from normlab.torch import PolicyOptimizer, emulate
+from normlab.torch import FirstNonFinite, Monitor, PolicyOptimizer, emulate
 
 transformers = pytest.importorskip("transformers")
 POLICIES = ["amp_bf16", "fp8_hybrid", "mxfp8"]
@@ -484,3 +484,49 @@ def test_a_forgotten_end_step_was_a_scale_of_one():
     scales = [s.scale for s in em.rounder.states.values()]
     assert scales and all(v != 1.0 for v in scales)
     assert get_policy("fp8_hybrid").compute.scaling is not None
+
+
+def _whole_loop(checkpointing, rules, policy):
+    """Three optimizer steps of two accumulated micro-batches of GPT-2 (dropout on) under one
+    emulate with overrides, PolicyOptimizer, Monitor(every=2) and FirstNonFinite: the losses,
+    the weights after, Monitor's head-input amax per record, the debugger's finding."""
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=64, n_layer=2, n_embd=32, n_head=4, n_positions=32, bos_token_id=0,
+        eos_token_id=0, use_cache=False))
+    if checkpointing:
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": checkpointing == "reentrant"})
+    model.train()
+    opt = PolicyOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), policy)
+    monitor, debug = Monitor(model, every=2), FirstNonFinite(model)
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 64, (6, 2, 12)))
+    overrides = [("transformer.h.-1", "amp_bf16"), ("lm_head", "amp_bf16")] \
+        if rules == "normlab" else []
+    losses = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with emulate(model, policy, rules=rules, overrides=overrides, micro_batches=2):
+            for k in range(6):
+                torch.manual_seed(k)  # the same dropout masks in every run
+                with monitor.watch(), debug.watch():
+                    loss = model(input_ids=ids[k], labels=ids[k]).loss
+                    opt.scale(loss / 2).backward()
+                losses.append(float(loss))
+                if k % 2:
+                    opt.step()
+                    opt.zero_grad()
+    return (losses, [p.detach().clone() for p in model.parameters()],
+            [r["tensors"]["lm_head.input"]["amax"] for r in monitor.records], debug.found)
+
+
+@pytest.mark.parametrize("how", ["non-reentrant", "reentrant"])
+@pytest.mark.parametrize("rules, policy", [("normlab", "fp8_hybrid"), ("autocast", "amp_bf16")])
+def test_a_whole_loop_is_the_same_with_checkpointing(rules, policy, how):
+    """Everything at once, as a training loop runs it: checkpointed or not, the same losses,
+    weights, Monitor records and (no) finding, bit for bit."""
+    (losses, weights, amax, found), got = _whole_loop(None, rules, policy), _whole_loop(
+        how, rules, policy)
+    assert got[0] == losses and got[2] == amax and got[3] is found is None
+    assert all(torch.equal(a, b) for a, b in zip(got[1], weights))
+    assert len(amax) == 3 and len(set(losses)) == 6
