@@ -4,17 +4,20 @@ weights, transformers' GPT2LMHeadModel), forward and backward on a CPU.
 Every setting runs with the same torch thread count: ``--threads`` (the table of docs/torch.md is
 measured with 1), or by default the count (from 1 to torch's own) with the fastest plain step,
 probed first and printed. The machine's load average (``os.getloadavg``) is printed before and
-after, and the two goals are checked on the medians: ``emulate(fp8_hybrid)`` within 2x of the
-plain step, ``Monitor(every=10)`` within 1.10x of ten plain steps. The settings are
+after, and the goals are checked on the medians: ``emulate(fp8_hybrid)`` within 2x of the
+plain step, ``emulate(nvfp4)`` within 2.5x, ``Monitor(every=10)`` within 1.10x of ten plain
+steps. The settings are
 interleaved: each of the ``--repeats`` rounds times one step of every setting in turn (after
 a warm-up round), so a change in the machine's load falls on all of them alike. Reported: the
 median step per setting, its ratio to the plain float32 step's median, and the median of the
 per-round ratios, and the same of the process's CPU time (all its threads: on a machine shared
 with other work it moves less than the wall time, which counts the waits for a core). The
 settings: the plain step (the reference), the step under
-``emulate(amp_bf16)`` and ``emulate(fp8_hybrid)``, under ``Monitor.watch()`` with ``every=1``
-(every step measured) and the mean step of ten with ``every=10`` (one measured), which is
-compared with the mean of ten plain steps timed the same way.
+``emulate(amp_bf16)``, ``emulate(fp8_hybrid)`` and the recipes ``emulate(nvfp4)`` (its
+stochastic rounding drawn from a seeded generator) and ``emulate(fp8_blockwise)``, under
+``Monitor.watch()`` with ``every=1`` (every step measured) and the mean step of ten with
+``every=10`` (one measured), which is compared with the mean of ten plain steps timed the same
+way.
 
     python benchmarks/torch_emulate.py --threads 1           # GPT-2 small: 12 x 768, T = 128
     python benchmarks/torch_emulate.py --layers 2 --seq 64   # a quicker shape
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads or _best_threads(step))
 
     def under(policy: str) -> Callable[[], None]:
-        em = emulate(model, policy)
+        em = emulate(model, policy, rng=np.random.default_rng(0))
 
         def run() -> None:
             with em:
@@ -160,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [("plain float32", step, 1),
             ("emulate(amp_bf16)", under("amp_bf16"), 1),
             ("emulate(fp8_hybrid)", under("fp8_hybrid"), 1),
+            ("emulate(nvfp4)", under("nvfp4"), 1),
+            ("emulate(fp8_blockwise)", under("fp8_blockwise"), 1),
             ("Monitor(every=1).watch()", watched(Monitor(model, every=1), 1), 1),
             ("plain float32, mean of 10 steps", lambda: [step() for _ in range(10)], 10),
             ("Monitor(every=10).watch(), mean of 10 steps",
@@ -191,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-GOALS = {"emulate(fp8_hybrid)": 2.0, "Monitor(every=10).watch(), mean of 10 steps": 1.10}
+GOALS = {"emulate(fp8_hybrid)": 2.0, "emulate(nvfp4)": 2.5,
+         "Monitor(every=10).watch(), mean of 10 steps": 1.10}
 
 
 def _goals(rows: list, times: list[list[float]]) -> None:
