@@ -162,6 +162,16 @@ def test_a_backward_after_the_block_is_refused_under_checkpointing(how):
     with emulate(m, "amp_bf16"):
         m(x.requires_grad_(True)).pow(2).sum().backward()
     assert torch.equal(_outside_run(None), m[0].weight.grad)
+    whole, x = _mlp(), torch.randn(4, 32, requires_grad=True)
+    with emulate(whole, "amp_bf16"):  # the whole model checkpointed: no emulated node outside
+        loss = checkpoint(whole, x, use_reentrant=how == "reentrant").sum()
+    with pytest.raises(RuntimeError, match=r"call backward\(\) inside the block"):
+        loss.backward()
+    with emulate(whole, "amp_bf16"):  # an evaluation checkpointed without gradients first
+        with torch.no_grad():
+            checkpoint(whole, x, use_reentrant=how == "reentrant")
+        loss = whole(x).sum()
+    loss.backward()  # is no reason to refuse this one
 
 
 @pytest.mark.parametrize("how", ["non-reentrant", "reentrant"])

@@ -321,6 +321,12 @@ class emulate:
                 self._derived[id(t)] = (weakref.ref(t), name if len(parts) == 1 else
                                         f"{name}[{i}]")
 
+    def refuse_outside(self, grad_outputs: Any) -> None:
+        """A reentrant checkpoint's backward (its node's pre-hook): refused after the block,
+        where its recomputation would not be emulated."""
+        if self._mode is None:
+            raise RuntimeError(_RECOMPUTED_OUTSIDE)
+
     def backward_ran(self) -> None:
         """A backward pass ran through the model (the step clock's input); refused after the
         block when the forward used activation checkpointing (its recomputation would run
@@ -439,7 +445,7 @@ class emulate:
         if not self._stack and not in_backward:
             self._begin_pass()
         if not in_backward and not self._checkpointed:
-            self._checkpointed = _checkpointing(self._stack[-1] if self._stack else None)
+            self._checkpointed = _checkpointing(self, self._stack[-1] if self._stack else None)
         pushed = False
         if self._mode is not None and not self.mode_active():
             if self._check_stochastic_checkpointing:
@@ -462,10 +468,13 @@ class emulate:
         return frame
 
 
-def _checkpointing(parent: _Frame | None) -> bool:
-    """Whether a module's forward runs under ``torch.utils.checkpoint``: the non-reentrant
-    kind's saved-tensors hook packs what autograd saves, or the reentrant kind's forward (found
-    on the call stack where gradients turn off inside the model, or at its top)."""
+def _checkpointing(em: emulate, parent: _Frame | None) -> bool:
+    """Whether a module's forward runs under the non-reentrant kind of
+    ``torch.utils.checkpoint`` (its saved-tensors hook packs what autograd saves): the
+    emulator's nodes made there refuse a backward after the block (``backward_ran``). Under the
+    reentrant kind (its forward found on the call stack where gradients turn off inside the
+    model, or at its top) its own node gets ``refuse_outside`` as a pre-hook instead: it runs
+    only if that node's backward does (not after a forward without gradients)."""
     if torch.is_grad_enabled():
         hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
         return hooks is not None and getattr(hooks[0], "__qualname__", "").startswith(
@@ -475,8 +484,13 @@ def _checkpointing(parent: _Frame | None) -> bool:
     code = torch.utils.checkpoint.CheckpointFunction.forward.__code__
     f: Any = sys._getframe(1)
     for _ in range(64):  # the module's hooks, its call and checkpoint's own frames
-        if f is None or f.f_code is code:
-            return f is not None
+        if f is None:
+            break
+        if f.f_code is code:
+            node = f.f_locals.get("ctx")  # CheckpointFunctionBackward: the graph's node
+            if node is not None:
+                node.register_prehook(em.refuse_outside)
+            break
         f = f.f_back
     return False
 
