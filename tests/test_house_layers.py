@@ -44,6 +44,10 @@ EXCEPTIONS = (
     Allowed("normlab.lab.identity", "normlab.lab.sweep.task", ("string",),
             "the code a training run executes starts at the sweep's task module, named as an "
             "entry of the hash that keys the sweep stores (which import identity)"),
+    Allowed("normlab.torch.checkpoint", "normlab.models.hf.families", ("lazy",),
+            "inspect --torch refuses a stored tensor the model does not take, as load_hf does, "
+            "and accepts the buffers load_hf skips: their names are the families' records "
+            "(GPT-2's attn.masked_bias), read where the refusal is made"),
     Allowed("normlab.lab.sweep.executors", "normlab.lab.cli", ("lazy",),
             "executor_from_args raises the command line's UsageError for a bad --workers or "
             "--ray; UsageError lives in cli.py"),

@@ -131,17 +131,10 @@ class GPTConfig:
         ck.real(self.norm_eps, "config: norm_eps", lo=0, lo_open=True)
         ck.real(self.dyt_alpha, "config: dyt_alpha", lo=0, lo_open=True)
         self._check_designs()
-        ck.real(self.rope_base, "config: rope_base", lo=1, lo_open=True)
+        self._check_rope()
         ck.real(self.init_std, "config: init_std", lo=0, lo_open=True)
         ck.real(self.norm_offset, "config: norm_offset")
         ck.real(self.embed_scale, "config: embed_scale", lo=0, lo_open=True)
-        ck.real(self.rope_factor, "config: rope_factor", lo=1)
-        ck.real(self.rope_low_freq_factor, "config: rope_low_freq_factor", lo=0, lo_open=True)
-        ck.real(self.rope_high_freq_factor, "config: rope_high_freq_factor", lo=0, lo_open=True)
-        if not self.rope_high_freq_factor > self.rope_low_freq_factor:
-            raise ValueError(f"config: rope_high_freq_factor must be a finite number > "
-                             f"rope_low_freq_factor ({self.rope_low_freq_factor!r}); got "
-                             f"{self.rope_high_freq_factor!r}")
         if self.norm_offset and "norm_offset" not in self._norm_reads():
             raise ValueError(f"config: norm_offset applies to the RMSNorm gain; "
                              f"norm is {self.norm!r}")
@@ -163,6 +156,17 @@ class GPTConfig:
             ck.flag(getattr(self, name), f"config: {name}")
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"config: RoPE needs an even head width; got D = {self.head_dim}")
+
+    def _check_rope(self) -> None:
+        """RoPE's base and its scaling's factors."""
+        ck.real(self.rope_base, "config: rope_base", lo=1, lo_open=True)
+        ck.real(self.rope_factor, "config: rope_factor", lo=1)
+        ck.real(self.rope_low_freq_factor, "config: rope_low_freq_factor", lo=0, lo_open=True)
+        ck.real(self.rope_high_freq_factor, "config: rope_high_freq_factor", lo=0, lo_open=True)
+        if not self.rope_high_freq_factor > self.rope_low_freq_factor:
+            raise ValueError(f"config: rope_high_freq_factor must be a finite number > "
+                             f"rope_low_freq_factor ({self.rope_low_freq_factor!r}); got "
+                             f"{self.rope_high_freq_factor!r}")
 
     def _check_designs(self) -> None:
         """The fields of the designs of 2024-26 (Derf, Mix-LN, ...)."""
