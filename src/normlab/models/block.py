@@ -31,7 +31,9 @@ line read in reverse (the skip path's gradient added where the paths join):
                                               ``Block`` gives each ``Residual`` its block's
                                               placement (``GPTConfig.block_placement``)
 
-Dropout (p_drop) acts on F's output, inside the residual add.
+Dropout (p_drop) acts on F's output, inside the residual add. Without the skip path
+(``GPTConfig.residual`` False; post, pre and none only) the add is dropped: post x = N(F(x)),
+pre x = F(N(x)), none x = F(x), a plain stack (the ablation of residual-and-final-norm).
 """
 
 from __future__ import annotations
@@ -116,9 +118,13 @@ class Residual(Module):
                  eps: float, bias: bool, p_drop: float, rng: np.random.Generator, dtype: DTypeLike,
                  dyt_alpha: float = ALPHA_INIT, norm_offset: float = 0.0,
                  norm_partial: float | None = None, norm_fields: dict | None = None,
-                 layer: int = 0):
+                 layer: int = 0, skip: bool = True):
         super().__init__()
+        if not skip and placement not in ("post", "pre", "none"):
+            raise ValueError(f"Residual: skip=False applies to placements post, pre and none; "
+                             f"got {placement!r}")
         self.placement = placement
+        self.skip = skip  # False: no skip path (post N(F(x)), pre F(N(x)), none F(x))
         self.branch = branch
         fields = dict(norm_eps=eps, bias=bias, dyt_alpha=dyt_alpha, norm_offset=norm_offset,
                       norm_partial=norm_partial)
@@ -145,7 +151,9 @@ class Residual(Module):
     def forward(self, x: np.ndarray) -> np.ndarray:
         F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
         p = self.placement
-        if p == "post":
+        if not self.skip:
+            y = N(D(F(x))) if p == "post" else D(F(N(x)))  # none: N is the identity
+        elif p == "post":
             y = N(x + D(F(x)))
         elif p == "pre":
             y = x + D(F(N(x)))
@@ -171,6 +179,9 @@ class Residual(Module):
         F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
         p = self.placement
         dy = self.numerics.stream(dy, "dx")
+        if not self.skip:
+            return (F.backward(D.backward(N.backward(dy))) if p == "post"
+                    else N.backward(F.backward(D.backward(dy))))
         if p == "post":
             dz = N.backward(dy)
             dx = dz + F.backward(D.backward(dz))
@@ -289,7 +300,8 @@ class Block(Module):
             xavier_init_(attn, mlp, rng, beta)
         common: dict[str, Any] = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias,
                                       p_drop=cfg.dropout, rng=dropout_rng, dtype=dtype,
-                                      norm_fields=cfg.norm_fields(), layer=layer)
+                                      norm_fields=cfg.norm_fields(), layer=layer,
+                                      skip=cfg.residual)
         placement = cfg.block_placement(layer)
         self.attn = Residual(attn, placement, cfg.norm, C, **common)
         self.mlp = Residual(mlp, placement, cfg.norm, C, **common)

@@ -12,7 +12,7 @@ from ..functional import norms as _norms
 from ..nn.mlp import ACTIVATIONS
 
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "rezero", "none", "branch", "admin", "lns",
-              "mixln")
+              "mixln", "ngpt")
 NORMS = _norms.block_names()  # ("layernorm", "rmsnorm", "dyt", "derf", "none"): the built-ins
 QK_NORMS = _norms.qk_names()  # ("none", "layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
@@ -21,6 +21,7 @@ QK_NORM_SCOPES = ("head", "all")
 ROPE_SCALINGS = ("none", "linear", "llama3")
 INITS = ("normal", "xavier", "fan_in")
 ATTN_FNS = ("softmax", "sigmoid")
+NO_SKIP_PLACEMENTS = ("post", "pre", "none")  # the placements residual=False applies to
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,17 @@ class GPTConfig:
     n_heads: int = 4  # H: attention heads; must divide d_model
     d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
     activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
-    placement: str = "pre"  # post, pre, sandwich, deepnorm, rezero, none, branch, admin, lns, mixln
+    placement: str = "pre"  # post, pre, sandwich, deepnorm, rezero, none, branch, admin, lns, mixln,
+    #                         ngpt
     #                         (where the norm sits: models/block.py) branch: x + N(F(x)), OLMo 2;
     #                         admin: N(omega x + F(x)), Liu et al. 2020, omega profiled by
     #                         GPT.profile_admin, as the Trainer does; lns: x + F(N(x) / sqrt(l))
     #                         in block l = 1..L, LayerNorm Scaling (Sun et al. 2025); mixln:
     #                         Post-LN in the first floor(mixln_fraction L) blocks, Pre-LN in the
-    #                         rest, and a final norm (Mix-LN, Li et al. 2025)
+    #                         rest, and a final norm (Mix-LN, Li et al. 2025); ngpt: the
+    #                         normalized Transformer (nGPT, Loshchilov et al. 2024): no norm layers
+    #                         (norm 'none', positions 'rope'), h <- Norm(h + a (Norm(F(h)) - h)),
+    #                         q and k on the unit sphere, every matrix renormalized after each step
     norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, derf, none (identity)
     #                          (or another name of the norm registry, normlab.functional.norms)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
@@ -102,6 +107,10 @@ class GPTConfig:
     attn_gate: bool = False  # gated attention: y * sigmoid(x W_g) after SDPA (Qiu et al. 2025 G1)
     attn_fn: str = "softmax"  # attention's weights: softmax, or sigmoid (sigmoid(s + b) per key)
     attn_sigmoid_bias: float | None = None  # sigmoid attention's b (-log n); None: -log(seq_len)
+    # ---- ablations of the block (the chapters' claims: residual-and-final-norm) ----
+    residual: bool = True  # each sublayer's skip path; False (post, pre, none): the sublayer's
+    #                        output replaces x (post N(F(x)), pre F(N(x)), none F(x)), a plain stack
+    head_norm: bool | None = None  # a norm before the head; None: as the placement (final_norm)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "n_layers", "d_model", "n_heads"):
@@ -131,6 +140,7 @@ class GPTConfig:
         ck.real(self.norm_eps, "config: norm_eps", lo=0, lo_open=True)
         ck.real(self.dyt_alpha, "config: dyt_alpha", lo=0, lo_open=True)
         self._check_designs()
+        self._check_ngpt()
         self._check_rope()
         ck.real(self.init_std, "config: init_std", lo=0, lo_open=True)
         ck.real(self.norm_offset, "config: norm_offset")
@@ -176,11 +186,38 @@ class GPTConfig:
         if self.mixln_fraction != 0.25 and self.placement != "mixln":
             raise ValueError(f"config: mixln_fraction applies to placement 'mixln'; placement "
                              f"is {self.placement!r}")
+        ck.flag(self.residual, "config: residual")
+        if not self.residual and self.placement not in NO_SKIP_PLACEMENTS:
+            raise ValueError(f"config: residual=False (no skip path) applies to placements "
+                             f"{NO_SKIP_PLACEMENTS}; placement is {self.placement!r}")
+        if self.head_norm is not None:
+            ck.flag(self.head_norm, "config: head_norm")
+            if self.head_norm and self.norm == "none":
+                raise ValueError("config: head_norm=True needs a norm; norm is 'none'")
         if self.attn_sigmoid_bias is not None:
             ck.real(self.attn_sigmoid_bias, "config: attn_sigmoid_bias")
             if self.attn_fn != "sigmoid":
                 raise ValueError(f"config: attn_sigmoid_bias applies to attn_fn 'sigmoid'; "
                                  f"attn_fn is {self.attn_fn!r}")
+
+    def _check_ngpt(self) -> None:
+        """Placement 'ngpt' refuses by name every field that contradicts it (arXiv 2410.01131;
+        NVIDIA/ngpt model.py: no norm layers, RoPE, no biases, no soft-caps)."""
+        if self.placement != "ngpt":
+            return
+        bad = [f"{name}={getattr(self, name)!r} (ngpt: {want})" for name, want, ok in (
+            ("norm", "'none', no norm layers", self.norm == "none"),
+            ("qk_norm", "'none', q and k on the unit sphere", self.qk_norm == "none"),
+            ("attn_softcap", "None", self.attn_softcap is None),
+            ("final_softcap", "None, the logits scaled by s_z", self.final_softcap is None),
+            ("attn_scale", "None, sqrt(D)", self.attn_scale is None),
+            ("positions", "'rope', no position table", self.positions == "rope"),
+            ("embed_scale", "1, unit embeddings", self.embed_scale == 1.0),
+            ("bias", "False, the matrices alone", not any(self.biases())),
+            ("n_kv_heads", "n_heads, one s_qk for q and k", self.kv_heads == self.n_heads),
+        ) if not ok]
+        if bad:
+            raise ValueError(f"config: placement 'ngpt' contradicts {', '.join(bad)}")
 
     @property
     def sigmoid_bias(self) -> float | None:
@@ -264,7 +301,10 @@ class GPTConfig:
         """Whether a norm sits before the head: where the residual stream leaves the last block
         unnormalized (pre, sandwich, rezero, none, branch, lns), unless the norm is 'none';
         and Mix-LN's, as its official code (a LLaMA) always has one. Post-LN, DeepNorm and
-        Admin end each block with a norm already."""
+        Admin end each block with a norm already. ``head_norm`` overrides the placement's
+        choice."""
+        if self.head_norm is not None:
+            return self.head_norm
         return self.norm != "none" and self.placement in ("pre", "sandwich", "rezero", "none",
                                                           "branch", "lns", "mixln")
 
