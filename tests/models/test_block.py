@@ -116,7 +116,7 @@ def test_mixln_fraction_is_refused_outside_0_1_and_without_mixln():
         GPTConfig(mixln_fraction=0.5)
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("placement", [p for p in PLACEMENTS if p != "ngpt"])
 def test_which_norms_exist(placement):
     model = GPT(dataclasses.replace(CFG, placement=placement, norm="rmsnorm"),
                 rng=np.random.default_rng(0))
@@ -210,3 +210,22 @@ def test_logits_apply_the_final_cap_and_bad_sequences_are_refused():
         model.logits(np.zeros(8, int))
     with pytest.raises(RuntimeError, match="before forward"):
         GPT(cfg, rng=np.random.default_rng(0)).backward()
+
+
+def test_ngpt_has_no_norm_and_its_own_scalings_at_their_stored_inits():
+    """nGPT (NVIDIA/ngpt model.py): no norm; alpha stored at 1 / sqrt(C) (read 0.05), s_qk at
+    1 / sqrt(C) (read 1), s_uv at 1 (read sqrt(C)), s_z at 1 / sqrt(C) (read 1); every matrix's
+    vectors along C of unit norm from the start (train.py's normalize_matrices before step 0)."""
+    cfg = dataclasses.replace(CFG, placement="ngpt", norm="none", positions="rope")
+    model = GPT(cfg, rng=np.random.default_rng(0))
+    params, C = model.parameters(), cfg.d_model
+    assert not any("norm" in n for n in params)
+    for name, value in (("blocks.0.attn.alpha", C**-0.5), ("blocks.0.mlp.alpha", C**-0.5),
+                        ("blocks.0.attn.branch.sqk", C**-0.5), ("blocks.0.mlp.branch.suv", 1.0),
+                        ("sz", C**-0.5)):
+        np.testing.assert_allclose(params[name], value, rtol=1e-6)
+    assert model.blocks[0].attn.alpha_scale * C**-0.5 == pytest.approx(0.05)
+    assert {n for n, _, _ in model.matrices()} == {n for n, p in params.items() if p.ndim == 2}
+    for name, w, axis in model.matrices():
+        assert w.shape[axis] == C, name  # the embedding axis
+        np.testing.assert_allclose(np.linalg.norm(w, axis=axis), 1.0, rtol=1e-6)

@@ -13,6 +13,8 @@ from normlab.lab.cli import main as cli
 from normlab.models import GPTConfig
 from normlab.models.hf import families
 
+NGPT = {"placement": "ngpt", "norm": "none", "positions": "rope"}
+
 
 def _help(capsys) -> str:
     with pytest.raises(SystemExit) as exc:
@@ -31,6 +33,7 @@ def _option_help(text: str, flag: str) -> str:
     ("--placement STR", "lns"), ("--placement STR", "mixln"),
     ("--mixln-fraction FLOAT", "Mix-LN's"), ("--no-attn-gate", "gated"),
     ("--attn-fn STR", "sigmoid"), ("--attn-sigmoid-bias FLOAT|none", "sigmoid"),
+    ("--placement STR", "ngpt"),
 ])
 def test_train_help_lists_each_design(flag, word, capsys):
     assert word in _option_help(_help(capsys), flag).replace(",", " ").split()
@@ -45,6 +48,8 @@ def test_train_help_lists_each_design(flag, word, capsys):
     (["--attn-fn", "sigmoid"], {"attn_fn": "sigmoid", "attn_sigmoid_bias": None}),
     (["--attn-fn", "sigmoid", "--attn-sigmoid-bias", "-3"],
      {"attn_fn": "sigmoid", "attn_sigmoid_bias": -3.0}),
+    (["--placement", "ngpt", "--norm", "none", "--positions", "rope"],
+     {"placement": "ngpt", "norm": "none", "positions": "rope"}),
 ])
 def test_normlab_train_runs_each_design(flags, model, tmp_path):
     out = tmp_path / "run.json"
@@ -65,6 +70,12 @@ def test_normlab_train_runs_each_design(flags, model, tmp_path):
     ({"attn_sigmoid_bias": -2.0}, "config: attn_sigmoid_bias applies to attn_fn 'sigmoid'"),
     ({"attn_fn": "sigmoid", "attn_sigmoid_bias": float("-inf")},
      "config: attn_sigmoid_bias must be a finite number"),
+    ({"placement": "ngpt"}, r"config: placement 'ngpt' contradicts norm='layernorm' \(ngpt: "
+                            r"'none', no norm layers\), positions='learned'"),
+    *[({**NGPT, field: value}, f"config: placement 'ngpt' contradicts {field}=")
+      for field, value in (("qk_norm", "rmsnorm"), ("attn_softcap", 30.0),
+                           ("final_softcap", 30.0), ("attn_scale", 0.5), ("embed_scale", 2.0),
+                           ("bias", True), ("n_kv_heads", 1))],
 ])
 def test_bad_design_fields_are_refused_by_name(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -92,3 +103,21 @@ def test_sigmoid_attentions_bias_is_minus_log_n_at_the_context_length():
     assert GPTConfig(attn_fn="sigmoid", seq_len=2048).sigmoid_bias == pytest.approx(-7.62,
                                                                                      abs=5e-3)
     assert GPTConfig(attn_fn="sigmoid", attn_sigmoid_bias=-1.5).sigmoid_bias == -1.5
+
+
+def test_save_hf_refuses_ngpt_by_name(tmp_path):
+    """No transformers family holds nGPT: save_hf says so, for the default and a named family,
+    before anything is written."""
+    import numpy as np
+
+    from normlab.models import GPT
+    from normlab.models.hf import save_hf
+
+    cfg = GPTConfig(vocab_size=11, seq_len=8, n_layers=1, d_model=16, n_heads=2,
+                    activation="swiglu", **NGPT)
+    model = GPT(cfg, rng=np.random.default_rng(0))
+    for family in (None, "llama"):
+        with pytest.raises(ValueError, match=r"save_hf: no transformers family holds nGPT "
+                                             r"\(placement 'ngpt'"):
+            save_hf(model, tmp_path / "out", family=family)
+    assert not (tmp_path / "out").exists()

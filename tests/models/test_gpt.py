@@ -17,7 +17,15 @@ TOGGLES = {
     "qkrms+caps": {"qk_norm": "rmsnorm", "attn_softcap": 2.0, "final_softcap": 3.0},
     "qkln+caps": {"qk_norm": "layernorm", "attn_softcap": 2.0, "final_softcap": 3.0},
 }
-GRID = [(p, n, t) for p in PLACEMENTS for n in NORMS for t in TOGGLES]
+# nGPT (placement 'ngpt') holds no norm, no QK-norm, no soft-caps and takes RoPE: its own rows
+NGPT = {"placement": "ngpt", "norm": "none", "positions": "rope"}
+GRID = [(p, n, t) for p in PLACEMENTS if p != "ngpt" for n in NORMS for t in TOGGLES]
+
+
+def placed(placement: str) -> dict:
+    """The fields of ``placement``: nGPT's with it, else the placement alone."""
+    return NGPT if placement == "ngpt" else {"placement": placement}
+
 EXTRAS = {
     "rope": {"positions": "rope"},
     "tied": {"tie_embeddings": True},
@@ -52,6 +60,12 @@ EXTRAS = {
     "gated+bias+qk-norm+gqa": {"attn_gate": True, "bias": True, "qk_norm": "rmsnorm",
                                "n_kv_heads": 1, "positions": "rope", "init": "xavier"},
     "mixln-all-post": {"placement": "mixln", "mixln_fraction": 1.0, "norm": "rmsnorm"},
+    "ngpt": NGPT,
+    "ngpt+swiglu+tied+gated+window": {**NGPT, "activation": "swiglu", "d_ff": 12,
+                                      "tie_embeddings": True, "attn_gate": True,
+                                      "sliding_window": 2, "d_head": 6},
+    "ngpt+sigmoid+causal-off+zloss": {**NGPT, "attn_fn": "sigmoid", "causal": False,
+                                      "z_loss": 0.2, "label_smoothing": 0.1},
     "all": {"positions": "rope", "tie_embeddings": True, "activation": "swiglu", "bias": True,
             "qk_norm": "rmsnorm", "attn_softcap": 2.0, "final_softcap": 3.0, "z_loss": 0.1,
             "placement": "sandwich", "norm": "rmsnorm"},
@@ -131,7 +145,7 @@ def test_gradcheck_options(extra):
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_gradcheck_with_dropout(placement):
-    model, idx, targets = make({"dropout": 0.3, "attn_dropout": 0.2}, placement=placement)
+    model, idx, targets = make({"dropout": 0.3, "attn_dropout": 0.2, **placed(placement)})
     model.train()
     check_gradients(model, idx, targets)
     before = model.forward(idx, targets).loss
@@ -187,10 +201,12 @@ def test_matches_torch_float64_options(extra):
     _compare(model, idx, targets, np.float64)
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.parametrize("toggle", ["plain", "qkrms+caps"])
+@pytest.mark.parametrize("placement,toggle", [
+    (p, t) for p in PLACEMENTS for t in ("plain", "qkrms+caps")
+    if p != "ngpt" or t == "plain"])  # nGPT's config refuses a QK-norm and soft-caps
 def test_matches_torch_float32(placement, toggle):
     # a wider model so that float32 rounding, not the tiny size, sets the error
-    model, idx, targets = make(TOGGLES[toggle], placement=placement, norm="rmsnorm", n_layers=3,
-                               d_model=32, n_heads=4, seq_len=16, vocab_size=29)
+    fields = NGPT if placement == "ngpt" else {"placement": placement, "norm": "rmsnorm"}
+    model, idx, targets = make({**TOGGLES[toggle], **fields}, n_layers=3, d_model=32,
+                               n_heads=4, seq_len=16, vocab_size=29)
     _compare(model, idx, targets, np.float32)

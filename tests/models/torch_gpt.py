@@ -82,6 +82,10 @@ def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
         inv_freq = _inv_freq(cfg, D)
         q, k = _rope(q, T, inv_freq), _rope(k, T, inv_freq)
     scale = 1 / math.sqrt(D) if cfg.attn_scale is None else cfg.attn_scale
+    if cfg.placement == "ngpt":  # NVIDIA/ngpt model.py: sqk * justnorm(q) after RoPE, sqrt(D)
+        sqk = (p[prefix + "sqk"] * cfg.d_model ** 0.5).view(1, H, 1, D)
+        q, k = sqk * _justnorm(q), sqk * _justnorm(k)
+        scale = math.sqrt(D)
     s = q @ k.transpose(-1, -2) * scale
     if cfg.attn_softcap is not None:
         s = cfg.attn_softcap * torch.tanh(s / cfg.attn_softcap)
@@ -103,8 +107,15 @@ def _attention(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
     return _linear(y, p, prefix + "proj.")
 
 
+def _justnorm(x):
+    """NVIDIA/ngpt model.py's ``justnorm``: x / x.norm(p=2, dim=-1, keepdim=True)."""
+    return x / x.norm(p=2, dim=-1, keepdim=True)
+
+
 def _mlp(cfg: GPTConfig, x, p: dict, prefix: str, layer: int):
     h = _linear(x, p, prefix + "fc.")
+    if cfg.placement == "ngpt":  # NVIDIA/ngpt: suv * (suv_init_value / suv_init_scaling) sqrt(C)
+        h = h * (p[prefix + "suv"] * cfg.d_model ** 0.5)
     if cfg.activation == "swiglu":
         gate, up = h.chunk(2, dim=-1)
         h = F.silu(gate) * up
@@ -145,6 +156,10 @@ def _residual(cfg: GPTConfig, x, p: dict, prefix: str, branch, layer: int):
         return N(p[prefix + "omega"] * x + Fn(x))
     if placement == "lns":  # lmsdss/LayerNorm-Scaling: 1 / math.sqrt(layer_index + 1)
         return x + Fn(N(x) / math.sqrt(layer + 1))
+    if placement == "ngpt":  # NVIDIA/ngpt Block.forward: lr = |alpha * (0.05 / base_scale)|
+        lr = torch.abs(p[prefix + "alpha"] * (0.05 * cfg.d_model ** 0.5))
+        A, B_ = _justnorm(x), _justnorm(Fn(x))
+        return _justnorm(A + lr * (B_ - A))
     return x + Fn(x)
 
 
@@ -164,6 +179,8 @@ def logits_and_loss(cfg: GPTConfig, p: dict, idx: np.ndarray, targets: np.ndarra
         x = _norm(cfg.norm, x, p, "norm_f.", cfg.norm_eps, cfg.norm_offset)
     head = p["wte.weight"] if cfg.tie_embeddings else p["head.weight"]
     logits = x @ head.T
+    if cfg.placement == "ngpt":  # NVIDIA/ngpt GPT.forward: sz * (sz_init_value / sz_init_scaling)
+        logits = logits * (p["sz"] * cfg.d_model ** 0.5)
     z = (
         logits
         if cfg.final_softcap is None

@@ -30,6 +30,16 @@ line read in reverse (the skip path's gradient added where the paths join):
                                               Post-LN, the rest Pre-LN, then its final norm.
                                               ``Block`` gives each ``Residual`` its block's
                                               placement (``GPTConfig.block_placement``)
+    ngpt      x = Norm(Norm(x) + |a| (Norm(F(x)) - Norm(x)))
+                                              nGPT (Loshchilov et al. 2024, arXiv 2410.01131
+                                              section 2.3; NVIDIA/ngpt model.py Block.forward):
+                                              no norm layers, Norm(v) = v / ||v||, a the learned
+                                              per-channel eigen learning rate ``alpha`` (C,),
+                                              stored at 1 / sqrt(C) and read times 0.05 sqrt(C)
+                                              (the code's alpha_init_value 0.05, alpha_init_
+                                              scaling base_scale = 1 / sqrt(C)); the attention's
+                                              q, k and the MLP's s_uv in ``nn``, s_z and the
+                                              matrices' renormalization in ``models.gpt``
 
 Dropout (p_drop) acts on F's output, inside the residual add. Without the skip path
 (``GPTConfig.residual`` False; post, pre and none only) the add is dropped: post x = N(F(x)),
@@ -46,6 +56,7 @@ from numpy.typing import DTypeLike
 from .._checks import reduce_rows
 from ..functional import norms
 from ..functional.dyt import ALPHA_INIT
+from ..functional.ngpt import ngpt_update_backward, ngpt_update_forward
 from ..nn import MLP, CausalSelfAttention, Dropout, Identity, Module
 from ..nn.numerics import FULL_PRECISION, Numerics
 from .config import GPTConfig
@@ -140,6 +151,10 @@ class Residual(Module):
             self.add_param("resweight", np.zeros((), dtype))
         if placement == "admin":
             self.add_param("omega", np.ones(C, dtype))
+        if placement == "ngpt":  # nGPT's eigen learning rate: stored 1 / sqrt(C), read 0.05 / that
+            self.alpha_scale = 0.05 * float(np.sqrt(C))
+            self.add_param("alpha", np.full(C, 1.0 / np.sqrt(C), dtype))
+        self._ngpt: list = []  # ngpt: the update's cache (one per ensemble member)
         self._f: np.ndarray | None = None  # rezero, admin: F(x) after dropout (for d resweight,
         #                                    and for Admin's profile)
         self._x: np.ndarray | None = None  # admin: the input x, for d omega
@@ -147,6 +162,7 @@ class Residual(Module):
     def forget(self) -> None:
         super().forget()
         self._f = self._x = None  # rezero's and admin's saved F(x), admin's x
+        self._ngpt = []
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         F, N, N_out, D = self.branch, self.norm, self.norm_out, self.drop
@@ -171,6 +187,8 @@ class Residual(Module):
             y = x + D(N(F(x)))
         elif p == "lns":
             y = x + D(F(self.scale * N(x)))
+        elif p == "ngpt":
+            y = self._update(x, D(F(x)))
         else:  # none
             y = x + D(F(x))
         return self.numerics.stream(y, "x")
@@ -204,9 +222,37 @@ class Residual(Module):
             dx = dy + F.backward(N.backward(D.backward(dy)))
         elif p == "lns":
             dx = dy + N.backward(self.scale * F.backward(D.backward(dy)))
+        elif p == "ngpt":
+            dh, df = self._update_backward(dy)
+            dx = dh + F.backward(D.backward(df))
         else:  # none
             dx = dy + F.backward(D.backward(dy))
         return dx
+
+    def _update(self, h: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """nGPT's update of h by f (B, T, C) with alpha times its scale; an ensemble's member by
+        member (``functional.ngpt.ngpt_update_forward``)."""
+        w = self.params["alpha"]
+        a = w * w.dtype.type(self.alpha_scale)  # (C,), or (M, C)
+        if not self.members:
+            y, cache = ngpt_update_forward(h, f, a)
+            self._ngpt = [cache]
+            return y
+        parts = [ngpt_update_forward(h[m], f[m], a[m]) for m in range(self.members)]
+        self._ngpt = [c for _, c in parts]
+        return np.stack([y for y, _ in parts])
+
+    def _update_backward(self, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The inverse of ``_update``: (dh, df); alpha's gradient (times its scale) added."""
+        caches, self._ngpt = self._ngpt, []
+        k = self.alpha_scale
+        if not self.members:
+            dh, df, da = ngpt_update_backward(dy, caches[0])
+            self.accumulate("alpha", da * da.dtype.type(k))
+            return dh, df
+        parts = [ngpt_update_backward(dy[m], c) for m, c in enumerate(caches)]
+        self.accumulate("alpha", np.stack([p[2] * p[2].dtype.type(k) for p in parts]))
+        return np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts])
 
     def _param(self, name: str, x: np.ndarray) -> np.ndarray:
         """The parameter ``name`` as it broadcasts against ``x``: itself, or an ensemble's
@@ -290,12 +336,13 @@ class Block(Module):
             std=std["qkv"], proj_std=std["attn_out"], causal=cfg.causal, dtype=dtype,
             n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim, scale=cfg.attn_scale, window=window,
             qk_norm_scope=cfg.qk_norm_scope, proj_bias=out_bias, gate=cfg.attn_gate,
-            sigmoid_bias=cfg.sigmoid_bias,
+            sigmoid_bias=cfg.sigmoid_bias, ngpt=cfg.placement == "ngpt",
         )
         if deep:
             attn.qkv.params["weight"][attn.value_rows] *= dtype.type(beta)
         mlp = MLP(C, cfg.hidden, cfg.activation, rng=rng, bias=mlp_bias,
-                  std=std["mlp_in"], proj_std=std["mlp_out"], dtype=dtype)
+                  std=std["mlp_in"], proj_std=std["mlp_out"], dtype=dtype,
+                  ngpt=cfg.placement == "ngpt")
         if cfg.init == "xavier" and rng is not None:  # the papers' init (after the normal one)
             xavier_init_(attn, mlp, rng, beta)
         common: dict[str, Any] = dict(n_layers=L, eps=cfg.norm_eps, bias=cfg.bias,

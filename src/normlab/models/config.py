@@ -36,8 +36,7 @@ class GPTConfig:
     n_heads: int = 4  # H: attention heads; must divide d_model
     d_ff: int | None = None  # hidden width of the MLP; None means 4 * d_model
     activation: str = "gelu_tanh"  # MLP nonlinearity: gelu (exact), gelu_tanh (GPT-2), relu, swiglu
-    placement: str = "pre"  # post, pre, sandwich, deepnorm, rezero, none, branch, admin, lns, mixln,
-    #                         ngpt
+    placement: str = "pre"  # post pre sandwich deepnorm rezero none branch admin lns mixln ngpt
     #                         (where the norm sits: models/block.py) branch: x + N(F(x)), OLMo 2;
     #                         admin: N(omega x + F(x)), Liu et al. 2020, omega profiled by
     #                         GPT.profile_admin, as the Trainer does; lns: x + F(N(x) / sqrt(l))

@@ -6,8 +6,13 @@ Forward (reads down), for token ids idx (B, T):
                                            s_e = embed_scale, Gemma's sqrt(C))
     x = block_l(x)                         for l = 1..L (``Block``: attention, then MLP)
     x = norm_f(x)                          where the placement leaves the stream unnormalized
-    logits = x W_head^T                    W_head = wte with tied embeddings
+    logits = x W_head^T                    W_head = wte with tied embeddings (nGPT: times s_z)
     loss = cross_entropy(logits, targets)  (final-logit soft-cap, z-loss, label smoothing)
+
+nGPT (placement 'ngpt', arXiv 2410.01131; NVIDIA/ngpt model.py and train.py): no norm layers,
+the logits times the learned s_z (V,) (stored at 1 / sqrt(C), read times sqrt(C): the code's
+``sz_init_value / sz_init_scaling``), and every matrix's vectors along the embedding axis on the
+unit sphere (``normalize_matrices``: at build, and after every optimizer step, by the Trainer).
 
 Backward (reads up): the same lines in reverse order, each module adding its parameter gradients
 into its buffers.
@@ -37,6 +42,7 @@ from ..functional import (
     rope_frequencies,
     rope_tables,
 )
+from ..functional.ngpt import normalize_rows_
 from ..nn import Embedding, Identity, Linear, Module
 from ..nn.numerics import FULL_PRECISION, Numerics
 from .block import Block, init_stds, make_norm
@@ -126,6 +132,12 @@ class GPT(Module):
                        if cfg.final_norm else Identity())
         if not cfg.tie_embeddings:
             self.head = Linear(C, V, rng=rng, std=std["head"], dtype=dtype)
+        if cfg.placement == "ngpt":  # s_z: stored at 1 / sqrt(C), read times sqrt(C)
+            self.sz_scale = float(np.sqrt(C))
+            self.add_param("sz", np.full(V, 1.0 / self.sz_scale, dtype))
+            if rng is not None:  # the official train.py: normalize_matrices() before step 0
+                self.normalize_matrices()
+        self._raw_logits: np.ndarray | None = None  # ngpt: the logits before s_z
         self.numerics_root: Numerics = FULL_PRECISION  # what set_numerics installed
         self._head_cache: LinearCache | None = None
         # the loss's cache (an ensemble's stacked model: one per member)
@@ -175,7 +187,55 @@ class GPT(Module):
             logits = n.output(logits, "head")  # (B, T, V)
         else:
             logits = self.head(x)  # (B, T, V)
+        if cfg.placement == "ngpt":
+            self._raw_logits, logits = logits, logits * self._sz(logits)
         return logits
+
+    def _sz(self, like: np.ndarray) -> np.ndarray:
+        """nGPT's s_z (V,) as it broadcasts against ``like`` (an ensemble's (M, 1, 1, V))."""
+        w = self.params["sz"]
+        s = w * w.dtype.type(self.sz_scale)
+        return s.reshape(s.shape[:1] + (1,) * (like.ndim - 2) + s.shape[1:]) if self.members else s
+
+    def _sz_backward(self, dlogits: np.ndarray) -> np.ndarray:
+        """The inverse of the logits' s_z: d sz (times its scale) added, d raw logits returned."""
+        raw, self._raw_logits = self._raw_logits, None
+        assert raw is not None  # set by forward's _trunk
+        if self.members:
+            ds = np.stack([ck.reduce_rows(d * r) for d, r in zip(dlogits, raw)])
+        else:
+            ds = ck.reduce_rows(dlogits * raw)
+        self.accumulate("sz", ds * self.sz_scale)
+        return dlogits * self._sz(dlogits)
+
+    def matrices(self) -> list[tuple[str, np.ndarray, int]]:
+        """nGPT's matrices as ``(name, weight, axis)``: each weight's vectors along ``axis`` (its
+        embedding dimension C) are put on the unit sphere (the official ``normalize_matrices``:
+        wte and lm_head, query, key, value, c_fc along dim 1, att_c_proj and mlp_c_proj along
+        dim 0); the gate of gated attention along C too. Axes count from the end, so that an
+        ensemble's member axis does not move them."""
+        params = self.parameters()
+        out = [("wte.weight", params["wte.weight"], -1)]
+        if not self.config.tie_embeddings:
+            out.append(("head.weight", params["head.weight"], -1))
+        for i in range(self.config.n_layers):
+            for name, axis in (("attn.branch.qkv", -1), ("attn.branch.proj", -2),
+                               ("attn.branch.gate", -1), ("mlp.branch.fc", -1),
+                               ("mlp.branch.proj", -2)):
+                key = f"blocks.{i}.{name}.weight"
+                if key in params:
+                    out.append((key, params[key], axis))
+        return out
+
+    def normalize_matrices(self) -> None:
+        """nGPT: every matrix of ``matrices`` renormalized in place along its embedding axis
+        (``functional.ngpt.normalize_rows_``); an ensemble's stacked model member by member."""
+        if self.config.placement != "ngpt":
+            raise ValueError(f"normalize_matrices needs placement 'ngpt'; the model's is "
+                             f"{self.config.placement!r}")
+        for _name, w, axis in self.matrices():
+            for part in (w if self.members else (w,)):
+                normalize_rows_(part, axis % part.ndim)
 
     def forward(self, idx: np.ndarray, targets: np.ndarray) -> LossParts:
         """The loss of predicting ``targets`` (B, T) from ``idx`` (B, T); keeps the caches for
@@ -249,6 +309,8 @@ class GPT(Module):
                                 for d, c in zip(dl, self._loss_cache)])
         else:
             dlogits, _ = self.op("cross_entropy_backward")(dloss, self._loss_cache)  # (B, T, V)
+        if cfg.placement == "ngpt":
+            dlogits = self._sz_backward(dlogits)
         if cfg.tie_embeddings:
             assert self._head_cache is not None  # set with _loss_cache by forward's _trunk
             dx, dW, _ = linear_backward(n.grad(dlogits, "dhead"), self._head_cache)
@@ -271,7 +333,7 @@ class GPT(Module):
         """Drop the head's and the loss's saved values with the model's own cache (``release``
         does it for every module below)."""
         super().forget()
-        self._head_cache = self._loss_cache = None
+        self._head_cache = self._loss_cache = self._raw_logits = None
 
     # every module's ``forget``, listed at the first release (bound methods, not modules: the
     # list is no child of the model)

@@ -47,6 +47,13 @@ class CausalSelfAttention(Module):
     ``sigmoid_bias=b`` is sigmoid attention (Ramapuram et al. 2025, arXiv 2410.10781): p =
     sigmoid(s + b) per key in place of the softmax (``functional.attention``), always on the
     reference path (the fused kernels compute the softmax only).
+
+    ``ngpt=True`` is the normalized Transformer's attention (nGPT, arXiv 2410.01131 section
+    2.3.2; NVIDIA/ngpt ``model.py``, ``Block.forward``): q and k are rotated (RoPE), put on the
+    unit sphere per head and multiplied by s_qk (``functional.ngpt.ngpt_qk_forward``), and the
+    logits scaled by sqrt(D) (``scale``, unless given). The parameter ``sqk`` (H D,) is stored
+    at 1 / sqrt(C) and read times sqrt(C) (the code's ``sqk_init_scaling = base_scale``,
+    ``sqk_init_value = 1``: 1 at init); one s_qk for q and k, so n_kv_heads must equal n_heads.
     """
 
     numerics: Numerics = FULL_PRECISION
@@ -61,9 +68,10 @@ class CausalSelfAttention(Module):
                  dtype: DTypeLike = np.float32, n_kv_heads: int | None = None,
                  head_dim: int | None = None, scale: float | None = None, window: int | None = None,
                  qk_norm_scope: str = "head", proj_bias: bool | None = None,
-                 gate: bool = False, sigmoid_bias: float | None = None):
+                 gate: bool = False, sigmoid_bias: float | None = None, ngpt: bool = False):
         super().__init__()
         ck.flag(gate, "gate")
+        self.ngpt = ck.flag(ngpt, "ngpt")
         self.sigmoid_bias = None if sigmoid_bias is None else ck.real(sigmoid_bias,
                                                                       "sigmoid_bias")
         for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads),
@@ -81,6 +89,11 @@ class CausalSelfAttention(Module):
         self.n_heads, self.n_kv_heads = int(n_heads), int(n_kv_heads)
         self.head_dim = C // n_heads if head_dim is None else int(head_dim)
         self.scale = None if scale is None else ck.positive(scale, "scale")
+        if ngpt:
+            if qk_norm != "none" or self.n_kv_heads != self.n_heads:
+                raise ValueError("ngpt attention normalizes q and k itself (qk_norm must be "
+                                 "'none') and scales both by one s_qk (n_kv_heads = n_heads)")
+            self.scale = self.head_dim ** 0.5 if scale is None else self.scale
         self.window = window
         self.qk_norm_scope = qk_norm_scope
         self.qk_norm, self.qk_norm_eps = qk_norm, ck.positive(qk_norm_eps, "qk_norm_eps")
@@ -97,6 +110,9 @@ class CausalSelfAttention(Module):
             whole = qk_norm_scope == "all"
             self.add_param("q_norm", np.ones(HD if whole else self.head_dim, dtype))
             self.add_param("k_norm", np.ones(KD if whole else self.head_dim, dtype))
+        if ngpt:  # nGPT's s_qk, stored at 1 / sqrt(C) and read times sqrt(C)
+            self.sqk_scale = float(np.sqrt(C))
+            self.add_param("sqk", np.full(HD, 1.0 / self.sqk_scale, dtype))
         self.gated = bool(gate)
         if gate:  # after every other draw: a model without the gate draws what it drew before
             self.gate = Linear(C, HD, bias=bias, rng=rng, std=std, dtype=dtype)
@@ -157,6 +173,10 @@ class CausalSelfAttention(Module):
         q, k, v = self._split(qkv, q_norm, k_norm)  # (B, H, T, D), (B, Hkv, T, D) x 2
         per_head = self.qk_norm if self.qk_norm_scope == "head" else "none"
         rope = None if self.rope is None else (self.rope[0][:T], self.rope[1][:T])
+        if self.ngpt:  # RoPE, the unit sphere and s_qk here; the op gets neither
+            sqk = self.params["sqk"] if member is None else self.params["sqk"][member]
+            q, k, self._qk_caches = self._ngpt_qk(q, k, rope, sqk)
+            rope = None
         forward, extra = self._attention_op("forward")
         y, cache = forward(
             q, k, v, q_norm if per_head != "none" else None,
@@ -166,6 +186,17 @@ class CausalSelfAttention(Module):
             window=self.window, head_stats=self.record_heads, **extra,
         )  # (B, H, T, D)
         return y, cache, self._qk_caches
+
+    def _ngpt_qk(self, q: np.ndarray, k: np.ndarray, rope: Any, sqk: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """nGPT's q and k (B, H, T, D): s_qk * Norm(RoPE(.)), s_qk = sqk * sqrt(C) as (H, D);
+        and the two caches."""
+        from ..functional.ngpt import ngpt_qk_forward
+
+        s = (sqk * sqk.dtype.type(self.sqk_scale)).reshape(self.n_heads, self.head_dim)
+        q, cq = ngpt_qk_forward(q, s, rope)
+        k, ck_ = ngpt_qk_forward(k, s, rope)
+        return q, k, (cq, ck_)
 
     def _attention_op(self, which: str) -> tuple[Any, dict[str, Any]]:
         """The attention op (``which``: "forward" or "backward") and its extra options: the
@@ -186,6 +217,13 @@ class CausalSelfAttention(Module):
         if dqkv is not None:
             return dqkv, None, None
         dq, dk, dv, dq_norm, dk_norm = self._attention_op("backward")[0](dy, cache)
+        if self.ngpt:  # d q, d k through s_qk * Norm(RoPE(.)); d sqk = (ds_q + ds_k) sqrt(C)
+            from ..functional.ngpt import ngpt_qk_backward
+
+            (dq, dsq), (dk, dsk) = (ngpt_qk_backward(dq, qk_caches[0]),
+                                    ngpt_qk_backward(dk, qk_caches[1]))
+            dsqk = ((dsq + dsk) * dsq.dtype.type(self.sqk_scale)).reshape(-1)
+            return self._merge(dq, dk, dv)[0], dsqk, None
         dqkv, dwq, dwk = self._merge(dq, dk, dv, qk_caches)
         if self.qk_norm_scope == "all":
             dq_norm, dk_norm = dwq, dwk
@@ -195,7 +233,8 @@ class CausalSelfAttention(Module):
         """d qkv (B, T, (H + 2 Hkv) D) from the fused kernel writing dq, dk and dv straight into
         their columns (``_split``'s views: nothing to merge); None where the fused path does not
         cover the cache (QK-norm, RoPE, dropout, the reference implementation)."""
-        if self.impl != "kernel" or self.qk_norm != "none" or self.sigmoid_bias is not None:
+        if (self.impl != "kernel" or self.qk_norm != "none" or self.sigmoid_bias is not None
+                or self.ngpt):
             return None
         from ..kernels.attention import attention_backward_into
 
@@ -240,6 +279,8 @@ class CausalSelfAttention(Module):
         if self.qk_norm != "none":
             self.accumulate("q_norm", dq_norm)
             self.accumulate("k_norm", dk_norm)
+        if self.ngpt:
+            self.accumulate("sqk", dq_norm)  # _core_backward's s_qk gradient
         dx = self.qkv.backward(dqkv)  # (B, T, C)
         return dx if dx_gate is None else dx + dx_gate
 
@@ -276,7 +317,8 @@ class CausalSelfAttention(Module):
         from ..functional.attention import attention_forward_members
 
         qk_norm_members_forward = self.op("qk_norm_members_forward")
-        if (self.training and self.p_drop > 0.0) or qkv.dtype not in (np.float32, np.float64):
+        if ((self.training and self.p_drop > 0.0) or qkv.dtype not in (np.float32, np.float64)
+                or self.ngpt):  # nGPT's q and k: member by member
             return None
         H, K, D = self.n_heads, self.n_kv_heads, self.head_dim
         T = qkv.shape[1]
@@ -340,6 +382,8 @@ class CausalSelfAttention(Module):
             if self.qk_norm != "none":
                 self.accumulate("q_norm", np.stack([p[1] for p in parts]))
                 self.accumulate("k_norm", np.stack([p[2] for p in parts]))
+            if self.ngpt:
+                self.accumulate("sqk", np.stack([p[1] for p in parts]))
             return self.qkv.backward(dqkv.reshape(M, B, T, -1))  # (M, B, T, C)
         cache, norms = saved
         if not norms:  # as each member's call: its backward, straight into d qkv's columns

@@ -662,7 +662,11 @@ _UNWRITTEN = ("dropout", "attn_dropout", "z_loss", "label_smoothing", "init_std"
 def writable_family(config: GPTConfig, family: str | None) -> str:
     """``family`` (default: ``family_of(config)``) after checking that a checkpoint of that
     family reads back as ``config``: a ValueError naming the family and the first field that
-    would change, before anything is written."""
+    would change, before anything is written. nGPT (placement 'ngpt') is refused by name: no
+    transformers family has its normalized residual updates and learned scalings."""
+    if config.placement == "ngpt":
+        raise ValueError("save_hf: no transformers family holds nGPT (placement 'ngpt': the "
+                         "normalized Transformer's updates, s_qk, s_uv and s_z)")
     if family is None:
         return family_of(config)
     record(family)
