@@ -81,6 +81,24 @@ def test_every_placement_member_equals_its_single_run(placement):
     assert_members_are_single_runs(members(base(placement=placement, **ngpt)))
 
 
+@pytest.mark.parametrize("preset", ["fp32", "pure_bf16"])
+def test_ngpt_members_renormalize_their_matrices_as_their_single_runs(preset):
+    """nGPT's renormalization after each step (the Trainer's): a member's matrices stay on the
+    unit sphere and equal its single run's bit for bit, also where the policy rounds the
+    stored weights (pure_bf16: no master weights)."""
+    configs = members(base(placement="ngpt", norm="none", positions="rope", attn_gate=True,
+                           activation="swiglu"), (preset,) * 3)
+    assert_members_are_single_runs(configs)
+    single = Trainer(configs[1])
+    for _ in range(2):
+        single.train_step()
+        single.step += 1
+    for name, w, axis in single.model.matrices():
+        norms = np.linalg.norm(w.astype(np.float64), axis=axis)
+        tol = 1e-6 if preset == "fp32" else 1e-2  # bf16-rounded entries
+        assert np.all(np.abs(norms - 1.0) <= tol), f"{name}: norms {norms.min()}..{norms.max()}"
+
+
 @pytest.mark.parametrize("norm", NORMS)
 def test_every_norm_member_equals_its_single_run(norm):
     assert_members_are_single_runs(members(base(norm=norm, placement="sandwich")))

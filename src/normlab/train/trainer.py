@@ -11,6 +11,7 @@ One step, in the order of ``torch.amp`` and nanoGPT:
     if found_inf: skip the step, scaler.update(True)          (counted in skipped_steps)
     clip the global gradient norm to grad_clip
     optimizer.step(grads, lr(step))            rounding stored weights / moments per the policy
+    nGPT: every matrix renormalized            placement 'ngpt' (``GPT.normalize_matrices``)
     scaler.update(False)
 
 Each step records lr, loss, nll, log Z, the global gradient norm (before clipping), the loss scale,
@@ -240,10 +241,24 @@ class Trainer:
         if cfg.grad_clip is not None:
             record["clip_factor"] = clip_grad_norm(self.grads, cfg.grad_clip, grad_norm)
         update_sq = self.optimizer.step(self.grads, record["lr"])
+        self._renormalize()
         if scaler is not None:
             scaler.update(False)
         self._probe("update", record, update_sq)
         return record
+
+    def _renormalize(self) -> None:
+        """nGPT (placement 'ngpt'): every matrix back on the unit sphere along its embedding axis
+        after the update (``GPT.normalize_matrices``; NVIDIA/ngpt train.py's
+        ``normalize_matrices()`` after ``optimizer.step``), then rounded as the policy rounds
+        stored parameters. An ensemble's member renormalizes its own rows, as its single run."""
+        if self.config.model.placement != "ngpt":
+            return
+        self.model.normalize_matrices()
+        rnd = self.optimizer.param_round
+        if rnd is not None:  # storage without master weights: the stored values stay in format
+            for _name, w, _axis in self.model.matrices():
+                w[...] = rnd(w)
 
     def _watching(self) -> contextlib.AbstractContextManager:
         """The probes' watch, armed for one forward, around the hooks the model has now: the
