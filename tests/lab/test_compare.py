@@ -19,6 +19,8 @@ from normlab.lab import compare as C
 from normlab.lab import framework as E
 
 BEFORE = Path(__file__).with_name("fixtures") / "tiny-before"
+# a configuration field added since the fixture, at its default, changes no number measured
+_DEFAULTS = json.loads((Path(__file__).with_name("data") / "config_defaults.json").read_text())
 CHEAP = ["output-change", "batchnorm-vs-layernorm", "invariances-and-cost", "dropout"]
 
 
@@ -116,9 +118,30 @@ def after(tmp_path_factory):
         rows = [json.loads(p.read_text()) for p in (BEFORE / name / "result.json",
                                                      tmp / name / "result.json")]
         a, b = ({"data": r["data"], "config": r["config"]} for r in rows)
+        b["config"] = without_new_defaults(a["config"], b["config"])
         return C.experiment_differences(name, a, b, "$")[0]  # wall-clock times set apart
 
     return differences
+
+
+def without_new_defaults(before, after):
+    """``after`` less the configuration fields ``before`` lacks that hold their default
+    (tests/lab/data/config_defaults.json: a field is added there with its default)."""
+    if not (isinstance(before, dict) and isinstance(after, dict)):
+        return after
+    defaults = {k: v for part in ("TrainConfig", "GPTConfig") for k, v in _DEFAULTS[part].items()}
+    return {k: without_new_defaults(before[k], v) if k in before else v
+            for k, v in after.items()
+            if k in before or k not in defaults or v != defaults[k]}
+
+
+def test_a_new_field_at_its_default_is_no_difference_and_any_other_is():
+    before = {"base": {"lr": 0.01, "model": {"norm": "layernorm"}}}
+    grown = {"base": {"lr": 0.01, "model": {"norm": "layernorm", "derf_alpha": 0.5}}}
+    assert without_new_defaults(before, grown) == before
+    off = {"base": {"lr": 0.01, "model": {"norm": "layernorm", "derf_alpha": 0.25}}}
+    assert without_new_defaults(before, off) == off
+    assert without_new_defaults(before, {"base": {"lr": 0.01, "model": {}}}) != before
 
 
 @pytest.mark.parametrize("name", [n for n in CHEAP if n not in CHANGED])
