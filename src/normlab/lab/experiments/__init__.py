@@ -31,4 +31,5 @@ EXPERIMENTS: dict[str, str] = {
     "massive-activations": "normlab.lab.experiments.massive_activations",
     "deepnet-update": "normlab.lab.experiments.deepnet_update",
     "internal-covariate-shift": "normlab.lab.experiments.internal_covariate_shift",
+    "residual-and-final-norm": "normlab.lab.experiments.residual_and_final_norm",
 }
