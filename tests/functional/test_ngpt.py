@@ -78,7 +78,7 @@ def test_qk_gradcheck(rng, with_rope):
     B, H, T, D = 2, 3, 5, 6
     rope = rope_tables(T, D, 100.0, np.float64) if with_rope else None
     inputs = {"x": rng.normal(size=(B, H, T, D)), "s": rng.normal(1.0, 0.5, size=(H, D))}
-    report = gradcheck(lambda x, s: ngpt_qk_forward(x, s, rope), ngpt_qk_backward, inputs,
+    report = gradcheck(lambda x, s: ngpt_qk_forward(x, s, rope=rope), ngpt_qk_backward, inputs,
                        rng=rng)
     assert report.passed, str(report)
 
@@ -103,7 +103,7 @@ def test_qk_matches_torch(rng, dtype, with_rope):
     B, H, T, D = 2, 3, 7, 8
     rope = rope_tables(T, D, 100.0, np.float64) if with_rope else None
     inputs = {"x": rng.normal(size=(B, H, T, D)), "s": rng.normal(1.0, 0.5, size=(H, D))}
-    check_against_torch(lambda x, s: ngpt_qk_forward(x, s, rope), ngpt_qk_backward,
+    check_against_torch(lambda x, s: ngpt_qk_forward(x, s, rope=rope), ngpt_qk_backward,
                         lambda x, s: qk(x, s, rope), inputs, DTYPES[dtype], rng)
 
 

@@ -36,7 +36,8 @@ def test_rmsnorm_ends_near_layernorm_and_the_rule_reads_the_paired_excess(tmp_pa
     assert timing.passed is None and not timing.counted  # time is shown, never a verdict
     for n in X.NORMS:
         assert len(d["step_s"][n]) == 3 and all(t > 0 for t in d["step_s"][n])
-    assert 0.2 < X.time_ratio(d, "rmsnorm") < 5  # sane, not asserted as faster
+    ratio = X.time_ratio(d, "rmsnorm")  # a wall-clock ratio: shown, never asserted, since
+    assert np.isfinite(ratio) and ratio > 0  # the machine's load moves it (5.8 once, loaded)
     assert r.verdict == E.verdict_of(r.checks)
     files = X.plot(r, tmp_path)
     assert files and all((tmp_path / f).stat().st_size > 1000 for f in files)

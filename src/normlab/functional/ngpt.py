@@ -142,7 +142,7 @@ class QKCache(NamedTuple):
     dtype: np.dtype  # x's dtype
 
 
-def ngpt_qk_forward(x: Array, s: Array, rope: tuple[Array, Array] | None = None
+def ngpt_qk_forward(x: Array, s: Array, *, rope: tuple[Array, Array] | None = None
                     ) -> tuple[Array, QKCache]:
     """nGPT's query or key: ``s * Norm(RoPE(x))`` per head (the official code's order: RoPE,
     then ``sqk * justnorm(q)``).

@@ -194,8 +194,8 @@ class CausalSelfAttention(Module):
         from ..functional.ngpt import ngpt_qk_forward
 
         s = (sqk * sqk.dtype.type(self.sqk_scale)).reshape(self.n_heads, self.head_dim)
-        q, cq = ngpt_qk_forward(q, s, rope)
-        k, ck_ = ngpt_qk_forward(k, s, rope)
+        q, cq = ngpt_qk_forward(q, s, rope=rope)
+        k, ck_ = ngpt_qk_forward(k, s, rope=rope)
         return q, k, (cq, ck_)
 
     def _attention_op(self, which: str) -> tuple[Any, dict[str, Any]]:
