@@ -12,14 +12,7 @@ from normlab import nn as nnl
 from normlab.functional import derf_backward, derf_forward
 from normlab.functional.derf import erf
 from normlab.testing import gradcheck, oracles
-
-
-def derf_scales(inputs, dout):
-    """dalpha and dshift are sums of mixed signs: their errors are measured against the sums of
-    the terms' magnitudes (``scales`` of ``torch_parity``)."""
-    z = inputs["alpha"] * inputs["x"] + inputs["shift"]
-    s = np.abs(dout * inputs["weight"] * 2 / np.sqrt(np.pi) * np.exp(-z * z))
-    return {"alpha": float(np.sum(s * np.abs(inputs["x"]))), "shift": float(np.sum(s))}
+from normlab.testing.parity import derf_scales
 
 
 def _inputs(rng, shape, scalar_shape=()):

@@ -5,7 +5,6 @@ twins written after the official code's ``justnorm`` and ``Block.forward``; thei
 
 import numpy as np
 import pytest
-import torch
 from _parity import check_against_torch
 from conftest import DTYPES, SHAPES
 
@@ -20,41 +19,7 @@ from normlab.functional.ngpt import (
 )
 from normlab.functional.rope import rope_tables
 from normlab.testing import gradcheck
-
-
-def _ct(t):
-    """The compute dtype of a tensor: float32 for the 16-bit formats (normlab's rule)."""
-    return torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else t.dtype
-
-
-def justnorm(x):
-    """NVIDIA/ngpt model.py ``Block.justnorm``: ``x / x.norm(p=2, dim=-1, keepdim=True)``."""
-    xc = x.to(_ct(x))
-    return (xc / xc.norm(p=2, dim=-1, keepdim=True)).to(x.dtype)
-
-
-def update(h, f, alpha):
-    """NVIDIA/ngpt ``Block.forward``: ``lr = torch.abs(alpha)``, ``A_norm = justnorm(h)``,
-    ``B_norm = justnorm(h_att)``, ``res = A_norm + lr * (B_norm - A_norm)``, ``justnorm(res)``."""
-    ct = _ct(h)
-    hc, fc, lr = h.to(ct), f.to(ct), torch.abs(alpha.to(ct))
-    a = hc / hc.norm(p=2, dim=-1, keepdim=True)
-    b = fc / fc.norm(p=2, dim=-1, keepdim=True)
-    res = a + lr * (b - a)
-    return (res / res.norm(p=2, dim=-1, keepdim=True)).to(h.dtype)
-
-
-def qk(x, s, rope=None):
-    """``sqk * justnorm(rope(q))`` per head; s (H, D) viewed (H, 1, D); normlab's RoPE (the
-    half-split pairs of ``functional.rope``) written again in torch."""
-    xc = x.to(_ct(x))
-    if rope is not None:
-        c, sn = (torch.from_numpy(t).to(xc.dtype) for t in rope)
-        D = xc.shape[-1]
-        x1, x2 = xc[..., : D // 2], xc[..., D // 2 :]
-        xc = torch.cat([x1 * c - x2 * sn, x2 * c + x1 * sn], dim=-1)
-    n = xc / xc.norm(p=2, dim=-1, keepdim=True)
-    return (s.to(xc.dtype).unsqueeze(1) * n).to(x.dtype)
+from normlab.testing.oracles import justnorm, ngpt_qk, ngpt_update
 
 
 def _update_inputs(rng, shape):
@@ -93,7 +58,7 @@ def test_l2_normalize_matches_torch(rng, shape, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES[1:])
 def test_update_matches_torch(rng, shape, dtype):
-    check_against_torch(ngpt_update_forward, ngpt_update_backward, update,
+    check_against_torch(ngpt_update_forward, ngpt_update_backward, ngpt_update,
                         _update_inputs(rng, shape), DTYPES[dtype], rng)
 
 
@@ -104,7 +69,7 @@ def test_qk_matches_torch(rng, dtype, with_rope):
     rope = rope_tables(T, D, 100.0, np.float64) if with_rope else None
     inputs = {"x": rng.normal(size=(B, H, T, D)), "s": rng.normal(1.0, 0.5, size=(H, D))}
     check_against_torch(lambda x, s: ngpt_qk_forward(x, s, rope=rope), ngpt_qk_backward,
-                        lambda x, s: qk(x, s, rope), inputs, DTYPES[dtype], rng)
+                        lambda x, s: ngpt_qk(x, s, rope), inputs, DTYPES[dtype], rng)
 
 
 def test_the_update_stays_on_the_sphere_and_reads_alpha_by_its_absolute_value(rng):

@@ -90,6 +90,43 @@ def sigmoid_gate(y, g):
     return y * torch.sigmoid(g)
 
 
+def _ct(t):
+    """The compute dtype of a tensor: float32 for the 16-bit formats (normlab's rule)."""
+    return torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else t.dtype
+
+
+def justnorm(x):
+    """nGPT's unit-sphere normalization, NVIDIA/ngpt model.py ``Block.justnorm``:
+    ``x / x.norm(p=2, dim=-1, keepdim=True)``."""
+    xc = x.to(_ct(x))
+    return (xc / xc.norm(p=2, dim=-1, keepdim=True)).to(x.dtype)
+
+
+def ngpt_update(h, f, alpha):
+    """nGPT's residual update, NVIDIA/ngpt ``Block.forward``: ``lr = torch.abs(alpha)``,
+    ``A_norm = justnorm(h)``, ``B_norm = justnorm(h_att)``, ``res = A_norm + lr * (B_norm -
+    A_norm)``, ``justnorm(res)``."""
+    ct = _ct(h)
+    hc, fc, lr = h.to(ct), f.to(ct), torch.abs(alpha.to(ct))
+    a = hc / hc.norm(p=2, dim=-1, keepdim=True)
+    b = fc / fc.norm(p=2, dim=-1, keepdim=True)
+    res = a + lr * (b - a)
+    return (res / res.norm(p=2, dim=-1, keepdim=True)).to(h.dtype)
+
+
+def ngpt_qk(x, s, rope=None):
+    """nGPT's normalized q or k, ``sqk * justnorm(rope(q))`` per head; s (H, D) viewed
+    (H, 1, D); normlab's RoPE (the half-split pairs of ``functional.rope``) written in torch."""
+    xc = x.to(_ct(x))
+    if rope is not None:
+        c, sn = (torch.from_numpy(np.asarray(t)).to(xc.dtype) for t in rope)
+        D = xc.shape[-1]
+        x1, x2 = xc[..., : D // 2], xc[..., D // 2 :]
+        xc = torch.cat([x1 * c - x2 * sn, x2 * c + x1 * sn], dim=-1)
+    n = xc / xc.norm(p=2, dim=-1, keepdim=True)
+    return (s.to(xc.dtype).unsqueeze(1) * n).to(x.dtype)
+
+
 def batch_norm(x, weight, bias, running_mean=None, running_var=None, *, training, momentum=0.1,
                eps=1e-5):
     """``F.batch_norm`` over every axis but the last (torch wants channels second). The running

@@ -45,6 +45,14 @@ def dyt_scales(inputs: dict[str, np.ndarray], dout: np.ndarray) -> dict[str, flo
     return {"alpha": float(np.sum(np.abs(dout * inputs["weight"] * (1 - t * t) * inputs["x"])))}
 
 
+def derf_scales(inputs: dict[str, np.ndarray], dout: np.ndarray) -> dict[str, float]:
+    """Derf's dalpha and dshift are sums of mixed signs: their errors are measured against the
+    sums of the terms' magnitudes (``scales`` of :func:`torch_parity`)."""
+    z = inputs["alpha"] * inputs["x"] + inputs["shift"]
+    s = np.abs(dout * inputs["weight"] * 2 / np.sqrt(np.pi) * np.exp(-z * z))
+    return {"alpha": float(np.sum(s * np.abs(inputs["x"]))), "shift": float(np.sum(s))}
+
+
 class ParityRow(NamedTuple):
     what: str  # "forward" or "d<input>"
     ours: float  # normlab's norm-wise relative error against PyTorch float64
@@ -132,5 +140,5 @@ def _row(what: str, ours: Any, theirs: Any, ref: Any, scale: float, dtype: np.dt
     return ParityRow(what, mine, torch_err, bound, bool(mine <= bound))
 
 
-__all__ = ["DEFAULT", "GEMM", "ParityReport", "ParityRow", "Tolerance", "dyt_scales",
-           "torch_parity"]
+__all__ = ["DEFAULT", "GEMM", "ParityReport", "ParityRow", "Tolerance", "derf_scales",
+           "dyt_scales", "torch_parity"]

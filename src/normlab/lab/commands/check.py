@@ -20,8 +20,9 @@ import ml_dtypes
 import numpy as np
 
 from ... import functional as Fn
+from ...functional import gating, ngpt
 from ...testing import gradcheck
-from ...testing.parity import DEFAULT, GEMM, Tolerance, dyt_scales
+from ...testing.parity import DEFAULT, GEMM, Tolerance, derf_scales, dyt_scales
 from ..formatting import fmt
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -39,6 +40,14 @@ class OpCheck:
     out_mask: Callable[[dict], np.ndarray] | None = None  # outputs that carry gradient
     tol: Tolerance = DEFAULT  # GEMM for matrix products, whose sums torch orders differently
     scales: Callable | None = None  # natural magnitudes of gradients that are sums (parity)
+    covers: str = ""  # the functional forward a wrapping ``forward`` checks (its name)
+
+    def checks(self) -> str:
+        """The name of the ``normlab.functional`` forward this check exercises."""
+        f = self.forward
+        while isinstance(f, partial):
+            f = f.func
+        return self.covers or getattr(f, "__name__", "")
 
 
 def _norm_inputs(rng, shape=(3, 5, 16), params=("weight", "bias")):
@@ -60,6 +69,7 @@ _MASK = np.random.default_rng(7).random((4, 6)) > 0.35
 _IDS = np.random.default_rng(8).integers(0, 11, size=(3, 5))  # token ids into an (11, 16) table
 _TARGETS = np.random.default_rng(9).integers(0, 13, size=(3, 5))  # class ids for (3, 5, 13) logits
 _ROPE = Fn.rope_tables(6, 8)  # (cos, sin) for T = 6, D = 8
+_SIGMOID_BIAS = -np.log(6.0)  # sigmoid attention's b = -log(T) (Ramapuram et al.)
 
 
 def _bn(training, mask=None):
@@ -105,6 +115,11 @@ def _torch_ops():
         "batch_norm(train, mask)": bn(True, _MASK),
         "batch_norm(eval)": bn(False),
         "dyt": O.dyt,
+        "derf": O.derf,
+        "sigmoid_gate": O.sigmoid_gate,
+        "l2_normalize (nGPT)": O.justnorm,
+        "ngpt_update": O.ngpt_update,
+        "ngpt_qk(rope)": partial(O.ngpt_qk, rope=_ROPE),
         "linear": F_linear,
         "embedding": partial(O.embedding, ids=_IDS),
         "gelu(tanh)": partial(O.gelu, approximate="tanh"),
@@ -115,6 +130,7 @@ def _torch_ops():
         "attention": O.attention,
         "attention(qk-norm, rope, cap)": partial(O.attention, qk_norm="rmsnorm", rope=_ROPE,
                                                  softcap=2.0),
+        "attention(sigmoid)": partial(O.attention, sigmoid_bias=_SIGMOID_BIAS),
         "cross_entropy": partial(O.cross_entropy, targets=_TARGETS),
         "cross_entropy(cap, z, smooth)": partial(O.cross_entropy, targets=_TARGETS, softcap=3.0,
                                                  z_loss=1e-2, label_smoothing=0.1),
@@ -154,14 +170,31 @@ def op_checks() -> list[OpCheck]:
                 partial(Fn.rms_norm_forward, partial=0.25), Fn.rms_norm_backward),
         OpCheck("rms_norm(offset=1)", partial(_norm_inputs, params=("weight",)),
                 partial(Fn.rms_norm_forward, offset=1.0), Fn.rms_norm_backward),
-        OpCheck("batch_norm(train)", _bn_inputs, bn_train, bn_train_b),
+        OpCheck("batch_norm(train)", _bn_inputs, bn_train, bn_train_b,
+                covers="batch_norm_forward"),
         OpCheck("batch_norm(train, mask)", _bn_inputs, bn_mask, bn_mask_b, out_mask=masked),
         OpCheck("batch_norm(eval)", _bn_inputs, bn_eval, bn_eval_b),
         OpCheck("dyt", lambda rng: {"x": rng.normal(size=(3, 5, 16)), "alpha": np.array(0.7),
                                     "weight": rng.normal(size=16), "bias": rng.normal(size=16)},
                 Fn.dyt_forward, Fn.dyt_backward, scales=dyt_scales),
+        OpCheck("derf", lambda rng: {"x": rng.normal(0.0, 2.0, size=(3, 5, 16)),
+                                     "alpha": np.array(0.7), "shift": np.array(-0.3),
+                                     "weight": rng.normal(size=16), "bias": rng.normal(size=16)},
+                Fn.derf_forward, Fn.derf_backward, scales=derf_scales),
+        OpCheck("sigmoid_gate", lambda rng: {"y": rng.normal(size=(3, 5, 16)),
+                                             "g": rng.normal(0.0, 2.0, size=(3, 5, 16))},
+                gating.sigmoid_gate_forward, gating.sigmoid_gate_backward),
+        OpCheck("l2_normalize (nGPT)", lambda rng: {"x": rng.normal(size=(3, 5, 16))},
+                ngpt.l2_normalize_forward, ngpt.l2_normalize_backward),
+        OpCheck("ngpt_update", lambda rng: {"h": rng.normal(size=(3, 5, 16)),
+                                            "f": rng.normal(0.0, 0.3, size=(3, 5, 16)),
+                                            "alpha": rng.normal(0.0, 0.4, size=16)},
+                ngpt.ngpt_update_forward, ngpt.ngpt_update_backward),
+        OpCheck("ngpt_qk(rope)", lambda rng: {"x": rng.normal(size=(2, 2, 6, 8)),
+                                              "s": rng.normal(1.0, 0.5, size=(2, 8))},
+                partial(ngpt.ngpt_qk_forward, rope=_ROPE), ngpt.ngpt_qk_backward),
         OpCheck("dropout(p=0.3)", lambda rng: {"x": rng.normal(size=(3, 5, 16))},
-                _dropout_forward, Fn.dropout_backward),
+                _dropout_forward, Fn.dropout_backward, covers="dropout_forward"),
         OpCheck("linear", lambda rng: {"x": rng.normal(size=(3, 5, 16)),
                                        "weight": rng.normal(size=(12, 16)) / 4,
                                        "bias": rng.normal(size=12)},
@@ -185,6 +218,9 @@ def op_checks() -> list[OpCheck]:
         OpCheck("attention(qk-norm, rope, cap)", partial(_heads, qk_norm=True),
                 partial(Fn.attention_forward, qk_norm="rmsnorm", rope=_ROPE, softcap=2.0),
                 _first(5, Fn.attention_backward), tol=GEMM),
+        OpCheck("attention(sigmoid)", _heads,
+                partial(Fn.attention_forward, sigmoid_bias=_SIGMOID_BIAS),
+                _first(3, Fn.attention_backward), tol=GEMM),
         OpCheck("cross_entropy", lambda rng: {"logits": rng.normal(0, 3, size=(3, 5, 13))},
                 partial(Fn.cross_entropy_forward, targets=_TARGETS),
                 _first(1, Fn.cross_entropy_backward), tol=GEMM),
@@ -194,6 +230,26 @@ def op_checks() -> list[OpCheck]:
                         label_smoothing=0.1),
                 _first(1, Fn.cross_entropy_backward), tol=GEMM),
     ]
+
+
+#: The functional forwards ``normlab check`` does not list, each with where it is checked: the
+#: parts of an op it checks whole, and the variants the model and the ensemble engine call
+#: (tests/lab/test_check.py keeps every public ``*_forward`` of ``normlab.functional`` either in
+#: ``op_checks()`` or here).
+CHECKED_ELSEWHERE: dict[str, str] = {
+    "add_norm_forward": "the fused residual add and norm: tests/functional/test_add_norm.py "
+                        "against layer_norm / rms_norm of the sum",
+    "qk_norm_forward": "a part of attention(qk-norm, rope, cap)",
+    "qk_norm_members_forward": "the ensemble's QK-norm: tests/functional/test_attention.py",
+    "capped_softmax_forward": "a part of attention(qk-norm, rope, cap) (the soft-cap and the "
+                              "softmax)",
+    "attention_forward_members": "the ensemble's attention: tests/functional/test_attention.py "
+                                 "and test_sigmoid_attention.py, member by member",
+    "rope_forward": "a part of attention(qk-norm, rope, cap) and ngpt_qk(rope); "
+                    "tests/functional/test_rope.py",
+    "shift_noise_forward": "the lab's injected noise (internal-covariate-shift): "
+                           "tests/functional/test_noise.py",
+}
 
 
 @dataclass
