@@ -44,6 +44,7 @@ from ..functional import (
 )
 from ..functional.ngpt import normalize_rows_
 from ..nn import Embedding, Identity, Linear, Module
+from ..nn.linear import operand_backward
 from ..nn.numerics import FULL_PRECISION, Numerics
 from .block import Block, init_stds, make_norm
 from .config import GPTConfig
@@ -184,6 +185,7 @@ class GPT(Module):
             n = self.numerics
             logits, self._head_cache = linear_forward(n.input(x, "head"),
                                                       n.weight(self.wte.params["weight"], "head"))
+            self._head_raw = (x, self.wte.params["weight"]) if n.splits("head") else None
             logits = n.output(logits, "head")  # (B, T, V)
         else:
             logits = self.head(x)  # (B, T, V)
@@ -313,7 +315,9 @@ class GPT(Module):
             dlogits = self._sz_backward(dlogits)
         if cfg.tie_embeddings:
             assert self._head_cache is not None  # set with _loss_cache by forward's _trunk
-            dx, dW, _ = linear_backward(n.grad(dlogits, "dhead"), self._head_cache)
+            g, raw = n.grad(dlogits, "dhead"), getattr(self, "_head_raw", None)
+            dx, dW, _ = (linear_backward(g, self._head_cache) if raw is None else
+                         operand_backward(n, dlogits, g, self._head_cache, raw, "head"))
             self.wte.accumulate("weight", n.output(dW, "dhead_weight"))
             dx = n.output(dx, "dhead_x")
         else:

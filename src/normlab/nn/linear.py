@@ -9,6 +9,7 @@ from numpy.typing import DTypeLike
 
 from .. import _checks as ck
 from ..functional import (
+    LinearCache,
     embedding_backward,
     embedding_forward,
     linear_backward,
@@ -42,19 +43,68 @@ class Linear(Module):
         if bias:
             self.add_param("bias", np.zeros(out_features, dtype))
 
+    #: the forward's high-precision x and W, kept where the backward GEMMs quantize their own
+    #: operands (``numerics.splits()``), else None
+    _raw: tuple[np.ndarray, np.ndarray] | None = None
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         n = self.numerics
-        out, self._cache = linear_forward(n.input(x), n.weight(self.params["weight"]),
-                                          self.params.get("bias"))
+        w = self.params["weight"]
+        out, self._cache = linear_forward(n.input(x), n.weight(w), self.params.get("bias"))
+        self._raw = (x, w) if n.splits() else None
         return n.output(out)
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         n = self.numerics
-        dx, dweight, dbias = linear_backward(n.grad(dout, "dout"), self._last_cache())
+        g = n.grad(dout, "dout")
+        if self._raw is None:
+            dx, dweight, dbias = linear_backward(g, self._last_cache())
+        else:
+            dx, dweight, dbias = operand_backward(n, dout, g, self._last_cache(), self._raw)
         self.accumulate("weight", n.output(dweight, "dweight"))
         if "bias" in self.params:
             self.accumulate("bias", dbias)
         return n.output(dx, "dx")
+
+
+def operand_backward(n: Numerics, dout: np.ndarray, g: np.ndarray, cache: LinearCache,
+                     raw: tuple[np.ndarray, np.ndarray], key: str = "weight"
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A linear layer's backward whose GEMMs take their own operands (``Numerics.operand``):
+    ``dx = dY_d Q_dgrad(W)`` and ``dW = Q_wgrad(dY)^T Q_wgrad(x)``, the wgrad operands along
+    the token axis.
+
+    Args:
+        n: the layer's numerics (``n.splits(key)``).
+        dout: dY (..., C_out), high precision; ``g``: dY as ``n.grad`` rounded it (dgrad's).
+        cache: the forward's ``LinearCache`` (its rounded x rows and W).
+        raw: the forward's high-precision x (..., C_in) and W (C_out, C_in); stacked members:
+            (M, ..., C_in) and (M, C_out, C_in).
+        key: the layer's weight key (``"head"`` for the tied head).
+
+    Returns:
+        dx (x's shape and dtype), dW (W's shape, at least float32), db (C_out,) or (M, C_out)
+        from g, or None; as ``linear_backward``.
+    """
+    x, w = raw
+    x2, wq, x_shape, x_dtype, has_bias, (weight_dt, bias_dt) = cache
+    ct = wq.dtype
+    wd = n.operand("dgrad.weight", w, key, wq).astype(ct, copy=False)
+    gw = n.operand("wgrad.grad_output", dout, key, g)
+    xw = n.operand("wgrad.input", x, key, x2.reshape(x_shape))
+    lead = (wq.shape[0],) if wq.ndim == 3 else ()
+    C_out, C_in = wq.shape[-2:]
+    dy = g.reshape(*lead, -1, C_out).astype(ct, copy=False)  # (N, C_out) or (M, N, C_out)
+    gy = gw.reshape(*lead, -1, C_out).astype(ct, copy=False)
+    xx = xw.reshape(*lead, -1, C_in).astype(ct, copy=False)
+    dx = dy @ wd  # (.., N, C_in)
+    dweight = (np.swapaxes(gy, -1, -2) @ xx).astype(ck.compute_dtype(weight_dt), copy=False)
+    dbias = None
+    if has_bias:
+        bt = ck.compute_dtype(bias_dt)
+        dbias = (np.stack([ck.reduce_rows(d) for d in dy]) if lead
+                 else ck.reduce_rows(dy)).astype(bt)
+    return ck.out_cast(dx.reshape(x_shape), x_dtype), dweight, dbias
 
 
 class Embedding(Module):

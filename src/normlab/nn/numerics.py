@@ -21,8 +21,18 @@ the rounded values, as autocast's float32 list does.
 
 A policy with GEMM ``operands`` (the ``nvfp4``, ``mxfp8_2d`` and ``fp8_blockwise`` recipes)
 rounds ``weight`` as ``fprop.weight``, ``input`` as ``fprop.input`` and ``grad`` as
-``dgrad.grad_output``; the modules and patterns of its ``keep_layers`` (the tied head: ``head``)
-round as ``policy.kept()`` (the operands in ``params``' format, unscaled).
+``dgrad.grad_output``, and its linear layers' backward GEMMs take their own operands
+(``splits(key)`` is True there): ``operand(name, x, key, rounded)`` quantizes the
+high-precision tensor ``x`` as ``dgrad.weight`` (``params(W)`` along C_out, dx's reduction
+axis; the forward's rounded W where the two precisions are one deterministic rounding that a
+transpose leaves as it is: 2D tiles) or as ``wgrad.input`` / ``wgrad.grad_output`` (x and dY
+flattened to (tokens, channels) and rounded along the token axis, dW's reduction axis, with
+zero tokens padded up to a whole block and dropped after: the RHT of the recipe rotates there),
+as ``normlab.torch.emulate``'s ``RecipeLinear`` does. Where a site does not split, ``operand``
+returns ``rounded`` (the forward's rounded x and W and the dgrad-rounded dY: the backward as it
+was), so every policy without operands computes the same bits as before. The modules and
+patterns of its ``keep_layers`` (the tied head: ``head``) round as ``policy.kept()`` (the
+operands in ``params``' format, unscaled) and do not split.
 
 MX block scaling (the ``mxfp8`` preset) groups 32 values along each tensor's last axis. For the
 forward ``x W^T`` and for dY in ``dx = dY W`` that is the contraction axis, as the MX recipe
@@ -44,6 +54,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+
+from ..precision.policy import OPERAND_ROLES, transposes
 
 
 class Numerics:
@@ -70,6 +82,18 @@ class Numerics:
 
     def grad(self, g: np.ndarray, key: str = "grad") -> np.ndarray:
         return g
+
+    def splits(self, key: str = "weight") -> bool:
+        """Whether the linear layer's backward GEMMs quantize their own operands (``operand``)
+        rather than reuse the forward's rounded x and W and the dgrad-rounded dY."""
+        return False
+
+    def operand(self, name: str, x: np.ndarray, key: str, rounded: np.ndarray) -> np.ndarray:
+        """The backward GEMM operand ``name`` (``dgrad.weight``, ``wgrad.input``,
+        ``wgrad.grad_output``) quantized from the high-precision ``x`` (W (C_out, C_in), or
+        x (..., C_in) / dY (..., C_out)); ``rounded`` (x's shape): what the backward uses where
+        the site does not split. Returns x's shape."""
+        return rounded
 
     def end_step(self) -> None:
         """Called once per optimizer step (delayed scaling advances its amax histories)."""
@@ -177,6 +201,58 @@ class _Site(Numerics):
     def grad(self, g, key="grad"):
         return self.owner.apply("gradients", g, self.site, key,
                                 self._operand("dgrad.grad_output", key))
+
+    def splits(self, key="weight"):
+        o = self.owner
+        return bool(o.policy.operands) and not (
+            o.kept is not None and (o.policy.keeps(self.site) or
+                                    (key in ("head", "dhead") and o.policy.keeps("head"))))
+
+    def operand(self, name, x, key, rounded):
+        if name not in BACKWARD_OPERANDS:
+            raise ValueError(f"operand: name must be one of {', '.join(BACKWARD_OPERANDS)}; "
+                             f"got {name!r}")
+        if not self.splits(key):
+            return rounded
+        pol = self.owner.policy
+        p = pol.operand(name)
+        if name == "dgrad.weight":
+            if transposes(pol.operand("fprop.weight"), p):
+                return rounded
+            wp = self.param(x, key)  # (C_out, C_in): blocks along C_out
+            return np.ascontiguousarray(
+                self.owner.apply("compute", np.ascontiguousarray(wp.T), self.site, key, p).T)
+        return _along_tokens(lambda t: self.owner.apply(OPERAND_ROLES[name], t, self.site, key,
+                                                        p), x, _block(p))
+
+
+#: The backward GEMMs' operands that ``Numerics.operand`` quantizes.
+BACKWARD_OPERANDS = ("dgrad.weight", "wgrad.input", "wgrad.grad_output")
+
+
+def _block(p: Any) -> int:
+    """The block length of a precision's scaling along its axis (1: none), as torch's recipe
+    pads the token axis to."""
+    s = p.scaling
+    inner = getattr(s, "scaling", None) or s
+    for attr in ("block", "block_size"):
+        if hasattr(inner, attr):
+            return int(getattr(inner, attr))
+    return 16 if inner is not None and inner.kind == "nvfp4" else 1
+
+
+def _along_tokens(fn: Any, x: np.ndarray, block: int) -> np.ndarray:
+    """``fn`` applied to x (..., C) as (C, tokens): the channels' rows, the tokens along the
+    last axis (the blocks' axis), zero tokens padded up to a multiple of ``block`` and dropped
+    after. Returns x's shape."""
+    C = x.shape[-1]
+    x2 = x.reshape(-1, C)
+    N = x2.shape[0]
+    pad = (-N) % block
+    t = np.zeros((C, N + pad), x.dtype)
+    t[:, :N] = x2.T
+    q = fn(t)
+    return np.ascontiguousarray(q[:, :N].T).reshape(x.shape)
 
 
 @contextmanager
@@ -329,3 +405,15 @@ class _MemberSite(Numerics):
 
     def grad(self, g, key="grad"):
         return self._each("grad", g, key)
+
+    def splits(self, key="weight"):
+        return any(v.splits(key) for v in self.views)
+
+    def operand(self, name, x, key, rounded):
+        """Member m's operand from its slices ``x[m]`` and ``rounded[m]``."""
+        if not self.splits(key):
+            return rounded
+        out = np.empty_like(rounded)
+        for m, v in enumerate(self.views):
+            out[m] = v.operand(name, x[m], key, rounded[m])
+        return out

@@ -50,6 +50,7 @@ from .policy import (
     Precision,
     PrecisionPolicy,
     get_policy,
+    nvfp4_recipe,
 )
 from .roles import APPLIED_ROLES, PolicyRoles
 from .rounding import OVERFLOWS, ROUNDINGS, cast, quantize, round_to_bfloat16
@@ -148,6 +149,7 @@ __all__ = [
     "mx_quantize",
     "mx_scale",
     "nvfp4_quantize",
+    "nvfp4_recipe",
     "quantize",
     "register_scaling",
     "rht",

@@ -52,8 +52,10 @@ weight gradient's two operands, stochastic rounding of the output's gradient); `
 three GEMMs (y = x W^T, dx = dY W, dW = dY^T x) each quantize their two operands from the
 high-precision tensors along that GEMM's reduction axis, as TransformerEngine's recipes do; an
 operand not named takes its role's precision (``OPERAND_ROLES``). ``normlab.torch.emulate``
-applies all six; normlab's NumPy model applies the forward's two and ``dgrad.grad_output`` and
-reuses them in the weight gradient (``normlab.nn.numerics``). **keep_layers**: module names
+and normlab's NumPy model apply all six (``normlab.nn.numerics``: the weight gradient from
+x and dY quantized along the token axis, dx from ``dgrad.weight``). ``nvfp4_recipe`` builds
+``nvfp4`` with each of its parts switchable (the Hadamard transform, the 2D weight tiles,
+stochastic rounding of the gradients, the layers kept in bf16). **keep_layers**: module names
 or patterns (``fnmatch``, a name or a module around it) that compute in ``params``' format,
 unscaled (``kept()``), in normlab's model; ``normlab.torch.emulate`` gives them the same policy
 through its per-module overrides. Both fields are empty in the older presets and left out of a
@@ -545,6 +547,51 @@ def _nvfp4(*, two_d: bool = False, rht: bool = False, sr: bool = False) -> Preci
                      scaling=HadamardScaling(s) if rht else s)
 
 
+def transposes(a: Precision, b: Precision) -> bool:
+    """Whether rounding a matrix by ``a`` along its rows gives the matrix rounded by ``b``
+    along its columns: one deterministic precision whose blocks, if any, are square tiles with
+    one tensor scale (a recipe's ``fprop.weight`` and ``dgrad.weight``: the backward may reuse
+    the forward's rounded weight)."""
+    if a != b or a.rounding == "stochastic":
+        return False
+    s: Any = a.scaling
+    return s is None or (getattr(s, "two_d", False) and s.kind in ("nvfp4", "mx", "fp8_blocks")
+                         and getattr(s, "global_scale", "tensor") == "tensor")
+
+
+def nvfp4_recipe(*, rht: bool = True, two_d: bool = True, sr: bool = True,
+                 keep_layers: Any = (), name: str | None = None) -> PrecisionPolicy:
+    """TransformerEngine's NVFP4BlockScaling recipe (arXiv 2509.25149, section 4) with each of
+    its parts switchable: ``rht`` the 16-point random Hadamard transform on the weight
+    gradient's two operands (``wgrad.input``, ``wgrad.grad_output``); ``two_d`` 16x16 tiles for
+    the weight (``fprop.weight``, ``dgrad.weight``; else 1x16 blocks along each GEMM's reduction
+    axis); ``sr`` stochastic rounding of the gradients (``dgrad.grad_output``,
+    ``wgrad.grad_output`` and the ``gradients`` role; else round to nearest even);
+    ``keep_layers`` the layers kept in bf16 (module names or patterns, as
+    ``PrecisionPolicy.keep_layers``: for normlab's GPT ``blocks.<i>`` and ``head``; for a torch
+    model ``normlab.torch.recipes.keep_last``). The default is ``RECIPES["nvfp4"]``; ``name``
+    defaults to ``nvfp4`` followed by the parts removed (``nvfp4-rht-2d-sr``) and
+    ``+keep<n>`` for n kept layers.
+
+    Returns:
+        a PrecisionPolicy (bf16 weights and activations, fp32 master weights and optimizer).
+    """
+    for arg, v in (("rht", rht), ("two_d", two_d), ("sr", sr)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"nvfp4_recipe: {arg} must be True or False; got {v!r}")
+    keep = _keep_from(keep_layers)
+    if name is None:
+        off = [n for n, on in (("rht", rht), ("2d", two_d), ("sr", sr)) if not on]
+        name = "nvfp4" + "".join(f"-{n}" for n in off) + (f"+keep{len(keep)}" if keep else "")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"nvfp4_recipe: name must be a non-empty string; got {name!r}")
+    return _recipe(name, _nvfp4(), _nvfp4(sr=sr), {
+        "fprop.input": _nvfp4(), "fprop.weight": _nvfp4(two_d=two_d),
+        "dgrad.grad_output": _nvfp4(sr=sr), "dgrad.weight": _nvfp4(two_d=two_d),
+        "wgrad.input": _nvfp4(rht=rht),
+        "wgrad.grad_output": _nvfp4(rht=rht, sr=sr)}).replace(keep_layers=keep)
+
+
 def _recipe(name: str, compute: Precision, gradients: Precision,
             operands: Mapping[str, Precision]) -> PrecisionPolicy:
     """A block-scaled recipe: bf16 weights and activations, fp32 master weights and optimizer,
@@ -583,10 +630,7 @@ PRESETS: Mapping[str, PrecisionPolicy] = MappingProxyType({
 #: a training run's ``precision``) and kept apart from PRESETS, whose every entry the lab's
 #: tables and ``normlab inspect``'s default columns read.
 RECIPES: Mapping[str, PrecisionPolicy] = MappingProxyType({
-    "nvfp4": _recipe("nvfp4", _nvfp4(), _nvfp4(sr=True), {
-        "fprop.input": _nvfp4(), "fprop.weight": _nvfp4(two_d=True),
-        "dgrad.grad_output": _nvfp4(sr=True), "dgrad.weight": _nvfp4(two_d=True),
-        "wgrad.input": _nvfp4(rht=True), "wgrad.grad_output": _nvfp4(rht=True, sr=True)}),
+    "nvfp4": nvfp4_recipe(),
     "mxfp8_2d": _recipe("mxfp8_2d", _fp8("float8_e4m3fn", _MX), _fp8("float8_e4m3fn", _MX), {
         "fprop.weight": _fp8("float8_e4m3fn", _MX_2D),
         "dgrad.weight": _fp8("float8_e4m3fn", _MX_2D)}),

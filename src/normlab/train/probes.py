@@ -367,6 +367,12 @@ class _WatchSite(Numerics):
     def grad(self, g, key="grad"):
         return self._seen("grad", key, self.inner.grad(g, key))
 
+    def splits(self, key="weight"):
+        return self.inner.splits(key)
+
+    def operand(self, name, x, key, rounded):
+        return self.inner.operand(name, x, key, rounded)
+
 
 @contextlib.contextmanager
 def observe(model: GPT, *names: str) -> Iterator[dict]:
