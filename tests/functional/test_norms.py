@@ -18,7 +18,7 @@ SCALES = {"dyt": dyt_scales, "derf": derf_scales}
 
 def test_the_vocabularies_are_the_registrys_and_keep_their_strings():
     assert norms.block_names() == config.NORMS == ("layernorm", "rmsnorm", "dyt", "derf",
-                                                    "none")
+                                                    "centernorm", "none")
     assert set(norms.qk_names()) == set(attention.QK_NORMS) == {"none", "rmsnorm", "layernorm"}
     assert norms.fused_names() == add_norm.NORMS == ("layer", "rms")
     assert norms.by_fused("rms") is norms.get("rmsnorm")
@@ -50,7 +50,7 @@ def _inputs(entry, rng, shape=(3, 4, 8)):
     return d
 
 
-@pytest.mark.parametrize("name", ["layernorm", "rmsnorm", "dyt", "derf"])
+@pytest.mark.parametrize("name", ["layernorm", "rmsnorm", "dyt", "derf", "centernorm"])
 def test_every_entry_passes_gradcheck_and_matches_its_twin(name, rng):
     entry = norms.get(name)
     d = _inputs(entry, rng)

@@ -24,6 +24,9 @@ def _norm(kind: str, x, p: dict, prefix: str, eps: float, offset: float = 0.0):
     if kind == "derf":  # zlab-princeton/Derf's Dynamic_erf
         z = p[prefix + "alpha"] * x + p[prefix + "shift"]
         return p[prefix + "weight"] * torch.erf(z) + p[prefix + "bias"]
+    if kind == "centernorm":  # LayerNorm without its division
+        y = (x - x.mean(-1, keepdim=True)) * p[prefix + "weight"]
+        return y + p[prefix + "bias"] if prefix + "bias" in p else y
     return x
 
 

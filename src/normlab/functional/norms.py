@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _checks as ck
+from .centernorm import center_norm_backward, center_norm_forward
 from .derf import ALPHA_INIT as DERF_ALPHA_INIT
 from .derf import SHIFT_INIT as DERF_SHIFT_INIT
 from .derf import derf_backward, derf_forward
@@ -297,6 +298,13 @@ register(NormEntry(  # arXiv 2512.10938; the official code's Dynamic_erf (functi
     module_options={"alpha_init": DERF_ALPHA_INIT, "shift_init": DERF_SHIFT_INIT},
     config={"alpha_init": "derf_alpha", "shift_init": "derf_shift"},
     title="Dynamic erf (Chen et al. 2025)",
+))
+
+register(NormEntry(  # LayerNorm without its rescaling: the centering's ablation (centernorm.py)
+    "centernorm", center_norm_forward, center_norm_backward,
+    params=(Param("weight"), Param("bias", init=0.0, flag="bias")),
+    module_options={"bias": True}, config={"bias": "bias"},
+    title="centering only (LayerNorm without the rescaling)",
 ))
 
 __all__ = ["GENERIC", "LAYER_NORM_ROWS", "NONE", "RMS_NORM_ROWS", "NormEntry", "Param",

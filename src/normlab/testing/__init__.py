@@ -13,13 +13,13 @@ from .compare import assert_close, assert_no_worse_than, errors, format_eps
 from .gradcheck import GradcheckReport, InputError, gradcheck, numerical_grad
 
 
-def _oracle(attr: str) -> Callable[..., Any]:
-    """``normlab.testing.oracles.<attr>``, imported (with torch) when it is first called."""
+def _oracle(attr: str, module: str = "oracles") -> Callable[..., Any]:
+    """``normlab.testing.<module>.<attr>``, imported (with torch) when it is first called."""
 
     def twin(*args: Any, **kwargs: Any) -> Any:
-        from . import oracles
+        from importlib import import_module
 
-        return getattr(oracles, attr)(*args, **kwargs)
+        return getattr(import_module(f"{__name__}.{module}"), attr)(*args, **kwargs)
 
     twin.__name__ = twin.__qualname__ = attr
     return twin
@@ -29,6 +29,7 @@ def _oracle(attr: str) -> Callable[..., Any]:
 for _name, _attr in (("layernorm", "layer_norm"), ("rmsnorm", "rms_norm"), ("dyt", "dyt"),
                      ("derf", "derf")):
     _norms.register_twin(_name, _oracle(_attr))
+_norms.register_twin("centernorm", _oracle("center_norm", "center_oracle"))
 
 __all__ = [
     "GradcheckReport",
