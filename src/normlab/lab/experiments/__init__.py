@@ -41,5 +41,4 @@ EXPERIMENTS: dict[str, str] = {
     "mxfp8-scale-rule": "normlab.lab.experiments.mxfp8_scale_rule",
     "frontier-numerics": "normlab.lab.experiments.frontier_numerics",
     "nvfp4-recipe-parts": "normlab.lab.experiments.nvfp4_recipe_parts",
-    "norm-and-learning-rate": "normlab.lab.experiments.norm_and_learning_rate",
 }
