@@ -33,12 +33,6 @@ EXPERIMENTS: dict[str, str] = {
     "internal-covariate-shift": "normlab.lab.experiments.internal_covariate_shift",
     "residual-and-final-norm": "normlab.lab.experiments.residual_and_final_norm",
     "ngpt-speedup": "normlab.lab.experiments.ngpt_speedup",
-    "derf": "normlab.lab.experiments.derf",
     "norm-and-learning-rate": "normlab.lab.experiments.norm_and_learning_rate",
     "rescaling-not-centering": "normlab.lab.experiments.rescaling_not_centering",
-    "layernorm-scaling": "normlab.lab.experiments.layernorm_scaling",
-    "mix-ln": "normlab.lab.experiments.mix_ln",
-    "mxfp8-scale-rule": "normlab.lab.experiments.mxfp8_scale_rule",
-    "frontier-numerics": "normlab.lab.experiments.frontier_numerics",
-    "nvfp4-recipe-parts": "normlab.lab.experiments.nvfp4_recipe_parts",
 }
