@@ -35,4 +35,5 @@ EXPERIMENTS: dict[str, str] = {
     "ngpt-speedup": "normlab.lab.experiments.ngpt_speedup",
     "norm-and-learning-rate": "normlab.lab.experiments.norm_and_learning_rate",
     "rescaling-not-centering": "normlab.lab.experiments.rescaling_not_centering",
+    "derf": "normlab.lab.experiments.derf",
 }
