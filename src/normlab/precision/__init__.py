@@ -50,6 +50,7 @@ from .policy import (
     Precision,
     PrecisionPolicy,
     get_policy,
+    mxfp8_recipe,
     nvfp4_recipe,
 )
 from .roles import APPLIED_ROLES, PolicyRoles
@@ -148,6 +149,7 @@ __all__ = [
     "mx_dequantize",
     "mx_quantize",
     "mx_scale",
+    "mxfp8_recipe",
     "nvfp4_quantize",
     "nvfp4_recipe",
     "quantize",

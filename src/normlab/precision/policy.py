@@ -641,6 +641,27 @@ RECIPES: Mapping[str, PrecisionPolicy] = MappingProxyType({
 })
 
 
+def mxfp8_recipe(scale_rule: str = "ceil") -> PrecisionPolicy:
+    """The ``mxfp8`` preset with its shared scale chosen by ``scale_rule`` (``SCALE_RULES``):
+    E4M3 both ways in blocks of 32 along each tensor's last axis, bf16 elsewhere, fp32 master
+    weights. ``"ceil"`` (round the scale up: TransformerEngine, cuBLAS, Mishra et al.
+    arXiv:2506.08027) returns the preset itself; ``"floor"`` is the OCP MX v1.0 spec's rule,
+    which can saturate a block's largest values (``mx_scale``). Named ``mxfp8`` for ceil,
+    ``mxfp8_<rule>`` otherwise; pass it as a training run's ``precision`` with
+    ``policy.to_json(indent=None)``.
+
+        >>> mxfp8_recipe("floor").compute.scaling.scale_rule
+        'floor'
+    """
+    from .scaling import SCALE_RULES
+
+    rule = ck.choice(scale_rule, "scale_rule", SCALE_RULES)
+    if rule == "ceil":
+        return PRESETS["mxfp8"]
+    e4m3 = _fp8("float8_e4m3fn", MXScaling(scale_rule=rule))
+    return PRESETS["mxfp8"].replace(name=f"mxfp8_{rule}", compute=e4m3, gradients=e4m3)
+
+
 def get_policy(name: str) -> PrecisionPolicy:
     """``PrecisionPolicy.preset(name)``."""
     return PrecisionPolicy.preset(name)
