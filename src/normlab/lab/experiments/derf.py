@@ -306,6 +306,7 @@ _TEXTS = {  # record id -> (published, rule, source) of the counted rows
         "Chen et al. 2025, official README (GPT-2) [V]"),
 }
 _VERSUS = {"derf-matches-layernorm": "layernorm", "derf-matches-or-beats-dyt": "dyt"}
+_NAMES = {"layernorm": "LayerNorm", "dyt": "DyT"}
 
 
 def _counted(rec_id: str, data: dict) -> Check:
@@ -316,7 +317,7 @@ def _counted(rec_id: str, data: dict) -> Check:
     published, rule, source = _TEXTS[rec_id]
     return Check.non_inferiority(
         id=rec.id, claim=rec.claim, published=published, interval=iv, side=rec.side,
-        margin=rec.margin[0], measured=f"loss(Derf) - loss({other}) {iv.text()} nats",
+        margin=rec.margin[0], measured=f"loss(Derf) - loss({_NAMES[other]}) {iv.text()} nats",
         rule=rule, source=source, margin_source=rec.margin_source)
 
 
