@@ -56,12 +56,26 @@ def test_the_counted_row_passes_fails_or_is_inconclusive_on_hand_made_data():
     assert verdict(data([3, 2, 4], [2, 2, 2]))[0] == E.INCONCLUSIVE
 
 
-def test_premise_first_a_no_norm_arm_stable_at_the_top_or_nowhere_tests_nothing():
-    for none_idx in ([6, 6, 6], [-1, -1, -1]):
-        v, rows = verdict(data(None, none_idx, tested=False))
-        assert v == E.NOT_TESTED
-        claim = next(c for c in rows if c.kind == E.CLAIM)
-        assert claim.passed is None and claim.measured.startswith("not run: the premise")
+def test_premise_first_a_no_norm_arm_stable_at_the_top_tests_nothing():
+    v, rows = verdict(data(None, [6, 6, 6], tested=False))
+    assert v == E.NOT_TESTED
+    claim = next(c for c in rows if c.kind == E.CLAIM)
+    assert claim.passed is None and claim.measured.startswith("not run: the premise")
+    premise = next(c for c in rows if c.kind == E.PREMISE)
+    assert premise.passed is False and premise.estimate == 0.0
+
+
+def test_a_seed_that_trains_at_no_lr_counts_below_the_grid_as_amended():
+    """The amended premise (stops before the top) holds with a seed at -1, and that seed's gap
+    counts from -1, a lower bound; the band as first registered would have been inconclusive."""
+    v, rows = verdict(data([6, 6, 6], [-1, 2, 2]))
+    premise = next(c for c in rows if c.kind == E.PREMISE)
+    assert premise.passed is True and premise.estimate == pytest.approx(5.0)
+    row = next(c for c in rows if c.id == "norm-allows-larger-learning-rates")
+    assert row.estimate == pytest.approx(5.0) and "-, 0.003, 0.003" in row.measured
+    (amendment,) = M.AMENDMENTS
+    assert amendment.id == premise.id and amendment.before["form"] == "band"
+    assert amendment.results_before["quick"]["status"] == "inconclusive"
 
 
 def test_tiny_runs_end_to_end_and_the_norm_arm_waits_for_the_premise(monkeypatch, tmp_path):
