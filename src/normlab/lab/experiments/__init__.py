@@ -36,4 +36,6 @@ EXPERIMENTS: dict[str, str] = {
     "norm-and-learning-rate": "normlab.lab.experiments.norm_and_learning_rate",
     "rescaling-not-centering": "normlab.lab.experiments.rescaling_not_centering",
     "derf": "normlab.lab.experiments.derf",
+    "layernorm-scaling": "normlab.lab.experiments.layernorm_scaling",
+    "mix-ln": "normlab.lab.experiments.mix_ln",
 }
