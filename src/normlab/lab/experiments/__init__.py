@@ -38,4 +38,5 @@ EXPERIMENTS: dict[str, str] = {
     "derf": "normlab.lab.experiments.derf",
     "layernorm-scaling": "normlab.lab.experiments.layernorm_scaling",
     "mix-ln": "normlab.lab.experiments.mix_ln",
+    "nvfp4-recipe-parts": "normlab.lab.experiments.nvfp4_recipe_parts",
 }
