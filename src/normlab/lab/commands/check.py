@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from ... import functional as Fn
-from ...functional import gating, ngpt
+from ...functional import centernorm, gating, ngpt
 from ...testing import gradcheck
 from ...testing.parity import DEFAULT, GEMM, Tolerance, derf_scales, dyt_scales
 from ..formatting import fmt
@@ -94,6 +94,8 @@ def _torch_ops():
     import torch
     from torch.nn.functional import linear as F_linear
 
+    from ...testing import center_oracle
+
     def bn(training, mask=None):
         def f(x, weight, bias, running_mean, running_var):
             rm, rv = running_mean.detach().clone(), running_var.detach().clone()
@@ -115,6 +117,7 @@ def _torch_ops():
         "batch_norm(train, mask)": bn(True, _MASK),
         "batch_norm(eval)": bn(False),
         "dyt": O.dyt,
+        "center_norm": center_oracle.center_norm,
         "derf": O.derf,
         "sigmoid_gate": O.sigmoid_gate,
         "l2_normalize (nGPT)": O.justnorm,
@@ -170,6 +173,8 @@ def op_checks() -> list[OpCheck]:
                 partial(Fn.rms_norm_forward, partial=0.25), Fn.rms_norm_backward),
         OpCheck("rms_norm(offset=1)", partial(_norm_inputs, params=("weight",)),
                 partial(Fn.rms_norm_forward, offset=1.0), Fn.rms_norm_backward),
+        OpCheck("center_norm", _norm_inputs, centernorm.center_norm_forward,
+                centernorm.center_norm_backward),
         OpCheck("batch_norm(train)", _bn_inputs, bn_train, bn_train_b,
                 covers="batch_norm_forward"),
         OpCheck("batch_norm(train, mask)", _bn_inputs, bn_mask, bn_mask_b, out_mask=masked),
@@ -243,8 +248,6 @@ CHECKED_ELSEWHERE: dict[str, str] = {
     "qk_norm_members_forward": "the ensemble's QK-norm: tests/functional/test_attention.py",
     "capped_softmax_forward": "a part of attention(qk-norm, rope, cap) (the soft-cap and the "
                               "softmax)",
-    "attention_forward_members": "the ensemble's attention: tests/functional/test_attention.py "
-                                 "and test_sigmoid_attention.py, member by member",
     "rope_forward": "a part of attention(qk-norm, rope, cap) and ngpt_qk(rope); "
                     "tests/functional/test_rope.py",
     "shift_noise_forward": "the lab's injected noise (internal-covariate-shift): "
