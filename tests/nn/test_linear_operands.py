@@ -203,3 +203,22 @@ def test_nvfp4_recipe_in_torch_emulate_and_a_training_run():
     assert torch.isfinite(m[0].weight.grad).all()
     cfg = TrainConfig(precision=nvfp4_recipe(two_d=False).to_json(indent=None))
     assert PrecisionPolicy.from_json(cfg.precision).name == "nvfp4-2d"
+
+
+def test_an_ensemble_member_on_operands_is_its_single_run():
+    """Members of one ensemble with the whole recipe, bf16 and the recipe without its parts
+    (stacked: each member's operands from its own slices) train as their single runs, bit for
+    bit."""
+    from normlab.train import TrainConfig, train
+    from normlab.train.ensemble import train_ensemble
+
+    base = TrainConfig(steps=3, eval_interval=3, eval_batches=1, batch_size=4)
+    base = base.with_overrides({"model.n_layers": 2, "model.d_model": 32, "model.n_heads": 2,
+                                "model.seq_len": 16, "model.vocab_size": 16})
+    pols = [nvfp4_recipe(keep_layers=["blocks.1"]).to_json(indent=None), "amp_bf16",
+            nvfp4_recipe(rht=False, two_d=False, sr=False).to_json(indent=None)]
+    cfgs = [base.with_overrides({"precision": p, "seed": s}) for s, p in enumerate(pols)]
+    for c, e in zip(cfgs, train_ensemble(cfgs)):
+        r = train(c)
+        assert [h["loss"] for h in r.history] == [h["loss"] for h in e.history]
+        assert r.final_val_loss == e.final_val_loss
