@@ -29,6 +29,9 @@ A model outside training pays for nothing: ``GPT`` computes no statistics of its
 | update_probe     | model_update, logit_update after each of the first update_probe     |
 |                  | steps (DeepNet's ||F(x, W_t) - F(x, W_0)|| on a fixed probe batch)  |
 | headroom         | an evaluation's "headroom": ``residual_headroom`` (below)           |
+| attention_sink   | an evaluation's "attention_sink": ``attention_sink`` (below), Gu et |
+|                  | al.'s share of attention each head puts on the first token and the  |
+|                  | share of heads past their threshold (0.3)                           |
 
 Probes draw no random numbers from the run's streams (the update probe's batch has its own
 stream, spawned from the seed), run the model at full precision when they run it at all, and so
@@ -283,6 +286,88 @@ class Headroom(Probe):
         model.train()
 
 
+# ---- the attention sink (Gu et al. 2025, arXiv 2410.10781) -------------------------------------
+SINK_EPS = 0.3  # Gu et al.'s threshold on a head's first-token share (section 3.1, the official
+#                 code's eval_sink_open_source.py: compute_attention_sink(..., epsilon=0.3))
+
+
+def first_token_share(p: np.ndarray) -> np.ndarray:
+    """Gu et al.'s importance score of the first token, per sequence and head: the attention
+    weights p (B, H, T, T) (query t, key j; masked keys 0) -> alpha (B, H), the mean over the T
+    queries of p[..., t, 0] / sum_j p[..., t, j]. Each row is read normalized, as the official
+    code reads every attention it scores (``model_attn_sim_infer.py`` returns sigmoid
+    attention's weights divided by their row sums): a softmax row is unchanged, sigmoid
+    attention's row becomes the share of its weight on each key. Every query of a causal model
+    sees token 1, so the mean is over all T (the code divides column j's sum by T - j)."""
+    p = np.asarray(p)
+    if p.dtype.kind != "f":
+        raise TypeError(f"p: attention weights must be a float array; got {p.dtype}")
+    if p.ndim != 4 or p.shape[-1] != p.shape[-2] or p.shape[-1] == 0:
+        raise ValueError(f"p: attention weights must be (B, H, T, T) with T >= 1; got shape "
+                         f"{p.shape}")
+    p = p.astype(np.float64)
+    total = p.sum(axis=-1)  # (B, H, T) each row's weight
+    first = np.divide(p[..., 0], total, out=np.zeros_like(total), where=total > 0)
+    return first.mean(axis=-1)  # (B, H)
+
+
+def sink_rate(share: np.ndarray, eps: float = SINK_EPS) -> float:
+    """Gu et al.'s Sink_1^eps: the fraction of the (sequence, layer, head) triples whose
+    first-token share (``first_token_share``, any shape) exceeds ``eps`` (in (0, 1))."""
+    if not 0.0 < float(eps) < 1.0:
+        raise ValueError(f"eps: the sink threshold must lie in (0, 1); got {eps}")
+    share = np.asarray(share, dtype=np.float64)
+    if share.size == 0:
+        raise ValueError("share: no heads to count")
+    return float(np.mean(share > eps))
+
+
+def attention_probabilities(model: GPT, idx: np.ndarray) -> list[np.ndarray]:
+    """Every block's attention probabilities on ``idx`` (B, T): L arrays (B, H, T, T), float64,
+    from one forward in eval mode at full precision (no dropout, no rounding drawn) through the
+    model's own attention op (softmax, or sigmoid attention's p = sigmoid(s + b)); the caches
+    are released afterwards. An ensemble's stacked model is refused (read a member's model)."""
+    if model.members:
+        raise ValueError("model: an ensemble's stacked model; read each member's own model")
+    was_training = model.training
+    model.eval()
+    try:
+        with numerics_scope(model, FULL_PRECISION), np.errstate(over="ignore",
+                                                                   invalid="ignore"):
+            model.logits(idx)
+            # the op's cache keeps p (softmax cache) for the backward: read, not recomputed
+            out = [np.array(b.attn.branch._cache.softmax.p, dtype=np.float64)
+                   for b in model.blocks]
+    finally:
+        model.release()
+        if was_training:
+            model.train()
+    return out
+
+
+def attention_sink(model: GPT, idx: np.ndarray, eps: float = SINK_EPS) -> dict:
+    """The attention sink on ``idx`` (B, T): ``{"share", "rate", "mean_share", "eps"}``:
+    ``share`` (L, H) each head's first-token share averaged over the sequences, ``rate`` Gu et
+    al.'s Sink_1^eps (the fraction of sequence x layer x head triples with share > eps),
+    ``mean_share`` the share averaged over every sequence, layer and head."""
+    shares = np.stack([first_token_share(p) for p in attention_probabilities(model, idx)])
+    return {"share": shares.mean(axis=1).tolist(), "rate": sink_rate(shares, eps),  # (L, H)
+            "mean_share": float(shares.mean()), "eps": float(eps)}
+
+
+class AttentionSink(Probe):
+    """At every evaluation, the attention sink on the first validation batch
+    (:func:`attention_sink`)."""
+
+    name = "attention_sink"
+
+    def __init__(self, run: Trainer):
+        self.run = run
+
+    def evaluate(self, record: dict) -> None:
+        record["attention_sink"] = attention_sink(self.run.model, self.run.val[0][0])
+
+
 # ---- the registry ------------------------------------------------------------------------------
 PROBES: dict[str, Callable[[Trainer], Probe]] = {
     "residual_stats": lambda run: ResidualStats(run.model),
@@ -291,6 +376,7 @@ PROBES: dict[str, Callable[[Trainer], Probe]] = {
     "update_stats": lambda run: UpdateStats(run.model),
     "update_probe": UpdateProbe,
     "headroom": Headroom,
+    "attention_sink": AttentionSink,
 }
 PROBE_NAMES = tuple(PROBES)
 DEFAULT_PROBES = ("residual_stats", "logit_drift", "grad_stats", "update_stats")
