@@ -39,4 +39,5 @@ EXPERIMENTS: dict[str, str] = {
     "layernorm-scaling": "normlab.lab.experiments.layernorm_scaling",
     "mix-ln": "normlab.lab.experiments.mix_ln",
     "nvfp4-recipe-parts": "normlab.lab.experiments.nvfp4_recipe_parts",
+    "attention-sinks": "normlab.lab.experiments.attention_sinks",
 }
