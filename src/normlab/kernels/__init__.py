@@ -30,6 +30,10 @@ call in one compiled call each way, each sequence a SIMD lane, ``attention_lanes
 tanh the vectorized float32 polynomials of ``vmath.py``), and QK-norm's LayerNorm
 (``qk_norm.py``: NumPy's order of additions, bit for bit the reference, so that a QK-norm model
 computes the same bits on either path).
+``nvfp4.nvfp4_te_qdq`` is TransformerEngine's plain NVFP4 quantize-dequantize in one fused pass,
+bit for bit ``precision.nvfp4_quantize(..., dialect="te").dequantize()``, and
+``hadamard.rht_float32`` the random Hadamard transform, bit for bit ``precision.rht``
+(``normlab.torch`` runs a CPU tensor's NVFP4 and rotations through them).
 ``optim.adamw_update`` is AdamW's update in one pass over flat buffers, bit for bit NumPy's;
 ``normlab.train.AdamW`` calls it itself.
 
@@ -92,6 +96,8 @@ OPS: dict[str, Op] = {
     "quantize": Op("rounding", "normlab.precision.rounding"),
     # a low-precision running sum, chunked: the accumulation roles' reference is precision's
     "accumulate_sum": Op("accumulate", "normlab.precision.accumulate"),
+    # NVFP4's quantize-dequantize (TE's plain path): equal to nvfp4_quantize(...).dequantize()
+    "nvfp4_te_qdq": Op("nvfp4", None),
 }
 
 __all__ = sorted(OPS) + ["IMPLS", "OPS", "Op", "available", "check_impl", "resolve", "warm_up"]

@@ -244,7 +244,9 @@ def nvfp4_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
     def rnd(v: torch.Tensor) -> torch.Tensor:
         return _round(v, E2M1, p, rng)
 
-    fast = _te_in_place(p, x, rnd)
+    fast = _fused(p, x, rng)
+    if fast is None:
+        fast = _te_in_place(p, x, rnd)
     if fast is not None:
         return fast
     tiles = Tiles(tuple(x.shape), 16, s.axis, s.two_d)
@@ -268,6 +270,23 @@ def nvfp4_qdq(p: Precision, x: torch.Tensor, rng: np.random.Generator | None,
         else:
             q, _, dec = _te_4over6(xb, a, ga, s_enc, s.e4m3_max, s.four_over_six, rnd)
     return _saturated(tiles.merge(q), tiles.expand(dec.expand(a.shape)))
+
+
+def _fused(p: Precision, x: torch.Tensor, rng: np.random.Generator | None
+           ) -> torch.Tensor | None:
+    """``normlab.kernels.nvfp4``'s one fused pass where it applies (TE's plain NVFP4 with a
+    per-tensor scale of a contiguous float32 CPU tensor: the same bits and draws as the
+    element-wise passes below), else None."""
+    if x.device.type != "cpu" or x.dtype != F32 or not x.is_contiguous() or \
+            (p.rounding == "stochastic" and rng is None):
+        return None
+    from ..kernels.nvfp4 import applies, nvfp4_te_qdq
+
+    if not applies(p.scaling, p.rounding, p.sr_bits):
+        return None
+    s: Any = p.scaling
+    y = nvfp4_te_qdq(x.detach().numpy(), two_d=s.two_d, rounding=p.rounding, rng=rng)
+    return None if y is None else torch.from_numpy(y)
 
 
 def _te_in_place(p: Precision, x: torch.Tensor, rnd: Any) -> torch.Tensor | None:
@@ -419,6 +438,14 @@ def _rotate(x: torch.Tensor, axis: int, size: int, signs: str, inverse: bool) ->
     if x.shape[ax] % size:
         raise ValueError(f"the rotated axis ({x.shape[ax]} values) must be a multiple of the "
                          f"Hadamard size {size}")
+    if x.device.type == "cpu" and x.dtype == F32:  # kernels.hadamard: the same bits, one pass
+        from ..kernels.hadamard import rht_float32
+
+        y = rht_float32(x.detach().numpy(), ax, np.array(TE_SIGNS if signs == "te" else
+                                                         [1.0] * size, np.float64),
+                        inverse=inverse)
+        if y is not None:
+            return torch.from_numpy(y)
     s = torch.tensor(TE_SIGNS if signs == "te" else [1.0] * size, dtype=torch.float64,
                      device=x.device)
     xm = x.to(torch.float64).movedim(ax, -1)
