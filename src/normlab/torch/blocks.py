@@ -441,11 +441,11 @@ def _rotate(x: torch.Tensor, axis: int, size: int, signs: str, inverse: bool) ->
     if x.device.type == "cpu" and x.dtype == F32:  # kernels.hadamard: the same bits, one pass
         from ..kernels.hadamard import rht_float32
 
-        y = rht_float32(x.detach().numpy(), ax, np.array(TE_SIGNS if signs == "te" else
-                                                         [1.0] * size, np.float64),
-                        inverse=inverse)
-        if y is not None:
-            return torch.from_numpy(y)
+        fast = rht_float32(x.detach().numpy(), ax, np.array(TE_SIGNS if signs == "te" else
+                                                            [1.0] * size, np.float64),
+                           inverse=inverse)
+        if fast is not None:
+            return torch.from_numpy(fast)
     s = torch.tensor(TE_SIGNS if signs == "te" else [1.0] * size, dtype=torch.float64,
                      device=x.device)
     xm = x.to(torch.float64).movedim(ax, -1)
