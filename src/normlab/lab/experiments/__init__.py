@@ -40,4 +40,6 @@ EXPERIMENTS: dict[str, str] = {
     "mix-ln": "normlab.lab.experiments.mix_ln",
     "nvfp4-recipe-parts": "normlab.lab.experiments.nvfp4_recipe_parts",
     "attention-sinks": "normlab.lab.experiments.attention_sinks",
+    "mxfp8-scale-rule": "normlab.lab.experiments.mxfp8_scale_rule",
+    "frontier-numerics": "normlab.lab.experiments.frontier_numerics",
 }
