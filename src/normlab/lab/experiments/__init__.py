@@ -42,4 +42,5 @@ EXPERIMENTS: dict[str, str] = {
     "attention-sinks": "normlab.lab.experiments.attention_sinks",
     "mxfp8-scale-rule": "normlab.lab.experiments.mxfp8_scale_rule",
     "frontier-numerics": "normlab.lab.experiments.frontier_numerics",
+    "optimizer-state-precision": "normlab.lab.experiments.optimizer_state_precision",
 }
