@@ -157,31 +157,15 @@ def _first(n, backward):
     return lambda dout, cache: tuple(backward(dout, cache))[:n]
 
 
-def op_checks() -> list[OpCheck]:
-    bn_train, bn_train_b = _bn(True)
-    bn_mask, bn_mask_b = _bn(True, _MASK)
-    bn_eval, bn_eval_b = _bn(False)
-
-    def masked(d: dict) -> np.ndarray:
-        return np.broadcast_to(_MASK[..., None], d["x"].shape)
-
+def _design_checks() -> list[OpCheck]:
+    """The ops of the 2024-26 designs (Derf, gated and sigmoid attention, nGPT's three) and of
+    the ablations (centering only)."""
     return [
-        OpCheck("layer_norm", _norm_inputs, Fn.layer_norm_forward, Fn.layer_norm_backward),
-        OpCheck("rms_norm", partial(_norm_inputs, params=("weight",)),
-                Fn.rms_norm_forward, Fn.rms_norm_backward),
-        OpCheck("rms_norm(partial=0.25)", partial(_norm_inputs, params=("weight",)),
-                partial(Fn.rms_norm_forward, partial=0.25), Fn.rms_norm_backward),
-        OpCheck("rms_norm(offset=1)", partial(_norm_inputs, params=("weight",)),
-                partial(Fn.rms_norm_forward, offset=1.0), Fn.rms_norm_backward),
         OpCheck("center_norm", _norm_inputs, centernorm.center_norm_forward,
                 centernorm.center_norm_backward),
-        OpCheck("batch_norm(train)", _bn_inputs, bn_train, bn_train_b,
-                covers="batch_norm_forward"),
-        OpCheck("batch_norm(train, mask)", _bn_inputs, bn_mask, bn_mask_b, out_mask=masked),
-        OpCheck("batch_norm(eval)", _bn_inputs, bn_eval, bn_eval_b),
-        OpCheck("dyt", lambda rng: {"x": rng.normal(size=(3, 5, 16)), "alpha": np.array(0.7),
-                                    "weight": rng.normal(size=16), "bias": rng.normal(size=16)},
-                Fn.dyt_forward, Fn.dyt_backward, scales=dyt_scales),
+        OpCheck("attention(sigmoid)", _heads,
+                partial(Fn.attention_forward, sigmoid_bias=_SIGMOID_BIAS),
+                _first(3, Fn.attention_backward), tol=GEMM),
         OpCheck("derf", lambda rng: {"x": rng.normal(0.0, 2.0, size=(3, 5, 16)),
                                      "alpha": np.array(0.7), "shift": np.array(-0.3),
                                      "weight": rng.normal(size=16), "bias": rng.normal(size=16)},
@@ -198,6 +182,33 @@ def op_checks() -> list[OpCheck]:
         OpCheck("ngpt_qk(rope)", lambda rng: {"x": rng.normal(size=(2, 2, 6, 8)),
                                               "s": rng.normal(1.0, 0.5, size=(2, 8))},
                 partial(ngpt.ngpt_qk_forward, rope=_ROPE), ngpt.ngpt_qk_backward),
+    ]
+
+
+def op_checks() -> list[OpCheck]:
+    """Every op ``normlab check`` runs (``CHECKED_ELSEWHERE`` names the rest)."""
+    bn_train, bn_train_b = _bn(True)
+    bn_mask, bn_mask_b = _bn(True, _MASK)
+    bn_eval, bn_eval_b = _bn(False)
+
+    def masked(d: dict) -> np.ndarray:
+        return np.broadcast_to(_MASK[..., None], d["x"].shape)
+
+    return [
+        OpCheck("layer_norm", _norm_inputs, Fn.layer_norm_forward, Fn.layer_norm_backward),
+        OpCheck("rms_norm", partial(_norm_inputs, params=("weight",)),
+                Fn.rms_norm_forward, Fn.rms_norm_backward),
+        OpCheck("rms_norm(partial=0.25)", partial(_norm_inputs, params=("weight",)),
+                partial(Fn.rms_norm_forward, partial=0.25), Fn.rms_norm_backward),
+        OpCheck("rms_norm(offset=1)", partial(_norm_inputs, params=("weight",)),
+                partial(Fn.rms_norm_forward, offset=1.0), Fn.rms_norm_backward),
+        OpCheck("batch_norm(train)", _bn_inputs, bn_train, bn_train_b,
+                covers="batch_norm_forward"),
+        OpCheck("batch_norm(train, mask)", _bn_inputs, bn_mask, bn_mask_b, out_mask=masked),
+        OpCheck("batch_norm(eval)", _bn_inputs, bn_eval, bn_eval_b),
+        OpCheck("dyt", lambda rng: {"x": rng.normal(size=(3, 5, 16)), "alpha": np.array(0.7),
+                                    "weight": rng.normal(size=16), "bias": rng.normal(size=16)},
+                Fn.dyt_forward, Fn.dyt_backward, scales=dyt_scales),
         OpCheck("dropout(p=0.3)", lambda rng: {"x": rng.normal(size=(3, 5, 16))},
                 _dropout_forward, Fn.dropout_backward, covers="dropout_forward"),
         OpCheck("linear", lambda rng: {"x": rng.normal(size=(3, 5, 16)),
@@ -223,9 +234,6 @@ def op_checks() -> list[OpCheck]:
         OpCheck("attention(qk-norm, rope, cap)", partial(_heads, qk_norm=True),
                 partial(Fn.attention_forward, qk_norm="rmsnorm", rope=_ROPE, softcap=2.0),
                 _first(5, Fn.attention_backward), tol=GEMM),
-        OpCheck("attention(sigmoid)", _heads,
-                partial(Fn.attention_forward, sigmoid_bias=_SIGMOID_BIAS),
-                _first(3, Fn.attention_backward), tol=GEMM),
         OpCheck("cross_entropy", lambda rng: {"logits": rng.normal(0, 3, size=(3, 5, 13))},
                 partial(Fn.cross_entropy_forward, targets=_TARGETS),
                 _first(1, Fn.cross_entropy_backward), tol=GEMM),
@@ -234,6 +242,7 @@ def op_checks() -> list[OpCheck]:
                 partial(Fn.cross_entropy_forward, targets=_TARGETS, softcap=3.0, z_loss=1e-2,
                         label_smoothing=0.1),
                 _first(1, Fn.cross_entropy_backward), tol=GEMM),
+        *_design_checks(),
     ]
 
 
