@@ -69,6 +69,7 @@ def test_a_seed_that_trains_at_no_lr_counts_below_the_grid_as_amended():
     """The amended premise (stops before the top) holds with a seed at -1, and that seed's gap
     counts from -1, a lower bound; the band as first registered would have been inconclusive."""
     v, rows = verdict(data([6, 6, 6], [-1, 2, 2]))
+    assert v == E.REPRODUCED
     premise = next(c for c in rows if c.kind == E.PREMISE)
     assert premise.passed is True and premise.estimate == pytest.approx(5.0)
     row = next(c for c in rows if c.id == "norm-allows-larger-learning-rates")
