@@ -45,7 +45,7 @@ def test_each_probe_adds_its_own_keys(probe):
 def test_the_default_probes_are_what_the_trainer_recorded_before():
     assert DEFAULT_PROBES == ("residual_stats", "logit_drift", "grad_stats", "update_stats")
     assert TrainConfig().probes == DEFAULT_PROBES
-    assert set(PROBE_NAMES) == set(BY_PROBE) | {"update_probe", "headroom"}
+    assert set(PROBE_NAMES) == set(BY_PROBE) | {"update_probe", "headroom", "attention_sink"}
 
 
 def test_the_probes_travel_in_the_config_and_headroom_is_a_probe():
