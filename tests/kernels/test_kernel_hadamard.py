@@ -29,8 +29,10 @@ def test_bit_for_bit_the_reference(rng, shape, axis, inverse, signs):
 def test_the_parallel_path_and_a_round_trip(rng):
     x = rng.normal(size=(PARALLEL_MIN // 256 + 4, 256)).astype(np.float32)
     s = np.array(TE_SIGNS)
-    y = rht_float32(x, -1, s)
+    y = rht_float32(x, -1, s, threads=2)
     assert y is not None and np.array_equal(y, rht(x, -1))
+    one = rht_float32(x, -1, s, threads=1)
+    assert one is not None and np.array_equal(one, y)
     back = rht_float32(y, -1, s, inverse=True)
     assert back is not None and np.allclose(back, x, rtol=1e-6, atol=1e-6)
 

@@ -96,8 +96,10 @@ def test_the_parallel_path_and_out_in_place(rng, two_d):
     x = rng.normal(size=(PARALLEL_MIN // 512 + 16, 512)).astype(np.float32)
     ref = nvfp4_quantize(x, two_d=two_d).dequantize()
     y = x.copy()
-    assert KN.nvfp4_te_qdq(y, two_d=two_d, out=y) is y
+    assert KN.nvfp4_te_qdq(y, two_d=two_d, out=y, threads=2) is y
     assert np.array_equal(_bits(y), _bits(ref))
+    one = KN.nvfp4_te_qdq(x, two_d=two_d, threads=1)  # the calling thread alone
+    assert one is not None and np.array_equal(_bits(one), _bits(ref))
 
 
 def test_where_it_does_not_apply_it_returns_none_and_draws_nothing(rng):

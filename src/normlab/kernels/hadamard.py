@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._common import PARALLEL_MIN
+from ._common import PARALLEL_MIN, nchunks
 
 
 @njit(cache=True)
@@ -52,11 +52,12 @@ def _groups_par(x, out, signs, inverse, root, chunks):
         _groups(x, out, signs, inverse, root, c * step, min(A, (c + 1) * step))
 
 
-def rht_float32(x: np.ndarray, axis: int, signs: np.ndarray, *, inverse: bool = False
-                ) -> np.ndarray | None:
+def rht_float32(x: np.ndarray, axis: int, signs: np.ndarray, *, inverse: bool = False,
+                threads: int | None = None) -> np.ndarray | None:
     """``rht(x, axis, size=len(signs))`` (or ``rht_inverse``) of float32 x with the float64
     ``signs`` (+-1), as a new float32 array of x's shape; None where it does not apply (x not
-    float32, or the axis length not a multiple of the size: the reference's error)."""
+    float32, or the axis length not a multiple of the size: the reference's error). At most
+    ``threads`` threads (None: numba's count; one: the calling thread)."""
     n = signs.shape[0]
     if x.dtype != np.float32 or x.ndim == 0 or x.size == 0 or x.shape[axis] % n:
         return None
@@ -67,8 +68,9 @@ def rht_float32(x: np.ndarray, axis: int, signs: np.ndarray, *, inverse: bool = 
     y = np.empty_like(x3)
     s = np.ascontiguousarray(signs, np.float64)
     root = float(np.sqrt(n))
-    if x.size >= PARALLEL_MIN and A > 1:
-        _groups_par(x3, y, s, inverse, root, min(A, 8))
+    chunks = min(A, nchunks(A, x.size) if threads is None else max(1, int(threads)))
+    if x.size >= PARALLEL_MIN and chunks > 1:
+        _groups_par(x3, y, s, inverse, root, chunks)
     else:
         _groups(x3, y, s, inverse, root, 0, A)
     return y.reshape(x.shape)

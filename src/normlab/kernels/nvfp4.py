@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..precision.nvfp4 import te_encode_scale
-from ._common import PARALLEL_MIN
+from ._common import PARALLEL_MIN, nchunks
 
 F32 = np.float32
 F32_MAX = F32(np.finfo(np.float32).max)
@@ -143,6 +143,19 @@ def _tiles_2d_par(x, out, mult, s_dec, ga, inv, chunks):
         _tiles_2d(x, out, mult, s_dec, ga, inv, c * step, min(n, (c + 1) * step))
 
 
+@njit(cache=True)
+def _amax(flat):
+    """max |flat| (NaN if any value is NaN)."""
+    m = F32(0.0)
+    for k in range(flat.shape[0]):
+        a = abs(flat[k])
+        if not a <= m:  # a > m, or a NaN: NaN wins
+            m = a
+            if a != a:
+                break
+    return m
+
+
 @njit(parallel=True, cache=True)
 def _amax_par(flat, chunks):
     """max |flat| (NaN if any value is NaN), split over ``chunks``."""
@@ -178,8 +191,8 @@ def _words(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def nvfp4_te_qdq(x: np.ndarray, *, two_d: bool = False, rounding: str = "nearest_even",
-                 rng: np.random.Generator | None = None, out: np.ndarray | None = None
-                 ) -> np.ndarray | None:
+                 rng: np.random.Generator | None = None, out: np.ndarray | None = None,
+                 threads: int | None = None) -> np.ndarray | None:
     """TE's plain NVFP4 of float32 x with a per-tensor scale, quantized and dequantized.
 
     Args:
@@ -187,6 +200,8 @@ def nvfp4_te_qdq(x: np.ndarray, *, two_d: bool = False, rounding: str = "nearest
             16x16 tiles of the last two axes (x at least 2-D).
         rounding: ``"nearest_even"``, or ``"stochastic"`` (1x16 blocks only) with ``rng``.
         out: a float32 array of x's shape to write into (may be x itself), or None.
+        threads: at most this many threads (None: numba's count); one runs on the calling
+            thread, as does any x under ``PARALLEL_MIN`` values.
 
     Returns:
         The values (float32, x's shape), bit for bit ``nvfp4_quantize(x, dialect="te",
@@ -200,8 +215,9 @@ def nvfp4_te_qdq(x: np.ndarray, *, two_d: bool = False, rounding: str = "nearest
             (rounding == "stochastic" and rng is None)):
         return None
     flat = x.reshape(-1)
-    par = x.size >= PARALLEL_MIN
-    ga = _amax_par(flat, 2 if par else 1)
+    chunks = nchunks(x.size, x.size) if threads is None else max(1, int(threads))
+    par = x.size >= PARALLEL_MIN and chunks > 1
+    ga = _amax_par(flat, chunks) if par else _amax(flat)
     if not (ga <= AMAX_LIMIT):  # NaN, inf or too large: the reference's separate passes
         return None
     ga = F32(ga)
@@ -210,7 +226,6 @@ def nvfp4_te_qdq(x: np.ndarray, *, two_d: bool = False, rounding: str = "nearest
     s_dec = F32(F32(1.0) / s_enc)
     inv = F32(1.0 / (6 * 448))
     y = np.empty_like(x) if out is None else out
-    chunks = 8 if par else 1
     if two_d:
         x3, y3 = x.reshape(-1, *x.shape[-2:]), y.reshape(-1, *x.shape[-2:])
         n = x3.shape[0] * ((x3.shape[1] + 15) // 16)

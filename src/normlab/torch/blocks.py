@@ -276,7 +276,7 @@ def _fused(p: Precision, x: torch.Tensor, rng: np.random.Generator | None
            ) -> torch.Tensor | None:
     """``normlab.kernels.nvfp4``'s one fused pass where it applies (TE's plain NVFP4 with a
     per-tensor scale of a contiguous float32 CPU tensor: the same bits and draws as the
-    element-wise passes below), else None."""
+    element-wise passes below), with torch's thread count, else None."""
     if x.device.type != "cpu" or x.dtype != F32 or not x.is_contiguous() or \
             (p.rounding == "stochastic" and rng is None):
         return None
@@ -285,7 +285,8 @@ def _fused(p: Precision, x: torch.Tensor, rng: np.random.Generator | None
     if not applies(p.scaling, p.rounding, p.sr_bits):
         return None
     s: Any = p.scaling
-    y = nvfp4_te_qdq(x.detach().numpy(), two_d=s.two_d, rounding=p.rounding, rng=rng)
+    y = nvfp4_te_qdq(x.detach().numpy(), two_d=s.two_d, rounding=p.rounding, rng=rng,
+                     threads=torch.get_num_threads())
     return None if y is None else torch.from_numpy(y)
 
 
@@ -443,7 +444,7 @@ def _rotate(x: torch.Tensor, axis: int, size: int, signs: str, inverse: bool) ->
 
         fast = rht_float32(x.detach().numpy(), ax, np.array(TE_SIGNS if signs == "te" else
                                                             [1.0] * size, np.float64),
-                           inverse=inverse)
+                           inverse=inverse, threads=torch.get_num_threads())
         if fast is not None:
             return torch.from_numpy(fast)
     s = torch.tensor(TE_SIGNS if signs == "te" else [1.0] * size, dtype=torch.float64,
