@@ -17,7 +17,7 @@ head h // (H / Hkv); Hkv = H is multi-head attention.
                                         attention: p = sigmoid(s + b) per key, masked keys 0
                                         (Ramapuram et al. 2025, "Theory, Analysis, and Best
                                         Practices for Sigmoid Self-Attention", arXiv
-                                        2410.10781: b = -log n, n the sequence length;
+                                        2409.04431: b = -log n, n the sequence length;
                                         the official code, apple/ml-sigmoid-attention
                                         attention_simulator/layers/attention.py, adds its
                                         attn_bias after the mask, -7.62 = -log 2048 in its

@@ -46,7 +46,7 @@ class GPTConfig:
     #                         normalized Transformer (nGPT, Loshchilov et al. 2024): no norm layers
     #                         (norm 'none', positions 'rope'), h <- Norm(h + a (Norm(F(h)) - h)),
     #                         q and k on the unit sphere, every matrix renormalized after each step
-    norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, derf, none (identity)
+    norm: str = "layernorm"  # the norm: layernorm, rmsnorm, dyt, derf, centernorm, none (identity)
     #                          (or another name of the norm registry, normlab.functional.norms)
     norm_eps: float = 1e-5  # eps inside the square root of LayerNorm / RMSNorm
     dyt_alpha: float = 0.5  # DyT's initial alpha in gamma * tanh(alpha x) + beta (Zhu et al.: 0.5)
@@ -220,7 +220,7 @@ class GPTConfig:
 
     @property
     def sigmoid_bias(self) -> float | None:
-        """Sigmoid attention's b: ``attn_sigmoid_bias``, or -log(seq_len) (arXiv 2410.10781's
+        """Sigmoid attention's b: ``attn_sigmoid_bias``, or -log(seq_len) (arXiv 2409.04431's
         -log n at the model's context length, as the official configs' -7.62 at 2048); None
         with softmax attention."""
         if self.attn_fn != "sigmoid":

@@ -44,7 +44,7 @@ class CausalSelfAttention(Module):
     the others; its bias with ``bias``, as the official gate rows share q_proj's), x the
     attention's input (``functional.gating``).
 
-    ``sigmoid_bias=b`` is sigmoid attention (Ramapuram et al. 2025, arXiv 2410.10781): p =
+    ``sigmoid_bias=b`` is sigmoid attention (Ramapuram et al. 2025, arXiv 2409.04431): p =
     sigmoid(s + b) per key in place of the softmax (``functional.attention``), always on the
     reference path (the fused kernels compute the softmax only).
 
