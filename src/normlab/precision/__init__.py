@@ -50,6 +50,7 @@ from .policy import (
     Precision,
     PrecisionPolicy,
     get_policy,
+    mxfp4_recipe,
     mxfp8_recipe,
     nvfp4_recipe,
 )
@@ -149,6 +150,7 @@ __all__ = [
     "mx_dequantize",
     "mx_quantize",
     "mx_scale",
+    "mxfp4_recipe",
     "mxfp8_recipe",
     "nvfp4_quantize",
     "nvfp4_recipe",

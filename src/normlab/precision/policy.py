@@ -662,6 +662,49 @@ def mxfp8_recipe(scale_rule: str = "ceil") -> PrecisionPolicy:
     return PRESETS["mxfp8"].replace(name=f"mxfp8_{rule}", compute=e4m3, gradients=e4m3)
 
 
+def _mxfp4(*, rht: bool = False, sr: bool = False) -> Precision:
+    """MXFP4: E2M1 elements, an E8M0 scale per 32 values rounded up (``_MX``), the 16-point
+    RHT first with ``rht``, stochastic rounding of the elements with ``sr``."""
+    return Precision(get_format("float4_e2m1fn"), "stochastic" if sr else "nearest_even",
+                     scaling=HadamardScaling(_MX) if rht else _MX)
+
+
+def mxfp4_recipe(*, rht: bool = True, sr: bool = True, backward_only: bool = True,
+                 name: str | None = None) -> PrecisionPolicy:
+    """Tseng et al.'s MXFP4 training recipe (arXiv 2502.20586, "Training LLMs with MXFP4") with
+    each part switchable: the backward GEMMs' four operands (``dgrad.grad_output``,
+    ``dgrad.weight``, ``wgrad.input``, ``wgrad.grad_output``) in MXFP4 (E2M1 elements, an E8M0
+    scale per 32 values along each GEMM's reduction axis, rounded up), with ``rht`` the 16-point
+    random Hadamard transform (TE's signs) before the rounding and ``sr`` stochastic rounding
+    of the elements (else round to nearest even). ``backward_only`` (the paper's recipe) keeps
+    the forward in bf16; False puts the forward's two operands and the ``compute`` role in
+    MXFP4 as well (round to nearest, no rotation). ``name`` defaults to ``mxfp4`` followed by
+    the parts removed (``mxfp4-rht-sr``) and ``+fwd`` when the forward is MXFP4 too.
+
+        >>> mxfp4_recipe(rht=False).operand("dgrad.weight").rounding
+        'stochastic'
+
+    Returns:
+        a PrecisionPolicy (bf16 weights and activations, fp32 master weights and optimizer).
+    """
+    for arg, v in (("rht", rht), ("sr", sr), ("backward_only", backward_only)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"mxfp4_recipe: {arg} must be True or False; got {v!r}")
+    if name is None:
+        off = [n for n, on in (("rht", rht), ("sr", sr)) if not on]
+        name = "mxfp4" + "".join(f"-{n}" for n in off) + ("" if backward_only else "+fwd")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"mxfp4_recipe: name must be a non-empty string; got {name!r}")
+    back = _mxfp4(rht=bool(rht), sr=bool(sr))
+    ops = {op: back for op in ("dgrad.grad_output", "dgrad.weight", "wgrad.input",
+                               "wgrad.grad_output")}
+    if backward_only:
+        return _recipe(name, Precision(get_format("bfloat16")),
+                       Precision(get_format("bfloat16")), ops)
+    ops.update({"fprop.input": _mxfp4(), "fprop.weight": _mxfp4()})
+    return _recipe(name, _mxfp4(), back, ops)
+
+
 def get_policy(name: str) -> PrecisionPolicy:
     """``PrecisionPolicy.preset(name)``."""
     return PrecisionPolicy.preset(name)

@@ -43,4 +43,5 @@ EXPERIMENTS: dict[str, str] = {
     "mxfp8-scale-rule": "normlab.lab.experiments.mxfp8_scale_rule",
     "frontier-numerics": "normlab.lab.experiments.frontier_numerics",
     "optimizer-state-precision": "normlab.lab.experiments.optimizer_state_precision",
+    "mxfp4-sr-rht": "normlab.lab.experiments.mxfp4_sr_rht",
 }
