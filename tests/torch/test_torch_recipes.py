@@ -154,3 +154,29 @@ def test_keep_last_refuses_bad_input():
     with pytest.raises(TypeError, match="PrecisionPolicy"):
         keep_overrides("nvfp4")
     assert isinstance(keep_last(get_policy("mxfp8_2d"), 0, head=None), PrecisionPolicy)
+
+
+@pytest.mark.parametrize("name", ["nvfp4", "mxfp8_2d", "fp8_blockwise"])
+def test_coverage_has_a_row_per_gemm_naming_each_operand(name):
+    """A recipe linear's coverage: one row per GEMM, each operand with the policy's precision
+    for it; the backward's rows only where a gradient is recorded."""
+    from normlab.precision import nvfp4_recipe
+    policies = [get_policy(name)] + ([nvfp4_recipe(rht=False, sr=False)] if name == "nvfp4"
+                                     else [])
+    for policy in policies:
+        lin = torch.nn.Linear(32, 16, bias=False)
+        x = torch.randn(4, 32, requires_grad=True)
+        with emulate(lin, policy, rng=np.random.default_rng(0)) as em:
+            lin(x).sum().backward()
+        rows = {r["op"]: r["rounded"] for r in em.coverage}
+        assert list(rows) == ["linear fprop", "linear dgrad", "linear wgrad"]
+        for gemm, tensors in (("fprop", ("x", "W")), ("dgrad", ("dY", "W")),
+                              ("wgrad", ("dY", "x"))):
+            for tensor in tensors:
+                op = {"x": "input", "W": "weight", "dY": "grad_output"}[tensor]
+                assert f"{tensor}: " in rows[f"linear {gemm}"]
+                assert f"{gemm}.{op} = {policy.operand(f'{gemm}.{op}')}" in rows[f"linear {gemm}"]
+        assert ("Hadamard" in rows["linear wgrad"]) == (policy.name == "nvfp4")
+        with emulate(lin, policy, rng=np.random.default_rng(0)) as em, torch.no_grad():
+            lin(x)
+        assert [r["op"] for r in em.coverage] == ["linear fprop"]

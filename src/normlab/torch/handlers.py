@@ -96,11 +96,17 @@ class NormlabRules:
                             why=_WHY_ACTIVATIONS)
             return func(*args, **kwargs)
         job = _job(em, ops, wa, wb, bias)
-        _cover_product(em, ops.label, job, wa, wb, bias)
         if ops.label in _LINEAR_LIKE and wb is not None and wa is None and b.dim() == 2 and \
                 not (ops.label == "addmm" and (kwargs or bias is None or bias.dim() != 1)):
             w = b if ops.label == "linear" else b.transpose(0, 1)
-            return (linear_class(job) or Linear).apply(job, a, w, bias)
+            recipe = linear_class(job)
+            if recipe is None:
+                _cover_product(em, ops.label, job, wa, wb, bias)
+            else:
+                _cover_gemms(em, ops.label, job, bias, torch.is_grad_enabled() and (
+                    a.requires_grad or w.requires_grad))
+            return (recipe or Linear).apply(job, a, w, bias)
+        _cover_product(em, ops.label, job, wa, wb, bias)
         return Product.apply(job, a, b, bias)
 
     def embedding(self, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -210,6 +216,33 @@ def _cover_product(em: Any, label: str, job: Job, wa: str | None, wb: str | None
                         left="the bias and its gradient", why=_WHY_BIAS)
     else:
         em.coverage.add(em.frame.name, label, "rounded", rounded=text)
+
+
+#: A recipe linear's GEMMs: (GEMM, its output, its two operands as (tensor, GEMM operand)).
+_GEMMS = (("fprop", "y", (("x", "fprop.input"), ("W", "fprop.weight"))),
+          ("dgrad", "dx", (("dY", "dgrad.grad_output"), ("W", "dgrad.weight"))),
+          ("wgrad", "dW", (("dY", "wgrad.grad_output"), ("x", "wgrad.input"))))
+
+
+def _cover_gemms(em: Any, label: str, job: Job, bias: Any, backward: bool) -> None:
+    """A recipe linear's rows, one per GEMM (``op`` "linear fprop", ...; the backward's two only
+    where a gradient is recorded): each operand's precision (``PrecisionPolicy.operand``), the
+    weight's ``params`` rounding first, and the output's role."""
+    r = job.rounder
+    pol = r.policy
+    params = pol.params.format if r.rounds("params") else None
+    for gemm, out, operands in _GEMMS[:3 if backward else 1]:
+        parts = []
+        for tensor, name in operands:
+            p = pol.operand(name)
+            first = f"params ({params}), then " if tensor == "W" and params else ""
+            parts.append(f"{tensor}: {first}{name} = {p if p.rounds else 'float32'}")
+        parts.append(f"{out}: activations" if r.rounds("activations") else f"{out}: float32")
+        if bias is not None:
+            em.coverage.add(em.frame.name, f"{label} {gemm}", "rounded", rounded="; ".join(parts),
+                            left="the bias and its gradient", why=_WHY_BIAS)
+        else:
+            em.coverage.add(em.frame.name, f"{label} {gemm}", "rounded", rounded="; ".join(parts))
 
 
 def _cover_other(em: Any, func: Callable, weight: str) -> None:
