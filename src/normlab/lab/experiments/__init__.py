@@ -44,4 +44,5 @@ EXPERIMENTS: dict[str, str] = {
     "frontier-numerics": "normlab.lab.experiments.frontier_numerics",
     "optimizer-state-precision": "normlab.lab.experiments.optimizer_state_precision",
     "mxfp4-sr-rht": "normlab.lab.experiments.mxfp4_sr_rht",
+    "dropout-regularizes": "normlab.lab.experiments.dropout_regularizes",
 }
