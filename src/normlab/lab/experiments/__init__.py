@@ -45,4 +45,5 @@ EXPERIMENTS: dict[str, str] = {
     "optimizer-state-precision": "normlab.lab.experiments.optimizer_state_precision",
     "mxfp4-sr-rht": "normlab.lab.experiments.mxfp4_sr_rht",
     "dropout-regularizes": "normlab.lab.experiments.dropout_regularizes",
+    "final-logit-softcap": "normlab.lab.experiments.final_logit_softcap",
 }
