@@ -44,6 +44,7 @@ EXPERIMENTS: dict[str, str] = {
     "frontier-numerics": "normlab.lab.experiments.frontier_numerics",
     "optimizer-state-precision": "normlab.lab.experiments.optimizer_state_precision",
     "mxfp4-sr-rht": "normlab.lab.experiments.mxfp4_sr_rht",
+    "fp4-all-the-way": "normlab.lab.experiments.fp4_all_the_way",
     "dropout-regularizes": "normlab.lab.experiments.dropout_regularizes",
     "final-logit-softcap": "normlab.lab.experiments.final_logit_softcap",
 }
