@@ -1,19 +1,17 @@
-"""``residual-and-final-norm``: the chapters' own claims about the skip path and the final norm
-(chapter 16, section 16.2; chapter 2.4, section 1).
+"""``residual-and-final-norm``: the chapters' own claim about the skip path (chapter 16, section
+16.2; chapter 2.4, section 1).
 
-Two ablations of normlab's GPT (``GPTConfig.residual`` drops each sublayer's skip path,
-``GPTConfig.head_norm`` puts a norm before the head or takes it away):
+An ablation of normlab's GPT (``GPTConfig.residual`` drops each sublayer's skip path) on the
+Markov source (its exact entropy floor tells a run that trains from one that stalls): Pre-LN at
+depth ``depth`` with and without the skip path, the same learning rate, seeds paired. The effect
+is loss(no skip) - loss(skip) (nats/token, a diverged run at its loss at init). Premise first:
+Pre-LN with the skip path trains (closes half the way from its loss at init to the floor); the
+arm without it runs only when it does.
 
-* **the skip path** on the Markov source (its exact entropy floor tells a run that trains from
-  one that stalls): Pre-LN at depth ``depth`` with and without the skip path, the same learning
-  rate, seeds paired. The effect is loss(no skip) - loss(skip) (nats/token, a diverged run at
-  its loss at init). Premise first: Pre-LN with the skip path trains (closes half the way from
-  its loss at init to the floor); the arm without it runs only when it does.
-* **the final norm** on pydoc characters (a task whose arms end apart): Post-LN and Pre-LN,
-  each with and without a norm before the head. The effects are loss(without) - loss(with) per
-  placement. Premise first: the task separates two arms the source says differ (Post-LN and
-  Pre-LN in their standard forms end more than the margin apart); the two other arms run only
-  when it does.
+The final norm before the head (the same section's other claim) was measured here first, on
+pydoc characters behind a premise that did not measure what the claim is about (Post-LN against
+Pre-LN); it moved to the experiment ``final-norm`` (``normlab.lab.experiments.final_norm``), and
+its three records here are retired by amendments that keep the result before.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from ..contract import (
     SHOWN,
     SUPERIORITY,
     THRESHOLD,
+    Amendment,
     Card,
     Check,
     Record,
@@ -45,28 +44,22 @@ LANE = "pool"  # its training runs go to the executor's workers (normlab.lab.rep
 
 CARD = Card(
     name="residual-and-final-norm",
-    title="The chapters' claims: residual connections and the final norm before the head",
+    title="The chapters' claim: residual connections make a deep stack trainable",
     citation="Chapter 16 (Normalization, Residuals & Precision), section 16.2; chapter 2.4 "
              "(Normalization and Stabilization), section 1",
     claim="Residual connections make a deep stack trainable: the same stack without its skip "
-          "paths trains clearly worse. Pre-norm leaves the residual stream's scale "
-          "uncontrolled, so a norm before the output head helps it; a post-norm stream ends "
-          "normalized and needs none.",
+          "paths trains clearly worse.",
     published="He et al. 2016 (cited by chapter 16): deep plain networks train worse than the "
               "same networks with skips; the chapters give no number",
-    method="normlab GPT (`GPTConfig.residual`, `GPTConfig.head_norm`). The skip path: Pre-LN "
-           "of `depth` blocks on the Markov source (`base`, exact entropy floor) with and "
-           "without the skip path at `lr`, `seeds` seed(s) paired. The final norm: Post-LN and "
-           "Pre-LN of the text recipe's four blocks on pydoc characters (`text`), each with and "
-           "without the head's norm, `seeds` seed(s) paired. Premises first.",
+    method="normlab GPT (`GPTConfig.residual`): Pre-LN of `depth` blocks on the Markov source "
+           "(`base`, exact entropy floor) with and without the skip path at `lr`, `seeds` "
+           "seed(s) paired. Premise first. (The final norm before the head: the experiment "
+           "final-norm.)",
     explanation="With a skip path the gradient reaching block l is the gradient at the top "
                 "plus the branches' terms (16.2: 'the gradient contains an identity path'), so "
                 "a deep stack passes signal back even where the branches are badly "
-                "conditioned; without it the gradient is a product of every block's Jacobian. "
-                "In Pre-LN the residual stream is a sum of the branches' outputs whose scale no "
-                "norm controls, so the head reads an unnormalized vector unless a final norm "
-                "sits before it; Post-LN's stream leaves every block through a norm.",
-    short="without skips a deep stack trains worse; the final norm helps Pre-LN, not Post-LN",
+                "conditioned; without it the gradient is a product of every block's Jacobian.",
+    short="without skips a deep stack trains worse",
 )
 
 # The margins, fixed before measuring, with where they come from:
@@ -77,8 +70,6 @@ HALF = 0.5  # "trains": closes at least half the distance from the loss at init 
 BASE = R.derive(R.XIONG_MARKOV, "Pre-LN (the skip path's arms differ only in residual); the "
                 "learning rate is the config's, fixed from the pilot", {
                     "model.placement": "pre"})
-TEXT = R.derive(R.TEXT, "the text recipe as it is: four Pre-LN blocks of width 32, RoPE, "
-                "AdamW with warmup and clipping on pydoc characters", {})
 
 
 @dataclass(frozen=True)
@@ -86,20 +77,15 @@ class Config:
     base: TrainConfig = BASE  # the skip path's runs (Markov source); its n_layers is `depth`
     depth: int = 6  # L: blocks of the skip path's arms (Xiong et al.'s six; the pilot: the notes)
     lr: float = 1e-3  # the skip path's learning rate, fixed from the pilot (the notes)
-    text: TrainConfig = TEXT  # the final norm's runs (pydoc characters, its own lr)
-    final_norm_arms: bool = True  # whether the final norm's arms run (False where the register
-    #                               lists its rows as not tested at the size)
     seeds: int = 3  # training seeds per arm (seed, seed + 1, ...): paired by seed
     seed: int = 0  # first training seed
 
 
 SIZES = {
-    "tiny": {**R.tiny_model(embed_scale=True), **R.tiny_model(prefix="text.model."),
-             "depth": 3, "lr": 1e-2, "base.steps": 40, "base.eval_interval": 20,
-             "base.batch_size": 8, "base.model.seq_len": 8, "text.steps": 40,
-             "text.warmup": 8, "text.eval_interval": 20, "text.batch_size": 8,
-             "text.model.seq_len": 16, "seeds": 2},
-    "quick": {"final_norm_arms": False},
+    "tiny": {**R.tiny_model(embed_scale=True), "depth": 3, "lr": 1e-2, "base.steps": 40,
+             "base.eval_interval": 20, "base.batch_size": 8, "base.model.seq_len": 8,
+             "seeds": 2},
+    "quick": {},
     "full": {"seeds": 5},
 }
 
@@ -169,10 +155,37 @@ REGISTER = (
            untested=_QUICK_COST, untested_at=("quick",)),
 )
 RECORDS = {r.id: r for r in REGISTER}
-AMENDMENTS: tuple = ()
+
+
+def _row(status: str, interval: list[float] | None, measured: str, kind: str = CLAIM) -> dict:
+    """A committed row as an amendment's result before holds it."""
+    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
+
+
+_FN_PREMISE_FULL = ("loss(Post-LN) - loss(Pre-LN with its final norm) 0.0063 [-0.0225, 0.0351] "
+                    "(n=5)")
+_FN_NOT_RUN = (f"not run: the premise did not hold ({_FN_PREMISE_FULL}), so the arms that test "
+               f"the claim were not trained")
+_MOVED: dict[str, Any] = dict(
+    date="2026-12-07", commit="ae739cc", retires=True,
+    changed="retired with the final norm's arms (the text recipe's runs), which this experiment "
+            "no longer measures: it measures the skip path only",
+    why="moved to the experiment final-norm, whose premise measures what the claim is about "
+        "(Pre-LN's residual stream at the head is not controlled: it grows with depth) on a "
+        "text model deep enough to show it; here the premise compared Post-LN with Pre-LN, "
+        "which the claim does not concern, and as a premise that failed it made the whole "
+        "experiment 'not tested at this size', hiding the skip path's result (1.05 [1.02, "
+        "1.07] nats at the full size)")
+AMENDMENTS: tuple[Amendment, ...] = (
+    Amendment(id="text-separates-post-and-pre", **_MOVED, results_before={"full": _row(
+        "FAIL", [-0.022501747450487188, 0.035110432375849654], _FN_PREMISE_FULL, PREMISE)}),
+    Amendment(id="final-norm-helps-pre-ln", **_MOVED,
+              results_before={"full": _row("shown", None, _FN_NOT_RUN)}),
+    Amendment(id="post-ln-needs-no-final-norm", **_MOVED,
+              results_before={"full": _row("shown", None, _FN_NOT_RUN)}),
+)
 
 SKIP_ARMS = ("skip", "no skip")
-FN_ARMS = (("post", False), ("pre", True), ("post", True), ("pre", False))  # premise arms first
 
 
 def _skip_variant(skip: bool, L: int) -> str:
@@ -180,28 +193,19 @@ def _skip_variant(skip: bool, L: int) -> str:
     return f"pre L={L} {'skip' if skip else 'no skip'}"
 
 
-def _fn_variant(placement: str, final_norm: bool) -> str:
-    """The data's key of a final-norm arm."""
-    return f"{placement} {'final norm' if final_norm else 'no final norm'}"
-
-
 def validate(cfg: Config) -> None:
     """The cross-field rules (the framework calls this before ``measure``)."""
     if cfg.base.model.placement != "pre" or not cfg.base.model.residual:
         raise ValueError("base: the skip path's arms are Pre-LN with the skip path "
                          "(model.placement 'pre', model.residual True); the arms set the rest")
-    if cfg.text.model.norm == "none":
-        raise ValueError("text: the final norm's arms need a norm (model.norm not 'none')")
 
 
 def measure(config: Config, ctx) -> dict:
-    """Premises first: Pre-LN with skips (Markov) and, with ``final_norm_arms``, the text's
-    two standard forms run first; each ablation's other arm(s) only where its premise holds."""
+    """Premise first: Pre-LN with skips (Markov), then the arm without them where it trains."""
     cfg = config
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     data: dict[str, Any] = {"depth": cfg.depth, "lr": cfg.lr, "seeds": seeds}
     data["skip"] = _measure_skip(cfg, ctx, seeds)
-    data["final_norm"] = _measure_final_norm(cfg, ctx, seeds) if cfg.final_norm_arms else None
     return data
 
 
@@ -235,30 +239,6 @@ def _skip_data(runs: list, L: int, arms: tuple[bool, ...]) -> dict:
     return out
 
 
-def _fn_points(cfg: Config, arms, seeds: list[int]) -> list:
-    return [(_fn_variant(p, fn), {"model.placement": p, "model.head_norm": fn, "seed": s})
-            for p, fn in arms for s in seeds]
-
-
-def _measure_final_norm(cfg: Config, ctx, seeds: list[int]) -> dict:
-    """The final norm's arms on text: the premise's two standard forms first, the two others
-    when the task separates them."""
-    runs = run_points(cfg.text, _fn_points(cfg, FN_ARMS[:2], seeds), ctx, name="fn-premise")
-    require_finished(runs)
-    out = _fn_data(runs, FN_ARMS[:2])
-    if _fn_premise(out).passed is not True:
-        return {**out, "tested": False}
-    rest = run_points(cfg.text, _fn_points(cfg, FN_ARMS[2:], seeds), ctx, name="final-norm")
-    require_finished(rest)
-    return _fn_data(runs + rest, FN_ARMS)
-
-
-def _fn_data(runs: list, arms) -> dict:
-    """Per arm: the final validation losses per seed (a diverged run at its loss at init)."""
-    return {"loss": {_fn_variant(p, fn): next(iter(seed_losses(runs, _fn_variant(p, fn))
-                                                   .values())) for p, fn in arms}}
-
-
 # ---- the rows ----------------------------------------------------------------------------------
 def _share(skip: dict, v: str) -> np.ndarray:
     """Per seed, the share of the way from the run's loss at init to the floor closed."""
@@ -278,35 +258,10 @@ def _skip_premise(skip: dict) -> Check:
              f"against", source="normlab [D]", margin_source=rec.margin_source)
 
 
-def _fn_effect(fn: dict, a: str, b: str) -> S.Interval:
-    """The paired interval over seeds of loss(a) - loss(b)."""
-    return S.mean_interval(np.asarray(fn["loss"][a]) - np.asarray(fn["loss"][b]))
-
-
-def _fn_premise(fn: dict) -> Check:
-    rec = RECORDS["text-separates-post-and-pre"]
-    iv = _fn_effect(fn, _fn_variant("post", False), _fn_variant("pre", True))
-    return Check.superiority(
-        id=rec.id, claim=rec.claim, published="-", interval=iv, side=rec.side,
-        margin=rec.margin[0], kind=PREMISE,
-        measured=f"loss(Post-LN) - loss(Pre-LN with its final norm) {iv.text()}",
-        rule=f"superiority: the paired interval > {rec.margin[0]:g} nats (the task can tell "
-             f"two arms apart by the claims' margin)", source="normlab [D]",
-        margin_source=rec.margin_source)
-
-
 _TEXTS = {  # record id -> (published, rule, source) of the counted rows
     "skips-make-a-deep-stack-trainable": (
         "deep plain networks train worse than residual ones (He et al. 2016, cited)",
         "superiority: the paired interval over seeds of loss(no skip) - loss(skip) > 0.1 nats",
-        "chapter 16, section 16.2 [V]"),
-    "final-norm-helps-pre-ln": (
-        "implementations often add a final norm before the head (16.2)",
-        "superiority: the paired interval of loss(Pre-LN without) - loss(with) > 0.1 nats",
-        "chapter 16, section 16.2 [V]"),
-    "post-ln-needs-no-final-norm": (
-        "Post-norm writes Norm(x + F(x)) (16.2)",
-        "non-inferiority: the paired interval of loss(Post-LN without) - loss(with) < 0.1 nats",
         "chapter 16, section 16.2 [V]"),
 }
 
@@ -343,23 +298,8 @@ def _skip_rows(data: dict) -> list[Check]:
             _counted(rec, iv, f"loss(no skip) - loss(skip) {{}} at L={L}, lr={data['lr']:g}")]
 
 
-def _fn_rows(fn: dict) -> list[Check]:
-    premise = _fn_premise(fn)
-    ids = ("final-norm-helps-pre-ln", "post-ln-needs-no-final-norm")
-    if not fn.get("tested", True):
-        return [premise] + [_not_run(i, premise) for i in ids]
-    rows = [premise]
-    for rec_id, p in zip(ids, ("pre", "post")):
-        iv = _fn_effect(fn, _fn_variant(p, False), _fn_variant(p, True))
-        rows.append(_counted(RECORDS[rec_id], iv, f"loss({p} without) - loss({p} with) {{}}"))
-    return rows
-
-
 def judge(data: dict, config: Config) -> list[Check]:
-    rows = _skip_rows(data)
-    if data.get("final_norm") is not None:
-        rows += _fn_rows(data["final_norm"])
-    return rows
+    return _skip_rows(data)
 
 
 def headline(data: dict, config: Config) -> str:
@@ -368,12 +308,6 @@ def headline(data: dict, config: Config) -> str:
     out = (f"Markov, Pre-LN L={L}, lr {data['lr']:g}: with skips "
            f"{means[_skip_variant(True, L)]}, without "
            f"{means.get(_skip_variant(False, L), 'not run')} (floor {fmt(skip['floor'])})")
-    fn = data.get("final_norm")
-    if fn is not None:
-        out += "; text, with / without the final norm: " + ", ".join(
-            f"{p} " + " / ".join(fmt(float(np.mean(fn["loss"][_fn_variant(p, f)])))
-                                  if _fn_variant(p, f) in fn["loss"] else "not run"
-                                  for f in (True, False)) for p in ("post", "pre"))
     return out + " (means over seeds)"
 
 
@@ -381,8 +315,8 @@ def plot(result, out_dir) -> list[str]:
     from ..plotting import COLORS, figure, save, style
 
     d = result.data
-    fig, axes = figure(2)
-    a, b = axes
+    fig, axes = figure(1)
+    a = axes[0]
     for i, (v, losses) in enumerate(d["skip"]["loss"].items()):
         a.scatter([i] * len(losses), losses, color=COLORS["pre"] if "no" not in v else "#999999",
                   s=18)
@@ -391,14 +325,4 @@ def plot(result, out_dir) -> list[str]:
     a.set_xticklabels(list(d["skip"]["loss"]), fontsize=7)
     style(a, "Markov: final loss per seed", "arm", "final validation loss (nats/token)")
     a.legend(fontsize=6)
-    fn = d.get("final_norm")
-    if fn is None:
-        b.text(0.5, 0.5, "not run at this size", ha="center", va="center",
-               transform=b.transAxes, fontsize=9, color="#555555")
-    else:
-        for i, (v, losses) in enumerate(fn["loss"].items()):
-            b.scatter([i] * len(losses), losses, color=COLORS[v.split()[0]], s=18)
-        b.set_xticks(range(len(fn["loss"])))
-        b.set_xticklabels(list(fn["loss"]), fontsize=6, rotation=20)
-    style(b, "pydoc text: final loss per seed", "arm", "final validation loss (nats/token)")
     return [save(fig, out_dir, "residual_and_final_norm.png")]
