@@ -47,4 +47,5 @@ EXPERIMENTS: dict[str, str] = {
     "fp4-all-the-way": "normlab.lab.experiments.fp4_all_the_way",
     "dropout-regularizes": "normlab.lab.experiments.dropout_regularizes",
     "final-logit-softcap": "normlab.lab.experiments.final_logit_softcap",
+    "final-norm": "normlab.lab.experiments.final_norm",
 }
