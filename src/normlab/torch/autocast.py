@@ -28,15 +28,17 @@ autocast), and an explicit ``.float()`` ends its lowness. In the backward the op
 gradients of a :data:`LOWER` op are rounded as its bf16 kernels give them, dY first, and each
 low tensor's gradient is rounded once, after its consumers' contributions are summed in float32
 (autocast sums them in the low format, one rounding per addition: the one difference in the
-backward). Bit for bit against autocast needs the low-precision kernel to equal the float32 op on
-the same values rounded once: true of the products up to their sum's order (float32
-accumulation, one rounding: where the kernel's and sgemm's float32 sums straddle a rounding
-boundary of the format they round apart, rarely for bfloat16, more often for float16) and of
-most element-wise ops and reductions (``tests/torch/test_torch_autocast.py``), not of CPU's
-bfloat16 ``scaled_dot_product_attention`` (its kernel rounds the probabilities to bfloat16
-before ``p v``), ``log_softmax``, ``rsqrt`` and ``layer_norm`` on bfloat16 inputs (their
-bfloat16 kernels approximate differently): a run that reaches them agrees to the format's
-rounding there, not bit for bit.
+backward). Where ``compute`` and ``activations`` are both a torch dtype's plain rounding
+(bfloat16, float16: nearest even, unscaled), a :data:`LOWER` op runs in torch's own kernel for
+that dtype on the rounded operands (``Job.kernel``), forward and backward, as autocast runs it: a
+float32 product rounded once differs from the low-precision kernel in its float32 sum's order,
+and where the two sums straddle a rounding boundary of the format they round apart (on about one
+Llama input in four for bfloat16, more often for float16). Any other format at autocast's points
+computes the op in float32 on the rounded operands. Bit for bit against autocast needs the other
+ops' low-precision kernels to equal the float32 op on the same values rounded once: true of most
+element-wise ops and reductions (``tests/torch/test_torch_autocast.py``), not of ``log_softmax``,
+``rsqrt`` and ``layer_norm`` on bfloat16 inputs (their bfloat16 kernels approximate
+differently): a run that reaches them agrees to the format's rounding there, not bit for bit.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..precision.formats import FORMATS
+from ..precision.policy import Precision
 from .coverage import NORMS, PASSIVE, op_name
 from .ops import PRODUCTS, Job, Linear, Product, Straight, split
 
@@ -269,7 +273,7 @@ class AutocastRules:
                  ("params", "compute") if wb else ("compute",), ("compute",))
         job = Job(em, r, site, (ka, kb, "bias"), roles, (ops.axes[0], ops.axes[1], -1),
                   ("activations", "activations", "activations"), ("activations",),
-                  ops.grad_axis, ops.call, False)
+                  ops.grad_axis, ops.call, False, _kernel(r))
         em.coverage.add(em.frame.name, ops.label, "rounded", rounded=r.describe(
             [("operands and bias", ("compute",)), ("y", ("activations",)),
              ("dY", ("gradients",)), ("their gradients", ("activations",))]),
@@ -305,8 +309,20 @@ class AutocastRules:
         job = Job(em, r, site, ("q", "k", "v"), tuple(("compute",) if t is not None else ()
                                                       for t in tensors),  # type: ignore[arg-type]
                   (-1, -1, -1), ("activations",) * 3, ("activations",), -1,
-                  lambda t: call(t[:len(ts)]), False)
+                  lambda t: call(t[:len(ts)]), False, _kernel(r))
         return self.mark(Product.apply(job, *tensors))
+
+
+#: The formats whose torch kernels run autocast's lower ops.
+_KERNELS = (("bfloat16", torch.bfloat16), ("float16", torch.float16))
+
+
+def _kernel(r: Any) -> torch.dtype | None:
+    """The torch dtype a lower op runs in, as autocast runs it (its own low-precision kernel,
+    so its sums are autocast's bit for bit): where ``compute`` and ``activations`` are both that
+    dtype's plain rounding (nearest even, unscaled); else None (float32 on rounded operands)."""
+    c, a = r.roles["compute"], r.roles["activations"]
+    return next((dt for name, dt in _KERNELS if c == a == Precision(FORMATS[name])), None)
 
 
 def _up(value: Any) -> Any:

@@ -28,6 +28,7 @@ own of ``f`` on the rounded operands (one more forward of ``f`` in the backward)
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -195,6 +196,20 @@ class Job(NamedTuple):
     grad_axis: int  # dY's block axis
     call: Callable[[list[Any]], torch.Tensor]
     pool: bool  # the rounded operands may be reused buffers (held for the backward)
+    #: the torch dtype the product runs in (torch's own low-precision kernel, rules="autocast"
+    #: where compute and activations are that dtype's rounding), or None: float32
+    kernel: torch.dtype | None = None
+
+
+def _low(t: torch.Tensor | None, kernel: torch.dtype | None) -> Any:
+    """t in the product's kernel dtype (a cast of values already on its grid), or t."""
+    return t if t is None or kernel is None else t.to(kernel)
+
+
+def _native(kernel: torch.dtype | None) -> Any:
+    """Autocast off around a product in its kernel dtype: emulate's autocast rules keep torch's
+    autocast on, to float32, which would cast the operands back."""
+    return contextlib.nullcontext() if kernel is None else torch.autocast("cpu", enabled=False)
 
 
 def along(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, axis: int,
@@ -252,8 +267,10 @@ class Linear(torch.autograd.Function):
             xq, own_x = _round(job, job.roles[0], x, job.keys[0], -1), False
             wq, own_w = _round(job, job.roles[1], w, job.keys[1], -1), False
         bq = b if b is None or not job.roles[2] else _round(job, job.roles[2], b, "bias", -1)
-        with torch._C.DisableTorchFunction():
-            y = F.linear(xq, wq, bq)
+        k = job.kernel
+        with torch._C.DisableTorchFunction(), _native(k):
+            y = F.linear(_low(xq, k), _low(wq, k), _low(bq, k)).float() if k else \
+                F.linear(xq, wq, bq)
         ctx.save_for_backward(xq, wq)
         ctx.job, ctx.has_bias = job, b is not None
         ctx.pooled = [t for t, own in ((xq, own_x), (wq, own_w)) if own]
@@ -265,15 +282,17 @@ class Linear(torch.autograd.Function):
         job.emulator.backward_ran()
         xq, wq = ctx.saved_tensors
         r, site = job.rounder, job.site
-        with torch._C.DisableTorchFunction():
-            g = _round(job, ("gradients",), dy, "dout", -1)
-            dx = r.inplace("activations", g @ wq, f"{site}/dx")
+        k = job.kernel
+        with torch._C.DisableTorchFunction(), _native(k):
+            g = _low(_round(job, ("gradients",), dy, "dout", -1), k)
+            wk, xk = _low(wq, k), _low(xq, k)
+            dx = r.inplace("activations", (g @ wk).float(), f"{site}/dx")
             g2, x2 = g.flatten(0, -2) if g.dim() > 1 else g[None], \
-                xq.flatten(0, -2) if xq.dim() > 1 else xq[None]
-            dw = r.inplace("activations", g2.transpose(0, 1) @ x2, f"{site}/dweight")
+                xk.flatten(0, -2) if xk.dim() > 1 else xk[None]
+            dw = r.inplace("activations", (g2.transpose(0, 1) @ x2).float(), f"{site}/dweight")
             db = None
             if ctx.has_bias:
-                db = g2.sum(0)
+                db = g2.sum(0).float()
                 if job.grad_roles[2] is not None:
                     db = r.inplace(job.grad_roles[2], db, f"{site}/dbias")
         del xq, wq
@@ -293,8 +312,9 @@ class Product(torch.autograd.Function):
         q = [None if t is None or not roles else _round(job, roles, t, key, axis)
              for t, roles, key, axis in zip((a, b, bias), job.roles, job.keys, job.axes)]
         q = [t if qt is None else qt for t, qt in zip((a, b, bias), q)]
-        with torch._C.DisableTorchFunction():
-            y = job.call(q)
+        with torch._C.DisableTorchFunction(), _native(job.kernel):
+            y = job.call([_low(t, job.kernel) for t in q])
+            y = y if job.kernel is None else y.float()
         ctx.save_for_backward(*[t if t is not None else torch.empty(0) for t in q])
         ctx.job, ctx.absent = job, tuple(t is None for t in q)
         if not job.out_roles:
@@ -307,12 +327,12 @@ class Product(torch.autograd.Function):
         job.emulator.backward_ran()
         saved = [None if gone else t for t, gone in zip(ctx.saved_tensors, ctx.absent)]
         wants = ctx.needs_input_grad[1:]
-        with torch._C.DisableTorchFunction():
-            g = _round(job, ("gradients",), dy, "dout", job.grad_axis)
+        with torch._C.DisableTorchFunction(), _native(job.kernel):
+            g = _low(_round(job, ("gradients",), dy, "dout", job.grad_axis), job.kernel)
             leaves = [None if t is None else t.detach().requires_grad_(bool(w))
                       for t, w in zip(saved, wants)]
             with torch.enable_grad():
-                y = job.call(leaves)
+                y = job.call([_low(t, job.kernel) for t in leaves])
             asked = [t for t, w in zip(leaves, wants) if t is not None and w]
             got = iter(torch.autograd.grad(y, asked, g, allow_unused=True) if asked else ())
         out: list[Any] = []
