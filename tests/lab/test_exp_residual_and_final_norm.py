@@ -23,7 +23,7 @@ def tiny(**overrides):
     return _CACHE[key]
 
 
-def _gate(monkeypatch, rec_id: str, margin: float) -> None:
+def _gate(monkeypatch: pytest.MonkeyPatch, rec_id: str, margin: float) -> None:
     """Move one premise's margin (as a register amendment would)."""
     rec = dataclasses.replace(M.RECORDS[rec_id], margin=(margin,))
     monkeypatch.setattr(M, "RECORDS", {**M.RECORDS, rec_id: rec})
