@@ -107,7 +107,9 @@ def _data(end_ratio: float, fp4_gap: float, qaf_gap: float, kink: float,
     nats/100 steps more after step 100 than before; the final losses offset by the gaps."""
     rng = np.random.default_rng(0)
     t = np.arange(200)
-    bf16, fp4, loss = [], [], {"bf16": [], "fp4": [], "qaf": []}
+    bf16: list[list[float]] = []
+    fp4: list[list[float]] = []
+    loss: dict[str, list[float]] = {"bf16": [], "fp4": [], "qaf": []}
     for _ in range(seeds):
         b = 3.0 - t / 100 + 0.01 * rng.standard_normal(200)
         gap = 0.0001 * t + kink / 100 * np.clip(t - 100, 0, None)
@@ -153,8 +155,8 @@ def test_the_crossing_and_the_slope_change():
     assert M.crossing(p, 3) == 80  # the mean of 2.0, 1.8, 1.6 is above; of 1.8, 1.6, 1.4 below
     assert M.crossing(_probe(3.0, 2.0), 1) is None
     t = np.arange(100)
-    bf16 = list(np.zeros(100))
-    fp4 = list(0.001 * t + 0.002 * np.clip(t - 50, 0, None))
+    bf16 = [0.0] * 100
+    fp4 = [float(v) for v in 0.001 * t + 0.002 * np.clip(t - 50, 0, None)]
     assert M.slope_change(fp4, bf16, 50, 20) == pytest.approx(0.2)
 
 
@@ -162,6 +164,22 @@ def test_the_fp4_arm_is_the_library_recipe():
     policy = PrecisionPolicy.from_json(json.loads(M.fp4_policy()))
     assert policy == nvfp4_recipe(rht=False, two_d=False, sr=True, keep_layers=("head",))
     assert policy.name == "nvfp4-rht-2d+keep1"
+
+
+def test_the_full_size_seed_count_and_its_amendment():
+    # 10 seeds at the full size since 2026-12-07 (6 before), the quick size's 3 unchanged; every
+    # record that reads the seeds is amended, with the committed full-size row where there was one
+    assert E.configure(M, "full").seeds == 10 and E.configure(M, "quick").seeds == 3
+    amended = {a.id: a for a in M.AMENDMENTS if a.date == "2026-12-07"}
+    assert set(amended) == {r.id for r in M.REGISTER if r.seeds}
+    assert all(a.remeasure and a.commit == "27349cc" for a in amended.values())
+    ends = amended["ratio-ends-below-threshold"].results_before["full"]
+    assert ends["status"] == "inconclusive" and ends["interval"][1] > M.SQRT3 > ends["interval"][0]
+    for r in M.REGISTER:
+        if r.seeds_from:
+            assert "10 seeds at the full size" in r.seeds_from
+            assert "6 seeds at the full size" in amended[r.id].before["seeds_from"]
+    register.validate(M)
 
 
 def test_bad_configs_are_refused():
