@@ -73,3 +73,29 @@ def test_old_result_files_read():
     c = F.Check.from_json(old)
     assert c.kind == F.IDENTITY and c.identity and not c.counted
     assert F.Check.from_json({**old, "identity": False}).kind == F.CLAIM
+
+
+@pytest.mark.parametrize("form, lo, hi, want", [
+    ("superiority", 0.15, 0.4, True), ("superiority", -0.4, 0.05, False),
+    ("non-inferiority", -0.5, 0.05, True), ("non-inferiority", 0.15, 0.4, False)])
+def test_a_check_by_its_record_takes_the_records_rule(form, lo, hi, want):
+    """``Check.by_record`` decides by the record's form, margin and side, under its id, claim
+    and margin's source: the same check the form's own constructor gives."""
+    from normlab.lab.contract import Record
+    side = "above" if form == "superiority" else "below"
+    rec = Record(id="a-row", kind=F.CLAIM, claim="A beats B", form=form, margin=(0.1,),
+                 side=side, margin_source="the source's band", registered="2026-12-07")
+    c = F.Check.by_record(rec, iv(lo, hi), published="p", rule="r", source="s", measured="m")
+    make = F.Check.superiority if form == "superiority" else F.Check.non_inferiority
+    assert c.passed is want and c.form == form and c.threshold == [0.1]
+    assert c == make(id="a-row", claim="A beats B", published="p", interval=iv(lo, hi),
+                     side=side, margin=0.1, measured="m", rule="r", source="s",
+                     margin_source="the source's band")
+
+
+def test_a_check_by_a_threshold_record_is_refused():
+    from normlab.lab.contract import Record
+    rec = Record(id="a-row", kind=F.CLAIM, claim="c", form="threshold", margin=(1.0,),
+                 side="above", margin_source="m", registered="2026-12-07")
+    with pytest.raises(ValueError, match="rec: by_record decides a superiority"):
+        F.Check.by_record(rec, iv(0, 2), published="p", rule="r", source="s", measured="m")

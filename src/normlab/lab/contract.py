@@ -208,6 +208,20 @@ class Check:
                                   rule or f"{interval.method} interval inside [{lo:g}, {hi:g}]",
                                   measured, digits, claim=claim, published=published, **kw)
 
+    @classmethod
+    def by_record(cls, rec: Record, interval: Interval, *, published: str, rule: str,
+                  source: str, measured: str) -> Check:
+        """A counted row decided by its record's rule: the record's form (superiority or
+        non-inferiority), first margin, side and margin's source, under its id and claim."""
+        forms = {SUPERIORITY: cls.superiority, NON_INFERIORITY: cls.non_inferiority}
+        if rec.form not in forms:
+            raise ValueError(f"rec: by_record decides a superiority or non-inferiority record; "
+                             f"{rec.id!r} is {rec.form!r}")
+        return forms[rec.form](id=rec.id, claim=rec.claim, published=published,
+                               interval=interval, side=rec.side, margin=rec.margin[0],
+                               measured=measured, rule=rule, source=source,
+                               margin_source=rec.margin_source)
+
     @property
     def counted(self) -> bool:
         """A source's claim that is counted in the verdict (decided or inconclusive)."""

@@ -315,10 +315,8 @@ def _counted(rec_id: str, data: dict) -> Check:
     other = _VERSUS[rec_id]
     iv = _effect(data, "derf", other)
     published, rule, source = _TEXTS[rec_id]
-    return Check.non_inferiority(
-        id=rec.id, claim=rec.claim, published=published, interval=iv, side=rec.side,
-        margin=rec.margin[0], measured=f"loss(Derf) - loss({_NAMES[other]}) {iv.text()} nats",
-        rule=rule, source=source, margin_source=rec.margin_source)
+    return Check.by_record(rec, iv, published=published, rule=rule, source=source,
+                           measured=f"loss(Derf) - loss({_NAMES[other]}) {iv.text()} nats")
 
 
 def _resolves(config: Config) -> Check | None:

@@ -241,11 +241,9 @@ _TEXTS = {  # record id -> (published, rule, source) of the counted rows
 
 
 def _counted(rec_id: str, iv: S.Interval, measured: str) -> Check:
-    rec = RECORDS[rec_id]
     published, rule, source = _TEXTS[rec_id]
-    return Check.superiority(id=rec.id, claim=rec.claim, published=published, interval=iv,
-                             side=rec.side, margin=rec.margin[0], measured=measured, rule=rule,
-                             source=source, margin_source=rec.margin_source)
+    return Check.by_record(RECORDS[rec_id], iv, published=published, rule=rule, source=source,
+                           measured=measured)
 
 
 def _not_run(rec_id: str, premise: Check) -> Check:

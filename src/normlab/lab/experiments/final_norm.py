@@ -259,10 +259,8 @@ _TEXTS = {  # record id -> (published, rule, source) of the counted rows
 def _counted(rec: Record, iv: S.Interval, measured: str) -> Check:
     """A counted row decided by its record's rule (form, margin, side, margin's source)."""
     published, rule, source = _TEXTS[rec.id]
-    make = Check.superiority if rec.form == SUPERIORITY else Check.non_inferiority
-    return make(id=rec.id, claim=rec.claim, published=published, interval=iv, side=rec.side,
-                margin=rec.margin[0], measured=measured, rule=rule, source=source,
-                margin_source=rec.margin_source)
+    return Check.by_record(rec, iv, published=published, rule=rule, source=source,
+                           measured=measured)
 
 
 def judge(data: dict, config: Config) -> list[Check]:

@@ -204,10 +204,8 @@ def _counted(rec_id: str, data: dict, a: str, b: str) -> Check:
     rec = RECORDS[rec_id]
     published, rule, source = _TEXTS[rec_id]
     iv, text = _gap(data, a, b)
-    make = Check.superiority if rec.form == SUPERIORITY else Check.non_inferiority
-    return make(id=rec.id, claim=rec.claim, published=published, interval=iv, side=rec.side,
-                margin=rec.margin[0], measured=text, rule=rule, source=source,
-                margin_source=rec.margin_source)
+    return Check.by_record(rec, iv, published=published, rule=rule, source=source,
+                           measured=text)
 
 
 def judge(data: dict, config: Config) -> list[Check]:

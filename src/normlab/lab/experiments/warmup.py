@@ -365,10 +365,8 @@ def _intervals(data: dict) -> dict[str, tuple[S.Interval, str]]:
 def _counted(rec: Record, iv: S.Interval, measured: str) -> Check:
     """A counted row decided by its record's rule (form, margin, side, margin's source)."""
     published, rule, source = _TEXTS[rec.id]
-    make = Check.superiority if rec.form == SUPERIORITY else Check.non_inferiority
-    return make(id=rec.id, claim=rec.claim, published=published, interval=iv, side=rec.side,
-                margin=rec.margin[0], measured=measured.format(iv.text()), rule=rule,
-                source=source, margin_source=rec.margin_source)
+    return Check.by_record(rec, iv, published=published, rule=rule, source=source,
+                           measured=measured.format(iv.text()))
 
 
 def _claims() -> list[Record]:
