@@ -348,6 +348,13 @@ class Amendment:
         return jsonable(dataclasses.asdict(self))
 
 
+def committed_row(status: str, interval: list[float] | None, measured: str,
+                  kind: str = CLAIM) -> dict[str, Any]:
+    """A committed row as an amendment's ``results_before`` holds it: its status, interval,
+    measured text and kind, copied from the results file that committed it."""
+    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
+
+
 _RECORD_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 

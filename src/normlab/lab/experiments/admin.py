@@ -33,6 +33,9 @@ from ..contract import (
     Check,
     Record,
 )
+from ..contract import (
+    committed_row as _row,
+)
 from ..formatting import fmt
 from . import _recipes as R
 from ._setups import output_changes
@@ -436,10 +439,6 @@ def plot(result, out_dir) -> list[str]:
 
 
 # ---- the register's amendments: each change after a committed result, with the result before -
-def _row(status: str, interval: list[float] | None, measured: str, kind: str = CLAIM) -> dict:
-    """A committed row as an amendment's result before holds it."""
-    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
-
 
 _NEVER = " (the result before was never in a results file: the notes give it)"
 _SIX_BLOCKS: dict[str, Any] = dict(  # the first committed set-up, measured at 778a154 (quick)

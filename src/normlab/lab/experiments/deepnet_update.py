@@ -32,6 +32,9 @@ from ..contract import (
     Check,
     Record,
 )
+from ..contract import (
+    committed_row as _row,
+)
 from ..formatting import fmt
 from . import _recipes as R
 from ._training import require_finished, run_grid, seed_losses, select
@@ -332,10 +335,6 @@ def plot(result, out_dir) -> list[str]:
 
 
 # ---- the register's amendments: each change after a committed result, with the result before -
-def _row(status: str, interval: list[float] | None, measured: str, kind: str = CLAIM) -> dict:
-    """A committed row as an amendment's result before holds it."""
-    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
-
 
 _FIRST_STEP: dict[str, Any] = dict(
     date="2026-12-03", commit="778a154", remeasure=True,

@@ -39,6 +39,9 @@ from ..contract import (
     Check,
     Record,
 )
+from ..contract import (
+    committed_row as _row,
+)
 from ..formatting import fmt
 from . import _recipes as R
 from ._fp4_noise import train_measured
@@ -200,22 +203,18 @@ RECORDS = {r.id: r for r in REGISTER}
 
 
 # ---- the register's amendments: each change after a committed result, with the result before -
-def _row(status: str, interval: list[float] | None, measured: str, kind: str = PREMISE) -> dict:
-    """A committed row as an amendment's result before holds it."""
-    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
-
 
 _END_AT_6 = "||g|| / ||Q(g) - g|| over the last 5 measurements 1.66 [1.58, 1.73] (n=6)"
 _NOT_JUDGED_AT_6 = f"not judged: a premise did not hold (ratio-ends-below-threshold: {_END_AT_6})"
 _FULL_AT_6 = {  # docs/results/full.json at 27349cc (seed 0; seed 10000 in the why)
     "ratio-starts-above-threshold": _row(
         "pass", [4.431126906994618, 5.083986614863314],
-        "||g|| / ||Q(g) - g|| over the first 5 measurements 4.76 [4.43, 5.08] (n=6)"),
+        "||g|| / ||Q(g) - g|| over the first 5 measurements 4.76 [4.43, 5.08] (n=6)", PREMISE),
     "ratio-ends-below-threshold": _row(
-        "inconclusive", [1.5820633807547961, 1.733397703586579], _END_AT_6),
+        "inconclusive", [1.5820633807547961, 1.733397703586579], _END_AT_6, PREMISE),
     "fp4-trails-bf16": _row(
         "pass", [0.04415723957537666, 0.09174370439151622],
-        "loss(fp4) - loss(bf16) 0.068 [0.0442, 0.0917] (n=6)"),
+        "loss(fp4) - loss(bf16) 0.068 [0.0442, 0.0917] (n=6)", PREMISE),
     "fp4-less-effective-after-crossing": _row("shown", None, _NOT_JUDGED_AT_6, CLAIM),
     "qaf-recovers-bf16": _row("shown", None, _NOT_JUDGED_AT_6, CLAIM),
 }

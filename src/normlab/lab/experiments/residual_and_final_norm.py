@@ -36,6 +36,9 @@ from ..contract import (
     Check,
     Record,
 )
+from ..contract import (
+    committed_row as _row,
+)
 from ..formatting import fmt
 from . import _recipes as R
 from ._training import not_run, require_finished, run_points, seed_losses
@@ -156,10 +159,6 @@ REGISTER = (
 )
 RECORDS = {r.id: r for r in REGISTER}
 
-
-def _row(status: str, interval: list[float] | None, measured: str, kind: str = CLAIM) -> dict:
-    """A committed row as an amendment's result before holds it."""
-    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
 
 
 _FN_PREMISE_FULL = ("loss(Post-LN) - loss(Pre-LN with its final norm) 0.0063 [-0.0225, 0.0351] "

@@ -36,6 +36,9 @@ from ..contract import (
     Check,
     Record,
 )
+from ..contract import (
+    committed_row as _row,
+)
 from ..formatting import fmt
 from . import _recipes as R
 from ._training import (
@@ -476,10 +479,6 @@ def plot(result, out_dir) -> list[str]:
 
 
 # ---- the register's amendments: each change after a committed result, with the result before -
-def _row(status: str, interval: list[float] | None, measured: str, kind: str = CLAIM) -> dict:
-    """A committed row as an amendment's result before holds it."""
-    return {"status": status, "interval": interval, "measured": measured, "kind": kind}
-
 
 # the first registration (8e441ac to fcc0cd1), measured at 778a154 (quick only)
 _XAVIER: dict[str, Any] = dict(
