@@ -26,9 +26,9 @@ def _data(no, cap=None):
     return data
 
 
-def _verdict(data):
-    rows = M.judge(data, E.configure(M, "quick"))
-    register.check_rows(M, rows, "quick")
+def _verdict(data, size="full"):
+    rows = M.judge(data, E.configure(M, size))
+    register.check_rows(M, rows, size)
     return E.verdict_of(rows), {c.id: c for c in rows}
 
 
@@ -69,6 +69,25 @@ def test_a_cap_that_makes_it_worse_is_not_reproduced():
                                               [29.9, 29.9, 29.9])))
     assert verdict == E.NOT_REPRODUCED
     assert rows["softcap-stabilizes"].passed is False
+
+
+def test_each_row_is_judged_only_where_its_pilot_resolves_it():
+    """The quick size's stability row is not judged (its pilot's effect needs more than 200
+    seeds), its validation-loss row is (24 seeds, the pilot's count); at the full size both are
+    (20 seeds). Each count is the fewest that resolves what some count resolves."""
+    from normlab.lab.experiments import _pilots as P
+    data = _data(UNSTABLE, ([0.01, 0.02, 0.01], [0.05, 0.04, 0.06], [29.0, 29.5, 28.9]))
+    _, quick = _verdict(data, "quick")
+    assert quick["softcap-stabilizes"].passed is None
+    assert "not judged at this size" in quick["softcap-stabilizes"].rule
+    assert "more than 200" in quick["softcap-stabilizes"].note
+    assert quick["softcap-lowers-loss"].passed is True
+    _, full = _verdict(data, "full")
+    assert full["softcap-stabilizes"].passed is True and full["softcap-lowers-loss"].passed
+    for steps, size in ((1000, "quick"), (2000, "full")):
+        pilots = M.PILOTS[steps]
+        counts = [P.needed(p, M.BETTER) for p in pilots.values()]
+        assert E.configure(M, size).seeds == max(c for c in counts if c is not None)
 
 
 def test_logits_below_the_cap_mean_not_tested():
