@@ -289,6 +289,9 @@ def _master_row(data: dict) -> Check:
     in optimizer-state-precision, on a task whose arms end apart (``untested`` here)."""
     pure, amp = (data["per"][k]["late_update_rms"] for k in ("pure_bf16", "amp_bf16"))
     ratio = pure / amp if pure and amp else math.nan
+    swing = "" if data["swing"] is None else (
+        f"; the mixed-precision recipes' validation loss differs from fp32's by up to "
+        f"{data['swing']:.3f} nats at some evaluation")
     iv = _iv(data, "pure_bf16")
     floor = next((r["entropy_floor"] for r in data["runs"] if r.get("entropy_floor") is not None),
                  None)
@@ -311,7 +314,7 @@ def _master_row(data: dict) -> Check:
         passed=None, kind=SHOWN_ROW,
         source="Micikevicius et al. 2017 [S]; Zamirai et al. 2020 [S]",
         note="the update RMS is of the change actually applied to the stored weights: updates "
-             "below half a bf16 ulp round away")
+             "below half a bf16 ulp round away" + swing)
 
 
 def _shown_checks(data: dict, config: Config) -> list[Check]:
