@@ -90,3 +90,22 @@ def test_gelu_tanh_form_float32_fast_path(rng, shape):
     dy = rng.normal(size=shape).astype(np.float32)
     assert_rowwise(K.gelu_backward(dy, c), FA.gelu_backward(dy, c_ref), ulps_ct=8,
                    scale=float(np.max(np.abs(dy) * (1 + np.abs(x)))))
+
+
+def test_gelu_tanh_form_float32_blocks_are_the_plain_loop_bitwise(rng):
+    """From PARALLEL_MIN values on, the float32 tanh form runs the plain loop a block at a time
+    (in parallel where numba has threads): every value is its own computation, so the forward's
+    y and cache and the backward's dx are the plain loop's over the whole array, bit for bit."""
+    from normlab.kernels._common import PARALLEL_MIN
+    from normlab.kernels.activations import _gelu_tanh_bwd_plain, _gelu_tanh_fwd_f32
+
+    x = (rng.normal(size=PARALLEL_MIN + 4099) * 3).astype(np.float32)
+    dy = rng.normal(size=x.shape).astype(np.float32)
+    y, c = K.gelu_forward(x, approximate="tanh")
+    s_plain, y_plain, dx_plain = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+    _gelu_tanh_fwd_f32(x, s_plain, y_plain)
+    _gelu_tanh_bwd_plain(x, s_plain, dy, dx_plain)
+    np.testing.assert_array_equal(y.view(np.uint32), y_plain.view(np.uint32))
+    np.testing.assert_array_equal(c.s.view(np.uint32), s_plain.view(np.uint32))
+    np.testing.assert_array_equal(K.gelu_backward(dy, c).view(np.uint32),
+                                  dx_plain.view(np.uint32))
